@@ -264,7 +264,9 @@ def rules_table(catalog: Catalog, fmt: str = "text") -> str:
     if fmt == "markdown":
         lines = ["| Code | Name | Kind | Fix | What it flags |", "| --- | --- | --- | --- | --- |"]
         escaped = [r.summary.replace("|", "\\|") for r in rows]
-        lines += [f"| {r.code} | {r.name} | {r.kind} | {r.fix} | {s} |" for r, s in zip(rows, escaped)]
+        lines += [
+            f"| {r.code} | {r.name} | {r.kind} | {r.fix} | {s} |" for r, s in zip(rows, escaped, strict=True)
+        ]
         return "\n".join(lines) + "\n"
     width = max((len(r.name) for r in rows), default=4)
     lines = [f"{'CODE':<6}  {'NAME':<{width}}  {'KIND':<7}  {'FIX':<6}  SUMMARY"]
