@@ -54,6 +54,19 @@ def stable_path(path: str, root: Path) -> str:
     return repo_path(path, root) or Path(os.path.abspath(path)).as_posix()
 
 
+def repository_root(start: Path) -> Path:
+    """The nearest folder at or above `start` that holds `.git`, else `start` itself.
+
+    Code scanning and annotations resolve paths against the repository checkout, which
+    in a monorepo sits above the pyproject.toml that fuselint reads its settings from.
+    """
+    start = Path(os.path.abspath(start))
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():  # a file, not a folder, in worktrees and submodules
+            return folder
+    return start
+
+
 class _LineReader:
     """Reads a file's lines once, decoding as Python does (coding cookie, else UTF-8)."""
 

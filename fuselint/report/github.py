@@ -13,9 +13,11 @@ also become `%3A` and `%2C`, since they separate the properties.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from fuselint.catalog import Catalog
 from fuselint.findings import Finding
+from fuselint.report.fingerprint import repo_path
 from fuselint.report.gain import saving_suffix
 
 
@@ -28,13 +30,14 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotation(finding: Finding, catalog: Catalog) -> str:
+def annotation(finding: Finding, catalog: Catalog, root: Path | None = None) -> str:
     s = finding.span
+    path = (repo_path(s.path, root) if root is not None else None) or s.path
     rule = catalog.rules.get(finding.code)
     name = f" ({rule.name})" if rule else ""
     properties = {
         "title": f"fuselint ({finding.code})",
-        "file": s.path,
+        "file": path,
         "line": s.line,
         "col": s.column,
         "endLine": s.end_line,
@@ -42,10 +45,13 @@ def annotation(finding: Finding, catalog: Catalog) -> str:
     }
     head = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
     message = (
-        f"{s.path}:{s.line}:{s.column}: {finding.code}{name} {finding.message}{saving_suffix(finding.gain)}"
+        f"{path}:{s.line}:{s.column}: {finding.code}{name} {finding.message}{saving_suffix(finding.gain)}"
     )
     return f"::error {head}::{escape_data(message)}"
 
 
-def render_github(findings: Sequence[Finding], catalog: Catalog) -> str:
-    return "".join(annotation(f, catalog) + "\n" for f in findings)
+def render_github(findings: Sequence[Finding], catalog: Catalog, root: Path | None = None) -> str:
+    """One annotation a line. GitHub places `file=` relative to the repository checkout:
+    with `root` (the repository root) paths are made relative to it, so annotations land
+    even when fuselint runs in a subfolder; without it they are printed as given."""
+    return "".join(annotation(f, catalog, root) + "\n" for f in findings)

@@ -79,3 +79,13 @@ def test_gain_is_in_the_message(findings, catalog):
 
 def test_no_findings_no_output(catalog):
     assert render_github([], catalog) == ""
+
+
+def test_root_makes_paths_relative_to_the_repository(findings, catalog, project, monkeypatch):
+    monkeypatch.chdir(project / "src")
+    inside = Finding("FL101", "m", Span("model.py", 4, 9, 4, 23))
+    line = render_github([inside], catalog, root=project)
+    assert "file=src/model.py," in line and "::src/model.py:4:9: FL101" in line
+    # Outside the root the path stays as given rather than turning into ../ noise.
+    outside = Finding("FL101", "m", Span("/elsewhere/x.py", 1, 1, 1, 2))
+    assert "file=/elsewhere/x.py," in render_github([outside], catalog, root=project)

@@ -21,6 +21,7 @@ import pytest
 
 from fuselint.catalog import load_catalog
 from fuselint.findings import Finding, Span
+from fuselint.report.fingerprint import repository_root
 from fuselint.report.sarif import render_sarif, sarif_log
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "sarif-schema-2.1.0.json"
@@ -190,3 +191,10 @@ def test_identical_lines_get_distinct_fingerprints(catalog, project):
 
 def test_output_is_deterministic(findings, catalog, project):
     assert render_sarif(findings, catalog, project) == render_sarif(findings, catalog, project)
+
+
+def test_repository_root_is_the_folder_holding_git(tmp_path):
+    (tmp_path / "repo" / "sub" / "pkg").mkdir(parents=True)
+    (tmp_path / "repo" / ".git").write_text("gitdir: elsewhere\n")  # a worktree's .git is a file
+    assert repository_root(tmp_path / "repo" / "sub" / "pkg") == tmp_path / "repo"
+    assert repository_root(tmp_path) == tmp_path
