@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from fuselint.findings import Finding, Span
 from fuselint.report.github import escape_data, escape_property, render_github
 
@@ -89,3 +92,13 @@ def test_root_makes_paths_relative_to_the_repository(findings, catalog, project,
     # Outside the root the path stays as given rather than turning into ../ noise.
     outside = Finding("FL101", "m", Span("/elsewhere/x.py", 1, 1, 1, 2))
     assert "file=/elsewhere/x.py," in render_github([outside], catalog, root=project)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.text(min_size=1).filter(lambda p: p.strip()), message=st.text())
+def test_any_path_and_message_round_trip(catalog, path, message):
+    line = render_github([Finding("FL101", message, Span(path, 3, 1, 4, 2))], catalog)
+    assert line.endswith("\n") and "\n" not in line[:-1] and "\r" not in line
+    _name, props, parsed = _parse(line[:-1])
+    assert props["file"] == path
+    assert parsed == f"{path}:3:1: FL101 (host-sync) {message}"
