@@ -77,6 +77,29 @@ def main() -> None:
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
 @click.option("--show-source/--no-show-source", default=True, help="Show the source line under each finding.")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="Hide the findings recorded in this file; exit 1 only for new ones.",
+)
+@click.option(
+    "--update-baseline", is_flag=True, help="Record the current findings in --baseline FILE and exit 0."
+)
+@click.option(
+    "--fail-on-gain-launches",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many kernel launches.",
+)
+@click.option(
+    "--fail-on-gain-bytes",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many bytes of memory traffic.",
+)
+@click.option(
+    "--fail-on-gain-us",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many microseconds per call.",
+)
 def check(
     paths,
     fix,
@@ -92,6 +115,11 @@ def check(
     output_file,
     config_path,
     show_source,
+    baseline,
+    update_baseline,
+    fail_on_gain_launches,
+    fail_on_gain_bytes,
+    fail_on_gain_us,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
     paths = paths or (".",)
@@ -127,9 +155,42 @@ def check(
                 findings.extend(lint_text(path, changed[path], catalog, config))
             findings.sort(key=lambda f: f.sort_key)
 
+    from fuselint.report.gate import (
+        BaselineError,
+        Thresholds,
+        gate,
+        load_baseline,
+        new_findings,
+        write_baseline,
+    )
+
+    if update_baseline:
+        if not baseline:
+            raise UsageFailure("--update-baseline needs --baseline FILE")
+        try:
+            write_baseline(baseline, findings, config.root)
+        except BaselineError as exc:
+            raise UsageFailure(str(exc)) from None
+        n = len(findings)
+        click.echo(f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}", err=True)
+        return
+    hidden = 0
+    if baseline:
+        try:
+            known = load_baseline(baseline)
+        except BaselineError as exc:
+            raise UsageFailure(str(exc)) from None
+        new = new_findings(findings, known, config.root)
+        hidden, findings = len(findings) - len(new), new
+    thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
+    verdict = gate(findings, thresholds)
+
     _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count), output_file)
-    if findings and not exit_zero:
-        sys.exit(1)
+    if hidden or thresholds.any:
+        shown = f" ({hidden} known in {baseline})" if hidden else ""
+        click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
+    if verdict.exit_code and not exit_zero:
+        sys.exit(verdict.exit_code)
 
 
 def _fix_files(
@@ -169,7 +230,8 @@ def _fix_files(
 
 
 def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count) -> str:
-    from fuselint.report import json_format, text
+    from fuselint.report import github, json_format, markdown, sarif, text
+    from fuselint.report.fingerprint import repository_root
 
     if statistics:
         return text.render_statistics(findings, catalog)
@@ -183,7 +245,11 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
                 source, _enc, _err = read_source(Path(path))
                 sources[path] = source.splitlines() if source is not None else []
         return text.render_text(findings, sources, unsafe=config.unsafe_fixes, fixed=fixed_count)
-    raise UsageFailure(f"--format {fmt} is not available yet")
+    if fmt == "sarif":
+        return sarif.render_sarif(findings, catalog, repository_root(config.root))
+    if fmt == "github":
+        return github.render_github(findings, catalog, repository_root(config.root))
+    return markdown.render_markdown(findings, catalog)
 
 
 def _emit(report: str, output_file: str | None) -> None:

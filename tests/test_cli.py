@@ -244,3 +244,40 @@ def test_check_runs_with_torch_unimportable(tmp_path):
     assert "FL103" in proc.stdout
     probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env)
     assert probe.returncode != 0 and "blocked torch" in probe.stderr
+
+
+def test_every_format_renders(tmp_path):
+    (tmp_path / "model.py").write_text(PRINTING)
+    for fmt, marker in (
+        ("sarif", '"version": "2.1.0"'),
+        ("github", "::error title=fuselint (FL103)"),
+        ("markdown", "FL103"),
+    ):
+        result = _run(["check", "--no-cache", "--format", fmt, "."], tmp_path)
+        assert result.exit_code == 1 and marker in result.output, fmt
+
+
+def test_baseline_hides_known_findings_and_survives_line_moves(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text(PRINTING)
+    recorded = _run(["check", "--no-cache", "--baseline", "fl.json", "--update-baseline", "."], tmp_path)
+    assert recorded.exit_code == 0 and (tmp_path / "fl.json").is_file()
+    model.write_text("# a comment that moves every line down\n\n" + PRINTING)
+    assert _run(["check", "--no-cache", "--baseline", "fl.json", "."], tmp_path).exit_code == 0
+    model.write_text(PRINTING.replace("print(x.shape)", "print(x.shape)\n        print(x.dtype)"))
+    new = _run(["check", "--no-cache", "--baseline", "fl.json", "."], tmp_path)
+    assert new.exit_code == 1 and "print(x.dtype)" not in new.output.split("FL103")[0]
+    assert new.output.count("FL103 ") == 1
+
+
+def test_baseline_errors_exit_two(tmp_path):
+    (tmp_path / "model.py").write_text(PRINTING)
+    assert _run(["check", "--update-baseline", "."], tmp_path).exit_code == 2
+    (tmp_path / "bad.json").write_text("{not json")
+    assert _run(["check", "--baseline", "bad.json", "."], tmp_path).exit_code == 2
+
+
+def test_gain_threshold_lets_findings_without_gain_pass(tmp_path):
+    (tmp_path / "model.py").write_text(PRINTING)
+    result = _run(["check", "--no-cache", "--fail-on-gain-launches", "1", "."], tmp_path)
+    assert result.exit_code == 0 and "FL103" in result.output
