@@ -29,9 +29,21 @@ KINDS = ("input", "pointwise", "reduction", "matmul", "conv", "view", "injective
 # Ops that move data to new positions without arithmetic: no tag marks them.
 _INJECTIVE = frozenset(
     {
-        "cat", "clone", "_to_copy", "copy", "constant_pad_nd", "index_select", "gather",
-        "index", "slice_scatter", "select_scatter", "roll", "flip", "repeat",
-        "_unsafe_view", "embedding",
+        "cat",
+        "clone",
+        "_to_copy",
+        "copy",
+        "constant_pad_nd",
+        "index_select",
+        "gather",
+        "index",
+        "slice_scatter",
+        "select_scatter",
+        "roll",
+        "flip",
+        "repeat",
+        "_unsafe_view",
+        "embedding",
     }
 )
 # Factory ops that compute values from indices: fusible like pointwise ops.

@@ -1,0 +1,358 @@
+"""The `fuselint` command: parse arguments, call into the rooms, print, choose the exit code.
+
+Exit codes: 0 no findings (or none that fail the gate), 1 findings, 2 the tool could not
+do what was asked. Errors are one line on stderr, never a traceback (set
+FUSELINT_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from fuselint import __version__
+from fuselint.catalog import Catalog, CatalogError, load_catalog
+from fuselint.config import Config, ConfigError, find_pyproject, load_config
+from fuselint.findings import Finding
+from fuselint.source.lint import Cache, PathError, discover, lint_paths, lint_text, read_source
+
+FORMATS = ("text", "json", "sarif", "github", "markdown")
+
+
+class UsageFailure(click.ClickException):
+    """A one-line error that exits with 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"fuselint: error: {self.message}", err=True)
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
+
+
+def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
+    try:
+        if config_path:
+            if not Path(config_path).is_file():
+                raise UsageFailure(f"{config_path}: no such config file")
+            return load_config(Path(config_path))
+        start = Path(paths[0]) if paths and Path(paths[0]).exists() else Path.cwd()
+        return load_config(find_pyproject(start))
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def _catalog(config: Config) -> Catalog:
+    try:
+        return load_catalog(config.extra_rules)
+    except CatalogError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fuselint")
+def main() -> None:
+    """Find what stops PyTorch from fusing your model's operators, and fix it."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--fix/--no-fix", default=None, help="Apply safe fixes in place.")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply (and count) unsafe fixes.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--select", multiple=True, help="Codes or prefixes to enable (comma-separated).")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to disable (comma-separated).")
+@click.option("--statistics", is_flag=True, help="Count findings per rule instead of listing them.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Processes to lint with.")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
+@click.option("--show-source/--no-show-source", default=True, help="Show the source line under each finding.")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="Hide the findings recorded in this file; exit 1 only for new ones.",
+)
+@click.option(
+    "--update-baseline", is_flag=True, help="Record the current findings in --baseline FILE and exit 0."
+)
+@click.option(
+    "--fail-on-gain-launches",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many kernel launches.",
+)
+@click.option(
+    "--fail-on-gain-bytes",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many bytes of memory traffic.",
+)
+@click.option(
+    "--fail-on-gain-us",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many microseconds per call.",
+)
+def check(
+    paths,
+    fix,
+    unsafe_fixes,
+    diff,
+    fmt,
+    select,
+    ignore,
+    statistics,
+    exit_zero,
+    no_cache,
+    jobs,
+    output_file,
+    config_path,
+    show_source,
+    baseline,
+    update_baseline,
+    fail_on_gain_launches,
+    fail_on_gain_bytes,
+    fail_on_gain_us,
+) -> None:
+    """Lint PATHS (default: the current folder) for fusion blockers."""
+    paths = paths or (".",)
+    config = _settings(config_path, paths)
+    if select:
+        config = replace(config, select=_split(select))
+    if ignore:
+        config = replace(config, ignore=config.ignore + _split(ignore))
+    if fix is not None:
+        config = replace(config, fix=fix)
+    if unsafe_fixes is not None:
+        config = replace(config, unsafe_fixes=unsafe_fixes)
+    catalog = _catalog(config)
+    try:
+        files = discover(paths, config)
+    except PathError as exc:
+        raise UsageFailure(str(exc)) from None
+
+    cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
+    findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
+
+    fixed_count = 0
+    if diff or config.fix:
+        fixed_count, changed, diffs = _fix_files(findings, catalog, config, write=not diff)
+        if diff:
+            _emit("".join(diffs), output_file)
+            if not exit_zero and diffs:
+                sys.exit(1)
+            return
+        if changed:
+            findings = [f for f in findings if f.span.path not in changed]
+            for path in sorted(changed):
+                findings.extend(lint_text(path, changed[path], catalog, config))
+            findings.sort(key=lambda f: f.sort_key)
+
+    from fuselint.report.gate import (
+        BaselineError,
+        Thresholds,
+        gate,
+        load_baseline,
+        new_findings,
+        write_baseline,
+    )
+
+    if update_baseline:
+        if not baseline:
+            raise UsageFailure("--update-baseline needs --baseline FILE")
+        try:
+            write_baseline(baseline, findings, config.root)
+        except BaselineError as exc:
+            raise UsageFailure(str(exc)) from None
+        n = len(findings)
+        click.echo(f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}", err=True)
+        return
+    hidden = 0
+    if baseline:
+        try:
+            known = load_baseline(baseline)
+        except BaselineError as exc:
+            raise UsageFailure(str(exc)) from None
+        new = new_findings(findings, known, config.root)
+        hidden, findings = len(findings) - len(new), new
+    thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
+    verdict = gate(findings, thresholds)
+
+    _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count), output_file)
+    if hidden or thresholds.any:
+        shown = f" ({hidden} known in {baseline})" if hidden else ""
+        click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
+    if verdict.exit_code and not exit_zero:
+        sys.exit(verdict.exit_code)
+
+
+def _fix_files(
+    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
+) -> tuple[int, dict[str, str], list[str]]:
+    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs)."""
+    # libcst costs a quarter of a second to import: only runs that fix pay for it.
+    from fuselint.source.fixer import allowed, fix_text, write_atomically
+
+    paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
+    total, changed, diffs = 0, {}, []
+    for path in paths:
+        text, encoding, error = read_source(Path(path))
+        if error is not None:
+            continue
+        result = fix_text(
+            text, lambda t, p=path: lint_text(p, t, catalog, config), unsafe=config.unsafe_fixes
+        )
+        if result.text == text:
+            continue
+        total += len(result.applied)
+        changed[path] = result.text
+        if write:
+            write_atomically(Path(path), result.text, encoding)
+        else:
+            diffs.append(
+                "".join(
+                    difflib.unified_diff(
+                        text.splitlines(keepends=True),
+                        result.text.splitlines(keepends=True),
+                        fromfile=f"a/{path}",
+                        tofile=f"b/{path}",
+                    )
+                )
+            )
+    return total, changed, diffs
+
+
+def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count) -> str:
+    from fuselint.report import github, json_format, markdown, sarif, text
+    from fuselint.report.fingerprint import repository_root
+
+    if statistics:
+        return text.render_statistics(findings, catalog)
+    if fmt == "json":
+        return json_format.render_json(findings, catalog)
+    if fmt == "text":
+        sources = None
+        if show_source:
+            sources = {}
+            for path in {f.span.path for f in findings}:
+                source, _enc, _err = read_source(Path(path))
+                sources[path] = source.splitlines() if source is not None else []
+        return text.render_text(findings, sources, unsafe=config.unsafe_fixes, fixed=fixed_count)
+    if fmt == "sarif":
+        return sarif.render_sarif(findings, catalog, repository_root(config.root))
+    if fmt == "github":
+        return github.render_github(findings, catalog, repository_root(config.root))
+    return markdown.render_markdown(findings, catalog)
+
+
+def _emit(report: str, output_file: str | None) -> None:
+    if output_file:
+        try:
+            Path(output_file).write_text(report, encoding="utf-8")
+        except OSError as exc:
+            raise UsageFailure(f"{output_file}: cannot write: {exc.strerror}") from None
+    else:
+        click.echo(report, nl=False)
+
+
+@main.command()
+@click.argument("code")
+@click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read extra rules from.")
+def rule(code: str, config_path: str | None) -> None:
+    """Explain one rule: what it does, why it blocks fusion, an example, what to use instead."""
+    catalog = _catalog(_settings(config_path, ()))
+    found = catalog.by_name_or_code(code)
+    if found is None:
+        raise UsageFailure(f"unknown rule {code!r}; `fuselint rules` lists them")
+    click.echo(explain(found))
+
+
+def explain(r) -> str:
+    fix = {
+        "none": "This rule has no automatic fix.",
+        "safe": "The fix is safe: it keeps behaviour for every input; `--fix` applies it.",
+        "unsafe": "The fix is unsafe: it keeps behaviour only under the assumptions below; "
+        "`--fix --unsafe-fixes` applies it.",
+    }[r.fix]
+    parts = [
+        f"# {r.name} ({r.code})",
+        "",
+        f"Kind: {r.kind}",
+        "",
+        "## What it does",
+        r.summary,
+        "",
+        "## Why it blocks fusion",
+        r.why,
+        "",
+    ]
+    if r.bad:
+        parts += ["## Example", "```python", r.bad[0].strip("\n"), "```", ""]
+    parts += ["## Use instead", r.use_instead, ""]
+    example = r.fixed[0] if r.fixed else (r.good[0] if r.good else "")
+    if example:
+        parts += ["```python", example.strip("\n"), "```", ""]
+    parts += ["## Fix safety", fix]
+    if r.fix_notes:
+        parts += ["", r.fix_notes]
+    return "\n".join(parts) + "\n"
+
+
+@main.command(name="rules")
+@click.option("--format", "fmt", type=click.Choice(("text", "markdown", "json")), default="text")
+@click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read extra rules from.")
+def rules_command(fmt: str, config_path: str | None) -> None:
+    """List the rule catalog."""
+    catalog = _catalog(_settings(config_path, ()))
+    click.echo(rules_table(catalog, fmt), nl=False)
+
+
+def rules_table(catalog: Catalog, fmt: str = "text") -> str:
+    import json
+
+    rows = list(catalog)
+    if fmt == "json":
+        return (
+            json.dumps(
+                [
+                    {"code": r.code, "name": r.name, "kind": r.kind, "fix": r.fix, "summary": r.summary}
+                    for r in rows
+                ],
+                indent=2,
+            )
+            + "\n"
+        )
+    if fmt == "markdown":
+        lines = ["| Code | Name | Kind | Fix | What it flags |", "| --- | --- | --- | --- | --- |"]
+        escaped = [r.summary.replace("|", "\\|") for r in rows]
+        lines += [
+            f"| {r.code} | {r.name} | {r.kind} | {r.fix} | {s} |" for r, s in zip(rows, escaped, strict=True)
+        ]
+        return "\n".join(lines) + "\n"
+    width = max((len(r.name) for r in rows), default=4)
+    lines = [f"{'CODE':<6}  {'NAME':<{width}}  {'KIND':<7}  {'FIX':<6}  SUMMARY"]
+    lines += [f"{r.code:<6}  {r.name:<{width}}  {r.kind:<7}  {r.fix:<6}  {r.summary}" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def run() -> None:
+    """Console-script entry: turn any unexpected failure into one line and exit 2."""
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("fuselint: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+        if os.environ.get("FUSELINT_DEBUG"):
+            raise
+        click.echo(f"fuselint: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,163 @@
+"""Settings: `[tool.fuselint]` in the nearest pyproject.toml, overridden by the command line.
+
+Selection follows ruff: `select` and `ignore` take codes or prefixes ("FL1", "FL201"),
+the longest matching prefix wins, and `per-file-ignores` maps glob patterns to codes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_EXCLUDE = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".env",
+    "env",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".fuselint_cache",
+    "__pycache__",
+    "build",
+    "dist",
+    "site-packages",
+    "node_modules",
+    ".eggs",
+    "*.egg-info",
+)
+
+
+class ConfigError(Exception):
+    """Unusable settings; the message is one line naming the file and key."""
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] = ("FL",)
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    fix: bool = False
+    unsafe_fixes: bool = False
+    extra_rules: tuple[str, ...] = ()
+    entries: tuple[str, ...] = ()
+    root: Path = field(default=Path("."), compare=False)
+
+    def enabled(self, code: str, path: str | None = None) -> bool:
+        ignored = list(self.ignore)
+        if path is not None:
+            rel = _relative(path, self.root)
+            for pattern, codes in self.per_file_ignores:
+                if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(Path(rel).name, pattern):
+                    ignored.extend(codes)
+        best_select = max((len(p) for p in self.select if code.startswith(p) or p == "ALL"), default=-1)
+        best_ignore = max((len(p) for p in ignored if code.startswith(p) or p == "ALL"), default=-1)
+        return best_select >= 0 and best_select > best_ignore
+
+    def excluded(self, path: Path) -> bool:
+        patterns = self.exclude + self.extend_exclude
+        rel = _relative(str(path), self.root)
+        return any(
+            fnmatch.fnmatch(path.name, p)
+            or fnmatch.fnmatch(rel, p)
+            or fnmatch.fnmatch(rel, p.rstrip("/") + "/*")
+            for p in patterns
+        )
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for folder in (start, *start.parents) if start.is_dir() else start.parents:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _str_list(value, key: str, path: Path) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: [tool.fuselint] {key} must be a list of strings")
+    return tuple(value)
+
+
+def load_config(pyproject: Path | None) -> Config:
+    """Read [tool.fuselint]; a missing file or table gives the defaults."""
+    if pyproject is None:
+        return Config(root=Path.cwd())
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{pyproject}: cannot read: {exc}") from None
+    table = data.get("tool", {}).get("fuselint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.fuselint] must be a table")
+    known = {
+        "select",
+        "ignore",
+        "per-file-ignores",
+        "exclude",
+        "extend-exclude",
+        "fix",
+        "unsafe-fixes",
+        "extra-rules",
+        "entries",
+    }
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{pyproject}: unknown key in [tool.fuselint]: {', '.join(unknown)}")
+    root = pyproject.parent
+    config = Config(root=root)
+    if "select" in table:
+        config = replace(config, select=_str_list(table["select"], "select", pyproject))
+    if "ignore" in table:
+        config = replace(config, ignore=_str_list(table["ignore"], "ignore", pyproject))
+    if "exclude" in table:
+        config = replace(config, exclude=_str_list(table["exclude"], "exclude", pyproject))
+    if "extend-exclude" in table:
+        config = replace(
+            config, extend_exclude=_str_list(table["extend-exclude"], "extend-exclude", pyproject)
+        )
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{pyproject}: [tool.fuselint] per-file-ignores must be a table")
+        config = replace(
+            config,
+            per_file_ignores=tuple(
+                (k, _str_list(v, f"per-file-ignores.{k}", pyproject)) for k, v in pfi.items()
+            ),
+        )
+    for key, attr in (("fix", "fix"), ("unsafe-fixes", "unsafe_fixes")):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise ConfigError(f"{pyproject}: [tool.fuselint] {key} must be true or false")
+            config = replace(config, **{attr: table[key]})
+    if "extra-rules" in table:
+        dirs = _str_list(table["extra-rules"], "extra-rules", pyproject)
+        config = replace(config, extra_rules=tuple(str((root / d).resolve()) for d in dirs))
+    if "entries" in table:
+        config = replace(config, entries=_str_list(table["entries"], "entries", pyproject))
+    return config

@@ -1,0 +1,1 @@
+"""Reports: findings formatted for people (text, markdown) and machines (json, sarif, github)."""

@@ -1,0 +1,164 @@
+"""Apply fixes: splice the findings' edits, add the imports they need with libcst, re-parse.
+
+Edits are computed by the finders on `ast` positions and spliced into the original
+text, so everything outside an edit (comments, spacing, quotes) stays byte for byte.
+libcst parses only files that have a fix: to add missing imports without disturbing
+the rest of the module and to prove the result is still Python. Fixing repeats until
+no fixable finding is left or nothing changes (a fix may expose another).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+
+from fuselint.findings import Applicability, Edit, Finding
+from fuselint.source.imports import ImportTable
+from fuselint.source.module import newline_of
+
+MAX_ROUNDS = 8
+
+
+class FixError(Exception):
+    """A fix that would leave the file invalid; the file is left untouched."""
+
+
+def _offsets(text: str) -> list[int]:
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Splice non-overlapping edits (1-based line/column, end exclusive) into text."""
+    starts = _offsets(text)
+    newline = newline_of(text)
+
+    def offset(line: int, column: int) -> int:
+        if line - 1 >= len(starts) - 1:
+            return len(text)
+        return starts[line - 1] + column - 1
+
+    out: list[str] = []
+    cursor = 0
+    for edit in sorted(edits):
+        begin, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
+        if begin < cursor:
+            raise FixError(f"overlapping edits at line {edit.line}")
+        out.append(text[cursor:begin])
+        out.append(edit.content.replace("\n", newline) if newline != "\n" else edit.content)
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+def _has_import(table: ImportTable, statement: str) -> bool:
+    node = ast.parse(statement).body[0]
+    if isinstance(node, ast.Import):
+        return all(
+            table.aliases.get(a.asname or a.name.split(".")[0])
+            == (a.name if a.asname else a.name.split(".")[0])
+            for a in node.names
+        )
+    if isinstance(node, ast.ImportFrom):
+        return all(table.aliases.get(a.asname or a.name) == f"{node.module}.{a.name}" for a in node.names)
+    return False
+
+
+def add_imports(text: str, statements: list[str]) -> str:
+    """Insert each missing import after the module's last top-level import (libcst, lossless)."""
+    table = ImportTable.of(ast.parse(text))
+    missing = [s for s in dict.fromkeys(statements) if not _has_import(table, s)]
+    if not missing:
+        return text
+    module = cst.parse_module(text)
+    body = list(module.body)
+    position = 0
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            position = index + 1
+        elif index == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
+            position = 1  # after the module docstring
+    new = [cst.parse_statement(s) for s in missing]
+    return module.with_changes(body=body[:position] + new + body[position:]).code
+
+
+@dataclass(frozen=True)
+class FixResult:
+    text: str
+    applied: tuple[Finding, ...]
+    rounds: int
+
+
+def allowed(finding: Finding, unsafe: bool) -> bool:
+    return finding.fix is not None and (unsafe or finding.fix.applicability is Applicability.SAFE)
+
+
+def _choose(findings: list[Finding]) -> list[Finding]:
+    """Fixes whose edits do not overlap, first come first served in source order."""
+    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    chosen = []
+    for finding in sorted(findings, key=lambda f: f.sort_key):
+        ranges = [((e.line, e.column), (e.end_line, e.end_column)) for e in finding.fix.edits]
+        if any(a < d and c < b for a, b in ranges for c, d in taken):
+            continue
+        taken.extend(ranges)
+        chosen.append(finding)
+    return chosen
+
+
+def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = False) -> FixResult:
+    """Apply allowed fixes until none is left; every intermediate result must parse."""
+    applied: list[Finding] = []
+    for round_ in range(1, MAX_ROUNDS + 1):
+        fixable = [f for f in lint(text) if allowed(f, unsafe)]
+        if not fixable:
+            return FixResult(text, tuple(applied), round_ - 1)
+        new_text = None
+        chosen = _choose(fixable)
+        # All chosen fixes at once; if the result is broken, fall back to one at a time.
+        for batch in [chosen, *([f] for f in chosen)]:
+            candidate = _apply(text, batch)
+            if candidate is not None and candidate != text:
+                new_text, done = candidate, batch
+                break
+        if new_text is None:
+            return FixResult(text, tuple(applied), round_)
+        applied.extend(done)
+        text = new_text
+    return FixResult(text, tuple(applied), MAX_ROUNDS)
+
+
+def _apply(text: str, findings: list[Finding]) -> str | None:
+    try:
+        edited = apply_edits(text, [e for f in findings for e in f.fix.edits])
+        edited = add_imports(edited, [i for f in findings for i in f.fix.imports])
+        ast.parse(edited)
+        cst.parse_module(edited)
+    except (FixError, SyntaxError, ValueError, cst.ParserSyntaxError):
+        return None
+    return edited
+
+
+def write_atomically(path: Path, text: str, encoding: str) -> None:
+    """Replace `path` with `text` in one rename, keeping its encoding and permissions."""
+    mode = path.stat().st_mode
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".fuselint")
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

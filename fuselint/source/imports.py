@@ -1,0 +1,69 @@
+"""A file's import aliases, so rules see `torch.nn.functional.gelu` however it is spelled.
+
+`import torch as t`, `from torch import nn`, `import torch.nn.functional as F` and
+`from torch.nn.functional import gelu` all bind local names to qualified names; this
+table resolves a Name/Attribute chain through them. It is built from the module's
+imports only (module level and inside functions), which is cheap and enough for model
+code: rebinding `F` to something else is rare and would be confusing anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+# Names under which the same functions live: a call resolved to any key is reported
+# under its value, so rules list each function once.
+CANONICAL_PREFIXES = (
+    ("torch.nn.functional.", "torch.nn.functional."),
+    ("torch.functional.", "torch."),
+    ("torch.special.", "torch.special."),
+)
+
+
+@dataclass
+class ImportTable:
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> ImportTable:
+        table = cls()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        table.aliases[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        table.aliases.setdefault(top, top)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    if alias.name != "*":
+                        table.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        return table
+
+    def qualname(self, expr: ast.AST) -> str | None:
+        """`F.gelu` -> "torch.nn.functional.gelu"; None when the chain is not rooted in an import."""
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in self.aliases:
+            return None
+        parts.append(self.aliases[expr.id])
+        return ".".join(reversed(parts))
+
+    def local_name_for(self, qualified: str) -> str | None:
+        """A spelling of `qualified` that this file already has (e.g. "F" for torch.nn.functional)."""
+        best: str | None = None
+        for local, target in self.aliases.items():
+            if qualified == target:
+                return local
+            if qualified.startswith(target + "."):
+                candidate = local + qualified[len(target) :]
+                if best is None or len(candidate) < len(best):
+                    best = candidate
+        return best
+
+    def imports_torch(self) -> bool:
+        return any(t == "torch" or t.startswith("torch.") for t in self.aliases.values())

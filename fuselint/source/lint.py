@@ -1,0 +1,245 @@
+"""Lint files: read, parse with `ast`, run the source checks and the pattern engine.
+
+`lint_text` is pure (text in, findings out); `lint_paths` adds the edges: reading
+files, the on-disk cache and the process pool that spreads files over cores.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import pickle
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuselint import __version__
+from fuselint.catalog import Catalog, load_catalog
+from fuselint.config import Config
+from fuselint.findings import Finding, Span
+from fuselint.source.checks import load_checks
+from fuselint.source.module import SourceFile, Unreadable, decode
+from fuselint.source.scope import model_functions
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> Finding:
+    return Finding(
+        code="FL000",
+        message=message,
+        span=Span(path, max(line, 1), max(column, 1), max(line, 1), max(column, 1)),
+    )
+
+
+def suppressed(finding: Finding, lines: list[str]) -> bool:
+    """`# noqa` or `# noqa: FL101,FL2` on the finding's first line."""
+    index = finding.span.line - 1
+    if not 0 <= index < len(lines):
+        return False
+    match = _NOQA.search(lines[index])
+    if not match:
+        return False
+    codes = match.group("codes")
+    if not codes:
+        return True
+    return any(finding.code.startswith(c.upper()) for c in re.split(r"[\s,]+", codes.strip()) if c)
+
+
+def lint_text(path: str, text: str, catalog: Catalog, config: Config) -> list[Finding]:
+    """All enabled findings for one file's text, noqa applied, sorted."""
+    try:
+        sf = SourceFile.parse(path, text)
+    except SyntaxError as exc:
+        finding = _parse_error(path, f"file does not parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)
+        return [finding] if config.enabled("FL000", path) else []
+    except ValueError as exc:  # e.g. source code string cannot contain null bytes
+        return [_parse_error(path, f"file does not parse: {exc}")] if config.enabled("FL000", path) else []
+    return _check(sf, catalog, config)
+
+
+def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
+    enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
+    if not enabled or not sf.imports.imports_torch():
+        return []
+    functions = model_functions(sf.tree, sf.imports)
+    checks = load_checks()
+    findings: list[Finding] = []
+    for rule in enabled:
+        if rule.kind == "source" and rule.code in checks:
+            findings.extend(checks[rule.code](sf, functions, rule))
+    patterns = [r for r in enabled if r.kind == "pattern"]
+    if patterns:
+        from fuselint.source.patterns import pattern_findings
+
+        findings.extend(pattern_findings(sf, patterns))
+    lines = sf.lines
+    unique = {(f.code, f.span): f for f in findings if not suppressed(f, lines)}
+    return sorted(unique.values(), key=lambda f: f.sort_key)
+
+
+def read_source(path: Path) -> tuple[str | None, str, Finding | None]:
+    """(text, encoding, None) or (None, "", FL000 finding) for unreadable files."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, "", _parse_error(str(path), f"cannot read file: {exc.strerror or exc}")
+    try:
+        text, encoding = decode(raw)
+    except Unreadable as exc:
+        return None, "", _parse_error(str(path), f"file is not valid text in its encoding: {exc}")
+    return text, encoding, None
+
+
+def lint_file(path: Path, catalog: Catalog, config: Config) -> list[Finding]:
+    text, _encoding, error = read_source(path)
+    if error is not None:
+        return [error] if config.enabled("FL000", str(path)) else []
+    return lint_text(str(path), text, catalog, config)
+
+
+# ---------------------------------------------------------------- discovery
+
+
+class PathError(Exception):
+    """A path the user named that does not exist."""
+
+
+def discover(paths: Iterable[str], config: Config) -> list[Path]:
+    """Python files under `paths`, skipping excluded folders; named files are always kept."""
+    found: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if not path.exists():
+            raise PathError(f"{name}: no such file or directory")
+        if path.is_file():
+            found.append(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            root_path = Path(root)
+            dirs[:] = sorted(d for d in dirs if not config.excluded(root_path / d))
+            for file in sorted(files):
+                candidate = root_path / file
+                if file.endswith(PYTHON_SUFFIXES) and not config.excluded(candidate):
+                    found.append(candidate)
+    return list(dict.fromkeys(found))
+
+
+# ---------------------------------------------------------------- cache and pool
+
+
+@dataclass(frozen=True)
+class Cache:
+    """Findings per file, keyed by (mtime, size); one pickle per fuselint version and settings."""
+
+    path: Path
+
+    @classmethod
+    def for_settings(cls, root: Path, catalog: Catalog, config: Config) -> Cache:
+        digest = hashlib.sha256()
+        digest.update(__version__.encode())
+        for rule in catalog:
+            digest.update(Path(rule.path).read_bytes() if rule.path else rule.code.encode())
+        digest.update(repr((config.select, config.ignore, config.per_file_ignores)).encode())
+        digest.update(sys.version.encode())
+        return cls(root / ".fuselint_cache" / f"{__version__}-{digest.hexdigest()[:16]}.pickle")
+
+    def load(self) -> dict[str, tuple[int, int, list[Finding]]]:
+        try:
+            with self.path.open("rb") as fh:
+                return pickle.load(fh)
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+            return {}
+
+    def save(self, entries: dict[str, tuple[int, int, list[Finding]]]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ignore = self.path.parent / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n")
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a cache that cannot be written only costs speed
+
+
+_WORKER_STATE: tuple[Catalog, Config] | None = None
+
+
+def _init_worker(extra_rules: tuple[str, ...], config: Config) -> None:
+    global _WORKER_STATE
+    _WORKER_STATE = (load_catalog(extra_rules), config)
+
+
+def _lint_batch(paths: list[str]) -> list[tuple[str, list[Finding]]]:
+    assert _WORKER_STATE is not None
+    catalog, config = _WORKER_STATE
+    return [(p, lint_file(Path(p), catalog, config)) for p in paths]
+
+
+def _stat_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def lint_paths(
+    files: list[Path],
+    catalog: Catalog,
+    config: Config,
+    *,
+    jobs: int | None = None,
+    cache: Cache | None = None,
+) -> list[Finding]:
+    """Findings for every file: from the cache when unchanged, else computed, in parallel."""
+    entries = cache.load() if cache else {}
+    results: dict[str, list[Finding]] = {}
+    todo: list[str] = []
+    keys: dict[str, tuple[int, int] | None] = {}
+    for path in files:
+        name = str(path)
+        keys[name] = _stat_key(path)
+        hit = entries.get(name)
+        if hit is not None and keys[name] is not None and hit[:2] == keys[name]:
+            results[name] = hit[2]
+        else:
+            todo.append(name)
+    jobs = jobs or os.cpu_count() or 1
+    if len(todo) >= 16 and jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        batches = [todo[i :: jobs * 4] for i in range(jobs * 4)]
+        with ProcessPoolExecutor(
+            jobs, initializer=_init_worker, initargs=(config.extra_rules, config)
+        ) as pool:
+            for batch in pool.map(_lint_batch, [b for b in batches if b]):
+                results.update(batch)
+    else:
+        for name in todo:
+            results[name] = lint_file(Path(name), catalog, config)
+    if cache is not None and todo:
+        for name in todo:
+            if keys[name] is not None:
+                entries[name] = (*keys[name], results[name])
+        cache.save(entries)
+    return sorted((f for name in results for f in results[name]), key=lambda f: f.sort_key)
+
+
+def iter_rules_of(findings: Iterable[Finding]) -> Iterator[str]:
+    return iter(sorted({f.code for f in findings}))
+
+
+def parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True

@@ -1,0 +1,112 @@
+"""Which functions run under torch.compile: the only places source rules look.
+
+A function is in scope when it is `forward` of an nn.Module subclass, is decorated
+with or passed to `torch.compile`, or is called from an in-scope function of the
+same file (`self.helper(...)` in the same class, or a module-level function).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from fuselint.source.imports import ImportTable
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+# Base classes that make a class a module even when we cannot resolve them to torch:
+# model zoos subclass their own PreTrainedModel, Module mixins, Lightning modules ...
+_MODULE_BASE_SUFFIXES = ("Module", "Model", "Layer", "Block", "PreTrainedModel", "Network", "Net")
+
+
+@dataclass(frozen=True)
+class ModelFunction:
+    """An in-scope function, with the class it belongs to (None for free functions)."""
+
+    node: FunctionNode
+    cls: ast.ClassDef | None
+    reason: str  # "forward", "compiled", "called"
+
+
+def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    return imports.qualname(expr) in ("torch.compile", "torch.jit.script")
+
+
+def _module_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
+    """Names of classes in the file that are nn.Modules (directly or through a local base)."""
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    modules: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in modules:
+                continue
+            for base in cls.bases:
+                qual = imports.qualname(base) or ""
+                local = base.id if isinstance(base, ast.Name) else None
+                tail = qual.rsplit(".", 1)[-1] if qual else (local or "")
+                if (
+                    qual.startswith("torch.nn")
+                    or local in modules
+                    or (tail.endswith(_MODULE_BASE_SUFFIXES) and local not in classes)
+                ):
+                    modules.add(name)
+                    changed = True
+                    break
+    return modules
+
+
+def model_functions(tree: ast.Module, imports: ImportTable) -> list[ModelFunction]:
+    """The in-scope functions of a module, each once, in source order."""
+    module_classes = _module_classes(tree, imports)
+    free: dict[str, FunctionNode] = {}
+    methods: dict[tuple[str, str], tuple[FunctionNode, ast.ClassDef]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            free[stmt.name] = stmt
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods[(cls.name, stmt.name)] = (stmt, cls)
+
+    found: dict[int, ModelFunction] = {}
+    work: list[ModelFunction] = []
+
+    def add(fn: FunctionNode, cls: ast.ClassDef | None, reason: str) -> None:
+        if id(fn) not in found:
+            found[id(fn)] = ModelFunction(fn, cls, reason)
+            work.append(found[id(fn)])
+
+    for (cls_name, name), (fn, cls) in methods.items():
+        if name == "forward" and cls_name in module_classes:
+            add(fn, cls, "forward")
+    for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
+        if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
+            add(fn, cls, "compiled")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_torch_compile(node.func, imports) and node.args:
+            target = node.args[0]
+            if isinstance(target, ast.Name) and target.id in free:
+                add(free[target.id], None, "compiled")
+
+    while work:
+        current = work.pop()
+        for node in ast.walk(current.node):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in free:
+                add(free[func.id], None, "called")
+            elif (
+                current.cls is not None
+                and isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+                and (current.cls.name, func.attr) in methods
+            ):
+                fn, cls = methods[(current.cls.name, func.attr)]
+                add(fn, cls, "called")
+    return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
