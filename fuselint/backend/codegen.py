@@ -155,7 +155,7 @@ class _KernelWriter:
 
     def _needs_int64(self) -> bool:
         metas = self.ir.input_meta + self.ir.output_meta
-        span = max(sum((n - 1) * s for n, s in zip(m.shape, m.stride)) for m in metas)
+        span = max(sum((n - 1) * s for n, s in zip(m.shape, m.stride, strict=True)) for m in metas)
         return max(span, self.ir.xnumel * max(self.cfg.xblock, 1)) >= 2**31 - 1
 
     def _loop(self, suffix: str) -> _Scope:

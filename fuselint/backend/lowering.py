@@ -444,7 +444,7 @@ class Lowering:
                     out_map.append(self._default_dim(k, i, size))
             out_map = tuple(out_map)
         else:
-            kept = [m for s, m in zip(in_shape, in_map) if s != 1]
+            kept = [m for s, m in zip(in_shape, in_map, strict=True) if s != 1]
             if [s for s in in_shape if s != 1] != [s for s in out_shape if s != 1]:
                 raise Unsupported(f"{packet} regroups dims")
             it = iter(kept)

@@ -138,9 +138,9 @@ class FusedKernel:
         self.broken: str | None = None
 
     def _layout_matches(self, args: tuple) -> bool:
-        for t, stride, shape in zip(args, self.in_strides, self._in_sizes):
+        for t, stride, shape in zip(args, self.in_strides, self._in_sizes, strict=True):
             got = t.stride()
-            if got != stride and any(n != 1 and a != b for n, a, b in zip(shape, got, stride)):
+            if got != stride and any(n != 1 and a != b for n, a, b in zip(shape, got, stride, strict=True)):
                 return False
         return True
 
