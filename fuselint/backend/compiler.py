@@ -291,5 +291,8 @@ def compile_graph(
         report.kernels.clear()
         report.fallbacks.append((tuple(n.name for n in gm.graph.nodes), "cycle between groups"))
         new_gm = gm
+    # Kernels of dead code were compiled but are not called; the report lists live ones.
+    live = {id(n.target) for n in new_gm.graph.nodes if n.op == "call_function"}
+    report.kernels = [k for k in report.kernels if id(k) in live]
     report.graph_module = new_gm
     return new_gm
