@@ -32,6 +32,8 @@ def _compiler(name: str) -> Callable:
 
 def fuselint_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: object) -> Callable:
     """torch.compile backend: AOTAutograd to ATen, then fused Triton kernels per group."""
+    # Some of Inductor's decompositions (max_pool2d's) call into its lowering module.
+    import torch._inductor.lowering  # noqa: F401
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table

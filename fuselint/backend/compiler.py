@@ -187,7 +187,8 @@ def _compile_groups(
                 last = attempt((name,))
                 run = [name]
             except Unsupported as single:
-                report.fallbacks.append(((name,), str(single)))
+                if str(single) != "only views":  # views cost nothing in ATen
+                    report.fallbacks.append(((name,), str(single)))
         if last is not None:
             accept(last)
     return compiled

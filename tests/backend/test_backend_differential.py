@@ -33,7 +33,9 @@ OPS = {
     "amax_last": lambda a, b: a.amax(-1, keepdim=True),
     "sum_first": lambda a, b: torch.tanh(a.sum(0, keepdim=True)),
     "softmax": lambda a, b: torch.softmax(a, -1),
-    "norm": lambda a, b: (a - a.mean(-1, keepdim=True)) * torch.rsqrt(a.var(-1, keepdim=True, correction=0) + 1),
+    "norm": lambda a, b: (
+        (a - a.mean(-1, keepdim=True)) * torch.rsqrt(a.var(-1, keepdim=True, correction=0) + 1)
+    ),
 }
 
 
