@@ -29,13 +29,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Compile caches off for honest compile times: set before torch and triton are imported.
-_CACHE_ROOT = tempfile.mkdtemp(prefix="fuselint-bench-")
-os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
-os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_ROOT, "inductor"))
-os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_CACHE_ROOT, "triton"))
-os.environ.setdefault("FUSELINT_CACHE", "0")
+
+def caches_off() -> None:
+    """Compile caches off for honest compile times; must run before torch and triton import."""
+    root = tempfile.mkdtemp(prefix="fuselint-bench-")
+    os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+    os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(root, "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(root, "triton"))
+    os.environ.setdefault("FUSELINT_CACHE", "0")
+
+
+if __name__ == "__main__":  # only a benchmark run changes the environment, not an import
+    caches_off()
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -218,7 +224,7 @@ def measure(name: str, dtype: torch.dtype, backend: str, device: str, smoke: boo
         fn, args = make_case(name, dtype, device, smoke)
         with torch.no_grad():
             want = fn(*args)
-            start = len(fl.history)
+            start = fl.history_mark()
             compiled = compile_with(backend, fn)
             sync(device)
             t = time.perf_counter()
@@ -231,7 +237,7 @@ def measure(name: str, dtype: torch.dtype, backend: str, device: str, smoke: boo
             ]
             row["max_abs_err"] = max(errs)
             if backend == "fuselint":
-                reports = fl.history[start:]
+                reports = fl.reports_since(start)
                 row["kernels"] = sum(1 for r in reports for k in r.kernels if k.calls)
                 row["fallbacks"] = [f"{'+'.join(n)[:40]}: {why}" for r in reports for n, why in r.fallbacks][
                     :5

@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import torch
 
-from fuselint.backend.compiler import CompileReport, compile_graph, history
+from fuselint.backend.compiler import CompileReport, compile_graph, history, history_mark, reports_since
 
-__all__ = ["CompileReport", "fuselint_backend", "history", "register"]
+__all__ = ["CompileReport", "fuselint_backend", "history", "history_mark", "register", "reports_since"]
 
 
 def _compiler(name: str) -> Callable:

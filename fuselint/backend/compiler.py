@@ -56,6 +56,18 @@ class CompileReport:
 # The latest compiled graphs, for tests, `verify` and the benchmark to inspect.
 history: list[CompileReport] = []
 _HISTORY_LIMIT = 64
+_compiled_total = 0
+
+
+def history_mark() -> int:
+    """A mark to pass to :func:`reports_since` later."""
+    return _compiled_total
+
+
+def reports_since(mark: int) -> list[CompileReport]:
+    """The reports of the graphs compiled after `mark` (the most recent 64 at most)."""
+    count = _compiled_total - mark
+    return history[-count:] if count > 0 else []
 
 
 def _is_view(node: torch.fx.Node) -> bool:
@@ -274,8 +286,10 @@ def compile_graph(
     gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph"
 ) -> torch.fx.GraphModule:
     """`gm` with its fusible groups running as generated Triton kernels."""
+    global _compiled_total
     report = CompileReport(name)
     history.append(report)
+    _compiled_total += 1
     del history[:-_HISTORY_LIMIT]
     if not _static(example_inputs) or not _has_target(gm):
         report.fallbacks.append(

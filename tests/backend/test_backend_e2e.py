@@ -8,17 +8,17 @@ import torch.nn.functional as F
 from backend_helpers import flat
 
 import fuselint.backend as backend
-from fuselint.backend import fuselint_backend, history
+from fuselint.backend import fuselint_backend, history, history_mark, reports_since
 
 
 def compile_and_compare(fn, *args, atol=1e-5, rtol=1e-5, kernels=None):
     torch._dynamo.reset()
-    start = len(history)
+    start = history_mark()
     got = flat(torch.compile(fn, backend=fuselint_backend)(*args))
     want = flat(fn(*args))
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, atol=atol, rtol=rtol)
-    reports = history[start:]
+    reports = reports_since(start)
     launched = [k for r in reports for k in r.kernels if k.calls]
     if kernels is not None:
         assert len(launched) == kernels, [(k.__name__, k.calls) for r in reports for k in r.kernels]
@@ -146,16 +146,16 @@ def test_training_step_matches_eager_grads():
     grads_ref = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     torch._dynamo.reset()
-    start = len(history)
+    start = history_mark()
     loss = torch.compile(step, backend=fuselint_backend)(model, x)
     loss.backward()
     torch.testing.assert_close(loss, loss_ref, atol=1e-5, rtol=1e-5)
     for p, g in zip(model.parameters(), grads_ref):
         torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-4)
-    names = {r.graph for r in history[start:]}
+    names = {r.graph for r in reports_since(start)}
     assert {"forward", "backward"} <= names
-    assert all(r.kernels for r in history[start:])
-    assert all(k.calls for r in history[start:] for k in r.kernels)
+    assert all(r.kernels for r in reports_since(start))
+    assert all(k.calls for r in reports_since(start) for k in r.kernels)
 
 
 def test_group_with_unsupported_op_falls_back_to_aten(data):

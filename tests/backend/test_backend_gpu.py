@@ -17,7 +17,7 @@ from test_backend_e2e import (
     torch_softmax,
 )
 
-from fuselint.backend import fuselint_backend, history
+from fuselint.backend import fuselint_backend, history, history_mark, reports_since
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -46,13 +46,13 @@ def test_pattern_on_gpu_is_one_kernel_and_matches_eager(name, dtype):
     fn, keys = PATTERNS[name]
     args = _args(keys, dtype)
     torch._dynamo.reset()
-    start = len(history)
+    start = history_mark()
     got = flat(torch.compile(fn, backend=fuselint_backend)(*args))
     want = flat(fn(*args))
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, atol=tol, rtol=tol)
-    kernels = [k for r in history[start:] for k in r.kernels]
+    kernels = [k for r in reports_since(start) for k in r.kernels]
     assert len(kernels) == 1 and kernels[0].calls == 1 and kernels[0].broken is None
 
 
