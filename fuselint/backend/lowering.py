@@ -77,9 +77,14 @@ class KernelIR:
     fused: tuple[str, ...]  # the ATen nodes, one readable line each
     device: torch.device
     op_names: tuple[str, ...] = field(default=())
+    # The order (outer to inner) in which program offsets walk the non-reduced dims: the
+    # memory order of the main output, so that its stores and like-laid-out loads coalesce.
+    xorder: tuple[int, ...] | None = None
 
     @property
     def xdims(self) -> tuple[int, ...]:
+        if self.xorder is not None:
+            return self.xorder
         return tuple(d for d in range(len(self.space)) if d not in self.rdims)
 
     @property
@@ -541,7 +546,11 @@ class Lowering:
             for n in self.nodes
             if isinstance(n.target, torch._ops.OpOverload) and n.target.overloadpacket.__name__ not in VIEWS
         )
+        natural = [d for d in range(len(self.space)) if d not in self.rset]
+        main = max(stores, key=lambda st: sum(st.strides[d] != 0 for d in natural))
+        xorder = tuple(sorted(natural, key=lambda d: (-main.strides[d], d)))
         return KernelIR(
+            xorder=xorder,
             space=self.space,
             rdims=self.rdims,
             inputs=tuple(n.name for n in self.inputs),

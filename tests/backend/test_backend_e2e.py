@@ -215,3 +215,13 @@ def test_registered_under_its_name(data):
     out = torch.compile(cos_sin, backend="fuselint")(data["x"])
     torch.testing.assert_close(out, cos_sin(data["x"]))
     assert backend.history[-1].kernels
+
+
+def test_symbolic_shapes_run_through_aten(data):
+    torch._dynamo.reset()
+    start = history_mark()
+    fn = torch.compile(cos_sin, backend=fuselint_backend, dynamic=True)
+    for rows in (8, 12):
+        x = torch.randn(rows, 32)
+        torch.testing.assert_close(fn(x), cos_sin(x))
+    assert reports_since(start) and all(not r.kernels for r in reports_since(start))
