@@ -1,8 +1,7 @@
-"""Shared helpers for the fusion room's tests: capture ATen graphs the way the backend sees them."""
+"""Capture ATen graphs the way the backend sees them (test helper of the fusion room)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch._inductor.lowering  # max_pool's decomposition looks it up
 from torch._functorch.aot_autograd import aot_module_simplified
@@ -34,8 +33,3 @@ def aten_graphs(fn, *args) -> list[FusionGraph]:
 def aten_graph(fn, *args) -> FusionGraph:
     (fg,) = aten_graphs(fn, *args)
     return fg
-
-
-@pytest.fixture
-def trace():
-    return aten_graph

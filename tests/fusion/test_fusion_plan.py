@@ -6,8 +6,8 @@ import networkx as nx
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import aten_graph
-from references import REFERENCES
+from fusion_capture import aten_graph
+from fusion_references import REFERENCES
 
 from fuselint.fusion.plan import FusionPlan, PlanOptions, plan
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import aten_graph
-from references import REFERENCES
+from fusion_capture import aten_graph
+from fusion_references import REFERENCES
 
 from fuselint.fusion.cost import Cost, eager_kernels, graph_cost, model_cost
 from fuselint.fusion.devices import DEVICES, H200, Device, calibrate, device
