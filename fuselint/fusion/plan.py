@@ -10,44 +10,51 @@ kernels is recomputed there when that is cheap (Inductor's test: pointwise, <= 4
 <= 30 ops; and no more bytes than materializing), else written out and listed in
 `FusionPlan.materialized` with the reason.
 
-What the kernel generator may rely on (every group is one of these shapes):
+What the kernel generator may rely on.
 
 Words: a *value* is a tensor a node produces (a multi-output op's values are its getitems).
 A group's `nodes` hold its compute nodes plus every view/getitem on the way from a value
-to a member that reads it (so loads can follow the views' strides from `fx.meta["val"]`).
-`inputs` are the values read from memory; `outputs` the values written to memory.
-`roles` gives each compute node's role; `shape` is the group's full iteration shape.
-Reads between two members of a group always go directly or through *flat* views only
-(view, _unsafe_view, reshape, squeeze, unsqueeze, alias): the consumer reads the producer at
-the same row-major flat index. Any other view (permute, expand, slice, ...) is only ever
-applied to an input loaded from memory.
+to a member that reads it (so loads can follow the views' strides in `fx.meta["val"]`).
+`inputs` are the values it reads from memory; `outputs` the values it writes to memory.
+`roles` gives each compute node's role; `shape` is the group's iteration shape, `space` its
+(xnumel, rnumel). Reads between two members of a group go directly or through *flat* views only
+(view, _unsafe_view, reshape, squeeze, unsqueeze, alias), so the reader sees the producer's
+values in row-major order; other views (permute, expand, slice, ...) are only ever applied to
+inputs loaded from memory.
 
-1. kind "pointwise": every member has role "full" and exactly numel(shape) elements; the
-   kernel iterates the flat index 0..numel(shape). Members are pointwise ops (incl. clone,
-   dtype casts, where, generators like full/iota). Inputs may broadcast into a member
-   (ATen's right-aligned broadcasting against that member's own shape). Several outputs.
-2. kind "reduction": `shape` is the reductions' input shape F, `reduce_dims` the reduced
-   dims (sorted, non-negative), `space` = (xnumel rows, rnumel elements per row). Members:
-   "reduce"  reductions (sum, amax, mean, var_mean, ...), all over the same rows; each reads
-             a value of numel(F) (a "full" member or an input).
-   "full"    pointwise ops with numel(F) elements, evaluated per element of a row: prologue
-             ops feeding a reduction and epilogue ops after one (softmax's sub/exp/div).
-   "outer"   pointwise ops with xnumel elements: one value per row (LayerNorm's rsqrt).
-   A full member reads an outer/reduce value broadcast along the row (keepdim shape).
-   Reductions may depend on earlier reductions of the same row (softmax: amax, then sum of
-   exp(x - amax)), so a kernel handles rows one at a time (persistent or looped over r).
-   When reduce_dims are the trailing dims, flat index = row * rnumel + r for every full
-   member (any shape with numel(F)); otherwise every full member has shape F exactly,
-   outer members have F with reduce_dims set to 1 (or squeezed), and indexing is by dims.
-3. kind "injective": one "anchor" op that reads its first argument (the data; a list for
-   cat) at computed positions: cat, constant_pad_nd, gather, index, index_select,
-   embedding, pooling windows (max_pool with offsets, avg_pool). "prologue" members are
-   pointwise ops feeding only the anchor's data, evaluated at each gathered position (so
-   they are recomputed per window read); "full" members are pointwise ops over the anchor's
-   output numel (epilogue or siblings). `shape` is the anchor's output shape.
-4. kind "matmul" | "conv" | "other": a single "anchor" op run as is (ATen/cuBLAS/cuDNN).
-   Only with PlanOptions(epilogue_into_matmul=True) does it take "epilogue" pointwise members
-   over the anchor's output numel (Inductor on GPU does not fuse epilogues into aten mm).
+Roles of compute nodes:
+  "full"      pointwise op over all numel(shape) points of the group (flat index; any shape
+              with that numel when the group is pointwise or reduces trailing dims).
+  "gather"    an injective op over numel(shape) points that reads its first argument (its data;
+              a list for cat) at computed positions: cat, constant_pad_nd, gather, index,
+              index_select, embedding, pooling windows (max_pool with offsets, avg_pool). Its
+              data is loaded from memory or computed by "prologue" members; its other tensor
+              arguments (indices) are inputs or, when shaped like its output, full members.
+  "prologue"  pointwise op that feeds only gathers' data, evaluated at each position a gather
+              reads (ReLU inside max-pool windows: recomputed per window read).
+  "bcast"     small pointwise op whose value is broadcast into its readers (BatchNorm's
+              rsqrt(var + eps) per channel, scalars): evaluated like a broadcast load, at the
+              reader's point projected onto the read shape (reader shape == `shape`).
+  "reduce"    a reduction (sum, amax, mean, var_mean, argmax, ...) of one row of the group.
+  "outer"     pointwise op with one value per row (LayerNorm's rsqrt(var + eps)).
+  "anchor"    the matmul/conv/other op of an opaque group; "epilogue" pointwise after it.
+
+Kinds of groups:
+1. "pointwise": full, bcast members; iterate the flat index 0..numel(shape). Several outputs.
+   ATen broadcasting applies to inputs as usual (against each member's own shape).
+2. "injective": like pointwise with at least one gather (and its prologue members).
+3. "reduction": `shape` is the reductions' input shape F, `reduce_dims` the reduced dims
+   (sorted, non-negative); all reductions reduce the same rows. Members: reduce, full
+   (prologue ops feeding a reduction and epilogue ops after one, e.g. softmax's sub/exp/div),
+   outer, gather (in the full space), prologue, bcast. A full member reads an outer/reduce value
+   broadcast along the row (keepdim shape). Reductions may depend on earlier reductions of the
+   same row (softmax: amax, then sum of exp(x - amax)), so rows are processed one at a time
+   (persistent or looped over r). When reduce_dims are the trailing dims, flat index = row *
+   rnumel + r for every full member; otherwise every full member has shape F exactly, outer
+   members have F with reduce_dims set to 1 (or squeezed), and indexing goes by dims.
+4. "matmul" | "conv" | "other": a single anchor op run as is (ATen/cuBLAS/cuDNN). Only with
+   PlanOptions(epilogue_into_matmul=True) do matmul/conv take epilogue members over the
+   anchor's output numel (Inductor on GPU does not fuse epilogues into aten mm).
 
 A group never holds more than `PlanOptions.max_nodes` compute nodes (Inductor: 64).
 """
@@ -280,6 +287,8 @@ def _seed(f: GraphFacts, c: str) -> _Group:
     shape = f.shape[c]
     if shape and isinstance(shape[0], tuple):
         shape = shape[0]
+    if k == "injective":
+        return _Group("injective", {c: "gather"}, tuple(shape))
     return _Group(k, {c: "anchor"}, tuple(shape), anchor=c)
 
 
@@ -299,6 +308,14 @@ def _role_in(f: GraphFacts, g: _Group, c: str) -> str | None:
     if g.kind == "injective":
         return "full" if n == g.numel else None
     return None
+
+
+def _broadcasts(small, big) -> bool:
+    """ATen's right-aligned broadcasting of shape `small` into shape `big`."""
+    small, big = tuple(small), tuple(big)
+    if len(small) > len(big) or (small and isinstance(small[0], tuple)):
+        return False
+    return all(s in (1, b) for s, b in zip(reversed(small), reversed(big), strict=False))
 
 
 class _Planner:
@@ -334,32 +351,34 @@ class _Planner:
 
     def _combine(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
         """The group a+b, or None when no single kernel computes both (b may read a)."""
-        f = self.f
         if len(a.roles) + len(b.roles) > self.opt.max_nodes:
             return None
-        kinds = (a.kind, b.kind)
         if a.kind in OPAQUE or b.kind in OPAQUE:
             return self._combine_epilogue(a, b, producer_first)
-        if a.kind == "pointwise" and b.kind != "pointwise":
+        if b.kind == "reduction" and a.kind != "reduction":
             a, b = b, a
-            producer_first = False
-        # now a is reduction/injective/pointwise and b is pointwise or the same kind as a
+        # a owns the iteration space when it has reductions; b's members take roles in it
+        if a.kind == b.kind == "reduction" and not self._same_rows(a, b):
+            return None
         roles = dict(a.roles)
-        if kinds == ("reduction", "reduction"):
-            if not self._same_rows(a, b):
-                return None
-            roles.update(b.roles)
-        elif b.kind == "injective":
-            return None  # one anchor per injective group
-        elif a.kind == "injective" and b.kind == "pointwise" and self._is_prologue(a, b):
+        if all(r == "full" for r in b.roles.values()) and self._is_prologue(a, b):
             roles.update({c: "prologue" for c in b.roles})
-        else:  # b is pointwise
-            for c in b.roles:
-                r = _role_in(f, a, c)
-                if r is None:
-                    return None
+        elif all(r == "full" for r in a.roles.values()) and self._is_prologue(b, a):
+            roles = {c: "prologue" for c in a.roles}
+            roles.update(b.roles)
+            a, b = b, a
+        else:
+            for c, r in b.roles.items():
+                if r in ("full", "gather"):
+                    r = _role_in(self.f, a, c)
+                    if r is None or (b.roles[c] == "gather" and r != "full"):
+                        return None
+                    r = "gather" if b.roles[c] == "gather" else r
                 roles[c] = r
-        g = _Group(a.kind, roles, a.shape, a.rdims, a.anchor)
+        kind = a.kind
+        if kind != "reduction":
+            kind = "injective" if "gather" in roles.values() else "pointwise"
+        g = _Group(kind, roles, a.shape, a.rdims)
         return g if self._reads_ok(g) else None
 
     def _combine_epilogue(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
@@ -379,21 +398,24 @@ class _Planner:
             return a.numel == b.numel and a.rnumel == b.rnumel
         return a.shape == b.shape and a.rdims == b.rdims
 
-    def _is_prologue(self, inj: _Group, pw: _Group) -> bool:
-        """pw only feeds the anchor's data (nothing else reads it) with the data's numel."""
+    def _is_prologue(self, g: _Group, pw: _Group) -> bool:
+        """pw feeds only the data of gathers in g (nothing else reads it): it can run at each
+        position they read."""
         f = self.f
-        data = f.data_args(inj.anchor)
+        feeds = False
         for c in pw.roles:
             if c in f.graph_outputs:
                 return False
             for user in f.consumers.get(c, []):
                 if user in pw.roles:
                     continue
-                if user != inj.anchor:
+                if g.roles.get(user) != "gather":
                     return False
-                if not any(v == c and p in data for p, v in f.reads[user]):
+                data = f.data_args(user)
+                if any(v == c and p not in data for p, v in f.reads[user]):
                     return False
-        return any(v in pw.roles for p, v in f.reads[inj.anchor] if p in data)
+                feeds = True
+        return feeds
 
     def _reads_ok(self, g: _Group) -> bool:
         f = self.f
@@ -410,9 +432,22 @@ class _Planner:
         return True
 
     def _pair_ok(self, g: _Group, c: str, rc: str, p: str, h: str, rs: str) -> bool:
+        """May member c (role rc) read member h (role rs) through node p inside one kernel?"""
         f = self.f
+        if rs == "gather":
+            rs = "full"  # a gather's value is computed at the group's point like a pointwise op
+        if rc == "gather":
+            if p in f.data_args(c):
+                return rs == "prologue"
+            # an index tensor shaped like the output is read at the output's own point
+            return rs == "full" and tuple(f.shape[p]) == tuple(f.shape[c])
+        if rs == "bcast":
+            # evaluated at the group's point projected onto its shape: read directly only
+            if not _broadcasts(f.shape[p], f.shape[c]):
+                return False
+            return rc == "bcast" or (rc == "full" and tuple(f.shape[c]) == g.shape)
         if rc == "full":
-            if rs == "full" or (rs == "anchor" and g.kind == "injective"):
+            if rs == "full":
                 return True
             if rs in ("outer", "reduce"):
                 return self._row_broadcast(g, tuple(f.shape[p]), tuple(f.shape[c]))
@@ -421,8 +456,6 @@ class _Planner:
             return rs in ("outer", "reduce")
         if rc == "reduce":
             return rs == "full"
-        if rc == "anchor":
-            return g.kind == "injective" and rs == "prologue" and p in f.data_args(c)
         if rc == "prologue":
             return rs == "prologue"
         if rc == "epilogue":
@@ -513,9 +546,9 @@ class _Planner:
                     for c, r in roles.items():
                         self.groups[gid].roles.setdefault(c, r)
                 continue
-            if f.kind[h] in OPAQUE or len(users) < 2:
-                continue  # extern outputs are in memory anyway; single consumers are not forked
             groups = ([home] if any(self.gid[u] == home for u in users) else []) + outside
+            if f.kind[h] in OPAQUE or len(groups) < 2:
+                continue  # extern outputs are in memory anyway; one reading kernel forks nothing
             materialized.append(Materialized(v, tuple(groups), f.bytes[v], decision))
         return extra, materialized
 
@@ -554,14 +587,17 @@ class _Planner:
                 users = [u for u in f.consumers[v] if self.gid[u] == gid]
                 return f"read by {users[0]} ({f.kind[users[0]]}), which reads its inputs from memory"
             trial = _Group(g.kind, dict(g.roles), g.shape, g.rdims, g.anchor)
-            as_prologue = g.kind == "injective" and any(
-                u == g.anchor for u in f.consumers[v] if self.gid[u] == gid
+            as_prologue = any(
+                g.roles.get(u) == "gather" and any(x == v and p in f.data_args(u) for p, x in f.reads[u])
+                for u in f.consumers[v]
             )
             added = {}
             for c in cone:
                 if c in trial.roles:
                     continue
                 r = "prologue" if as_prologue else _role_in(f, trial, c)
+                if r is None and f.numel(c) < trial.numel:
+                    r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
                 if r is None:
                     return f"{c} does not fit the iteration space of group {gid} ({g.kind} {g.shape})"
                 trial.roles[c] = added[c] = r

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from fusion_capture import aten_graph
 from fusion_references import REFERENCES
+from torch import nn
 
 from fuselint.fusion.plan import FusionPlan, PlanOptions, plan
 
@@ -25,7 +26,9 @@ def _check_well_formed(p: FusionPlan) -> None:
         assert set(g.compute_nodes) <= set(g.nodes)
         assert list(g.nodes) == sorted(g.nodes, key=list(dag.nodes).index)
         produced |= set(g.outputs)
-        assert len({g.kind} | ({"matmul", "conv", "other"} & {g.kind})) == 1
+        roles = set(g.role.values())
+        assert ("gather" in roles) == (g.kind == "injective" or ("gather" in roles and g.kind == "reduction"))
+        assert ("reduce" in roles) == (g.kind == "reduction")
         if g.kind in ("matmul", "conv", "other") and not p.options.epilogue_into_matmul:
             assert len(g.compute_nodes) == 1
     # group-level graph is acyclic and in topological order
@@ -183,7 +186,7 @@ def test_cat_takes_pointwise_prologue_and_epilogue():
 
     p = plan(aten_graph(fn, torch.randn(4, 8), torch.randn(4, 8)))
     assert p.launches == 1
-    assert p.groups[0].role == {"neg": "prologue", "cat": "anchor", "mul": "full"}
+    assert p.groups[0].role == {"neg": "prologue", "cat": "gather", "mul": "full"}
 
 
 def test_transformer_block_recomputes_the_residual_like_inductor():
@@ -199,3 +202,25 @@ def test_transformer_block_recomputes_the_residual_like_inductor():
 def test_gelu_decomposition_is_one_kernel():
     p = plan(aten_graph(lambda x: F.gelu(x, approximate="tanh"), torch.randn(8, 16)))
     assert p.launches == 1
+
+
+def test_batchnorm_scale_is_broadcast_into_the_conv_epilogue_kernel():
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    p = plan(aten_graph(model, torch.randn(2, 4, 8, 8)))
+    assert [g.kind for g in p.groups] == ["conv", "pointwise"]
+    roles = p.groups[1].role
+    assert roles["sqrt"] == "bcast" and roles["relu"] == "full"
+    _check_well_formed(p)
+
+
+def test_cross_entropy_is_two_kernels_like_eager():
+    p = plan(aten_graph(F.cross_entropy, torch.randn(8, 10), torch.randint(0, 10, (8,))))
+    assert [g.kind for g in p.groups] == ["reduction", "reduction"]
+    assert p.groups[1].role["gather"] == "gather"
+
+
+def test_embedding_lookup_runs_inside_the_reduction_that_reads_it():
+    emb = nn.Embedding(100, 16)
+    p = plan(aten_graph(lambda i: emb(i).sum(-1), torch.randint(0, 100, (4, 8))))
+    (g,) = p.groups
+    assert g.kind == "reduction" and g.role["embedding"] == "gather"
