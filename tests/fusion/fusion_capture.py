@@ -27,7 +27,10 @@ def aten_graphs(fn, *args) -> list[FusionGraph]:
     with torch.no_grad():
         torch.compile(fn, backend=recorder, dynamic=False)(*args)
     torch._dynamo.reset()
-    return [FusionGraph.from_fx(gm, name=f"graph{i}") for i, gm in enumerate(graphs)]
+    fgs = [FusionGraph.from_fx(gm) for gm in graphs]
+    for i, fg in enumerate(fgs):
+        fg.name = f"graph{i}"  # from_fx's loop over outputs overwrites its `name` argument
+    return fgs
 
 
 def aten_graph(fn, *args) -> FusionGraph:
