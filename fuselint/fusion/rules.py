@@ -55,9 +55,10 @@ def materialized_findings(plans: list[FusionPlan], device: Device = DEFAULT) -> 
         moved = sum(b for _p, _m, b in items)
         p, m, _b = items[0]
         node = p.graph.dag.nodes[GraphFacts(p.graph).home[m.node]]
+        op = node["fx"].meta.get("original_aten") or node["op"]  # the user's op, before decomposition
         shape = "x".join(str(s) for s in p.graph.dag.nodes[m.node]["shape"]) or "scalar"
         message = (
-            f"`{node['op']}` result ({shape} {p.graph.dag.nodes[m.node]['dtype']}) is written to memory "
+            f"`{op}` result ({shape} {p.graph.dag.nodes[m.node]['dtype']}) is written to memory "
             f"because its readers run in {len(m.groups)} kernels: {m.reason}"
         )
         if len(items) > 1:
