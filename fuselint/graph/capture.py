@@ -194,6 +194,9 @@ class _Recorder:
     graphs: list[_Recorded] = field(default_factory=list)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        # Some of Inductor's decompositions (max_pool2d) consult its lowering module, which
+        # decomposition.py does not import itself.
+        import torch._inductor.lowering  # noqa: F401
         from torch._inductor.decomposition import select_decomp_table
 
         compile_id = torch._guards.CompileContext.current_compile_id()
@@ -281,6 +284,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
     model = built.model
     if isinstance(model, torch.nn.Module):
         model.train(train)
+    device = device or _device_of(built)
     recorder = _Recorder(meta=device == "meta")
     printed = io.StringIO()
     error = ""
@@ -304,7 +308,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
         entry=entry.spec,
         graphs=graphs,
         breaks=breaks,
-        device=device or _device_of(built),
+        device=device,
         train=train,
         seconds=time.perf_counter() - start,
         stdout=printed.getvalue(),
@@ -350,9 +354,18 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
         file, line = user_location(raw)
         key = (file, line, raw.gb_id or raw.reason)
         explored = "one branch" if compile_id and compile_id in fed else ""
+        after = "" if raw.skipped_frame else ending.get(compile_id, "")
         if key in merged:
+            # The same break seen again: from another compile of its frame, or once for the
+            # frame that broke and once for the outer frame that gave up (a break in a loop).
             old = merged[key]
-            merged[key] = _replace(old, hits=old.hits + 1, explored=old.explored or explored)
+            merged[key] = _replace(
+                old,
+                hits=old.hits + 1,
+                explored=old.explored or explored,
+                skipped_frame=old.skipped_frame or raw.skipped_frame,
+                after_graph=old.after_graph or after,
+            )
             continue
         moved = (file, line) != (raw.file, raw.line)
         merged[key] = GraphBreak(
@@ -366,7 +379,7 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
             dynamo_line=raw.line if moved else 0,
             explored=explored,
             skipped_frame=raw.skipped_frame,
-            after_graph="" if raw.skipped_frame else ending.get(compile_id, ""),
+            after_graph=after,
         )
     return tuple(merged.values())
 

@@ -63,6 +63,7 @@ def test_break_inside_loop_weights_graphs_by_calls(captured, line_of):
     assert brk.line == line_of("loop_break.py", "if h.abs().max() > 1e4")
     # The loop frame falls back to eager; each layer's two graphs run once per layer.
     assert brk.skipped_frame
+    assert brk.after_graph == "graph0"  # the layer's first graph ends at the break
     assert [g.calls for g in cap.graphs] == [4, 4]
     # Each layer module is its own frame: its matmul knows the layer's Linear.
     first = cap.graphs[0]
