@@ -25,7 +25,9 @@ def _peak_mb() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", action="store_true", help="also trace backward (train mode)")
     parser.add_argument("--write", help="write the result as markdown to this file")
     args = parser.parse_args()

@@ -210,7 +210,9 @@ def _table(rows: list[tuple[str, dict]], train: bool) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--one", help="trace this entry in this process and print JSON (used by the driver)")
     parser.add_argument("--train", action="store_true", help="train mode: forward + backward graphs")
     parser.add_argument("--only", default="", help="comma-separated substrings of model names to run")

@@ -14,6 +14,7 @@ CPU stand-ins (ones), so the run goes on along one branch; breaks fed that way s
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import logging
 import sys
@@ -194,10 +195,12 @@ class _Recorder:
     graphs: list[_Recorded] = field(default_factory=list)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-        # Some of Inductor's decompositions (max_pool2d) consult its lowering module, which
-        # decomposition.py does not import itself.
-        import torch._inductor.lowering  # noqa: F401
         from torch._inductor.decomposition import select_decomp_table
+
+        if _uses_max_pool(gm):
+            # Inductor's max-pool decomposition consults its lowering module, which
+            # decomposition.py does not import; importing it costs ~2 s, so only when needed.
+            importlib.import_module("torch._inductor.lowering")
 
         compile_id = torch._guards.CompileContext.current_compile_id()
         rec = _Recorded(index=len(self.graphs), compile_id=str(compile_id) if compile_id else "")
@@ -242,6 +245,17 @@ class _Recorder:
             return t
 
         return tree_map(swap, out)
+
+
+def _uses_max_pool(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            name = type(gm.get_submodule(node.target)).__name__
+        else:
+            name = getattr(node.target, "__name__", str(node.target))
+        if "max_pool" in name.lower() or "maxpool" in name.lower():
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- capture
@@ -317,8 +331,12 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
 
 
 def _brief(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    """One line: the exception's first line, and the next one when the first only introduces it."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if not lines[0].endswith(":") or len(lines) == 1 else f"{lines[0]} {lines[1]}"
+    return f"{type(exc).__name__}: {text}"
 
 
 def _device_of(built: Built) -> str:

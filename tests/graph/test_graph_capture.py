@@ -169,3 +169,11 @@ def test_model_that_fails_to_run_is_an_entry_error(tmp_path):
     with pytest.raises(EntryError, match="running the model failed"):
         capture(load_entry(f"{path}:entry"))
     torch._dynamo.reset()
+
+
+def test_conv_net_with_max_pool(captured):
+    cap = captured("conv_stem.py")
+    assert cap.breaks == () and len(cap.graphs) == 1
+    graph = cap.graphs[0]
+    assert len(graph.ops("conv")) == 4
+    assert any("max_pool" in graph.dag.nodes[n]["op"] for n in graph.ops())
