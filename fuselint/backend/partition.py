@@ -12,6 +12,8 @@ from fuselint.graph.fusion_graph import FusionGraph
 
 FUSIBLE_KINDS = frozenset({"pointwise", "reduction", "view", "injective"})
 MAX_NODES = 64
+# Planner group kinds the codegen attempts; matmul, conv and other stay ATen ops.
+GENERATED_KINDS = frozenset({"pointwise", "reduction", "injective"})
 
 
 def greedy_groups(fg: FusionGraph) -> list[tuple[str, ...]]:
@@ -57,4 +59,4 @@ def planner_groups(fg: FusionGraph) -> list[tuple[str, ...]]:
         from fuselint.fusion.plan import plan
     except ImportError:
         return greedy_groups(fg)
-    return [tuple(g.nodes) for g in plan(fg).groups if g.kind not in ("matmul", "conv")]
+    return [tuple(g.nodes) for g in plan(fg).groups if g.kind in GENERATED_KINDS]
