@@ -33,9 +33,19 @@ _MODULES: dict[tuple[str, bool], object] = {}
 _TEMP_DIR: Path | None = None
 
 
+def interpreter_ready() -> bool:
+    """TRITON_INTERPRET=1 was set before triton was imported, as the interpreter needs: triton
+    decides at import whether its own library (tl.sum, tl.max) is interpreted or compiled."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    import triton.language as tl
+
+    return type(tl.max).__name__ == "InterpretedFunction"
+
+
 def interpreting(device: torch.device) -> bool:
     """Kernels on CPU tensors run in Triton's interpreter, only when the user asked for it."""
-    return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
+    return device.type == "cpu" and interpreter_ready()
 
 
 def can_generate_for(device: torch.device) -> bool:
@@ -62,7 +72,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def _interpret_env(interpret: bool) -> Iterator[None]:
+def interpret_env(interpret: bool) -> Iterator[None]:
     # @triton.jit decides interpreter-or-compiler when it decorates, from this variable.
     old = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
@@ -96,7 +106,7 @@ def load_kernel(source: str, fn_name: str, interpret: bool) -> Callable:
         modname = f"fuselint_kernels.{path.stem}{'_interp' if interpret else ''}"
         spec = importlib.util.spec_from_file_location(modname, path)
         module = importlib.util.module_from_spec(spec)
-        with _interpret_env(interpret):
+        with interpret_env(interpret):
             spec.loader.exec_module(module)
         sys.modules[modname] = module
         _MODULES[key] = module
@@ -133,6 +143,9 @@ class FusedKernel:
         self._in_sizes = tuple(m.shape for m in ir.input_meta)
         self.out_specs = tuple((m.shape, m.stride, m.dtype) for m in ir.output_meta)
         self.device = ir.device
+        # Triton reads TRITON_INTERPRET while it compiles, too: a GPU kernel launched in a
+        # process that interprets CPU kernels (the test suite) compiles with it switched off.
+        self._hide_interpret = not interpreting(ir.device) and os.environ.get("TRITON_INTERPRET") == "1"
         self.calls = 0
         self.fallback_calls = 0
         self.broken: str | None = None
@@ -154,7 +167,11 @@ class FusedKernel:
         device = args[0].device if args else self.device
         outs = tuple(torch.empty_strided(s, st, dtype=dt, device=device) for s, st, dt in self.out_specs)
         try:
-            self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
+            if self._hide_interpret:
+                with interpret_env(False):
+                    self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
+            else:
+                self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
         except Exception as exc:  # a Triton compile error: this group runs through ATen from now on
             self.broken = f"{type(exc).__name__}: {exc}"
             warnings.warn(

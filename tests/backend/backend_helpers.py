@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.fx
 from torch._inductor.decomposition import select_decomp_table
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from fuselint.backend.runtime import interpreter_ready
+
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Kernels on CPU tensors need the interpreter; on a CUDA machine the GPU tests cover them.
+needs_interpreter = pytest.mark.skipif(
+    not interpreter_ready(),
+    reason="kernels on CPU tensors need TRITON_INTERPRET=1 set before triton is imported",
+)
 
 
 def tol(dtype: torch.dtype) -> dict:

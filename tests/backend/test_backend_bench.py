@@ -6,6 +6,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+from backend_helpers import needs_interpreter
+
+pytestmark = needs_interpreter
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 import torch
-from backend_helpers import aten_graph, flat
+from backend_helpers import aten_graph, flat, needs_interpreter
 
 from fuselint.backend import history
 from fuselint.backend.compiler import compile_graph
+
+pytestmark = needs_interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 

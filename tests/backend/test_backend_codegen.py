@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from backend_helpers import DTYPES, aten_graph, flat, tol
+from backend_helpers import DTYPES, aten_graph, flat, needs_interpreter, tol
 
 from fuselint.backend.codegen import index_expr
 from fuselint.backend.compiler import build_kernel, compile_graph, prepare_group
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import Unsupported
+
+pytestmark = needs_interpreter
 
 
 def run_group(fn, args, names=None, max_persistent=None):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import torch
-from backend_helpers import aten_graph, flat
+from backend_helpers import aten_graph, flat, needs_interpreter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuselint.backend import history
 from fuselint.backend.compiler import compile_graph
+
+pytestmark = needs_interpreter
 
 ROWS, COLS = 6, 40
 SHAPES = [(ROWS, COLS), (COLS,), (ROWS, 1), (1, COLS)]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from backend_helpers import flat
+from backend_helpers import flat, needs_interpreter
 
 import fuselint.backend as backend
 from fuselint.backend import fuselint_backend, history, history_mark, reports_since
+
+pytestmark = needs_interpreter
 
 
 def compile_and_compare(fn, *args, atol=1e-5, rtol=1e-5, kernels=None):
