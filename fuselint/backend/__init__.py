@@ -18,7 +18,15 @@ import torch
 
 from fuselint.backend.compiler import CompileReport, compile_graph, history, history_mark, reports_since
 
-__all__ = ["CompileReport", "fuselint_backend", "history", "history_mark", "register", "reports_since"]
+__all__ = [
+    "CompileReport",
+    "decompositions",
+    "fuselint_backend",
+    "history",
+    "history_mark",
+    "register",
+    "reports_since",
+]
 
 
 def _compiler(name: str) -> Callable:
@@ -28,6 +36,13 @@ def _compiler(name: str) -> Callable:
         return make_boxed_func(compile_graph(gm, example_inputs, name=name).forward)
 
     return compile_one
+
+
+def decompositions(table: dict) -> dict:
+    """Inductor's table without its pooling decompositions: those become window prims that
+    only Inductor generates code for (ATen runs them as max_pool plus index arithmetic),
+    while ATen's own pooling kernels are fast."""
+    return {op: fn for op, fn in table.items() if "pool" not in str(op)}
 
 
 def fuselint_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: object) -> Callable:
@@ -42,7 +57,7 @@ def fuselint_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: o
         fw_compiler=_compiler("forward"),
         bw_compiler=_compiler("backward"),
         inference_compiler=_compiler("inference"),
-        decompositions=select_decomp_table(),
+        decompositions=decompositions(select_decomp_table()),
         partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,
     )

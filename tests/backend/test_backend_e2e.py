@@ -227,3 +227,14 @@ def test_symbolic_shapes_run_through_aten(data):
         x = torch.randn(rows, 32)
         torch.testing.assert_close(fn(x), cos_sin(x))
     assert reports_since(start) and all(not r.kernels for r in reports_since(start))
+
+
+def test_conv_relu_maxpool_keeps_atens_pooling_kernel():
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2)
+    ).eval()
+    x = torch.randn(2, 4, 8, 8)
+    with torch.no_grad():
+        reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=1)
+    code = reports[-1].graph_module.code
+    assert "max_pool2d_with_indices" in code and "_low_memory_max_pool" not in code
