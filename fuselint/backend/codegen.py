@@ -156,7 +156,8 @@ class _KernelWriter:
     def _needs_int64(self) -> bool:
         metas = self.ir.input_meta + self.ir.output_meta
         span = max(sum((n - 1) * s for n, s in zip(m.shape, m.stride, strict=True)) for m in metas)
-        return max(span, self.ir.xnumel * max(self.cfg.xblock, 1)) >= 2**31 - 1
+        # Program offsets reach xnumel + XBLOCK; tensor offsets reach each tensor's span.
+        return max(span, self.ir.xnumel + self.cfg.xblock) >= 2**31 - 1
 
     def _loop(self, suffix: str) -> _Scope:
         scope = _Scope(8, suffix, self.outer)

@@ -219,3 +219,18 @@ def test_heuristics_row_kernel_on_gpu_sizes():
     assert (cfg.xblock, cfg.rblock, cfg.persistent, cfg.num_warps, cfg.grid) == (1, 8192, True, 16, 8192)
     ir.space = (8192, 65536)
     assert choose_config(ir, interpret=False).persistent is False
+
+
+def test_int64_offsets_only_when_32_bits_overflow():
+    from fuselint.backend.codegen import generate
+    from fuselint.backend.lowering import lower_group
+
+    def source_for(shape):
+        x = torch.empty(shape, device="meta")
+        gm = aten_graph(lambda x: x * 2, x)
+        group = prepare_group(gm, tuple(n.name for n in gm.graph.nodes if n.op == "call_function"))
+        ir = lower_group(group.nodes, group.inputs, group.outputs)
+        return generate(ir, choose_config(ir, interpret=False))[0]
+
+    assert ".to(tl.int64)" not in source_for((8192, 8192))
+    assert "pid = tl.program_id(0).to(tl.int64)" in source_for((65536, 65536))
