@@ -408,12 +408,14 @@ def main(argv: list[str] | None = None) -> int:
             result["launch_overhead_us"][b] = launch_overhead_us(b, device, calls)
         except Exception as exc:
             result["launch_overhead_us"][b] = f"error: {type(exc).__name__}"
-    # The costly max-autotune pass goes last so that the main comparison always completes.
-    phases = [
-        [b for b in backends if b != "inductor-max-autotune"],
-        [b for b in backends if b == "inductor-max-autotune"],
-    ]
-    for phase, share in zip(phases, (0.6, 0.85), strict=True):
+    # Most important first, so that a tight budget cuts the least useful numbers: the main
+    # comparison, then cold compiles of the default backends, then max-autotune, last its cold compile.
+    main_backends = [b for b in backends if b != "inductor-max-autotune"]
+    slow_backends = [b for b in backends if b == "inductor-max-autotune"]
+    cold_patterns = [("cos_sin", "float32"), ("torch_softmax", "bfloat16")]
+    cold_patterns = [(p, d) for p, d in cold_patterns if wanted is None or p in wanted]
+
+    def timings(phase: list[str], share: float) -> None:
         for p, d in todo:
             for b in phase:
                 if over(share):
@@ -428,18 +430,24 @@ def main(argv: list[str] | None = None) -> int:
                 result["results"].append(row)
                 status = row.get("error") or ("skipped" if row.get("skipped") else f"{row['ms']:.4f} ms")
                 print(f"{p:20s} {row['dtype']:9s} {b:22s} {status}", flush=True)
-    if not args.no_cold:
-        for p, d in [("cos_sin", "float32"), ("torch_softmax", "bfloat16")]:
-            if wanted is not None and p not in wanted:
-                continue
-            for b in [b for b in backends if b != "eager"]:
-                left = args.budget - (time.perf_counter() - t0)
-                if left < 30:
-                    result["cold_compile"].append(
-                        {"pattern": p, "dtype": d, "backend": b, "error": "skipped"}
-                    )
-                    continue
-                result["cold_compile"].append(cold_compile(b, p, d, args.smoke, timeout=min(120.0, left)))
+
+    def colds(phase: list[str], share: float) -> None:
+        if args.no_cold:
+            return
+        for p, d in cold_patterns:
+            for b in [b for b in phase if b != "eager"]:
+                left = args.budget * share - (time.perf_counter() - t0)
+                if left < 20:
+                    row = {"pattern": p, "dtype": d, "backend": b, "error": "skipped (time budget)"}
+                else:
+                    row = cold_compile(b, p, d, args.smoke, timeout=min(120.0, left))
+                result["cold_compile"].append(row)
+                print(f"cold {b:22s} {p:16s} {d:9s} {row.get('error') or row.get('compile_s')}", flush=True)
+
+    timings(main_backends, 0.5)
+    colds(main_backends, 0.7)
+    timings(slow_backends, 0.9)
+    colds(slow_backends, 1.0)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     table = markdown(result)
     print()
