@@ -35,6 +35,10 @@ OPS = {
     "amax_last": lambda a, b: a.amax(-1, keepdim=True),
     "sum_first": lambda a, b: torch.tanh(a.sum(0, keepdim=True)),
     "softmax": lambda a, b: torch.softmax(a, -1),
+    "transpose_add": lambda a, b: (a.t() * 2).t() + b if a.dim() == 2 else a + b,
+    "unsqueeze_mul": lambda a, b: (a.unsqueeze(0) * 3).squeeze(0) * b,
+    "cmp_where": lambda a, b: torch.where((a > 0) & (b < 0.5), a.clamp(-1, 1), torch.zeros_like(a) + 0.25),
+    "to_int_and_back": lambda a, b: (a * 4).to(torch.int32).to(a.dtype) + b,
     "norm": lambda a, b: (
         (a - a.mean(-1, keepdim=True)) * torch.rsqrt(a.var(-1, keepdim=True, correction=0) + 1)
     ),
@@ -53,7 +57,8 @@ def programs(draw):
     )
     dtype = draw(st.sampled_from([torch.float32, torch.bfloat16]))
     seed = draw(st.integers(0, 2**16))
-    return shapes, steps, dtype, seed
+    transposed = draw(st.booleans())  # the first input column-major: strided loads
+    return shapes, steps, dtype, seed, transposed
 
 
 def make_fn(n_inputs: int, steps: list):
@@ -69,9 +74,11 @@ def make_fn(n_inputs: int, steps: list):
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs())
 def test_random_graphs_match_eager(program):
-    shapes, steps, dtype, seed = program
+    shapes, steps, dtype, seed, transposed = program
     gen = torch.Generator().manual_seed(seed)
     args = [torch.randn(s, generator=gen).to(dtype) for s in shapes]
+    if transposed:
+        args[0] = args[0].t().contiguous().t()
     fn = make_fn(len(args), steps)
     gm = compile_graph(aten_graph(fn, *args), args)
     got = flat(gm(*args))
