@@ -101,6 +101,8 @@ class _KernelWriter:
             expr = f"tl.{v.reduce_op}(tl.where(mask, {arg}, {_NEUTRAL[v.reduce_op]}), axis=1)[:, None]"
         elif v.kind == "load":
             expr = self._load_expr(v)
+        elif v.kind == "index":
+            expr = self._dim_index(v.dim)
         else:
             expr = v.expr.format(*[self.ref(a, target) for a in v.args])
         name = v.name + target.suffix
@@ -108,11 +110,38 @@ class _KernelWriter:
         target.cache[id(v)] = name
         return name
 
+    def _dim_index(self, d: int) -> str:
+        """The index along dim d of the space, from the program or reduction offsets."""
+        onehot = tuple(1 if i == d else 0 for i in range(len(self.ir.space)))
+        if d in self.rset:
+            return index_expr(self.ir.space, self.ir.rdims, onehot, "roffs") or "0"
+        return index_expr(self.ir.space, self.ir.xdims, onehot, "xoffs") or "0"
+
     def _load_expr(self, v: Value) -> str:
-        x, r = self._offsets(v.strides)
+        strides = list(v.strides)
+        shifted, bounds = {"x": [], "r": []}, []
+        for d, start, end in v.shifts:
+            # A placed input (cat, pad) is read at index - start, masked outside [start, end).
+            idx = self._dim_index(d)
+            part = "r" if d in self.rset else "x"
+            if strides[d]:
+                term = f"({idx} - {start})" if start else idx
+                shifted[part].append(term if strides[d] == 1 else f"{term} * {strides[d]}")
+            strides[d] = 0
+            bounds.append(f"({idx} >= {start})" if start else "")
+            bounds.append(f"({idx} < {end})")
+        x, r = self._offsets(tuple(strides))
+        x = " + ".join(p for p in [x, *shifted["x"]] if p)
+        r = " + ".join(p for p in [r, *shifted["r"]] if p)
+        has_x = bool(x) or any(d not in self.rset for d, _, _ in v.shifts)
+        has_r = bool(r) or any(d in self.rset for d, _, _ in v.shifts)
         offs = " + ".join(p for p in (x, r) if p)
         ptr = f"in{v.input_index}" + (f" + ({offs})" if offs else "")
-        mask = self._mask(bool(x), bool(r)) if offs else ""
+        mask = self._mask(has_x, has_r) if (offs or v.shifts) else ""
+        if bounds:
+            mask = (
+                " & ".join([mask] + [b for b in bounds if b]) if mask else " & ".join(b for b in bounds if b)
+            )
         other = ", other=0.0" if v.ctype == "f" else (", other=0" if v.ctype == "i" else "")
         expr = f"tl.load({ptr}, mask={mask}{other})" if mask else f"tl.load({ptr})"
         # fp32 math throughout: half types convert right after the load.

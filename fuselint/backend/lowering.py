@@ -45,6 +45,10 @@ class Value:
     input_index: int = -1  # load: which kernel input
     strides: tuple = ()  # load: element stride along each dim of S
     dtype: torch.dtype | None = None  # load: the tensor's dtype
+    # load: (dim of S, start, end): the tensor covers [start, end) of that dim (cat, pad);
+    # it is read at index - start and masked outside. index: the dim whose index it is.
+    shifts: tuple = ()
+    dim: int = -1
 
 
 @dataclass(frozen=True)
@@ -328,8 +332,8 @@ class Lowering:
             raise Unsupported("two dims of one value map onto one kernel dim")
         return tuple(out_map)
 
-    def _load(self, node: torch.fx.Node, smap: tuple) -> Value:
-        key = (node.name, smap)
+    def _load(self, node: torch.fx.Node, smap: tuple, shifts: tuple = ()) -> Value:
+        key = (node.name, smap, shifts)
         if key in self.loads:
             return self.loads[key]
         meta = tensor_meta(node)
@@ -340,6 +344,7 @@ class Lowering:
             if d is not None:
                 strides[d] = meta.stride[j]
         dims = frozenset(d for d, s in enumerate(strides) if s != 0 and self.space[d] > 1)
+        dims |= {d for d, _, _ in shifts}
         v = Value(
             self._fresh(node.name),
             "load",
@@ -349,6 +354,7 @@ class Lowering:
             input_index=self.input_index[node.name],
             strides=tuple(strides),
             dtype=meta.dtype,
+            shifts=shifts,
         )
         self.loads[key] = v
         self.values.append(v)
@@ -403,6 +409,8 @@ class Lowering:
             _concrete_shape(val)
         if packet in VIEWS:
             self._view(node, packet)
+        elif packet in ("cat", "constant_pad_nd"):
+            self._placement(node, packet)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
         else:
@@ -422,6 +430,78 @@ class Lowering:
             value = self.math("{}", value)
         if value.kind != "const":
             value.ctype = self.current_ctype
+        self._set(node, value, out_map)
+
+    def _index(self, d: int) -> Value:
+        """The index along dim d of S at each point of the tile."""
+        key = ("index", d)
+        if key not in self.loads:
+            v = Value(self._fresh(f"idx{d}"), "index", "i", frozenset({d}), 0, dim=d)
+            self.loads[key] = v
+            self.values.append(v)
+        return self.loads[key]
+
+    def _placement(self, node: torch.fx.Node, packet: str) -> None:
+        """cat and constant_pad_nd of kernel inputs: each input is read shifted along the
+        placed dims and masked outside its range; the result selects by index."""
+        bound = bind(node)
+        out_shape = _concrete_shape(node.meta.get("val"))
+        out_map = self._out_map(out_shape, [])
+        k = len(out_shape)
+
+        def shifted_load(t: object, starts: dict[int, int]) -> Value:
+            if not isinstance(t, torch.fx.Node) or t.name in self.env or t.name not in self.input_index:
+                raise Unsupported(f"{packet} of a value computed in the kernel")
+            shape = _concrete_shape(t.meta.get("val"))
+            if len(shape) != k:
+                raise Unsupported(f"{packet} input of another rank")
+            smap, shifts = [], []
+            for j, size in enumerate(shape):
+                if j in starts:
+                    if out_map[j] is None:
+                        raise Unsupported(f"{packet} along a size-1 dim")
+                    smap.append(out_map[j])
+                    shifts.append((out_map[j], starts[j], starts[j] + size))
+                elif size == out_shape[j]:
+                    smap.append(None if size == 1 else out_map[j])
+                else:
+                    raise Unsupported(f"{packet} input does not match the output")
+            return self._load(t, tuple(smap), tuple(shifts))
+
+        if packet == "cat":
+            c = bound["dim"] % k
+            pieces, start = [], 0
+            for t in bound["tensors"]:
+                size = _concrete_shape(t.meta.get("val"))[c] if isinstance(t, torch.fx.Node) else 0
+                if size == 0:
+                    continue
+                pieces.append((start + size, shifted_load(t, {c: start})))
+                start += size
+            if not pieces:
+                raise Unsupported("empty cat")
+            idx = self._index(out_map[c]) if out_map[c] is not None else None
+            value = pieces[-1][1]
+            for end, piece in reversed(pieces[:-1]):
+                value = self.math(f"tl.where({{}} < {end}, {{}}, {{}})", idx, piece, value)
+        else:
+            pad = list(bound["pad"])
+            if any(p < 0 for p in pad):
+                raise Unsupported("negative padding")
+            starts = {k - 1 - i // 2: pad[i] for i in range(0, len(pad), 2)}
+            src = bound["self"]
+            value = shifted_load(src, starts)
+            fill = bound.get("value") or 0
+            if fill != 0:
+                in_shape = _concrete_shape(src.meta.get("val"))
+                inside = None
+                for j, start in starts.items():
+                    idx = self._index(out_map[j])
+                    cond = self.math(f"(({{}} >= {start}) & ({{}} < {start + in_shape[j]}))", idx, idx)
+                    inside = cond if inside is None else self.math("({} & {})", inside, cond)
+                value = self.math("tl.where({}, {}, {})", inside, value, fill)
+        if value.kind != "math":
+            value = self.math("{}", value)
+        value.ctype = self.current_ctype
         self._set(node, value, out_map)
 
     def _view(self, node: torch.fx.Node, packet: str) -> None:

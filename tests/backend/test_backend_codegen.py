@@ -234,3 +234,24 @@ def test_int64_offsets_only_when_32_bits_overflow():
 
     assert ".to(tl.int64)" not in source_for((8192, 8192))
     assert "pid = tl.program_id(0).to(tl.int64)" in source_for((65536, 65536))
+
+
+PLACEMENTS = {
+    "cat_last": lambda a, b, c: torch.cat([a, b, c], 1) * 2,
+    "cat_first": lambda a, b, c: torch.cat([a.t(), b.t()], 0).exp(),
+    "cat_strided": lambda a, b, c: torch.cat([a, b.t().contiguous().t()], 1) + 1,
+    "pad_zero": lambda a, b, c: F.pad(a, (1, 2, 3, 0)) * 3,
+    "pad_value": lambda a, b, c: F.pad(c, (2, 1), value=-1.5).exp(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLACEMENTS))
+def test_cat_and_pad_read_inputs_shifted_and_masked(name):
+    a, b, c = torch.randn(4, 8), torch.randn(4, 3), torch.randn(4, 5)
+    fn = PLACEMENTS[name]
+    gm = compiled(fn, a, b, c)
+    from fuselint.backend import history
+
+    assert not history[-1].fallbacks
+    assert any("cat" in k.__name__ or "pad" in k.__name__ for k in history[-1].kernels)
+    torch.testing.assert_close(flat(gm(a, b, c))[0], fn(a, b, c))

@@ -94,6 +94,7 @@ CASES = {
 }
 
 
+CASES["cat_bf16"] = (lambda a, b: torch.cat([a, b], 1) * 2, [(1024, 1024), (1024, 512)], torch.bfloat16)
 CASES["softmax_looped"] = (lambda x: torch.softmax(x, -1), [(64, 50_000)], torch.float32)
 
 
