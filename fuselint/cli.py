@@ -462,6 +462,76 @@ def graph(entries, output, device, train, target) -> None:
     click.echo(f"wrote {path}")
 
 
+@main.command()
+@click.option(
+    "--entry", "entries", multiple=True, required=True, help="Model entry (file.py:factory); repeatable."
+)
+@click.option(
+    "--backend",
+    "backends",
+    default="eager,fuselint,inductor",
+    show_default=True,
+    help="Comma-separated: eager, fuselint, inductor, inductor-max-autotune, cudagraphs.",
+)
+@click.option("--device", default=None, help="cuda or cpu (default: cuda when available).")
+@click.option("--unsafe-fixes", is_flag=True, help="Build the fixed variant with unsafe fixes too.")
+@click.option("--no-fixed", is_flag=True, help="Run only the original source.")
+@click.option(
+    "--dump-kernels", type=click.Path(file_okay=False), help="Write fuselint's generated kernels here."
+)
+@click.option("--target", default=None, help="GPU table for the prediction (default: from the device).")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
+@click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
+def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, target, fmt, config_path) -> None:
+    """Prove it: original vs fixed source under eager, fuselint and Inductor; numerics and time."""
+    _need_torch("verify")
+    from fuselint.graph.entry import EntryError
+    from fuselint.verify import run as verify_run
+    from fuselint.verify.table import render_json, render_text
+
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in verify_run.BACKENDS]
+    if unknown:
+        raise UsageFailure(f"unknown backend {unknown[0]!r}; choose from {', '.join(verify_run.BACKENDS)}")
+    config = _settings(config_path, ())
+    catalog = _catalog(config)
+    verify_run.dump_dir(dump_kernels)
+    table = _device_of(target) if target else _device_for_prediction(device)
+    failed = False
+    for spec in entries:
+        try:
+            result = verify_run.verify(
+                spec,
+                catalog,
+                config,
+                backends=chosen,
+                device=device,
+                unsafe=unsafe_fixes,
+                with_fixed=not no_fixed,
+                predict_on=table,
+            )
+        except EntryError as exc:
+            raise UsageFailure(str(exc)) from None
+        click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)
+        failed |= not result.ok
+    if failed:
+        sys.exit(1)
+
+
+def _device_for_prediction(device: str | None):
+    """The device table closest to the GPU we run on (H200 when unknown)."""
+    import torch
+
+    from fuselint.fusion.devices import DEFAULT
+
+    if (device or "cuda").startswith("cuda") and torch.cuda.is_available():
+        name = torch.cuda.get_device_name().lower()
+        for key in ("h200", "h100", "a100", "l4"):
+            if key in name:
+                return _device_of(key)
+    return DEFAULT
+
+
 def _device_of(target: str):
     from fuselint.fusion.devices import device as device_named
 
