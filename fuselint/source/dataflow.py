@@ -115,12 +115,14 @@ _HOST_PARAM_NAMES = frozenset(
         "reduction", "normalize", "align_corners", "recompute_scale_factor",
     }
 )  # fmt: skip
-_HOST_PARAM_PREFIXES = ("output_", "return_", "use_", "is_", "do_", "num_", "n_", "past_", "max_", "min_")
+_HOST_PARAM_PREFIXES = (
+    "output_", "return_", "use_", "is_", "do_", "num_", "n_", "no_", "past_", "max_", "min_", "enable_", "apply_",
+)  # fmt: skip
 _HOST_PARAM_SUFFIXES = (
     "_size", "_sizes", "_shape", "_dim", "_dims", "_len", "_length", "_idx", "_id", "_fn", "_func",
     "_name", "_type", "_kwargs", "_config", "_cfg", "_mode", "_rate", "_prob", "_factor", "_ratio",
     "_eps", "_threshold", "_only", "_first", "_device", "_dtype", "_flag", "_dimensions", "_scale",
-    "_value", "_layer", "_layers", "_index", "_count", "_strategy", "_method", "_cache",
+    "_value", "_layer", "_layers", "_index", "_count", "_strategy", "_method", "_cache", "_height", "_width",
 )  # fmt: skip
 
 
@@ -143,11 +145,22 @@ def annotation_kind(annotation: ast.expr) -> str | None:
             head = head[len(wrapper) :]
     if head.startswith(("Tuple", "tuple", "List", "list", "Sequence", "Iterable", "Dict", "dict")):
         return TUPLE
+    if any(f"{c}[" in text for c in ("list", "List", "tuple", "Tuple")):
+        return None  # `Tensor | list[tuple]`: could be either; don't guess
     return BOOL if "BoolTensor" in text else TENSOR
 
 
-def parameter_kinds(fn: FunctionNode) -> Env:
-    """Kinds of a model function's parameters: tensors unless their name, default or type says not."""
+def _is_none(default: ast.expr | None) -> bool:
+    return isinstance(default, ast.Constant) and default.value is None
+
+
+def parameter_kinds(fn: FunctionNode, passed: dict[str, list[str | None]] | None = None) -> Env:
+    """Kinds of a model function's parameters.
+
+    `passed` holds the kinds its callers in the file passed for each parameter (a helper
+    called from forward): they decide, with the annotation as a fallback. Without callers
+    (forward itself) a parameter is a tensor unless its default, type or name says not.
+    """
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
@@ -157,17 +170,43 @@ def parameter_kinds(fn: FunctionNode) -> Env:
         name = arg.arg
         if index == 0 and name in ("self", "cls"):
             continue
-        if arg.annotation is not None:
-            kind = annotation_kind(arg.annotation)
+        annotated = annotation_kind(arg.annotation) if arg.annotation is not None else None
+        if default is not None and not _is_none(default):
+            kind = None  # a default of 0, False, "mean", (1, 1): a host option, whatever the annotation says
+        elif arg.annotation is not None and annotated is None:
+            kind = None  # annotated `int`, `Cache`, `list[...]`: the author says it is no tensor
+        elif passed is not None and (name in passed or default is not None):
+            kinds = passed.get(name, [])
+            kind = next(
+                (k for k in (TENSOR, MAYBE, TUPLE) if k in kinds or (k == TENSOR and BOOL in kinds)), None
+            )
+            if kind == TENSOR and all(k == BOOL for k in kinds):
+                kind = BOOL
+            kind = kind or annotated
+        elif arg.annotation is not None:
+            kind = annotated
         elif _host_param_name(name):
             kind = None
-        elif default is None or (isinstance(default, ast.Constant) and default.value is None):
-            kind = TENSOR
         else:
-            kind = None  # a default of 0, True, "mean", (1, 1): a host option
+            kind = TENSOR
         if kind is not None:
             env[name] = kind
     return env
+
+
+def _narrowed(test: ast.expr) -> tuple[str, str] | None:
+    """`isinstance(x, (list, tuple))` -> ("x", tuple kind): the name's kind inside the branch."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+        return None
+    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
+        return None
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+    if names & {"list", "tuple", "List", "Tuple", "dict", "Sequence"}:
+        return test.args[0].id, TUPLE
+    if names & {"int", "float", "bool", "str", "ndarray"}:
+        return test.args[0].id, ""
+    return None
 
 
 def compile_truth(test: ast.expr) -> bool | None:
@@ -299,10 +338,15 @@ class FunctionFlow:
             return None
         if isinstance(expr, ast.Subscript):
             base = self.kind(expr.value, env)
+            sliced = isinstance(expr.slice, ast.Slice)
+            if sliced and isinstance(expr.slice.step, ast.UnaryOp):
+                return TUPLE if base in TENSORISH or base == TUPLE else None  # x[::-1]: tensors can't
             if base in TENSORS:
                 return base
-            if base in (MAYBE, TUPLE):
-                return MAYBE if base == MAYBE else TENSOR
+            if base == TUPLE:
+                return TUPLE if sliced else TENSOR
+            if base == MAYBE:
+                return MAYBE
             if base == SHAPE:
                 return SHAPE if isinstance(expr.slice, ast.Slice) else DIM
             return None
@@ -439,10 +483,15 @@ class FunctionFlow:
         for expr in exprs:
             if expr is None:
                 continue
-            for node in ast.walk(expr):
+            stack = [expr]
+            while stack:
+                node = stack.pop()
                 kind = type(node)
+                if kind is ast.Lambda:
+                    continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
                 if kind not in _UNRECORDED:
                     add[kind].append(Site(node, env, stmt))
+                stack.extend(ast.iter_child_nodes(node))
 
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:
@@ -473,7 +522,13 @@ class FunctionFlow:
         if isinstance(stmt, (ast.If, ast.While)):
             self._record(stmt, [stmt.test], env, live)
             truth = compile_truth(stmt.test)
-            body_env = self.block(stmt.body, env, live and truth is not False)
+            narrowed = _narrowed(stmt.test) if isinstance(stmt, ast.If) else None
+            inner = env
+            if narrowed is not None:
+                inner = {k: v for k, v in env.items() if k != narrowed[0]}
+                if narrowed[1]:
+                    inner[narrowed[0]] = narrowed[1]
+            body_env = self.block(stmt.body, inner, live and truth is not False)
             if isinstance(stmt, ast.While):
                 body_env = self.block(stmt.body, _merge(env, body_env), False)
             else_env = self.block(stmt.orelse, env, live and truth is not True)
@@ -593,8 +648,15 @@ def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
     return TENSOR
 
 
-def analyze(fn: ModelFunction, imports: ImportTable) -> FunctionFlow:
-    """The flow of one model function, computed once and kept on its node for the other rules."""
+Callees = dict[tuple[str | None, str], FunctionNode]
+
+
+def analyze(fn: ModelFunction, imports: ImportTable, callees: Callees | None = None) -> FunctionFlow:
+    """The flow of one model function, computed once and kept on its node for the other rules.
+
+    With `callees` (the in-scope functions by (class, name)), the kinds this function passes
+    to each of them are recorded on the callee, for its own analysis.
+    """
     cached = getattr(fn.node, "_fuselint_flow", None)
     if cached is not None:
         return cached
@@ -604,12 +666,54 @@ def analyze(fn: ModelFunction, imports: ImportTable) -> FunctionFlow:
             s.name for s in fn.cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         )
     flow = FunctionFlow(fn=fn, imports=imports, methods=methods)
-    flow.block(fn.node.body, parameter_kinds(fn.node), True)
+    passed = getattr(fn.node, "_fuselint_passed", None) if fn.reason == "called" else None
+    flow.block(fn.node.body, parameter_kinds(fn.node, passed), True)
     fn.node._fuselint_flow = flow  # type: ignore[attr-defined]
+    if callees:
+        _record_calls(flow, callees)
     return flow
 
 
+def _record_calls(flow: FunctionFlow, callees: Callees) -> None:
+    """Note on each same-file callee the kinds of the arguments this flow passes it."""
+    cls = flow.fn.cls.name if flow.fn.cls is not None else None
+    for site in flow.of(ast.Call):
+        func = site.node.func
+        skip = 0
+        if isinstance(func, ast.Name):
+            callee = callees.get((None, func.id))
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            callee, skip = callees.get((cls, func.attr)), 1
+        else:
+            continue
+        if callee is None:
+            continue
+        passed = callee.__dict__.setdefault("_fuselint_passed", {})
+        params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][skip:]
+        for name, arg in zip(params, site.node.args, strict=False):
+            if isinstance(arg, ast.Starred):
+                break
+            passed.setdefault(name, []).append(flow.kind(arg, site.env))
+        for keyword in site.node.keywords:
+            if keyword.arg is not None:
+                passed.setdefault(keyword.arg, []).append(flow.kind(keyword.value, site.env))
+
+
 def flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:
+    """The flows of a file's model functions, callers before callees so that arguments' kinds reach helpers."""
+    if functions and getattr(functions[0].node, "_fuselint_flow", None) is not None:
+        return [analyze(fn, imports) for fn in functions]
+    callees: Callees = {}
+    for fn in functions:
+        callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
+    for fn in functions:
+        if fn.reason != "called":
+            analyze(fn, imports, callees)
+    pending = [fn for fn in functions if fn.reason == "called"]
+    while pending:
+        ready = next((fn for fn in pending if hasattr(fn.node, "_fuselint_passed")), pending[0])
+        analyze(ready, imports, callees)
+        pending.remove(ready)
     return [analyze(fn, imports) for fn in functions]
 
 

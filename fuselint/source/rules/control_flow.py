@@ -26,9 +26,9 @@ from fuselint.source.dataflow import (
     Env,
     FunctionFlow,
     Site,
-    analyze,
     compile_truth,
     describe,
+    flows,
 )
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import finding, has_comment, torch_name
@@ -161,8 +161,7 @@ def _fix(sf: SourceFile, edit) -> Fix:
 def data_dependent_control_flow(
     sf: SourceFile, functions: list[ModelFunction], rule: Rule
 ) -> Iterable[Finding]:
-    for fn in functions:
-        flow = analyze(fn, sf.imports)
+    for flow in flows(functions, sf.imports):
         for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
             node = site.node
             culprit = value_dependent(node.test, flow, site.env)

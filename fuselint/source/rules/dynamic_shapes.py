@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
-from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, analyze, describe
+from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
@@ -77,8 +77,7 @@ def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
 
 @check("FL106")
 def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        flow = analyze(fn, sf.imports)
+    for flow in flows(functions, sf.imports):
         for site in flow.of(ast.Call):
             what = _dynamic_call(site, flow, sf)
             if what is not None:

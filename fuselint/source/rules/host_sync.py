@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.dataflow import FunctionFlow, Site, analyze, describe
+from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import atom, finding
 from fuselint.source.scope import ModelFunction
@@ -136,8 +136,8 @@ def _parents(fn: ast.AST) -> dict[int, ast.AST]:
 
 @check("FL101")
 def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        flow = analyze(fn, sf.imports)
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
         parents: dict[int, ast.AST] | None = None
         for site in flow.of(ast.Call):
             what = _sync_method(site, flow, sf)

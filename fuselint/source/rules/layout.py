@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.dataflow import analyze
+from fuselint.source.dataflow import flows
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import atom, finding
 from fuselint.source.scope import ModelFunction
@@ -61,8 +61,9 @@ def _fix(sf: SourceFile, outer: ast.Call, first: str, second: str) -> Fix | None
 
 @check("FL401")
 def dtype_round_trip(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        for site in analyze(fn, sf.imports).of(ast.Call):
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
+        for site in flow.of(ast.Call):
             outer = site.node
             second = _cast(outer, sf)
             if second is None:

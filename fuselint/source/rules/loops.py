@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
-from fuselint.source.dataflow import DIM, TENSORISH, TENSORS, FunctionFlow, Site, analyze, describe
+from fuselint.source.dataflow import DIM, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import ModelFunction
 
@@ -64,8 +64,7 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
 
 @check("FL107")
 def python_loop_over_tensor(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        flow = analyze(fn, sf.imports)
+    for flow in flows(functions, sf.imports):
         for site in flow.of(ast.For):
             what = _row_loop(site, flow)
             if what is not None:

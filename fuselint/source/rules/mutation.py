@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
-from fuselint.source.dataflow import analyze, describe
+from fuselint.source.dataflow import describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
@@ -23,8 +23,9 @@ from fuselint.source.scope import ModelFunction
 
 @check("FL104")
 def deepcopy_in_forward(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        for site in analyze(fn, sf.imports).of(ast.Call):
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
+        for site in flow.of(ast.Call):
             if sf.imports.qualname(site.node.func) == "copy.deepcopy":
                 subject = describe(site.node.args[0], 40) if site.node.args else "an object"
                 message = f"`copy.deepcopy({subject})` in `{fn.node.name}`: {rule.message}"
@@ -43,8 +44,8 @@ def _requires_grad_targets(stmt: ast.stmt) -> list[ast.Attribute]:
 
 @check("FL105")
 def requires_grad_in_forward(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        flow = analyze(fn, sf.imports)
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
         for site in flow.of(ast.Assign, ast.AnnAssign, ast.AugAssign):
             for target in _requires_grad_targets(site.node):
                 message = f"setting `{describe(target, 40)}` in `{fn.node.name}`: {rule.message}"

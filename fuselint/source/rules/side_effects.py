@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
-from fuselint.source.dataflow import analyze
+from fuselint.source.dataflow import flows
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
@@ -52,8 +52,9 @@ def _side_effect(call: ast.Call, sf: SourceFile) -> str | None:
 
 @check("FL103")
 def host_side_effects(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for fn in functions:
-        for site in analyze(fn, sf.imports).of(ast.Call):
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
+        for site in flow.of(ast.Call):
             what = _side_effect(site.node, sf)
             if what:
                 message = f"{what} in `{fn.node.name}` ends the compiled graph: {rule.message}"
