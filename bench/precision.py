@@ -30,7 +30,8 @@ def models_dir() -> Path:
         return target
     WHEEL_DIR.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "transformers", "-d", str(WHEEL_DIR)], check=True
+        [sys.executable, "-m", "pip", "download", "--no-deps", "transformers", "-d", str(WHEEL_DIR)],
+        check=True,
     )
     wheel = next(WHEEL_DIR.glob("transformers-*.whl"))
     with zipfile.ZipFile(wheel) as zf:

@@ -62,7 +62,6 @@ def _fix(sf: SourceFile, outer: ast.Call, first: str, second: str) -> Fix | None
 @check("FL401")
 def dtype_round_trip(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
-        fn = flow.fn
         for site in flow.of(ast.Call):
             outer = site.node
             second = _cast(outer, sf)
