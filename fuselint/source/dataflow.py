@@ -154,12 +154,15 @@ def _is_none(default: ast.expr | None) -> bool:
     return isinstance(default, ast.Constant) and default.value is None
 
 
-def parameter_kinds(fn: FunctionNode, passed: dict[str, list[str | None]] | None = None) -> Env:
+def parameter_kinds(
+    fn: FunctionNode, passed: dict[str, list[str | None]] | None = None, guessed: set[str] | None = None
+) -> Env:
     """Kinds of a model function's parameters.
 
     `passed` holds the kinds its callers in the file passed for each parameter (a helper
     called from forward): they decide, with the annotation as a fallback. Without callers
-    (forward itself) a parameter is a tensor unless its default, type or name says not.
+    (forward itself) a parameter is a tensor unless its default, type or name says not;
+    those guesses go into `guessed`, for rules that need more than a guess.
     """
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
@@ -189,6 +192,8 @@ def parameter_kinds(fn: FunctionNode, passed: dict[str, list[str | None]] | None
             kind = None
         else:
             kind = TENSOR
+            if guessed is not None:
+                guessed.add(name)
         if kind is not None:
             env[name] = kind
     return env
@@ -276,6 +281,8 @@ class FunctionFlow:
     imports: ImportTable
     methods: frozenset[str]
     sites: dict[type, list[Site]] = field(default_factory=lambda: defaultdict(list))
+    # Parameters taken for tensors on their name alone (no type, no default, no caller seen).
+    guessed: set[str] = field(default_factory=set)
     _kinds: dict[int, str | None] = field(default_factory=dict)
     _recording: bool = True
 
@@ -667,7 +674,7 @@ def analyze(fn: ModelFunction, imports: ImportTable, callees: Callees | None = N
         )
     flow = FunctionFlow(fn=fn, imports=imports, methods=methods)
     passed = getattr(fn.node, "_fuselint_passed", None) if fn.reason == "called" else None
-    flow.block(fn.node.body, parameter_kinds(fn.node, passed), True)
+    flow.block(fn.node.body, parameter_kinds(fn.node, passed, flow.guessed), True)
     fn.node._fuselint_flow = flow  # type: ignore[attr-defined]
     if callees:
         _record_calls(flow, callees)
@@ -683,7 +690,11 @@ def _record_calls(flow: FunctionFlow, callees: Callees) -> None:
         if isinstance(func, ast.Name):
             callee = callees.get((None, func.id))
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            callee, skip = callees.get((cls, func.attr)), 1
+            callee = callees.get((cls, func.attr))
+            static = callee is not None and any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in callee.decorator_list
+            )
+            skip = 0 if static else 1
         else:
             continue
         if callee is None:

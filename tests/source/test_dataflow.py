@@ -182,3 +182,20 @@ class M(nn.Module):
     flow = all_flows[0]
     test_site = next(s for s in flow.of(ast.If))
     assert flow.kind(test_site.node.test, test_site.env) == BOOL
+
+
+def test_static_methods_take_their_callers_arguments_from_the_first_position():
+    _, all_flows = _flows(
+        HEADER
+        + """
+class M(nn.Module):
+    @staticmethod
+    def positions(embeds, padding_idx):
+        return embeds
+
+    def forward(self, x):
+        return self.positions(x, self.padding_idx)
+"""
+    )
+    helper = next(f for f in all_flows if f.fn.node.name == "positions")
+    assert helper.of(ast.Return)[0].env == {"embeds": TENSOR}

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 class M(nn.Module):
-    def forward(self, x, boxes, features: list[torch.Tensor]):
+    def forward(self, x: torch.Tensor, boxes: torch.Tensor, features: list[torch.Tensor]):
         out = torch.empty_like(x)
         for row in x:
             out = out + row
@@ -50,6 +50,20 @@ class Fine(nn.Module):
 
 def test_loops_over_tensor_rows_are_flagged():
     assert lines(SRC, "FL107") == [8, 10, 12, 15, 17]
+
+
+def test_a_parameter_only_guessed_to_be_a_tensor_is_not_iterated_as_one():
+    src = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, encoder_hidden_states):
+        for h, proj in zip(encoder_hidden_states, self.projections):
+            pass
+        return encoder_hidden_states
+"""
+    assert lines(src, "FL107") == []
 
 
 def test_loops_over_modules_lists_shapes_and_chunks_are_not_flagged():

@@ -32,16 +32,23 @@ def _indexes_with(body: list[ast.stmt], name: str, flow: FunctionFlow, env) -> b
     return False
 
 
+def _rows(expr: ast.expr, flow: FunctionFlow, env) -> bool:
+    """`expr` is surely a tensor: a parameter only guessed to be one may as well be a list of them."""
+    if isinstance(expr, ast.Name) and expr.id in flow.guessed and flow.assigned.get(expr.id) == 1:
+        return False
+    return flow.kind(expr, env) in TENSORS
+
+
 def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
     loop = site.node
     iterable, env = loop.iter, site.env
-    if flow.kind(iterable, env) in TENSORS:
+    if _rows(iterable, flow, env):
         return f"`for ... in {describe(iterable, 30)}` iterates over a tensor's rows"
     if isinstance(iterable, ast.Call):
         func = iterable.func
         if isinstance(func, ast.Name) and func.id in ("enumerate", "zip", "reversed"):
             for arg in iterable.args:
-                if flow.kind(arg, env) in TENSORS:
+                if _rows(arg, flow, env):
                     return f"`{func.id}({describe(arg, 30)})` iterates over a tensor's rows"
             return None
         if (
