@@ -529,16 +529,19 @@ class FunctionFlow:
         if isinstance(stmt, (ast.If, ast.While)):
             self._record(stmt, [stmt.test], env, live)
             truth = compile_truth(stmt.test)
-            narrowed = _narrowed(stmt.test) if isinstance(stmt, ast.If) else None
-            inner = env
-            if narrowed is not None:
-                inner = {k: v for k, v in env.items() if k != narrowed[0]}
-                if narrowed[1]:
-                    inner[narrowed[0]] = narrowed[1]
-            body_env = self.block(stmt.body, inner, live and truth is not False)
+            body_in, else_in = env, env
+            if isinstance(stmt, ast.If):
+                negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+                narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+                if narrowed is not None:
+                    inner = {k: v for k, v in env.items() if k != narrowed[0]}
+                    if narrowed[1]:
+                        inner[narrowed[0]] = narrowed[1]
+                    body_in, else_in = (env, inner) if negated else (inner, env)
+            body_env = self.block(stmt.body, body_in, live and truth is not False)
             if isinstance(stmt, ast.While):
                 body_env = self.block(stmt.body, _merge(env, body_env), False)
-            else_env = self.block(stmt.orelse, env, live and truth is not True)
+            else_env = self.block(stmt.orelse, else_in, live and truth is not True)
             return _merge(body_env, else_env)
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             self._record(stmt, [stmt.target, stmt.iter], env, live)
@@ -605,8 +608,8 @@ def _has_dim(call: ast.Call) -> bool:
 
 
 def _method_kind(method: str, call: ast.Call) -> str | None:
-    if method in HOST_METHODS:
-        return None
+    if method in HOST_METHODS or method.startswith(("is_", "has_")):
+        return None  # is_contiguous(), is_floating_point(), has_names(): flags on the host
     if method in TUPLE_METHODS:
         return TUPLE
     if method in DIM_TUPLE_METHODS:
@@ -638,6 +641,8 @@ def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
     if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
         return None
     last = qual.rsplit(".", 1)[-1]
+    if last.startswith("_") or any(part.startswith("_") for part in qual.split(".")[1:-1]):
+        return None  # private helpers: no promise about what they return
     if last[:1].isupper():
         return MODULE if qual.startswith("torch.nn.") else (TENSOR if last.endswith("Tensor") else None)
     if qual in TORCH_TUPLES:

@@ -199,3 +199,21 @@ class M(nn.Module):
     )
     helper = next(f for f in all_flows if f.fn.node.name == "positions")
     assert helper.of(ast.Return)[0].env == {"embeds": TENSOR}
+
+
+def test_a_negated_isinstance_narrows_the_path_that_skips_the_branch():
+    env = kinds_at_return(
+        HEADER
+        + """
+def helper(size):
+    if not isinstance(size, (list, tuple)):
+        size = size.tolist()
+    return size
+
+class M(nn.Module):
+    def forward(self, x):
+        return helper(x.sum(0))
+""",
+        function="helper",
+    )
+    assert env.get("size") == TUPLE
