@@ -2,7 +2,7 @@
 
 Downloads the transformers wheel (once, into /tmp/tf; not committed), lints
 `transformers/models` with `fuselint check --format json`, prints findings per rule and the
-lint speed, then draws a seeded random sample of findings and prints each with 6 lines of
+lint speed, then draws a seeded, stable sample of findings and prints each with 6 lines of
 context so a person can judge it (real blocker or false positive). The judged table lives in
 bench/results/precision.md.
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
-import random
 import subprocess
 import sys
 import time
@@ -49,6 +49,19 @@ def lint(target: Path, rules: str) -> tuple[list[dict], float]:
     return json.loads(result.stdout), time.perf_counter() - start
 
 
+def stable_sample(findings: list[dict], root: Path, seed: int, size: int) -> list[dict]:
+    """A seeded sample where each finding's chance depends only on itself (file, line, rule):
+    changing a rule elsewhere in the tree leaves the rest of the sample as it was, so a judged
+    sample stays comparable across iterations."""
+
+    def rank(finding: dict) -> str:
+        name = Path(finding["filename"]).relative_to(root)
+        key = f"{seed}:{name}:{finding['location']['row']}:{finding['code']}"
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    return sorted(findings, key=rank)[:size]
+
+
 def context(finding: dict, lines: int = 6) -> str:
     path = Path(finding["filename"])
     text = path.read_text(encoding="utf-8").splitlines()
@@ -69,7 +82,7 @@ def main() -> None:
     print(f"{len(findings)} findings in {files} files, {seconds:.1f} s ({files / seconds:.0f} files/s)")
     for code, count in sorted(collections.Counter(f["code"] for f in findings).items()):
         print(f"  {code}  {count}")
-    sample = random.Random(args.seed).sample(findings, min(args.sample, len(findings)))
+    sample = stable_sample(findings, target, args.seed, args.sample)
     for index, finding in enumerate(sample, 1):
         where = f"{Path(finding['filename']).relative_to(target)}:{finding['location']['row']}"
         print(f"\n#{index} {finding['code']} {where}\n  {finding['message']}\n{context(finding)}")

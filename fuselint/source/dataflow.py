@@ -200,17 +200,15 @@ def parameter_kinds(
 
 
 def _narrowed(test: ast.expr) -> tuple[str, str] | None:
-    """`isinstance(x, (list, tuple))` -> ("x", tuple kind): the name's kind inside the branch."""
+    """`isinstance(x, (list, tuple))` -> ("x", ""): inside the branch the name holds no tensor."""
     if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
         return None
     if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
         return None
     types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
     names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
-    if names & {"list", "tuple", "List", "Tuple", "dict", "Sequence"}:
-        return test.args[0].id, TUPLE
-    if names & {"int", "float", "bool", "str", "ndarray"}:
-        return test.args[0].id, ""
+    if names & {"list", "tuple", "List", "Tuple", "dict", "Sequence", "int", "float", "bool", "str", "ndarray"}:
+        return test.args[0].id, ""  # some host container or number: its elements are unknown too
     return None
 
 
