@@ -207,7 +207,19 @@ def _narrowed(test: ast.expr) -> tuple[str, str] | None:
         return None
     types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
     names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
-    if names & {"list", "tuple", "List", "Tuple", "dict", "Sequence", "int", "float", "bool", "str", "ndarray"}:
+    if names & {
+        "list",
+        "tuple",
+        "List",
+        "Tuple",
+        "dict",
+        "Sequence",
+        "int",
+        "float",
+        "bool",
+        "str",
+        "ndarray",
+    }:
         return test.args[0].id, ""  # some host container or number: its elements are unknown too
     return None
 

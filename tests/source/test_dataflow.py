@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from fuselint.source.dataflow import BOOL, DIM, MAYBE, MODULE, TENSOR, TUPLE, flows
+from fuselint.source.dataflow import BOOL, DIM, MAYBE, MODULE, TENSOR, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import model_functions
 
