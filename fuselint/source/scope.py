@@ -8,6 +8,7 @@ same file (`self.helper(...)` in the same class, or a module-level function).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from fuselint.source.imports import ImportTable, iter_statements
@@ -17,6 +18,10 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 # Base classes that make a class a module even when we cannot resolve them to torch:
 # model zoos subclass their own PreTrainedModel, Module mixins, Lightning modules ...
 _MODULE_BASE_SUFFIXES = ("Module", "Model", "Layer", "Block", "PreTrainedModel", "Network", "Net")
+
+
+# A call such as `torch.compile(fn)` or `torch.jit.script(fn)` in the text ("is_compiling" is no call).
+_COMPILE_CALL = re.compile(r"\b(?:compile|script)\s*\(")
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ def model_functions(tree: ast.Module, imports: ImportTable, text: str | None = N
     for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
         if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
             add(fn, cls, "compiled")
-    for node in ast.walk(tree) if text is None or "compile" in text or "script" in text else ():
+    for node in ast.walk(tree) if text is None or _COMPILE_CALL.search(text) else ():
         if isinstance(node, ast.Call) and _is_torch_compile(node.func, imports) and node.args:
             target = node.args[0]
             if isinstance(target, ast.Name) and target.id in free:
