@@ -103,3 +103,15 @@ class M(nn.Module):
 def test_unsafe_where_fix_is_not_applied_without_unsafe_fixes():
     src = MODULE.format(test="x = x * 2 if (x > 0).any() else x")
     assert fixed(src, "FL102", unsafe=False) == textwrap.dedent(src)
+
+
+def test_where_fix_imports_torch_when_the_file_only_imports_from_it():
+    src = """
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x):
+        return x * 2 if (x > 0).all() else x
+"""
+    result = fixed(src, "FL102")
+    assert "import torch\n" in result and "return torch.where((x > 0).all(), x * 2, x)" in result

@@ -72,3 +72,18 @@ def test_item_used_on_the_host_has_no_fix():
     assert finding.fix is None
     twice = body("s = x.mean().item()", "s = s + 1", "return x * s")
     assert all(f.fix is None for f in findings(twice, "FL101"))
+
+
+def test_cpu_copy_handed_to_a_host_library_is_flagged():
+    src = """
+import torch
+from scipy.optimize import linear_sum_assignment
+from torch import nn
+
+class Matcher(nn.Module):
+    def forward(self, cost):
+        rows, cols = linear_sum_assignment(cost.cpu())
+        same_device = torch.as_tensor(cost.cpu())
+        return rows, cols, same_device
+"""
+    assert lines(src, "FL101") == [8]

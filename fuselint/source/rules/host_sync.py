@@ -61,6 +61,9 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         return None
     qual = sf.imports.qualname(func)
     if qual is not None:
+        moved = [a for a in call.args if _is_cpu_copy(a)]
+        if moved and not qual.startswith("torch."):
+            return f"`.cpu()` result handed to `{qual}` on the host"
         if qual.startswith(("numpy.", "math.")) and tensor_args:
             return f"`{qual.split('.')[0]}` function applied to tensor `{describe(tensor_args[0], 30)}`"
         if qual in _SIZE_FUNCTIONS:
@@ -83,6 +86,16 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         if bad:
             return f"tensor `{describe(bad[0], 30)}` used as a size in `.{func.attr}()` is read on the host"
     return None
+
+
+def _is_cpu_copy(expr: ast.expr) -> bool:
+    """`t.cpu()` or `t.detach().cpu()`: a tensor copied to the host for host code to use."""
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "cpu"
+        and not expr.args
+    )
 
 
 def _slice_bound(site: Site, flow: FunctionFlow) -> ast.expr | None:
