@@ -19,7 +19,6 @@ from fuselint import __version__
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding
-from fuselint.source.fixer import allowed, fix_text, write_atomically
 from fuselint.source.lint import Cache, PathError, discover, lint_paths, lint_text, read_source
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
@@ -78,6 +77,42 @@ def main() -> None:
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
 @click.option("--show-source/--no-show-source", default=True, help="Show the source line under each finding.")
+@click.option(
+    "--entry", "entries", multiple=True, help="Also trace this model entry (file.py:factory); repeatable."
+)
+@click.option(
+    "--device", type=click.Choice(("meta", "cpu", "cuda")), default=None, help="Where to build entries."
+)
+@click.option("--train", is_flag=True, help="Trace entries in train mode, backward graphs included.")
+@click.option(
+    "--target",
+    default="H200",
+    show_default=True,
+    help="GPU whose numbers price the gains (H200, H100, A100, L4).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="Hide the findings recorded in this file; exit 1 only for new ones.",
+)
+@click.option(
+    "--update-baseline", is_flag=True, help="Record the current findings in --baseline FILE and exit 0."
+)
+@click.option(
+    "--fail-on-gain-launches",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many kernel launches.",
+)
+@click.option(
+    "--fail-on-gain-bytes",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many bytes of memory traffic.",
+)
+@click.option(
+    "--fail-on-gain-us",
+    type=click.FloatRange(min=0),
+    help="Fail only when the new findings together would save at least this many microseconds per call.",
+)
 def check(
     paths,
     fix,
@@ -93,6 +128,15 @@ def check(
     output_file,
     config_path,
     show_source,
+    baseline,
+    update_baseline,
+    fail_on_gain_launches,
+    fail_on_gain_bytes,
+    fail_on_gain_us,
+    entries,
+    device,
+    train,
+    target,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
     paths = paths or (".",)
@@ -114,6 +158,17 @@ def check(
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
     findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
 
+    models: list[dict] = []
+    entries = entries or config.entries
+    if entries:
+        analyses = trace_entries(entries, device, train, target)
+        from fuselint.graph.breaks import break_findings, merge_findings
+
+        traced = [f for a in analyses for f in (*break_findings(a.capture), *a.findings)]
+        traced = [f for f in traced if config.enabled(f.code, f.span.path)]
+        findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
+        models = [a.summary() for a in analyses]
+
     fixed_count = 0
     if diff or config.fix:
         fixed_count, changed, diffs = _fix_files(findings, catalog, config, write=not diff)
@@ -128,15 +183,51 @@ def check(
                 findings.extend(lint_text(path, changed[path], catalog, config))
             findings.sort(key=lambda f: f.sort_key)
 
-    _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count), output_file)
-    if findings and not exit_zero:
-        sys.exit(1)
+    from fuselint.report.gate import (
+        BaselineError,
+        Thresholds,
+        gate,
+        load_baseline,
+        new_findings,
+        write_baseline,
+    )
+
+    if update_baseline:
+        if not baseline:
+            raise UsageFailure("--update-baseline needs --baseline FILE")
+        try:
+            write_baseline(baseline, findings, config.root)
+        except BaselineError as exc:
+            raise UsageFailure(str(exc)) from None
+        n = len(findings)
+        click.echo(f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}", err=True)
+        return
+    hidden = 0
+    if baseline:
+        try:
+            known = load_baseline(baseline)
+        except BaselineError as exc:
+            raise UsageFailure(str(exc)) from None
+        new = new_findings(findings, known, config.root)
+        hidden, findings = len(findings) - len(new), new
+    thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
+    verdict = gate(findings, thresholds)
+
+    _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models), output_file)
+    if hidden or thresholds.any:
+        shown = f" ({hidden} known in {baseline})" if hidden else ""
+        click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
+    if verdict.exit_code and not exit_zero:
+        sys.exit(verdict.exit_code)
 
 
 def _fix_files(
     findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
 ) -> tuple[int, dict[str, str], list[str]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs)."""
+    # libcst costs a quarter of a second to import: only runs that fix pay for it.
+    from fuselint.source.fixer import allowed, fix_text, write_atomically
+
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
     total, changed, diffs = 0, {}, []
     for path in paths:
@@ -166,8 +257,9 @@ def _fix_files(
     return total, changed, diffs
 
 
-def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count) -> str:
-    from fuselint.report import json_format, text
+def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models=()) -> str:
+    from fuselint.report import github, json_format, markdown, sarif, text
+    from fuselint.report.fingerprint import repository_root
 
     if statistics:
         return text.render_statistics(findings, catalog)
@@ -181,7 +273,11 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
                 source, _enc, _err = read_source(Path(path))
                 sources[path] = source.splitlines() if source is not None else []
         return text.render_text(findings, sources, unsafe=config.unsafe_fixes, fixed=fixed_count)
-    raise UsageFailure(f"--format {fmt} is not available yet")
+    if fmt == "sarif":
+        return sarif.render_sarif(findings, catalog, repository_root(config.root))
+    if fmt == "github":
+        return github.render_github(findings, catalog, repository_root(config.root))
+    return markdown.render_markdown(findings, catalog, list(models) or None)
 
 
 def _emit(report: str, output_file: str | None) -> None:
@@ -272,6 +368,104 @@ def rules_table(catalog: Catalog, fmt: str = "text") -> str:
     lines = [f"{'CODE':<6}  {'NAME':<{width}}  {'KIND':<7}  {'FIX':<6}  SUMMARY"]
     lines += [f"{r.code:<6}  {r.name:<{width}}  {r.kind:<7}  {r.fix:<6}  {r.summary}" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _need_torch(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageFailure(f"{what} needs torch: pip install 'fuselint[torch]'") from None
+
+
+def trace_entries(entries, device: str | None, train: bool, target: str) -> list:
+    """Capture and plan every entry (a progress bar on a terminal); EntryError exits 2."""
+    _need_torch("tracing an entry")
+    from fuselint.fusion.devices import device as device_named
+    from fuselint.fusion.model import analyse
+    from fuselint.graph.capture import capture
+    from fuselint.graph.entry import EntryError, load_entry
+    from fuselint.graph.progress import progress
+
+    try:
+        table = device_named(target)
+    except KeyError as exc:
+        raise UsageFailure(str(exc.args[0])) from None
+    analyses = []
+    try:
+        for spec in progress(list(entries)):
+            analyses.append(analyse(capture(load_entry(spec), device=device, train=train), table))
+    except EntryError as exc:
+        raise UsageFailure(str(exc)) from None
+    return analyses
+
+
+@main.command()
+@click.option(
+    "--entry", "entries", multiple=True, required=True, help="Model entry (file.py:factory); repeatable."
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Drawing to write: .svg, .html, .dot or .json (by suffix).",
+)
+@click.option(
+    "--device", type=click.Choice(("meta", "cpu", "cuda")), default=None, help="Where to build entries."
+)
+@click.option("--train", is_flag=True, help="Trace in train mode, backward graphs included.")
+@click.option("--target", default="H200", show_default=True, help="GPU whose numbers price the plan.")
+def graph(entries, output, device, train, target) -> None:
+    """Draw the graphs torch.compile builds for ENTRY, coloured by planned kernel."""
+    suffix = Path(output).suffix.lower()
+    if suffix not in (".svg", ".html", ".htm", ".dot", ".json"):
+        raise UsageFailure(f"{output}: the output must end in .svg, .html, .dot or .json")
+    analyses = trace_entries(entries, device, train, target)
+    import json
+
+    from fuselint.fusion.summary import plan_summary
+    from fuselint.graph import render
+
+    graphs = [g for a in analyses for g in a.capture.graphs]
+    breaks = [b for a in analyses for b in a.capture.breaks]
+    groups: dict[str, int] = {}
+    offset = 0
+    for a in analyses:
+        for key, gid in a.node_groups().items():
+            groups[key] = offset + gid
+        offset += sum(len(p.groups) for p in a.plans)
+    try:
+        path = render.write(output, graphs, breaks, groups)
+    except OSError as exc:
+        raise UsageFailure(f"{output}: cannot write: {exc.strerror}") from None
+    if suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["plan"] = {
+            "node_group": groups,
+            "models": [a.summary() for a in analyses],
+            "graphs": [plan_summary(p, _device_of(target)) for a in analyses for p in a.plans],
+        }
+        totals = {"eager": {}, "fused": {}}
+        for side in totals:
+            for key in ("launches", "bytes", "time_us"):
+                totals[side][key] = sum(m[side][key] for m in data["plan"]["models"])
+        data["plan"].update(totals)
+        data["plan"]["groups"] = [g for graph_plan in data["plan"]["graphs"] for g in graph_plan["groups"]]
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    for a in analyses:
+        s = a.summary()
+        click.echo(
+            f"{s['model']}: {s['graphs']} graph(s), {s['breaks']} break(s); launches "
+            f"{s['eager']['launches']:.0f} eager -> {s['fused']['launches']:.0f} fused, "
+            f"expected speedup {s['speedup']:.2f}x on {s['device']}"
+        )
+    click.echo(f"wrote {path}")
+
+
+def _device_of(target: str):
+    from fuselint.fusion.devices import device as device_named
+
+    return device_named(target)
 
 
 def run() -> None:

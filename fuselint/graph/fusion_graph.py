@@ -174,9 +174,9 @@ class FusionGraph:
             )
             for arg in node.all_input_nodes:
                 dag.add_edge(arg.name, node.name, bytes=dag.nodes[arg.name]["bytes"])
-        for name in outputs:
-            if name in dag:
-                dag.nodes[name]["is_output"] = True
+        for out in outputs:
+            if out in dag:
+                dag.nodes[out]["is_output"] = True
         return cls(dag=dag, gm=gm, name=name, calls=calls)
 
     def ops(self, kind: str | None = None) -> list[str]:

@@ -1,4 +1,8 @@
-"""ruff-style text: `path:line:col: CODE [*] message`, a source excerpt, and a summary."""
+"""ruff-style text: `path:line:col: CODE [*] message`, a source excerpt, and a summary.
+
+A finding that carries a Gain ends with `(expected saving: ...)`, and the summary adds
+the total saving when any finding has one; without gains the output is ruff's.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from collections import Counter
 
 from fuselint.catalog import Catalog
 from fuselint.findings import Applicability, Finding
+from fuselint.report.gain import describe_gain, saving_suffix, total_gain
 
 
 def _marker(finding: Finding, unsafe: bool) -> str:
@@ -36,7 +41,9 @@ def render_text(
     out: list[str] = []
     for f in findings:
         s = f.span
-        out.append(f"{s.path}:{s.line}:{s.column}: {f.code}{_marker(f, unsafe)} {f.message}")
+        out.append(
+            f"{s.path}:{s.line}:{s.column}: {f.code}{_marker(f, unsafe)} {f.message}{saving_suffix(f.gain)}"
+        )
         if sources is not None and s.path in sources:
             out.extend(_excerpt(f, sources[s.path]))
             out.append("")
@@ -63,6 +70,9 @@ def summary(findings: list[Finding], *, unsafe: bool = False, fixed: int = 0) ->
         line += "."
     elif unsafe_count:
         line += f"\nNo fixes available ({unsafe_count} unsafe fixes available with `--unsafe-fixes`)."
+    saving = describe_gain(total_gain(findings))
+    if saving:
+        line += f"\nExpected saving if all are fixed: {saving} per call."
     parts.append(line)
     return "\n".join(parts)
 

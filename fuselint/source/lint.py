@@ -13,7 +13,6 @@ import pickle
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,6 +214,8 @@ def lint_paths(
             todo.append(name)
     jobs = jobs or os.cpu_count() or 1
     if len(todo) >= 16 and jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
         batches = [todo[i :: jobs * 4] for i in range(jobs * 4)]
         with ProcessPoolExecutor(
             jobs, initializer=_init_worker, initargs=(config.extra_rules, config)

@@ -1,0 +1,104 @@
+"""Lint speed on a real tree: transformers' `models/` folder (2,500+ files, ~1M lines).
+
+    python bench/lint_speed.py [--version 5.23.0] [--workdir .corpus]
+
+Downloads the transformers wheel with pip (not committed), unpacks it, then times
+`fuselint check` cold (empty cache), warm (unchanged tree, cache filled) and on a single
+file (what a pre-commit run on one changed file costs, process start included).
+Prints files/s and lines/s for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fetch(version: str, workdir: Path) -> Path:
+    tree = workdir / f"transformers-{version}"
+    models = tree / "transformers" / "models"
+    if models.is_dir():
+        return models
+    workdir.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            f"transformers=={version}",
+            "-d",
+            str(workdir),
+        ],
+        check=True,
+    )
+    wheel = next(workdir.glob(f"transformers-{version}-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tree)
+    return models
+
+
+def run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "fuselint", *args], cwd=cwd, capture_output=True, text=True, env=env
+    )
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"fuselint failed ({proc.returncode}): {proc.stderr.strip()}")
+    return elapsed, proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", default="5.23.0")
+    parser.add_argument("--workdir", type=Path, default=ROOT / ".corpus")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    models = fetch(args.version, args.workdir)
+    files = sorted(models.rglob("*.py"))
+    lines = sum(p.read_bytes().count(b"\n") for p in files)
+    cwd = models.parent.parent
+    rel = models.relative_to(cwd)
+    print(f"transformers {args.version} models/: {len(files)} files, {lines:,} lines, {os.cpu_count()} cores")
+
+    cache = cwd / ".fuselint_cache"
+    colds, warms = [], []
+    for _ in range(args.repeat):
+        shutil.rmtree(cache, ignore_errors=True)
+        cold, proc = run(["check", "--exit-zero", "--statistics", str(rel)], cwd)
+        warm, proc_warm = run(["check", "--exit-zero", "--statistics", str(rel)], cwd)
+        assert proc.stdout == proc_warm.stdout, "warm run must report what the cold run did"
+        colds.append(cold)
+        warms.append(warm)
+    single_file = str(rel / "llama" / "modeling_llama.py")
+    singles = [run(["check", "--no-cache", "--exit-zero", single_file], cwd)[0] for _ in range(5)]
+
+    cold, warm, single = statistics.median(colds), statistics.median(warms), statistics.median(singles)
+    findings = sum(int(line.split()[0]) for line in proc.stdout.splitlines() if line.strip())
+    print(f"findings: {findings}")
+    print(proc.stdout.rstrip())
+    print()
+    print("| run | seconds | files/s | lines/s |")
+    print("| --- | --- | --- | --- |")
+    print(f"| cold (empty cache) | {cold:.2f} | {len(files) / cold:,.0f} | {lines / cold:,.0f} |")
+    print(f"| warm (cache filled) | {warm:.2f} | {len(files) / warm:,.0f} | {lines / warm:,.0f} |")
+    print(f"| one file (modeling_llama.py, process start included) | {single:.3f} | | |")
+    print(f"(medians of {args.repeat} cold/warm runs and 5 single-file runs)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The `fuselint` torch.compile backend: fusion groups lowered to generated Triton kernels.
+
+    torch.compile(model, backend="fuselint")        # after `import fuselint.backend`
+    torch.compile(model, backend=fuselint_backend)  # or pass the function itself
+
+Dynamo's graph goes through AOTAutograd with Inductor's decomposition table, so each
+forward and backward graph arrives as ATen ops; the planner's groups become one kernel
+each, and matmul, convolution, attention and whatever the codegen does not know run
+through ATen. On a CPU device kernels run only under ``TRITON_INTERPRET=1`` (tests);
+otherwise everything there runs as ATen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from fuselint.backend.compiler import CompileReport, compile_graph, history, history_mark, reports_since
+
+__all__ = ["CompileReport", "fuselint_backend", "history", "history_mark", "register", "reports_since"]
+
+
+def _compiler(name: str) -> Callable:
+    from functorch.compile import make_boxed_func
+
+    def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        return make_boxed_func(compile_graph(gm, example_inputs, name=name).forward)
+
+    return compile_one
+
+
+def fuselint_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: object) -> Callable:
+    """torch.compile backend: AOTAutograd to ATen, then fused Triton kernels per group."""
+    # Some of Inductor's decompositions (max_pool2d's) call into its lowering module.
+    import torch._inductor.lowering  # noqa: F401
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    backend = aot_autograd(
+        fw_compiler=_compiler("forward"),
+        bw_compiler=_compiler("backward"),
+        inference_compiler=_compiler("inference"),
+        decompositions=select_decomp_table(),
+        partition_fn=min_cut_rematerialization_partition,
+        keep_inference_input_mutations=True,
+    )
+    return backend(gm, example_inputs)
+
+
+def register() -> None:
+    """Make `backend="fuselint"` work without the package's entry point."""
+    from torch._dynamo import list_backends, register_backend
+
+    if "fuselint" not in list_backends(exclude_tags=()):
+        register_backend(name="fuselint")(fuselint_backend)
+
+
+register()

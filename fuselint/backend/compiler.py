@@ -1,0 +1,313 @@
+"""Compile one ATen FX graph: kernels for the groups the codegen can lower, ATen for the rest.
+
+For each group: hoist the views of its inputs out (they are free in ATen), find what it
+reads and what leaves it, lower it (:mod:`lowering`), pick a launch config
+(:mod:`heuristics`), write the kernel (:mod:`codegen`) and load it (:mod:`runtime`). A
+group that does not lower is split into the longest runs that do; what is left runs
+through ATen. The graph is then rebuilt with one call per kernel, emitting each unit
+when something needs it, so ordering is always legal; if anything about the rebuild goes
+wrong, the original graph runs unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+from fuselint.backend.codegen import generate
+from fuselint.backend.heuristics import choose_config
+from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
+from fuselint.backend.partition import planner_groups
+from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
+from fuselint.graph.fusion_graph import FusionGraph
+
+log = logging.getLogger("fuselint.backend")
+
+
+@dataclass
+class PreparedGroup:
+    nodes: list[torch.fx.Node]  # computed inside the kernel, topological order
+    inputs: list[torch.fx.Node]
+    outputs: list[torch.fx.Node]
+
+
+@dataclass
+class CompiledGroup:
+    nodes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    kernel: FusedKernel
+
+
+@dataclass
+class CompileReport:
+    """What one graph became: its kernels and the groups left to ATen (with why)."""
+
+    graph: str
+    kernels: list[FusedKernel] = field(default_factory=list)
+    fallbacks: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    graph_module: torch.fx.GraphModule | None = None
+
+
+# The latest compiled graphs, for tests, `verify` and the benchmark to inspect.
+history: list[CompileReport] = []
+_HISTORY_LIMIT = 64
+_compiled_total = 0
+
+
+def history_mark() -> int:
+    """A mark to pass to :func:`reports_since` later."""
+    return _compiled_total
+
+
+def reports_since(mark: int) -> list[CompileReport]:
+    """The reports of the graphs compiled after `mark` (the most recent 64 at most)."""
+    count = _compiled_total - mark
+    return history[-count:] if count > 0 else []
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def _is_tuple(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (tuple, list))
+
+
+def prepare_group(
+    gm: torch.fx.GraphModule, names: tuple[str, ...], owned: set[str] | frozenset[str] = frozenset()
+) -> PreparedGroup:
+    """The kernel's nodes, inputs and outputs for the group `names` of `gm`."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    members = {by_name[n] for n in names}
+    # getitems of a member's tuple belong with it.
+    for n in list(members):
+        for u in n.users:
+            if u.target is operator.getitem:
+                members.add(u)
+    nodes = sorted(members, key=order.__getitem__)
+    # Views (and getitems) of values computed outside are just inputs, read through strides.
+    for n in nodes:
+        if (_is_view(n) or n.target is operator.getitem) and not any(a in members for a in n.all_input_nodes):
+            members.discard(n)
+    nodes = [n for n in nodes if n in members]
+    if not any(not _is_view(n) and n.target is not operator.getitem for n in nodes):
+        raise Unsupported("only views")
+    inputs: list[torch.fx.Node] = []
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a not in members and a not in inputs:
+                if not isinstance(a.meta.get("val"), torch.Tensor):
+                    raise Unsupported(f"input {a.name} is not a tensor")
+                inputs.append(a)
+    graph_out = {a for n in gm.graph.nodes if n.op == "output" for a in n.all_input_nodes}
+    outputs: list[torch.fx.Node] = []
+    for n in nodes:
+        if _is_tuple(n) or not (n in graph_out or any(u not in members for u in n.users)):
+            continue
+        base = n
+        while _is_view(base) and base.all_input_nodes[0] in members:
+            base = base.all_input_nodes[0]
+        if base.name not in owned and base not in outputs and not _is_view(base):
+            outputs.append(base)
+    if not outputs:
+        raise Unsupported("nothing leaves the group")
+    return PreparedGroup(nodes, inputs, sorted(outputs, key=order.__getitem__))
+
+
+def group_module(gm: torch.fx.GraphModule, group: PreparedGroup) -> torch.fx.GraphModule:
+    """The group's ATen nodes as a GraphModule: inputs in, tuple of outputs out."""
+    g = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for a in group.inputs:
+        env[a] = g.placeholder(a.name)
+    for n in group.nodes:
+        env[n] = g.node_copy(n, lambda a: env[a])
+    g.output(tuple(env[o] for o in group.outputs))
+    return torch.fx.GraphModule(gm, g)
+
+
+def lower_prepared(group: PreparedGroup) -> KernelIR:
+    """The kernel IR of a prepared group (raises Unsupported)."""
+    ir = lower_group(group.nodes, group.inputs, group.outputs)
+    if not can_generate_for(ir.device):
+        raise Unsupported(f"no Triton target for device {ir.device}")
+    return ir
+
+
+def build_kernel(
+    gm: torch.fx.GraphModule,
+    group: PreparedGroup,
+    ir: KernelIR | None = None,
+    max_persistent: int | None = None,
+) -> FusedKernel:
+    """Generate and load the kernel of a prepared group."""
+    ir = ir or lower_prepared(group)
+    cfg = choose_config(ir, interpreting(ir.device), max_persistent)
+    source, name = generate(ir, cfg)
+    return FusedKernel(ir, cfg, source, name, group_module(gm, group))
+
+
+def _compile_groups(
+    gm: torch.fx.GraphModule, groups: list[tuple[str, ...]], report: CompileReport
+) -> list[CompiledGroup]:
+    owned: set[str] = set()
+    compiled: list[CompiledGroup] = []
+
+    def attempt(names: tuple[str, ...]) -> tuple[PreparedGroup, KernelIR]:
+        group = prepare_group(gm, names, owned)
+        return group, lower_prepared(group)
+
+    def accept(found: tuple[PreparedGroup, KernelIR]) -> None:
+        group, ir = found
+        kernel = build_kernel(gm, group, ir)
+        names = [n.name for n in group.nodes]
+        cg = CompiledGroup(
+            tuple(names), tuple(n.name for n in group.inputs), tuple(n.name for n in group.outputs), kernel
+        )
+        compiled.append(cg)
+        owned.update(cg.outputs)
+        report.kernels.append(kernel)
+
+    for names in groups:
+        try:
+            found = attempt(names)
+        except Unsupported as why:
+            log.debug("group %s does not lower whole (%s); splitting", names, why)
+        else:
+            accept(found)
+            continue
+        # Split into the longest runs that lower; what no run takes stays in ATen.
+        run: list[str] = []
+        last: tuple[PreparedGroup, KernelIR] | None = None
+        for name in names:
+            try:
+                last = attempt((*run, name))
+                run.append(name)
+                continue
+            except Unsupported:
+                pass
+            if last is not None:
+                accept(last)
+            run, last = [], None
+            try:
+                last = attempt((name,))
+                run = [name]
+            except Unsupported as single:
+                if str(single) != "only views":  # views cost nothing in ATen
+                    report.fallbacks.append(((name,), str(single)))
+        if last is not None:
+            accept(last)
+    return compiled
+
+
+class _Cycle(Exception):
+    pass
+
+
+def rebuild(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> torch.fx.GraphModule:
+    """`gm` with each compiled group replaced by one call to its kernel."""
+    owner: dict[str, CompiledGroup] = {}
+    internal: set[str] = set()
+    for cg in compiled:
+        internal.update(cg.nodes)
+        for o in cg.outputs:
+            owner.setdefault(o, cg)
+    by_name = {n.name: n for n in gm.graph.nodes}
+    g = torch.fx.Graph()
+    env: dict[str, torch.fx.Node] = {}
+
+    def demand(root: str) -> None:
+        stack, expanded = [root], set()
+        while stack:
+            name = stack[-1]
+            if name in env:
+                stack.pop()
+                continue
+            cg = owner.get(name)
+            deps = cg.inputs if cg else tuple(a.name for a in by_name[name].all_input_nodes)
+            missing = [d for d in deps if d not in env]
+            if missing:
+                key = id(cg) if cg else name
+                if key in expanded:
+                    raise _Cycle(name)
+                expanded.add(key)
+                stack.extend(missing)
+                continue
+            if cg:
+                call = g.call_function(cg.kernel, tuple(env[i] for i in cg.inputs))
+                for k, o in enumerate(cg.outputs):
+                    item = g.call_function(operator.getitem, (call, k))
+                    item.meta = dict(by_name[o].meta)
+                    env[o] = item
+            else:
+                env[name] = g.node_copy(by_name[name], lambda a: env[a.name])
+            stack.pop()
+
+    out_node = None
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr"):
+            env[n.name] = g.node_copy(n, lambda a: env[a.name])
+        elif n.op == "output":
+            out_node = n
+        elif n.name not in internal or n.name in owner:
+            demand(n.name)
+    if out_node is not None:
+        for a in out_node.all_input_nodes:
+            demand(a.name)
+        g.output(torch.fx.map_arg(out_node.args[0], lambda a: env[a.name]))
+    g.eliminate_dead_code()
+    return torch.fx.GraphModule(gm, g)
+
+
+def _static(example_inputs: list) -> bool:
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt | torch.SymFloat):
+            return False
+        if isinstance(x, torch.Tensor) and not all(isinstance(s, int) for s in x.shape):
+            return False
+    return True
+
+
+def _has_target(gm: torch.fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and can_generate_for(val.device):
+            return True
+    return False
+
+
+def compile_graph(
+    gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph"
+) -> torch.fx.GraphModule:
+    """`gm` with its fusible groups running as generated Triton kernels."""
+    global _compiled_total
+    report = CompileReport(name)
+    history.append(report)
+    _compiled_total += 1
+    del history[:-_HISTORY_LIMIT]
+    if not _static(example_inputs) or not _has_target(gm):
+        report.fallbacks.append(
+            (tuple(n.name for n in gm.graph.nodes), "no static shapes or no Triton device")
+        )
+        report.graph_module = gm
+        return gm
+    fg = FusionGraph.from_fx(gm, name=name)
+    compiled = _compile_groups(gm, planner_groups(fg), report)
+    try:
+        new_gm = rebuild(gm, compiled)
+    except _Cycle as cycle:
+        log.warning("fuselint: groups form a cycle at %s; running the graph through ATen", cycle)
+        report.kernels.clear()
+        report.fallbacks.append((tuple(n.name for n in gm.graph.nodes), "cycle between groups"))
+        new_gm = gm
+    # Kernels of dead code were compiled but are not called; the report lists live ones.
+    live = {id(n.target) for n in new_gm.graph.nodes if n.op == "call_function"}
+    report.kernels = [k for k in report.kernels if id(k) in live]
+    report.graph_module = new_gm
+    return new_gm

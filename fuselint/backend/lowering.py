@@ -1,0 +1,572 @@
+"""Lower one fusion group of ATen FX nodes to a kernel IR: loads, math, reductions, stores.
+
+The kernel iterates over one *space* S (a shape). Every value the group computes is a tile
+over S: each of its dimensions is mapped onto a dimension of S, or is a broadcast (size-1)
+dimension. Loads read a tensor through its strides laid onto S (stride 0 where it
+broadcasts), so broadcasting and non-contiguous inputs cost nothing extra. A reduction
+group has a set R of reduced dims of S; all its reductions reduce exactly R, and a value
+"depends on r" when it varies along R. Reductions count *stages*: a value computed from
+k chained reductions is at stage k (softmax: amax at 1, sum at 2), which is how the
+looped codegen knows how many passes over R it needs.
+
+Whatever does not fit (an unknown op, a second reduction axis, a float64 tensor, symbolic
+shapes...) raises :class:`Unsupported`, and the group runs through ATen instead.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+from fuselint.backend.ops import COMPUTE_TYPES, REDUCTIONS, TL_DTYPES, VIEWS, literal, lowering_for
+
+
+class Unsupported(Exception):
+    """The group cannot become a generated kernel; it runs through ATen."""
+
+
+@dataclass(eq=False)
+class Value:
+    """One tile-valued quantity of the kernel."""
+
+    name: str
+    kind: str  # "load" | "math" | "reduce" | "const"
+    ctype: str  # "f" (computed in fp32), "b" (bool), "i" (integer)
+    dims: frozenset  # the dims of S the value varies along
+    stage: int  # chained reductions it depends on
+    args: tuple = ()
+    expr: str = ""  # math: format string over the args' variable names; const: the literal
+    reduce_op: str = ""  # "sum" | "max" | "min"
+    input_index: int = -1  # load: which kernel input
+    strides: tuple = ()  # load: element stride along each dim of S
+    dtype: torch.dtype | None = None  # load: the tensor's dtype
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Store:
+    value: Value
+    output_index: int
+    strides: tuple[int, ...]  # along each dim of S (0 where the output broadcasts)
+    dtype: torch.dtype
+
+
+@dataclass
+class KernelIR:
+    """What one generated kernel computes."""
+
+    space: tuple[int, ...]
+    rdims: tuple[int, ...]  # reduced dims of S (empty for a pointwise kernel)
+    inputs: tuple[str, ...]
+    input_meta: tuple[TensorMeta, ...]
+    outputs: tuple[str, ...]
+    output_meta: tuple[TensorMeta, ...]
+    values: list[Value]
+    stores: list[Store]
+    fused: tuple[str, ...]  # the ATen nodes, one readable line each
+    device: torch.device
+    op_names: tuple[str, ...] = field(default=())
+    # The order (outer to inner) in which program offsets walk the non-reduced dims: the
+    # memory order of the main output, so that its stores and like-laid-out loads coalesce.
+    xorder: tuple[int, ...] | None = None
+
+    @property
+    def xdims(self) -> tuple[int, ...]:
+        if self.xorder is not None:
+            return self.xorder
+        return tuple(d for d in range(len(self.space)) if d not in self.rdims)
+
+    @property
+    def xnumel(self) -> int:
+        return math.prod(self.space[d] for d in self.xdims)
+
+    @property
+    def rnumel(self) -> int:
+        return math.prod(self.space[d] for d in self.rdims)
+
+    @property
+    def stages(self) -> int:
+        return max((v.stage for v in self.values if v.kind == "reduce"), default=0)
+
+
+_RESERVED = frozenset(
+    {"tl", "triton", "pid", "xoffs", "xmask", "roffs", "rmask", "mask", "r0", "XBLOCK", "RBLOCK"}
+    | {"float", "int", "range", "min", "max", "sum", "abs", "len", "print"}
+    | set(keyword.kwlist)
+)
+
+
+def _concrete_shape(val: object) -> tuple[int, ...]:
+    if not isinstance(val, torch.Tensor):
+        raise Unsupported("value is not a tensor")
+    shape = []
+    for s in val.shape:
+        if not isinstance(s, int):
+            raise Unsupported("symbolic shape")
+        shape.append(s)
+    for s in val.stride():
+        if not isinstance(s, int):
+            raise Unsupported("symbolic stride")
+    return tuple(shape)
+
+
+def tensor_meta(node: torch.fx.Node) -> TensorMeta:
+    val = node.meta.get("val")
+    shape = _concrete_shape(val)
+    if val.dtype not in TL_DTYPES:
+        raise Unsupported(f"dtype {val.dtype}")
+    if val.layout != torch.strided:
+        raise Unsupported("non-strided layout")
+    return TensorMeta(shape, tuple(int(s) for s in val.stride()), val.dtype)
+
+
+def bind(node: torch.fx.Node) -> dict:
+    """The node's arguments by schema name, defaults filled in, in schema order."""
+    schema = node.target._schema
+    bound = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            bound[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            bound[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            bound[arg.name] = arg.default_value
+        else:
+            bound[arg.name] = None
+    return bound
+
+
+def describe(node: torch.fx.Node) -> str:
+    """`name = aten.op(arg, ...)`: one line of the generated kernel's header."""
+
+    def fmt(a: object) -> str:
+        if isinstance(a, torch.fx.Node):
+            return a.name
+        if isinstance(a, (list, tuple)):
+            return "[" + ", ".join(fmt(x) for x in a) + "]"
+        return repr(a)
+
+    parts = [fmt(a) for a in node.args] + [f"{k}={fmt(v)}" for k, v in node.kwargs.items()]
+    target = "getitem" if node.target is operator.getitem else str(node.target)
+    return f"{node.name} = {target}({', '.join(parts)})"
+
+
+def _reduced_dims(dims: object, ndim: int) -> tuple[int, ...]:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return tuple(sorted({d % ndim for d in dims}))
+
+
+class Lowering:
+    """Builds the KernelIR of one group: nodes in topological order, inputs, outputs."""
+
+    def __init__(
+        self,
+        nodes: list[torch.fx.Node],
+        inputs: list[torch.fx.Node],
+        outputs: list[torch.fx.Node],
+    ) -> None:
+        self.nodes = nodes
+        self.inputs = inputs
+        self.outputs = outputs
+        self.input_index = {n.name: i for i, n in enumerate(inputs)}
+        self.env: dict[str, tuple[object, object]] = {}
+        self.values: list[Value] = []
+        self.loads: dict[tuple, Value] = {}
+        self.used_names: set[str] = set()
+        self.current_ctype = "f"
+        self.current_packet = ""
+        self.device = self._device()
+        self.space, self.rdims = self._choose_space()
+        self.rset = frozenset(self.rdims)
+
+    # -- helpers the op table calls -------------------------------------------------------
+    def unsupported(self, why: str) -> None:
+        raise Unsupported(why)
+
+    def ctype_of(self, x: object) -> str:
+        if isinstance(x, Value):
+            return x.ctype
+        if isinstance(x, bool):
+            return "b"
+        if isinstance(x, int):
+            return "i"
+        if isinstance(x, float):
+            return "f"
+        raise Unsupported(f"operand {x!r}")
+
+    def ctype_for(self, dtype: torch.dtype) -> str:
+        if dtype not in COMPUTE_TYPES:
+            raise Unsupported(f"dtype {dtype}")
+        return COMPUTE_TYPES[dtype]
+
+    def tl_dtype(self, dtype: torch.dtype) -> str:
+        return TL_DTYPES[dtype]
+
+    def literal(self, value: object, ctype: str | None = None) -> Value:
+        if not isinstance(value, (int, float, bool)):
+            raise Unsupported(f"constant {value!r}")
+        ctype = ctype or self.current_ctype
+        return Value("const", "const", ctype, frozenset(), 0, expr=literal(value, ctype))
+
+    def math(self, expr: str, *operands: object) -> Value:
+        vals = [o for o in operands if isinstance(o, Value)]
+        kinds = {self.ctype_of(o) for o in operands}
+        float_ctx = "f" in kinds or self.current_ctype == "f"
+        args = []
+        for o in operands:
+            if isinstance(o, Value):
+                args.append(o)
+            else:
+                ctype = "f" if (float_ctx and not isinstance(o, bool)) else self.ctype_of(o)
+                args.append(self.literal(o, ctype))
+        ctype = "f" if "f" in kinds else ("i" if "i" in kinds else "b")
+        v = Value(
+            self._fresh("tmp"),
+            "math",
+            ctype,
+            frozenset().union(*[a.dims for a in vals]),
+            max((a.stage for a in vals), default=0),
+            args=tuple(args),
+            expr=expr,
+        )
+        self.values.append(v)
+        return v
+
+    # -- building -------------------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        name = base if base not in _RESERVED else base + "_v"
+        if name.startswith(("in_", "out_", "acc_")):
+            name = "v_" + name
+        candidate, i = name, 1
+        while candidate in self.used_names:
+            candidate = f"{name}_{i}"
+            i += 1
+        self.used_names.add(candidate)
+        return candidate
+
+    def _device(self) -> torch.device:
+        for n in self.nodes:
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                return val.device
+        raise Unsupported("no tensor computed")
+
+    def _choose_space(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        for n in self.nodes:
+            packet = getattr(getattr(n.target, "overloadpacket", None), "__name__", "")
+            if packet in REDUCTIONS:
+                src = n.args[0]
+                if not isinstance(src, torch.fx.Node):
+                    raise Unsupported("reduction of a non-tensor")
+                space = _concrete_shape(src.meta.get("val"))
+                if not space:
+                    raise Unsupported("reduction of a 0-d tensor")
+                dims = _reduced_dims(bind(n).get("dim"), len(space))
+                rdims = tuple(d for d in dims if space[d] > 1)
+                if math.prod(space) == 0:
+                    raise Unsupported("empty tensor")
+                return space, rdims
+        best: tuple[int, ...] | None = None
+        for n in self.nodes:
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                shape = _concrete_shape(val)
+                if best is None or math.prod(shape) > math.prod(best):
+                    best = shape
+        if best is None or math.prod(best) == 0:
+            raise Unsupported("empty tensor")
+        return best, ()
+
+    def _identity_map(self) -> tuple:
+        return tuple(d if self.space[d] != 1 else None for d in range(len(self.space)))
+
+    def _default_dim(self, ndim: int, i: int, size: int) -> int | None:
+        if size == 1:
+            return None
+        d = len(self.space) - ndim + i
+        if d < 0 or self.space[d] != size:
+            raise Unsupported(f"shape does not broadcast onto the kernel space {self.space}")
+        return d
+
+    def _out_map(self, out_shape: tuple[int, ...], tensor_args: list[torch.fx.Node]) -> tuple:
+        k = len(out_shape)
+        out_map = []
+        for i, size in enumerate(out_shape):
+            if size == 1:
+                out_map.append(None)
+                continue
+            found = set()
+            for a in tensor_args:
+                if a.name in self.env:
+                    amap = self.env[a.name][1]
+                    if not isinstance(amap, tuple) or (amap and isinstance(amap[0], tuple)):
+                        raise Unsupported("tuple operand")
+                    j = i - (k - len(amap))
+                    if j >= 0 and amap[j] is not None:
+                        found.add(amap[j])
+            if len(found) > 1:
+                raise Unsupported("operands disagree on dims")
+            d = found.pop() if found else self._default_dim(k, i, size)
+            if self.space[d] != size:
+                raise Unsupported("size mismatch")
+            out_map.append(d)
+        if len({d for d in out_map if d is not None}) != sum(d is not None for d in out_map):
+            raise Unsupported("two dims of one value map onto one kernel dim")
+        return tuple(out_map)
+
+    def _load(self, node: torch.fx.Node, smap: tuple) -> Value:
+        key = (node.name, smap)
+        if key in self.loads:
+            return self.loads[key]
+        meta = tensor_meta(node)
+        if node.meta["val"].device != self.device:
+            raise Unsupported("input on another device")
+        strides = [0] * len(self.space)
+        for j, d in enumerate(smap):
+            if d is not None:
+                strides[d] = meta.stride[j]
+        dims = frozenset(d for d, s in enumerate(strides) if s != 0 and self.space[d] > 1)
+        v = Value(
+            self._fresh(node.name),
+            "load",
+            self.ctype_for(meta.dtype),
+            dims,
+            0,
+            input_index=self.input_index[node.name],
+            strides=tuple(strides),
+            dtype=meta.dtype,
+        )
+        self.loads[key] = v
+        self.values.append(v)
+        return v
+
+    def _operand(self, a: object, out_shape: tuple[int, ...], out_map: tuple) -> object:
+        if not isinstance(a, torch.fx.Node):
+            return a
+        if a.name in self.env:
+            val = self.env[a.name][0]
+            if not isinstance(val, Value):
+                raise Unsupported("tuple used as a tensor")
+            return val
+        if a.name not in self.input_index:
+            raise Unsupported(f"{a.name} is neither computed here nor an input")
+        in_shape = _concrete_shape(a.meta.get("val"))
+        k, ka = len(out_shape), len(in_shape)
+        if ka > k:
+            raise Unsupported("operand has more dims than the result")
+        in_map = []
+        for j, size in enumerate(in_shape):
+            if size == 1:
+                in_map.append(None)
+            elif size != out_shape[k - ka + j]:
+                raise Unsupported("operand does not broadcast")
+            else:
+                in_map.append(out_map[k - ka + j])
+        return self._load(a, tuple(in_map))
+
+    def _set(self, node: torch.fx.Node, value: Value, smap: tuple) -> None:
+        if value.kind in ("math", "reduce") and not value.name.startswith(node.name):
+            value.name = self._fresh(node.name)
+        self.env[node.name] = (value, smap)
+
+    def _lower_node(self, node: torch.fx.Node) -> None:
+        if node.op != "call_function":
+            raise Unsupported(f"{node.op} node")
+        if node.target is operator.getitem:
+            src, idx = node.args
+            vals, maps = self.env[src.name]
+            if not isinstance(vals, tuple) or vals[idx] is None:
+                raise Unsupported("getitem of a tensor, or of argmax indices")
+            self.env[node.name] = (vals[idx], maps[idx])
+            return
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise Unsupported(f"target {node.target}")
+        packet = node.target.overloadpacket.__name__
+        self.current_packet = packet
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            self.current_ctype = self.ctype_for(val.dtype)
+            _concrete_shape(val)
+        if packet in VIEWS:
+            self._view(node, packet)
+        elif packet in REDUCTIONS:
+            self._reduce(node, packet)
+        else:
+            self._pointwise(node)
+
+    def _pointwise(self, node: torch.fx.Node) -> None:
+        fn = lowering_for(node.target)
+        if fn is None:
+            raise Unsupported(f"no lowering for {node.target}")
+        bound = bind(node)
+        out_shape = _concrete_shape(node.meta.get("val"))
+        tensor_args = [a for a in bound.values() if isinstance(a, torch.fx.Node)]
+        out_map = self._out_map(out_shape, tensor_args)
+        args = [self._operand(a, out_shape, out_map) for a in bound.values()]
+        value = fn(self, args, bound)
+        if value.kind == "load" or value in args or value.kind == "reduce":
+            value = self.math("{}", value)
+        if value.kind != "const":
+            value.ctype = self.current_ctype
+        self._set(node, value, out_map)
+
+    def _view(self, node: torch.fx.Node, packet: str) -> None:
+        src = node.args[0]
+        if not isinstance(src, torch.fx.Node) or src.name not in self.env:
+            raise Unsupported("view of a value not computed in the kernel")
+        value, in_map = self.env[src.name]
+        if not isinstance(value, Value):
+            raise Unsupported("view of a tuple")
+        in_shape = _concrete_shape(src.meta.get("val"))
+        out_shape = _concrete_shape(node.meta.get("val"))
+        if packet == "permute":
+            order = [d % len(in_shape) for d in node.args[1]]
+            out_map = tuple(in_map[p] for p in order)
+        elif packet == "t":
+            out_map = tuple(reversed(in_map))
+        elif packet == "expand":
+            k, ka = len(out_shape), len(in_shape)
+            out_map = []
+            for i, size in enumerate(out_shape):
+                j = i - (k - ka)
+                if j >= 0 and in_shape[j] == size:
+                    out_map.append(in_map[j])
+                else:
+                    out_map.append(self._default_dim(k, i, size))
+            out_map = tuple(out_map)
+        else:
+            kept = [m for s, m in zip(in_shape, in_map, strict=True) if s != 1]
+            if [s for s in in_shape if s != 1] != [s for s in out_shape if s != 1]:
+                raise Unsupported(f"{packet} regroups dims")
+            it = iter(kept)
+            out_map = tuple(None if s == 1 else next(it) for s in out_shape)
+        used = [d for d in out_map if d is not None]
+        if len(set(used)) != len(used):
+            raise Unsupported("view maps two dims onto one")
+        self.env[node.name] = (value, out_map)
+
+    def _reduce(self, node: torch.fx.Node, packet: str) -> None:
+        overload = node.target._overloadname
+        with_indices = packet in ("max", "min") and overload == "dim"
+        if packet in ("max", "min") and overload not in ("default", "dim"):
+            raise Unsupported(f"{packet}.{overload}")
+        bound = bind(node)
+        src = next(iter(bound.values()))
+        if not isinstance(src, torch.fx.Node):
+            raise Unsupported("reduction of a non-tensor")
+        in_shape = _concrete_shape(src.meta.get("val"))
+        if in_shape != self.space:
+            raise Unsupported("reductions over different spaces")
+        dims = _reduced_dims(bound.get("dim"), len(in_shape))
+        if tuple(d for d in dims if in_shape[d] > 1) != self.rdims:
+            raise Unsupported("reductions over different dims")
+        ident = self._identity_map()
+        if src.name in self.env:
+            x, xmap = self.env[src.name]
+            if xmap != ident:
+                raise Unsupported("reduction input is permuted")
+        else:
+            x = self._operand(src, in_shape, ident)
+        if x.ctype != "f":
+            raise Unsupported("reduction of a non-float tensor")
+        self.current_ctype = "f"
+        n = math.prod(in_shape[d] for d in dims)
+        keepdim = bool(bound.get("keepdim", False)) or len(dims) == 0
+        out_map = tuple(None if d in dims else m for d, m in enumerate(ident) if keepdim or d not in dims)
+        if with_indices:
+            # max.dim/min.dim: the values are a reduction; the indices are not supported.
+            op = "max" if packet == "max" else "min"
+            self.env[node.name] = ((self._reduction(op, x), None), (out_map, None))
+        elif packet in ("sum", "amax", "amin", "max", "min"):
+            op = {"sum": "sum", "amax": "max", "max": "max", "amin": "min", "min": "min"}[packet]
+            self._set(node, self._reduction(op, x), out_map)
+        elif packet == "mean":
+            self._set(node, self.math("({} / {})", self._reduction("sum", x), float(n)), out_map)
+        else:
+            correction = bound.get("correction")
+            correction = 1 if correction is None else correction
+            mean = self.math("({} / {})", self._reduction("sum", x), float(n))
+            mean.name = self._fresh(node.name + "_mean")
+            dev = self.math("({} - {})", x, mean)
+            sq = self.math("({0} * {0})", dev)
+            var = self.math("({} / {})", self._reduction("sum", sq), float(max(n - correction, 0)))
+            var.name = self._fresh(node.name + "_var")
+            if packet == "var":
+                self._set(node, var, out_map)
+            else:
+                self.env[node.name] = ((var, mean), (out_map, out_map))
+
+    def _reduction(self, op: str, x: Value) -> Value:
+        if not (x.dims & self.rset):
+            # Constant along R: the reduction is arithmetic, not a loop.
+            return self.math("({} * {})", x, float(self.rnumel_)) if op == "sum" else x
+        v = Value(self._fresh(f"{op}_r"), "reduce", "f", x.dims - self.rset, x.stage + 1, (x,), reduce_op=op)
+        self.values.append(v)
+        return v
+
+    @property
+    def rnumel_(self) -> int:
+        return math.prod(self.space[d] for d in self.rdims)
+
+    def run(self) -> KernelIR:
+        for node in self.nodes:
+            self._lower_node(node)
+        stores = []
+        out_meta = []
+        for i, node in enumerate(self.outputs):
+            value, smap = self.env[node.name]
+            if not isinstance(value, Value):
+                raise Unsupported("tuple output")
+            meta = tensor_meta(node)
+            self.ctype_for(meta.dtype)
+            strides = [0] * len(self.space)
+            for j, d in enumerate(smap):
+                if d is not None:
+                    strides[d] = meta.stride[j]
+            stores.append(Store(value, i, tuple(strides), meta.dtype))
+            out_meta.append(meta)
+        if not stores:
+            raise Unsupported("nothing to store")
+        ops = tuple(
+            n.target.overloadpacket.__name__
+            for n in self.nodes
+            if isinstance(n.target, torch._ops.OpOverload) and n.target.overloadpacket.__name__ not in VIEWS
+        )
+        natural = [d for d in range(len(self.space)) if d not in self.rset]
+        main = max(stores, key=lambda st: sum(st.strides[d] != 0 for d in natural))
+        xorder = tuple(sorted(natural, key=lambda d: (-main.strides[d], d)))
+        return KernelIR(
+            xorder=xorder,
+            space=self.space,
+            rdims=self.rdims,
+            inputs=tuple(n.name for n in self.inputs),
+            input_meta=tuple(tensor_meta(n) for n in self.inputs),
+            outputs=tuple(n.name for n in self.outputs),
+            output_meta=tuple(out_meta),
+            values=self.values,
+            stores=stores,
+            fused=tuple(describe(n) for n in self.nodes),
+            device=self.device,
+            op_names=ops,
+        )
+
+
+def lower_group(
+    nodes: list[torch.fx.Node], inputs: list[torch.fx.Node], outputs: list[torch.fx.Node]
+) -> KernelIR:
+    """The KernelIR of a group, or Unsupported."""
+    return Lowering(nodes, inputs, outputs).run()

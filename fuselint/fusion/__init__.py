@@ -1,0 +1,7 @@
+"""The fusion room: partition a FusionGraph into kernels, price the partition, report what it costs.
+
+plan.py   FusionPlan: which ops share a kernel (the partition the backend executes)
+cost.py   eager vs planned launches, bytes and time on a device (devices.py)
+rules.py  findings read off the plan (FL301 materialized multi-consumer intermediates)
+summary.py  the JSON the `graph` command embeds
+"""

@@ -1,0 +1,226 @@
+"""Cost model: launches, bytes, flops and estimated time of a graph run eagerly vs as planned.
+
+Eager runs one kernel per ATen op as the user called it: ops that a decomposition split up
+(F.gelu, softmax, layer_norm, linear) count as the one kernel eager launches for them, found
+through each FX node's `from_node` provenance; every kernel reads all its inputs and writes all
+its outputs. Planned runs one kernel per FusionGroup and moves only the tensors that cross
+group boundaries. A kernel takes max(bytes / bandwidth, flops / peak) + launch cost on a
+Device (devices.py). Views cost nothing. A model is a list of graphs, each weighted by how
+many times it runs per call (FusionGraph.calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from fuselint.fusion.devices import DEFAULT, Device
+from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
+
+
+@dataclass(frozen=True)
+class Cost:
+    launches: float = 0
+    bytes: float = 0
+    flops: float = 0
+    time_us: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.launches + other.launches,
+            self.bytes + other.bytes,
+            self.flops + other.flops,
+            self.time_us + other.time_us,
+        )
+
+    def __sub__(self, other: Cost) -> Cost:
+        return self + other.scaled(-1)
+
+    def scaled(self, k: float) -> Cost:
+        return Cost(self.launches * k, self.bytes * k, self.flops * k, self.time_us * k)
+
+    def to_json(self) -> dict:
+        return {"launches": self.launches, "bytes": self.bytes, "flops": self.flops, "time_us": self.time_us}
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    group: int
+    kind: str
+    eager: Cost  # the eager kernels whose first op lands in this group
+    fused: Cost
+
+    @property
+    def fusible(self) -> bool:
+        return self.kind not in OPAQUE
+
+
+@dataclass(frozen=True)
+class GraphCost:
+    graph: str
+    calls: int
+    device: str
+    eager: Cost  # per run of the graph
+    fused: Cost
+    groups: tuple[GroupCost, ...]
+
+    @property
+    def saving(self) -> Cost:
+        return self.eager - self.fused
+
+    @property
+    def speedup(self) -> float:
+        return _ratio(self.eager.time_us, self.fused.time_us)
+
+    @property
+    def fusible_speedup(self) -> float:
+        """Speedup of the fusible part alone (matmul/conv/other kernels left out)."""
+        eager = sum(g.eager.time_us for g in self.groups if g.fusible)
+        fused = sum(g.fused.time_us for g in self.groups if g.fusible)
+        return _ratio(eager, fused)
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    device: str
+    graphs: tuple[GraphCost, ...]
+
+    @property
+    def eager(self) -> Cost:
+        return sum((g.eager.scaled(g.calls) for g in self.graphs), Cost())
+
+    @property
+    def fused(self) -> Cost:
+        return sum((g.fused.scaled(g.calls) for g in self.graphs), Cost())
+
+    @property
+    def saving(self) -> Cost:
+        return self.eager - self.fused
+
+    @property
+    def speedup(self) -> float:
+        return _ratio(self.eager.time_us, self.fused.time_us)
+
+    @property
+    def fusible_speedup(self) -> float:
+        parts = [(gc, g.calls) for g in self.graphs for gc in g.groups if gc.fusible]
+        return _ratio(
+            sum(gc.eager.time_us * k for gc, k in parts), sum(gc.fused.time_us * k for gc, k in parts)
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def node_flops(facts: GraphFacts, node: str) -> int:
+    """Flops of one compute node: torch's flop counter for matmul/conv, else one per element."""
+    kind = facts.kind[node]
+    fx = facts.fg.dag.nodes[node]["fx"]
+    if kind in ("matmul", "conv"):
+        counted = _counted_flops(fx)
+        if counted is not None:
+            return counted
+    if kind == "reduction":
+        return max((facts.numel(p) for p, _v in facts.reads[node]), default=0)
+    return facts.numel(node)
+
+
+def _meta(x):
+    if isinstance(x, torch.fx.Node):
+        val = x.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta")
+        return val
+    if isinstance(x, (list, tuple)):
+        return type(x)(_meta(a) for a in x)
+    return x
+
+
+def _counted_flops(fx: torch.fx.Node) -> int | None:
+    try:
+        args, kwargs = _meta(fx.args), {k: _meta(v) for k, v in fx.kwargs.items()}
+        with FlopCounterMode(display=False) as counter:
+            fx.target(*args, **kwargs)
+        return int(counter.get_total_flops())
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):  # meta cannot run it
+        return None
+
+
+def kernel_cost(facts: GraphFacts, nodes: set[str], device: Device, flops: dict[str, int]) -> Cost:
+    """One kernel computing `nodes`: reads what it needs from outside, writes what leaves it."""
+    if not nodes:
+        return Cost()
+    read_nodes: dict[str, set[str]] = {}
+    for c in nodes:
+        for p, v in facts.reads[c]:
+            if facts.home[v] not in nodes:
+                read_nodes.setdefault(v, set()).add(p)
+    # A value read through slices costs the slices; through an expand, the value itself.
+    read = sum(min(facts.bytes[v], sum(facts.bytes[p] for p in ps)) for v, ps in read_nodes.items())
+    written = 0
+    for v, h in facts.home.items():
+        if h in nodes and (
+            v in facts.graph_outputs or any(u not in nodes for u in facts.consumers.get(v, []))
+        ):
+            written += facts.bytes[v]
+    total_flops = sum(flops[c] for c in nodes)
+    dtype = max((facts.fg.dag.nodes[c]["dtype"] for c in nodes), key=lambda d: d == "float32")
+    return Cost(1, read + written, total_flops, device.time_us(read + written, total_flops, dtype))
+
+
+def eager_kernels(facts: GraphFacts) -> list[set[str]]:
+    """The compute nodes of each kernel eager launches: the nodes a decomposition made from one
+    ATen call (same `original_aten` op and same `from_node` origin) form one kernel, so F.gelu
+    is one launch while torch.matmul's copies and bmm stay separate launches."""
+    units: dict[tuple, set[str]] = {}
+    for c in facts.kind:
+        meta = facts.fg.dag.nodes[c]["fx"].meta
+        origin, aten = meta.get("from_node") or [], meta.get("original_aten")
+        key = (getattr(origin[-1], "name", None), str(aten)) if origin and aten is not None else (c,)
+        units.setdefault(key, set()).add(c)
+    # one call's nodes are connected: torch.matmul's two operand copies are two kernels
+    kernels = []
+    for unit in units.values():
+        links = nx.Graph()
+        links.add_nodes_from(unit)
+        links.add_edges_from(
+            (c, facts.home[v]) for c in unit for _p, v in facts.reads[c] if facts.home[v] in unit
+        )
+        kernels.extend(set(part) for part in nx.connected_components(links))
+    return kernels
+
+
+def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
+    """Eager vs planned cost of one graph, per group and in total (per run of the graph)."""
+    facts = GraphFacts(plan.graph)
+    flops = {c: node_flops(facts, c) for c in facts.kind}
+    home = plan.group_of()
+    eager_by_group: dict[int, Cost] = {}
+    for unit in eager_kernels(facts):
+        first = min(unit, key=facts.order.get)
+        gid = home.get(first, -1)
+        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + kernel_cost(facts, unit, device, flops)
+    groups = tuple(
+        GroupCost(
+            g.id,
+            g.kind,
+            eager_by_group.get(g.id, Cost()),
+            kernel_cost(facts, set(g.compute_nodes), device, flops),
+        )
+        for g in plan.groups
+    )
+    eager = sum(eager_by_group.values(), Cost())
+    fused = sum((g.fused for g in groups), Cost())
+    return GraphCost(plan.graph.name, plan.graph.calls, device.name, eager, fused, groups)
+
+
+def model_cost(plans: list[FusionPlan], device: Device = DEFAULT) -> ModelCost:
+    """Cost of a model made of several graphs, each weighted by its runs per call."""
+    return ModelCost(device.name, tuple(graph_cost(p, device) for p in plans))

@@ -1,0 +1,725 @@
+"""FusionPlan: partition a FusionGraph into groups, each one future kernel.
+
+The rules follow TVM's op patterns and Inductor's scheduler: pointwise chains fuse, broadcast
+inputs fuse, pointwise producers fuse into a reduction over the same rows, pointwise consumers
+of a reduction fuse when they share its rows (so a hand-written softmax or LayerNorm is ONE
+kernel), independent groups that read a common tensor fuse horizontally, matmul/conv are their
+own kernels, views are free, and no merge may create a cycle between groups (a path
+A -> mm -> B forbids merging A and B). A multi-consumer value whose consumers land in other
+kernels is recomputed there when that is cheap (Inductor's test: pointwise, <= 4 reads,
+<= 30 ops; and no more bytes than materializing), else written out and listed in
+`FusionPlan.materialized` with the reason.
+
+What the kernel generator may rely on.
+
+Words: a *value* is a tensor a node produces (a multi-output op's values are its getitems).
+A group's `nodes` hold its compute nodes plus every view/getitem on the way from a value
+to a member that reads it (so loads can follow the views' strides in `fx.meta["val"]`).
+`inputs` are the values it reads from memory; `outputs` the values it writes to memory.
+`roles` gives each compute node's role; `shape` is the group's iteration shape, `space` its
+(xnumel, rnumel). Reads between two members of a group go directly or through *flat* views only
+(view, _unsafe_view, reshape, squeeze, unsqueeze, alias), so the reader sees the producer's
+values in row-major order; other views (permute, expand, slice, ...) are only ever applied to
+inputs loaded from memory.
+
+Roles of compute nodes:
+  "full"      pointwise op over all numel(shape) points of the group (flat index; any shape
+              with that numel when the group is pointwise or reduces trailing dims).
+  "gather"    an injective op over numel(shape) points that reads its first argument (its data;
+              a list for cat) at computed positions: cat, constant_pad_nd, gather, index,
+              index_select, embedding, pooling windows (max_pool with offsets, avg_pool). Its
+              data is loaded from memory or computed by "prologue" members; its other tensor
+              arguments (indices) are inputs or, when shaped like its output, full members.
+  "prologue"  pointwise op that feeds only gathers' data, evaluated at each position a gather
+              reads (ReLU inside max-pool windows: recomputed per window read).
+  "bcast"     small pointwise op whose value is broadcast into its readers (BatchNorm's
+              rsqrt(var + eps) per channel, scalars): evaluated like a broadcast load, at the
+              reader's point projected onto the read shape (reader shape == `shape`).
+  "reduce"    a reduction (sum, amax, mean, var_mean, argmax, ...) of one row of the group.
+  "outer"     pointwise op with one value per row (LayerNorm's rsqrt(var + eps)).
+  "anchor"    the matmul/conv/other op of an opaque group; "epilogue" pointwise after it.
+
+Kinds of groups:
+1. "pointwise": full, bcast members; iterate the flat index 0..numel(shape). Several outputs.
+   ATen broadcasting applies to inputs as usual (against each member's own shape).
+2. "injective": like pointwise with at least one gather (and its prologue members).
+3. "reduction": `shape` is the reductions' input shape F, `reduce_dims` the reduced dims
+   (sorted, non-negative); all reductions reduce the same rows. Members: reduce, full
+   (prologue ops feeding a reduction and epilogue ops after one, e.g. softmax's sub/exp/div),
+   outer, gather (in the full space), prologue, bcast. A full member reads an outer/reduce value
+   broadcast along the row (keepdim shape). Reductions may depend on earlier reductions of the
+   same row (softmax: amax, then sum of exp(x - amax)), so rows are processed one at a time
+   (persistent or looped over r). When reduce_dims are the trailing dims, flat index = row *
+   rnumel + r for every full member; otherwise every full member has shape F exactly, outer
+   members have F with reduce_dims set to 1 (or squeezed), and indexing goes by dims.
+4. "matmul" | "conv" | "other": a single anchor op run as is (ATen/cuBLAS/cuDNN). Only with
+   PlanOptions(epilogue_into_matmul=True) do matmul/conv take epilogue members over the
+   anchor's output numel (Inductor on GPU does not fuse epilogues into aten mm).
+
+A group never holds more than `PlanOptions.max_nodes` compute nodes (Inductor: 64).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+
+import networkx as nx
+import torch
+
+from fuselint.graph.fusion_graph import FusionGraph
+
+# Views that keep the row-major order of their input: reading through them is a flat read.
+FLAT_VIEWS = frozenset({"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "alias", "lift_fresh"})
+# Window ops that Inductor lowers to loads at computed positions: fusible as gather anchors.
+WINDOW_OPS = frozenset(
+    {
+        "_low_memory_max_pool_with_offsets",
+        "_low_memory_max_pool2d_with_offsets",
+        "max_pool2d_with_indices",
+        "max_pool3d_with_indices",
+        "avg_pool2d",
+        "avg_pool3d",
+        "upsample_nearest2d",
+        "_adaptive_avg_pool2d",
+    }
+)
+# Casts and copies that FusionGraph calls injective but that are elementwise (same shape).
+ELEMENTWISE_COPIES = frozenset({"_to_copy", "copy", "clone", "lift_fresh_copy"})
+OPAQUE = ("matmul", "conv", "other")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    max_nodes: int = 64  # Inductor's max_fusion_size
+    epilogue_into_matmul: bool = False  # backend can generate mm/conv with a pointwise epilogue
+    horizontal: bool = True  # fuse independent groups that read a common tensor
+    recompute_max_ops: int = 30  # Inductor's realize_opcount_threshold
+    recompute_max_reads: int = 4  # Inductor's realize_reads_threshold
+
+
+@dataclass(frozen=True)
+class FusionGroup:
+    id: int
+    kind: str  # "pointwise" | "reduction" | "injective" | "matmul" | "conv" | "other"
+    nodes: tuple[str, ...]  # FX node names in topological order (views/getitems used inside too)
+    inputs: tuple[str, ...]  # values produced outside the group that it reads
+    outputs: tuple[str, ...]  # values computed here and read outside (or graph outputs)
+    recomputed: tuple[str, ...] = ()  # nodes also computed in another group
+    # Additions for the kernel generator (see the module docstring):
+    roles: tuple[tuple[str, str], ...] = ()  # (compute node, role)
+    shape: tuple[int, ...] = ()  # full iteration shape
+    reduce_dims: tuple[int, ...] = ()  # reduction groups: reduced dims of `shape`
+    space: tuple[int, int] = (0, 1)  # (xnumel, rnumel)
+
+    @property
+    def role(self) -> dict[str, str]:
+        return dict(self.roles)
+
+    @property
+    def compute_nodes(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.roles)
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """A multi-consumer value written to memory because its consumers land in different kernels."""
+
+    node: str  # the value's name
+    groups: tuple[int, ...]  # ids of the groups that read it (its own group first when it reads it)
+    bytes: int  # bytes of the value (one write; each group in `groups` but its own reads it once)
+    reason: str
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    graph: FusionGraph
+    groups: tuple[FusionGroup, ...]  # topological order
+    materialized: tuple[Materialized, ...]
+    options: PlanOptions = field(default_factory=PlanOptions)
+
+    @property
+    def launches(self) -> int:
+        return len(self.groups)
+
+    def group_of(self) -> dict[str, int]:
+        """Node -> id of the group that computes it (its first group when recomputed elsewhere)."""
+        out: dict[str, int] = {}
+        for g in self.groups:
+            for n in g.nodes:
+                out.setdefault(n, g.id)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts about the graph that every decision needs
+
+
+def _prod(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _packet(fg: FusionGraph, n: str) -> str:
+    return fg.dag.nodes[n]["op"].split(".")[1] if fg.dag.nodes[n]["op"].count(".") >= 2 else ""
+
+
+class GraphFacts:
+    """What planning and costing read off a FusionGraph: each node's value (views look through
+    to the tensor they show), who writes each value, who reads it, through which view."""
+
+    def __init__(self, fg: FusionGraph):
+        self.fg = fg
+        dag = fg.dag
+        self.order = {n: i for i, n in enumerate(dag.nodes)}
+        self.kind: dict[str, str] = {}  # planner kind of each compute node
+        self.value: dict[str, str] = {}  # node -> the value it shows (views look through)
+        self.home: dict[str, str] = {}  # value -> compute node (or input) that writes it
+        self.flat: dict[str, bool] = {}  # view node -> chain from its value is flat
+        for n, d in dag.nodes(data=True):
+            k = d["kind"]
+            fx = d["fx"]
+            if k == "input":
+                self.value[n] = self.home[n] = n
+                self.flat[n] = True
+            elif k == "view":
+                parent = fx.args[0].name if fx.args and isinstance(fx.args[0], torch.fx.Node) else None
+                if parent is None:
+                    self.value[n] = self.home[n] = n
+                    self.flat[n] = True
+                elif fx.target is operator.getitem and parent in self.kind:
+                    # getitem of a multi-output compute op: the getitem is the value.
+                    self.value[n] = n
+                    self.home[n] = parent
+                    self.flat[n] = True
+                else:
+                    self.value[n] = self.value[parent]
+                    self.flat[n] = self.flat[parent] and _packet(fg, n) in FLAT_VIEWS
+            else:
+                packet = _packet(fg, n)
+                if packet in WINDOW_OPS:
+                    k = "injective"
+                elif k == "injective" and packet in ELEMENTWISE_COPIES:
+                    k = "pointwise"
+                self.kind[n] = k
+                self.value[n] = self.home[n] = n
+                self.flat[n] = True
+        self.shape = {n: d["shape"] for n, d in dag.nodes(data=True)}
+        self.bytes = {n: d["bytes"] for n, d in dag.nodes(data=True)}
+        # reads[c] = [(node read, value)] for compute node c; consumers[value] = compute nodes
+        self.reads: dict[str, list[tuple[str, str]]] = {}
+        self.consumers: dict[str, list[str]] = {}
+        for c in self.kind:
+            rs = []
+            for p in dag.predecessors(c):
+                v = self.value[p]
+                rs.append((p, v))
+                self.consumers.setdefault(v, [])
+                if c not in self.consumers[v]:
+                    self.consumers[v].append(c)
+            self.reads[c] = rs
+        self.graph_outputs = {self.value[n] for n, d in dag.nodes(data=True) if d["is_output"]}
+        self.rinfo = {c: self._reduction_info(c) for c, k in self.kind.items() if k == "reduction"}
+
+    def numel(self, n: str) -> int:
+        s = self.shape[n]
+        if s and isinstance(s[0], tuple):
+            return _prod(s[0])
+        return _prod(s)
+
+    def _reduction_info(self, c: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(input shape, reduced dims) of a reduction node."""
+        fx = self.fg.dag.nodes[c]["fx"]
+        src = fx.args[0]
+        shape = tuple(int(s) for s in src.meta["val"].shape)
+        dims = fx.kwargs.get("dim", fx.args[1] if len(fx.args) > 1 else None)
+        if isinstance(dims, int):
+            dims = [dims]
+        if not dims:
+            dims = range(len(shape))
+        nd = max(len(shape), 1)
+        return shape, tuple(sorted({d % nd for d in dims}))
+
+    def data_args(self, c: str) -> set[str]:
+        """Nodes an injective anchor reads at computed positions (its first argument)."""
+        a0 = self.fg.dag.nodes[c]["fx"].args[0]
+        items = a0 if isinstance(a0, (list, tuple)) else [a0]
+        return {a.name for a in items if isinstance(a, torch.fx.Node)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Groups while planning
+
+
+@dataclass
+class _Group:
+    kind: str
+    roles: dict[str, str]
+    shape: tuple[int, ...]
+    rdims: tuple[int, ...] = ()
+    anchor: str | None = None
+
+    @property
+    def numel(self) -> int:
+        return _prod(self.shape)
+
+    @property
+    def rnumel(self) -> int:
+        return _prod([self.shape[d] for d in self.rdims]) if self.kind == "reduction" else 1
+
+    @property
+    def trailing(self) -> bool:
+        nd = len(self.shape)
+        return self.rdims == tuple(range(nd - len(self.rdims), nd))
+
+    @property
+    def outer_shape(self) -> tuple[int, ...]:
+        return tuple(1 if i in self.rdims else s for i, s in enumerate(self.shape))
+
+
+def _seed(f: GraphFacts, c: str) -> _Group:
+    k = f.kind[c]
+    if k == "pointwise":
+        return _Group("pointwise", {c: "full"}, tuple(f.shape[c]))
+    if k == "reduction":
+        shape, dims = f.rinfo[c]
+        return _Group("reduction", {c: "reduce"}, shape, dims)
+    shape = f.shape[c]
+    if shape and isinstance(shape[0], tuple):
+        shape = shape[0]
+    if k == "injective":
+        return _Group("injective", {c: "gather"}, tuple(shape))
+    return _Group(k, {c: "anchor"}, tuple(shape), anchor=c)
+
+
+def _role_in(f: GraphFacts, g: _Group, c: str) -> str | None:
+    """The role pointwise node c would take in g's iteration space, if any."""
+    n = f.numel(c)
+    if g.kind == "pointwise":
+        return "full" if n == g.numel else None
+    if g.kind == "reduction":
+        if n == g.numel and (g.trailing or tuple(f.shape[c]) == g.shape):
+            return "full"
+        outer = g.numel // max(g.rnumel, 1)
+        squeezed = tuple(s for i, s in enumerate(g.shape) if i not in g.rdims)
+        if n == outer and (g.trailing or tuple(f.shape[c]) in (g.outer_shape, squeezed)):
+            return "outer"
+        return None
+    if g.kind == "injective":
+        return "full" if n == g.numel else None
+    return None
+
+
+def _broadcasts(small, big) -> bool:
+    """ATen's right-aligned broadcasting of shape `small` into shape `big`."""
+    small, big = tuple(small), tuple(big)
+    if len(small) > len(big) or (small and isinstance(small[0], tuple)):
+        return False
+    return all(s in (1, b) for s, b in zip(reversed(small), reversed(big), strict=False))
+
+
+class _Planner:
+    def __init__(self, fg: FusionGraph, options: PlanOptions):
+        self.f = GraphFacts(fg)
+        self.opt = options
+        self.groups: dict[int, _Group] = {}
+        self.gid: dict[str, int] = {}
+        for i, c in enumerate(self.f.kind):
+            self.groups[i] = _seed(self.f, c)
+            self.gid[c] = i
+        self.dag = nx.DiGraph()
+        self.dag.add_nodes_from(self.groups)
+        for c in self.f.kind:
+            for a, b in self._deps(c):
+                self.dag.add_edge(a, b)
+
+    def _deps(self, c: str):
+        for _p, v in self.f.reads[c]:
+            h = self.f.home[v]
+            if h in self.gid and self.gid[h] != self.gid[c]:
+                yield self.gid[h], self.gid[c]
+
+    # -- legality -------------------------------------------------------------------------------
+
+    def _no_cycle(self, a: int, b: int) -> bool:
+        """Merging a and b keeps the group graph acyclic: no path between them via a third group."""
+        for x, y in ((a, b), (b, a)):
+            for s in self.dag.successors(x):
+                if s != y and nx.has_path(self.dag, s, y):
+                    return False
+        return True
+
+    def _combine(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
+        """The group a+b, or None when no single kernel computes both (b may read a)."""
+        if len(a.roles) + len(b.roles) > self.opt.max_nodes:
+            return None
+        if a.kind in OPAQUE or b.kind in OPAQUE:
+            return self._combine_epilogue(a, b, producer_first)
+        if b.kind == "reduction" and a.kind != "reduction":
+            a, b = b, a
+        # a owns the iteration space when it has reductions; b's members take roles in it
+        if a.kind == b.kind == "reduction" and not self._same_rows(a, b):
+            return None
+        roles = dict(a.roles)
+        if all(r == "full" for r in b.roles.values()) and self._is_prologue(a, b):
+            roles.update({c: "prologue" for c in b.roles})
+        elif all(r == "full" for r in a.roles.values()) and self._is_prologue(b, a):
+            roles = {c: "prologue" for c in a.roles}
+            roles.update(b.roles)
+            a, b = b, a
+        else:
+            for c, r in b.roles.items():
+                if r in ("full", "gather"):
+                    r = _role_in(self.f, a, c)
+                    if r is None or (b.roles[c] == "gather" and r != "full"):
+                        return None
+                    r = "gather" if b.roles[c] == "gather" else r
+                roles[c] = r
+        kind = a.kind
+        if kind != "reduction":
+            kind = "injective" if "gather" in roles.values() else "pointwise"
+        g = _Group(kind, roles, a.shape, a.rdims)
+        return g if self._reads_ok(g) else None
+
+    def _combine_epilogue(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
+        if not self.opt.epilogue_into_matmul or not producer_first:
+            return None
+        if a.kind not in ("matmul", "conv") or b.kind != "pointwise":
+            return None
+        if any(self.f.numel(c) != a.numel for c in b.roles):
+            return None
+        roles = dict(a.roles)
+        roles.update({c: "epilogue" for c in b.roles})
+        g = _Group(a.kind, roles, a.shape, anchor=a.anchor)
+        return g if self._reads_ok(g) else None
+
+    def _same_rows(self, a: _Group, b: _Group) -> bool:
+        if a.trailing and b.trailing:
+            return a.numel == b.numel and a.rnumel == b.rnumel
+        return a.shape == b.shape and a.rdims == b.rdims
+
+    def _is_prologue(self, g: _Group, pw: _Group) -> bool:
+        """pw feeds only the data of gathers in g (nothing else reads it): it can run at each
+        position they read."""
+        f = self.f
+        feeds = False
+        for c in pw.roles:
+            if c in f.graph_outputs:
+                return False
+            for user in f.consumers.get(c, []):
+                if user in pw.roles:
+                    continue
+                if g.roles.get(user) != "gather":
+                    return False
+                data = f.data_args(user)
+                if any(v == c and p not in data for p, v in f.reads[user]):
+                    return False
+                feeds = True
+        return feeds
+
+    def _reads_ok(self, g: _Group) -> bool:
+        f = self.f
+        for c, rc in g.roles.items():
+            for p, v in f.reads[c]:
+                h = f.home[v]
+                rs = g.roles.get(h)
+                if rs is None:
+                    continue  # loaded from memory
+                if not f.flat[p]:
+                    return False
+                if not self._pair_ok(g, c, rc, p, h, rs):
+                    return False
+        return True
+
+    def _pair_ok(self, g: _Group, c: str, rc: str, p: str, h: str, rs: str) -> bool:
+        """May member c (role rc) read member h (role rs) through node p inside one kernel?"""
+        f = self.f
+        if rs == "gather":
+            rs = "full"  # a gather's value is computed at the group's point like a pointwise op
+        if rc == "gather":
+            if p in f.data_args(c):
+                return rs == "prologue"
+            # an index tensor shaped like the output is read at the output's own point
+            return rs == "full" and tuple(f.shape[p]) == tuple(f.shape[c])
+        if rs == "bcast":
+            # evaluated at the group's point projected onto its shape: read directly only
+            if not _broadcasts(f.shape[p], f.shape[c]):
+                return False
+            return rc == "bcast" or (rc == "full" and tuple(f.shape[c]) == g.shape)
+        if rc == "full":
+            if rs == "full":
+                return True
+            if rs in ("outer", "reduce"):
+                return self._row_broadcast(g, tuple(f.shape[p]), tuple(f.shape[c]))
+            return False
+        if rc == "outer":
+            return rs in ("outer", "reduce")
+        if rc == "reduce":
+            return rs == "full"
+        if rc == "prologue":
+            return rs == "prologue"
+        if rc == "epilogue":
+            return rs in ("anchor", "epilogue")
+        return False
+
+    def _row_broadcast(self, g: _Group, read: tuple[int, ...], out: tuple[int, ...]) -> bool:
+        """A per-row value read by a full member broadcasts along the row only."""
+        if g.kind != "reduction":
+            return False
+        read = (1,) * (len(out) - len(read)) + read
+        if len(read) != len(out):
+            return False
+        if not g.trailing:
+            return out == g.shape and read == g.outer_shape
+        for k in range(len(out) + 1):
+            if _prod(out[k:]) == g.rnumel and all(s == 1 for s in read[k:]) and read[:k] == out[:k]:
+                return True
+        return False
+
+    # -- merging --------------------------------------------------------------------------------
+
+    def _merge(self, a: int, b: int, producer_first: bool) -> bool:
+        if a == b or not self._no_cycle(a, b):
+            return False
+        g = self._combine(self.groups[a], self.groups[b], producer_first)
+        if g is None:
+            return False
+        keep, drop = min(a, b), max(a, b)
+        self.groups[keep] = g
+        del self.groups[drop]
+        for c in g.roles:
+            self.gid[c] = keep
+        self.dag = nx.contracted_nodes(self.dag, keep, drop, self_loops=False)
+        return True
+
+    def vertical(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for c in self.f.kind:
+                for user in self.f.consumers.get(c, []):
+                    if self._merge(self.gid[c], self.gid[user], producer_first=True):
+                        changed = True
+            # getitems of multi-output producers: their consumers read the getitem value
+            for v, users in self.f.consumers.items():
+                h = self.f.home[v]
+                if h == v or h not in self.gid:
+                    continue
+                for user in users:
+                    if self._merge(self.gid[h], self.gid[user], producer_first=True):
+                        changed = True
+
+    def horizontal(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for users in self.f.consumers.values():
+                gids = sorted({self.gid[u] for u in users})
+                for i, a in enumerate(gids):
+                    for b in gids[i + 1 :]:
+                        if a in self.groups and b in self.groups and self._merge(a, b, producer_first=False):
+                            changed = True
+                            break
+                    if changed:
+                        break
+
+    # -- recompute or materialize ---------------------------------------------------------------
+
+    def settle(self) -> tuple[dict[int, set[str]], list[Materialized]]:
+        """Decide, for each value read by other groups, recompute there or write it out."""
+        f = self.f
+        extra: dict[int, set[str]] = {g: set() for g in self.groups}  # recomputed nodes per group
+        materialized: list[Materialized] = []
+        for v in sorted(f.consumers, key=lambda n: f.order[n]):
+            h = f.home[v]
+            if h not in self.gid:
+                continue
+            home = self.gid[h]
+            users = f.consumers[v]
+            outside = sorted({self.gid[u] for u in users} - {home})
+            if not outside or v in f.graph_outputs:
+                continue
+            decision = self._recompute_plan(v, outside)
+            if isinstance(decision, dict):
+                for gid, roles in decision.items():
+                    extra[gid] |= set(roles)
+                    for c, r in roles.items():
+                        self.groups[gid].roles.setdefault(c, r)
+                continue
+            groups = ([home] if any(self.gid[u] == home for u in users) else []) + outside
+            if f.kind[h] in OPAQUE or len(groups) < 2:
+                continue  # extern outputs are in memory anyway; one reading kernel forks nothing
+            materialized.append(Materialized(v, tuple(groups), f.bytes[v], decision))
+        return extra, materialized
+
+    def _cone(self, v: str, home: int) -> list[str]:
+        """v's home node and its ancestors inside its group, in FX order."""
+        f = self.f
+        g = self.groups[home]
+        seen, stack = set(), [f.home[v]]
+        while stack:
+            c = stack.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            for _p, u in f.reads[c]:
+                if f.home[u] in g.roles:
+                    stack.append(f.home[u])
+        return sorted(seen, key=lambda n: f.order[n])
+
+    def _recompute_plan(self, v: str, outside: list[int]) -> dict[int, dict[str, str]] | str:
+        f = self.f
+        cone = self._cone(v, self.gid[f.home[v]])
+        heavy = [c for c in cone if f.kind[c] != "pointwise"]
+        if heavy:
+            return f"depends on {heavy[-1]} ({f.kind[heavy[-1]]}) in its kernel: too costly to recompute"
+        if len(cone) > self.opt.recompute_max_ops:
+            return f"recomputing it takes {len(cone)} ops (> {self.opt.recompute_max_ops})"
+        cone_set = set(cone)
+        cone_reads = {u for c in cone for _p, u in f.reads[c] if f.home[u] not in cone_set}
+        if len(cone_reads) > self.opt.recompute_max_reads:
+            return f"recomputing it reads {len(cone_reads)} tensors (> {self.opt.recompute_max_reads})"
+        plan: dict[int, dict[str, str]] = {}
+        extra_bytes, saved = 0, f.bytes[v]
+        for gid in outside:
+            g = self.groups[gid]
+            if g.kind in OPAQUE and not any(r == "epilogue" for r in g.roles.values()):
+                users = [u for u in f.consumers[v] if self.gid[u] == gid]
+                return f"read by {users[0]} ({f.kind[users[0]]}), which reads its inputs from memory"
+            trial = _Group(g.kind, dict(g.roles), g.shape, g.rdims, g.anchor)
+            as_prologue = any(
+                g.roles.get(u) == "gather" and any(x == v and p in f.data_args(u) for p, x in f.reads[u])
+                for u in f.consumers[v]
+            )
+            added = {}
+            for c in cone:
+                if c in trial.roles:
+                    continue
+                r = "prologue" if as_prologue else _role_in(f, trial, c)
+                if r is None and f.numel(c) < trial.numel:
+                    r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
+                if r is None:
+                    return f"{c} does not fit the iteration space of group {gid} ({g.kind} {g.shape})"
+                trial.roles[c] = added[c] = r
+            if len(trial.roles) > self.opt.max_nodes or not self._reads_ok(trial):
+                return f"{v} cannot be computed inside group {gid} ({g.kind} {g.shape})"
+            already = self._group_reads(gid)
+            extra_bytes += sum(f.bytes[u] for u in cone_reads if u not in already)
+            saved += f.bytes[v]
+            plan[gid] = added
+        if extra_bytes > saved:
+            return f"recomputing it reads {extra_bytes} bytes more than the {saved} it saves"
+        return plan
+
+    def _group_reads(self, gid: int) -> set[str]:
+        f = self.f
+        g = self.groups[gid]
+        return {u for c in g.roles for _p, u in f.reads[c] if f.home[u] not in g.roles}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def plan(fg: FusionGraph, options: PlanOptions | None = None) -> FusionPlan:
+    """Partition fg into kernels (see the module docstring for the shapes of the groups)."""
+    options = options or PlanOptions()
+    p = _Planner(fg, options)
+    p.vertical()
+    if options.horizontal:
+        p.horizontal()
+    extra, materialized = p.settle()
+    return _freeze(p, extra, materialized, options)
+
+
+def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: PlanOptions) -> FusionPlan:
+    f = p.f
+    needed: dict[int, set[str]] = {gid: set(g.roles) for gid, g in p.groups.items()}
+    # A node recomputed in every group that reads it needs no home computation; dropping one
+    # node may free its producers, so repeat until nothing changes.
+    changed = True
+    while changed:
+        changed = False
+        for gid, cs in needed.items():
+            for c in sorted(cs, key=lambda n: -f.order[n]):
+                if _unused(f, gid, c, needed):
+                    cs.discard(c)
+                    changed = True
+    live = {gid: cs for gid, cs in needed.items() if cs}
+    first = {gid: min(f.order[c] for c in cs) for gid, cs in live.items()}
+    where: dict[str, list[int]] = {}
+    for gid in sorted(live, key=first.get):
+        for c in live[gid]:
+            where.setdefault(c, []).append(gid)
+    # Each value read from memory is written by the first group that computes it.
+    dag = nx.DiGraph()
+    dag.add_nodes_from(live)
+    written: dict[int, set[str]] = {gid: set() for gid in live}
+    inputs: dict[int, list[str]] = {gid: [] for gid in live}
+    for gid, cs in live.items():
+        for c in sorted(cs, key=f.order.get):
+            for _node, v in f.reads[c]:
+                h = f.home[v]
+                if h in cs:
+                    continue
+                if h in where:
+                    dag.add_edge(where[h][0], gid)
+                    written[where[h][0]].add(v)
+                if v not in inputs[gid]:
+                    inputs[gid].append(v)
+    for v in f.graph_outputs:
+        if f.home.get(v) in where:
+            written[where[f.home[v]][0]].add(v)
+    order = list(nx.lexicographical_topological_sort(dag, key=first.get))
+    new_id = {old: i for i, old in enumerate(order)}
+    groups = []
+    for old in order:
+        cs, g = live[old], p.groups[old]
+        nodes = set(cs)
+        for c in cs:
+            for node, v in f.reads[c]:
+                _add_chain(f, node, nodes, stop=None if f.home[v] in cs else v)
+        nodes |= {v for v, h in f.home.items() if h in cs and v != h}  # getitems of members
+        roles = tuple((c, g.roles[c]) for c in sorted(cs, key=f.order.get))
+        space = (g.numel // max(g.rnumel, 1), g.rnumel) if g.kind == "reduction" else (g.numel, 1)
+        groups.append(
+            FusionGroup(
+                id=new_id[old],
+                kind=g.kind,
+                nodes=tuple(sorted(nodes, key=f.order.get)),
+                inputs=tuple(sorted(inputs[old], key=f.order.get)),
+                outputs=tuple(sorted(written[old], key=f.order.get)),
+                recomputed=tuple(c for c, _ in roles if len(where[c]) > 1),
+                roles=roles,
+                shape=tuple(g.shape),
+                reduce_dims=g.rdims if g.kind == "reduction" else (),
+                space=space,
+            )
+        )
+    mats = tuple(
+        Materialized(m.node, tuple(new_id[x] for x in m.groups if x in new_id), m.bytes, m.reason)
+        for m in materialized
+    )
+    return FusionPlan(graph=f.fg, groups=tuple(groups), materialized=mats, options=options)
+
+
+def _unused(f: GraphFacts, gid: int, c: str, needed: dict[int, set[str]]) -> bool:
+    """Group gid can skip c: no member of gid reads it, it is no graph output, and every other
+    group that reads it computes it itself."""
+    for v in (v for v, h in f.home.items() if h == c):
+        if v in f.graph_outputs:
+            return False
+        for u in f.consumers.get(v, []):
+            if u in needed[gid]:
+                return False
+            if any(u in cs and c not in cs for g2, cs in needed.items() if g2 != gid):
+                return False
+    return True
+
+
+def _add_chain(f: GraphFacts, node: str, nodes: set[str], stop: str | None) -> None:
+    """Add the views from `node` back to its value (the value itself only when computed here)."""
+    while node != stop and f.fg.dag.nodes[node]["kind"] == "view":
+        nodes.add(node)
+        if f.value[node] == node:
+            break
+        node = f.fg.dag.nodes[node]["fx"].args[0].name

@@ -1,0 +1,408 @@
+"""Capture a model entry with dynamo: its ATen graphs, their call counts, and its graph breaks.
+
+`torch.compile(backend=<recorder>, dynamic=False)` runs the model once. The recorder lowers
+each dynamo graph to ATen (aot_module_simplified with Inductor's decomposition table; forward
+and, with train=True, backward graphs) and wraps it to count how often it runs, so launch
+counts can be weighted by calls. Breaks come from dynamo's `graph_breaks` artifact log, read by
+a handler for the duration of the capture; the user's logging and dynamo state are restored.
+
+On the meta device (no weight memory) a data-dependent break would stop the run: the eager code
+between graphs needs real values. Zero-dim meta outputs are handed to the host as one-element
+CPU stand-ins (ones), so the run goes on along one branch; breaks fed that way say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import logging
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch._dynamo
+import torch._guards
+import torch._logging._internal as torch_logs
+from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch.utils._pytree import tree_flatten, tree_map
+
+from fuselint.graph.breaks_log import RawBreak, parse_break
+from fuselint.graph.entry import Built, Entry, EntryError, build
+from fuselint.graph.fusion_graph import FusionGraph
+
+BREAK_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """A graph break located in the user's code."""
+
+    file: str
+    line: int
+    reason: str
+    explanation: str = ""
+    gb_id: str = ""
+    hints: tuple[str, ...] = ()
+    # Where dynamo itself said it broke, when that is not the user's line (e.g. copy.py:153).
+    dynamo_file: str = ""
+    dynamo_line: int = 0
+    # How many times dynamo hit this break during the run (once per compile of its frame).
+    hits: int = 1
+    # "one branch" when the run went on past it with a meta stand-in for a host value.
+    explored: str = ""
+    # The frame fell back to eager entirely (dynamo could not resume after the break).
+    skipped_frame: bool = False
+    # The captured graph that ends at this break (compiled from the same frame), if any.
+    after_graph: str = ""
+
+    @property
+    def url(self) -> str:
+        return BREAK_URL.format(self.gb_id) if self.gb_id else ""
+
+
+@dataclass(frozen=True)
+class Capture:
+    entry: str
+    graphs: tuple[FusionGraph, ...]
+    breaks: tuple[GraphBreak, ...]
+    device: str
+    train: bool
+    seconds: float
+    # What the model printed while it ran (kept off fuselint's own stdout).
+    stdout: str = ""
+    # On the meta device a run can still stop early; what was captured until then is kept.
+    error: str = ""
+
+
+# ---------------------------------------------------------------- whose frame is it
+
+
+def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    paths = sysconfig.get_paths()
+    stdlib = tuple({str(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib")})
+    site = tuple({str(Path(p).resolve()) for p in sys.path if p.endswith(("site-packages", "dist-packages"))})
+    return stdlib, site
+
+
+_TORCH_ROOT = str(Path(torch.__file__).resolve().parent)
+_FUSELINT_ROOT = str(Path(__file__).resolve().parent.parent)
+_STDLIB, _SITE = _library_roots()
+
+
+def is_user_file(file: str) -> bool:
+    """Frames in torch, the standard library or fuselint are not the user's code."""
+    if not file or file.startswith("<"):
+        return False
+    path = str(Path(file).resolve())
+    if path.startswith((_TORCH_ROOT, _FUSELINT_ROOT)):
+        return False
+    return not (path.startswith(_STDLIB) and not path.startswith(_SITE))
+
+
+def user_location(raw: RawBreak) -> tuple[str, int]:
+    """The innermost user frame of the break (dynamo may name copy.py or a torch file)."""
+    if is_user_file(raw.file):
+        return raw.file, raw.line
+    for file, line, _func in reversed(raw.frames):
+        if is_user_file(file):
+            return file, line
+    return raw.file, raw.line
+
+
+# ---------------------------------------------------------------- logging and dynamo state
+
+
+_GRAPH_BREAK_LOGGERS = (
+    "torch._dynamo.symbolic_convert.__graph_breaks",
+    "torch._dynamo.convert_frame.__graph_breaks",
+    "torch._dynamo.exc.__graph_breaks",
+)
+
+
+class _BreakHandler(logging.Handler):
+    """Collects graph-break records, each with the dynamo compile (frame) it came from."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\nTraceback (most recent call last):\n" + str(record.exc_info[1])
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        self.records.append((text, str(compile_id) if compile_id is not None else ""))
+
+
+@contextlib.contextmanager
+def _listening_to_breaks():
+    """Enable the graph_breaks artifact into our handler only; put everything back after."""
+    names = set(_GRAPH_BREAK_LOGGERS)
+    names.update(n for n in logging.root.manager.loggerDict if n.endswith("__graph_breaks"))
+    names.add("torch._dynamo")  # its warnings ("Graph break from Tensor.item()") duplicate ours
+    saved_loggers = {
+        n: (lg.level, lg.propagate, list(lg.handlers), lg.disabled)
+        for n in names
+        for lg in [logging.getLogger(n)]
+    }
+    saved_state = torch_logs._get_log_state()
+    handler = _BreakHandler()
+    try:
+        torch_logs._set_log_state(type(saved_state)())
+        for n in names - {"torch._dynamo"}:
+            lg = logging.getLogger(n)
+            lg.setLevel(logging.DEBUG)
+            lg.propagate = False  # nothing on the console: the findings report the breaks
+            lg.disabled = False
+            lg.addHandler(handler)
+        logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
+        torch_logs._get_log_state().enable_artifact("graph_breaks")
+        yield handler
+    finally:
+        torch_logs._set_log_state(saved_state)
+        for n, (level, propagate, handlers, disabled) in saved_loggers.items():
+            lg = logging.getLogger(n)
+            lg.setLevel(level)
+            lg.propagate = propagate
+            lg.disabled = disabled
+            lg.handlers[:] = handlers
+
+
+# ---------------------------------------------------------------- recording backend
+
+
+@dataclass
+class _Recorded:
+    index: int
+    compile_id: str
+    forward: torch.fx.GraphModule | None = None
+    backward: torch.fx.GraphModule | None = None
+    forward_calls: int = 0
+    backward_calls: int = 0
+    fed_standin: bool = False
+
+
+@dataclass
+class _Recorder:
+    """The torch.compile backend: lowers each dynamo graph to ATen and counts its runs."""
+
+    meta: bool
+    graphs: list[_Recorded] = field(default_factory=list)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        from torch._inductor.decomposition import select_decomp_table
+
+        if _uses_max_pool(gm):
+            # Inductor's max-pool decomposition consults its lowering module, which
+            # decomposition.py does not import; importing it costs ~2 s, so only when needed.
+            importlib.import_module("torch._inductor.lowering")
+
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        rec = _Recorded(index=len(self.graphs), compile_id=str(compile_id) if compile_id else "")
+        self.graphs.append(rec)
+
+        def fw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:
+            rec.forward = aten
+            return make_boxed_func(aten.forward)
+
+        def bw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:
+            rec.backward = aten
+
+            def run_backward(*args: Any) -> Any:
+                rec.backward_calls += 1
+                return aten.forward(*args)
+
+            return make_boxed_func(run_backward)
+
+        compiled = aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=fw_compiler,
+            bw_compiler=bw_compiler,
+            decompositions=select_decomp_table(),
+        )
+
+        def run(*args: Any) -> Any:
+            rec.forward_calls += 1
+            out = compiled(*args)
+            return self._standins(out, rec) if self.meta else out
+
+        return run
+
+    @staticmethod
+    def _standins(out: Any, rec: _Recorded) -> Any:
+        """Hand zero-dim meta outputs to the host as CPU ones, so eager glue can read them."""
+
+        def swap(t: Any) -> Any:
+            if isinstance(t, torch.Tensor) and t.is_meta and t.dim() == 0:
+                rec.fed_standin = True
+                return torch.ones((), dtype=t.dtype)
+            return t
+
+        return tree_map(swap, out)
+
+
+def _uses_max_pool(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            name = type(gm.get_submodule(node.target)).__name__
+        else:
+            name = getattr(node.target, "__name__", str(node.target))
+        if "max_pool" in name.lower() or "maxpool" in name.lower():
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- capture
+
+
+def _to_device(value: Any, device: str) -> Any:
+    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
+
+
+def _build(entry: Entry, device: str | None) -> Built:
+    if device is None:
+        return build(entry)
+    with torch.device(device):
+        built = build(entry)
+    model = built.model.to(device) if isinstance(built.model, torch.nn.Module) else built.model
+    return Built(model=model, args=_to_device(built.args, device), kwargs=_to_device(built.kwargs, device))
+
+
+def _run(compiled: Any, built: Built, train: bool) -> None:
+    if not train:
+        with torch.no_grad():
+            compiled(*built.args, **built.kwargs)
+        return
+    out = compiled(*built.args, **built.kwargs)
+    leaves = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    if leaves:
+        torch.stack([t.sum().to(leaves[0].dtype) for t in leaves]).sum().backward()
+
+
+def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> Capture:
+    """Build the entry, run it once under torch.compile with the recorder, and collect.
+
+    device: "meta" builds the model without weight memory; None keeps what the factory made
+    (or the factory's own `fuselint_device`). train: run in train mode and backward on the sum
+    of the outputs, which adds backward graphs.
+    """
+    device = device or entry.device
+    start = time.perf_counter()
+    built = _build(entry, device)
+    model = built.model
+    if isinstance(model, torch.nn.Module):
+        model.train(train)
+    device = device or _device_of(built)
+    recorder = _Recorder(meta=device == "meta")
+    printed = io.StringIO()
+    error = ""
+    torch._dynamo.reset()  # fresh caches, and dynamo's duplicate-break suppression forgotten
+    try:
+        with _listening_to_breaks() as handler, contextlib.redirect_stdout(printed):
+            compiled = torch.compile(model, backend=recorder, dynamic=False)
+            try:
+                _run(compiled, built, train)
+            except Exception as exc:
+                if device != "meta":
+                    raise EntryError(
+                        f"entry {entry.spec!r}: running the model failed: {_brief(exc)}"
+                    ) from exc
+                error = _brief(exc)
+    finally:
+        torch._dynamo.reset()  # drop the compiled code: it holds the model's graphs alive
+    graphs = _fusion_graphs(recorder)
+    breaks = _locate_breaks(handler.records, recorder)
+    return Capture(
+        entry=entry.spec,
+        graphs=graphs,
+        breaks=breaks,
+        device=device,
+        train=train,
+        seconds=time.perf_counter() - start,
+        stdout=printed.getvalue(),
+        error=error,
+    )
+
+
+def _brief(exc: BaseException) -> str:
+    """One line: the exception's first line, and the next one when the first only introduces it."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if not lines[0].endswith(":") or len(lines) == 1 else f"{lines[0]} {lines[1]}"
+    return f"{type(exc).__name__}: {text}"
+
+
+def _device_of(built: Built) -> str:
+    for t in tree_flatten((built.args, built.kwargs))[0]:
+        if isinstance(t, torch.Tensor):
+            return t.device.type
+    return "cpu"
+
+
+def _fusion_graphs(recorder: _Recorder) -> tuple[FusionGraph, ...]:
+    out = []
+    for rec in recorder.graphs:
+        if rec.forward is not None:
+            out.append(FusionGraph.from_fx(rec.forward, name=f"graph{rec.index}", calls=rec.forward_calls))
+        if rec.backward is not None:
+            out.append(
+                FusionGraph.from_fx(rec.backward, name=f"graph{rec.index}_bw", calls=rec.backward_calls)
+            )
+    return tuple(out)
+
+
+def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple[GraphBreak, ...]:
+    """Map each logged break to the user's line; merge repeats of one break into hits."""
+    # A frame compile that breaks logs the break, then compiles the graph before it: the same
+    # compile id ties a break to the graph whose outputs the eager code after the break reads.
+    fed = {rec.compile_id for rec in recorder.graphs if rec.fed_standin and rec.compile_id}
+    ending = {rec.compile_id: f"graph{rec.index}" for rec in recorder.graphs if rec.compile_id}
+    merged: dict[tuple[str, int, str], GraphBreak] = {}
+    for text, compile_id in records:
+        raw = parse_break(text)
+        if raw is None:
+            continue
+        file, line = user_location(raw)
+        key = (file, line, raw.gb_id or raw.reason)
+        explored = "one branch" if compile_id and compile_id in fed else ""
+        after = "" if raw.skipped_frame else ending.get(compile_id, "")
+        if key in merged:
+            # The same break seen again: from another compile of its frame, or once for the
+            # frame that broke and once for the outer frame that gave up (a break in a loop).
+            old = merged[key]
+            merged[key] = _replace(
+                old,
+                hits=old.hits + 1,
+                explored=old.explored or explored,
+                skipped_frame=old.skipped_frame or raw.skipped_frame,
+                after_graph=old.after_graph or after,
+            )
+            continue
+        moved = (file, line) != (raw.file, raw.line)
+        merged[key] = GraphBreak(
+            file=file,
+            line=line,
+            reason=raw.reason,
+            explanation=raw.explanation,
+            gb_id=raw.gb_id,
+            hints=raw.hints,
+            dynamo_file=raw.file if moved else "",
+            dynamo_line=raw.line if moved else 0,
+            explored=explored,
+            skipped_frame=raw.skipped_frame,
+            after_graph=after,
+        )
+    return tuple(merged.values())
+
+
+def _replace(brk: GraphBreak, **changes: Any) -> GraphBreak:
+    from dataclasses import replace
+
+    return replace(brk, **changes)

@@ -1,0 +1,221 @@
+"""Generated kernels against ATen, kernel kind by kernel kind, under the CPU interpreter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import DTYPES, aten_graph, flat, needs_interpreter, tol
+
+from fuselint.backend.codegen import index_expr
+from fuselint.backend.compiler import build_kernel, compile_graph, prepare_group
+from fuselint.backend.heuristics import choose_config
+from fuselint.backend.lowering import Unsupported
+
+pytestmark = needs_interpreter
+
+
+def run_group(fn, args, names=None, max_persistent=None):
+    """Compile one group of fn's ATen graph (all compute nodes by default) and run it."""
+    gm = aten_graph(fn, *args)
+    compute = [n.name for n in gm.graph.nodes if n.op == "call_function"]
+    group = prepare_group(gm, tuple(names or compute))
+    kernel = build_kernel(gm, group, max_persistent=max_persistent)
+    env = dict(zip([n.name for n in gm.graph.nodes if n.op == "placeholder"], args))
+    out = kernel(*[env[n.name] for n in group.inputs])
+    return kernel, dict(zip([n.name for n in group.outputs], out)), gm
+
+
+def compiled(fn, *args):
+    gm = aten_graph(fn, *args)
+    return compile_graph(gm, list(args))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pointwise_chain_matches_eager(dtype):
+    x = torch.randn(33, 65).to(dtype)
+    kernel, out, _ = run_group(lambda x: torch.sin(torch.cos(x)) * 2 + 1, (x,))
+    assert kernel.calls == 1
+    expected = torch.sin(torch.cos(x)) * 2 + 1
+    torch.testing.assert_close(next(iter(out.values())), expected, **tol(dtype))
+
+
+def test_pointwise_loads_are_converted_to_fp32_and_stores_back():
+    x = torch.randn(8, 8, dtype=torch.bfloat16)
+    kernel, _, _ = run_group(lambda x: x * x + x, (x,))
+    assert ".to(tl.float32)" in kernel.source
+    assert ".to(tl.bfloat16)" in kernel.source
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast_bias_and_row_vector_read_with_stride_zero(dtype):
+    x, b, s = torch.randn(16, 32).to(dtype), torch.randn(32).to(dtype), torch.randn(16, 1).to(dtype)
+    kernel, out, _ = run_group(lambda x, b, s: (x + b) * s, (x, b, s))
+    torch.testing.assert_close(next(iter(out.values())), (x + b) * s, **tol(dtype))
+    assert "% 32" in kernel.source and "// 32" in kernel.source
+
+
+def test_non_contiguous_input_is_read_through_its_strides():
+    x = torch.randn(24, 40).t()
+    assert not x.is_contiguous()
+    gm = compiled(lambda x: torch.exp(x) + 1, x)
+    out = flat(gm(x))[0]
+    torch.testing.assert_close(out, torch.exp(x) + 1)
+    assert out.stride() == x.stride()  # eager keeps the input's layout, and so do we
+    from fuselint.backend import history
+
+    # Offsets walk memory order: the transposed input and output are read and written at xoffs.
+    source = history[-1].kernels[0].source
+    assert "tl.load(in0 + (xoffs)" in source and "tl.store(out0 + (xoffs)" in source
+
+
+def test_expanded_input_has_no_index_term():
+    x = torch.randn(1, 32).expand(8, 32)
+    kernel, out, _ = run_group(lambda x: x * 3, (x,))
+    torch.testing.assert_close(next(iter(out.values())), x * 3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_is_one_kernel(dtype):
+    x = torch.randn(12, 100).to(dtype)
+    gm = compiled(lambda x: torch.softmax(x, -1), x)
+    from fuselint.backend import history
+
+    assert len(history[-1].kernels) == 1
+    torch.testing.assert_close(flat(gm(x))[0], torch.softmax(x, -1), **tol(dtype))
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layer_norm_persistent_and_looped(persistent, dtype):
+    x, w, b = torch.randn(6, 96).to(dtype), torch.randn(96).to(dtype), torch.randn(96).to(dtype)
+
+    def fn(x, w, b):
+        return F.layer_norm(x, (96,), w, b)
+
+    kernel, out, _ = run_group(fn, (x, w, b), max_persistent=None if persistent else 32)
+    assert kernel.cfg.persistent is persistent
+    if not persistent:
+        assert "for r0 in range(0, 96, RBLOCK)" in kernel.source
+    outs = [v for k, v in out.items() if v.shape == x.shape]
+    torch.testing.assert_close(outs[0], fn(x, w, b), **tol(dtype))
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_softmax_looped_takes_three_passes(persistent):
+    x = torch.randn(5, 200) * 4
+    kernel, out, _ = run_group(
+        lambda x: torch.softmax(x, -1), (x,), max_persistent=None if persistent else 64
+    )
+    if not persistent:
+        assert "pass 3 of 3" in kernel.source
+    torch.testing.assert_close(next(iter(out.values())), torch.softmax(x, -1))
+
+
+@pytest.mark.parametrize("max_persistent", [None, 8])
+def test_reduction_over_dim_zero(max_persistent):
+    x = torch.randn(40, 24)
+    kernel, out, _ = run_group(lambda x: (x * 2).sum(0), (x,), max_persistent=max_persistent)
+    torch.testing.assert_close(next(iter(out.values())), (x * 2).sum(0))
+
+
+def test_reduction_over_middle_dim_with_epilogue():
+    x = torch.randn(4, 30, 6)
+    fn = lambda x: x / x.abs().amax(1, keepdim=True)  # noqa: E731
+    gm = compiled(fn, x)
+    torch.testing.assert_close(flat(gm(x))[0], fn(x))
+
+
+def test_several_outputs_of_one_kernel():
+    x, r = torch.randn(8, 64), torch.randn(8, 64)
+
+    def fn(x, r):
+        h = x + r
+        return h, F.layer_norm(h, (64,)), h.mean(-1)
+
+    gm = compiled(fn, x, r)
+    from fuselint.backend import history
+
+    assert len(history[-1].kernels) == 1
+    assert len(history[-1].kernels[0].ir.outputs) >= 3
+    for got, want in zip(flat(gm(x, r)), fn(x, r)):
+        torch.testing.assert_close(got, want)
+
+
+def test_var_mean_with_correction_and_full_reduction():
+    x = torch.randn(7, 50)
+
+    def fn(x):
+        v, m = torch.var_mean(x, -1, correction=1)
+        return v, m, x.sum(), torch.var(x)
+
+    gm = compiled(fn, x)
+    for got, want in zip(flat(gm(x)), fn(x)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+OPS = {
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu_mul": lambda x: F.silu(x) * x,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "relu_clamp": lambda x: F.relu(x).clamp(max=0.5) + x.clamp(-0.2, 0.2),
+    "where_cmp": lambda x: torch.where(x > 0, x, -x * 0.5) + (x <= 0.1).float(),
+    "pow_sqrt": lambda x: x.pow(3) + x.abs().sqrt() + x.abs().pow(1.5) + torch.rsqrt(x.abs() + 1),
+    "log_exp2": lambda x: torch.log(x.abs() + 1) + torch.exp2(x) + torch.log1p(x.abs()) + torch.expm1(x),
+    "min_max": lambda x: torch.maximum(x, x * 0.3) + torch.minimum(x, torch.zeros_like(x)),
+    "erf_neg_recip": lambda x: torch.erf(-x) + 1 / (x.abs() + 1) + torch.sign(x),
+    "floor_ceil": lambda x: torch.floor(x * 3) + torch.ceil(x * 3),
+    "full_like": lambda x: x + torch.full_like(x, 2.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_table_entry_matches_eager(name):
+    x = torch.randn(16, 16) * 2
+    fn = OPS[name]
+    gm = compiled(fn, x)
+    from fuselint.backend import history
+
+    assert len(history[-1].kernels) == 1 and not history[-1].fallbacks, history[-1].fallbacks
+    torch.testing.assert_close(flat(gm(x))[0], fn(x), atol=1e-5, rtol=1e-5)
+
+
+def test_integer_and_bool_values():
+    x = torch.randint(-5, 5, (8, 8))
+    fn = lambda x: ((x * 2 + 1) > 0) & (x != 3)  # noqa: E731
+    gm = compiled(fn, x)
+    assert torch.equal(flat(gm(x))[0], fn(x))
+
+
+def test_index_expr_merges_contiguous_dims():
+    assert index_expr((4, 8), (0, 1), (8, 1), "xoffs") == "xoffs"
+    assert index_expr((4, 8), (0, 1), (0, 1), "xoffs") == "(xoffs % 8)"
+    assert index_expr((4, 8), (0, 1), (1, 0), "xoffs") == "(xoffs // 8)"
+    assert index_expr((4, 8), (0, 1), (1, 4), "xoffs") == "(xoffs // 8) + (xoffs % 8) * 4"
+    assert index_expr((2, 3, 4), (0, 1, 2), (12, 4, 1), "xoffs") == "xoffs"
+    assert index_expr((2, 3, 4), (0, 2), (12, 4, 1), "xoffs") == "(xoffs // 4) * 12 + (xoffs % 4)"
+
+
+def test_unsupported_op_raises_unsupported():
+    x = torch.randn(8, 8)
+    gm = aten_graph(lambda x: torch.cumsum(x, 1) + 1, x)
+    names = tuple(n.name for n in gm.graph.nodes if n.op == "call_function")
+    group = prepare_group(gm, names)
+    with pytest.raises(Unsupported):
+        build_kernel(gm, group)
+
+
+def test_heuristics_row_kernel_on_gpu_sizes():
+    x = torch.randn(8, 8)
+    _, _, gm = run_group(lambda x: torch.softmax(x, -1), (x,))
+    from fuselint.backend.lowering import lower_group
+
+    names = tuple(n.name for n in gm.graph.nodes if n.op == "call_function")
+    group = prepare_group(gm, names)
+    ir = lower_group(group.nodes, group.inputs, group.outputs)
+    ir.space = (8192, 8192)
+    cfg = choose_config(ir, interpret=False)
+    assert (cfg.xblock, cfg.rblock, cfg.persistent, cfg.num_warps, cfg.grid) == (1, 8192, True, 16, 8192)
+    ir.space = (8192, 65536)
+    assert choose_config(ir, interpret=False).persistent is False

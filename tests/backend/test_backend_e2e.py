@@ -1,0 +1,229 @@
+"""torch.compile(backend=fuselint_backend) against eager on the pattern suite, inference and training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import flat, needs_interpreter
+
+import fuselint.backend as backend
+from fuselint.backend import fuselint_backend, history, history_mark, reports_since
+
+pytestmark = needs_interpreter
+
+
+def compile_and_compare(fn, *args, atol=1e-5, rtol=1e-5, kernels=None):
+    torch._dynamo.reset()
+    start = history_mark()
+    got = flat(torch.compile(fn, backend=fuselint_backend)(*args))
+    want = flat(fn(*args))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=atol, rtol=rtol)
+    reports = reports_since(start)
+    launched = [k for r in reports for k in r.kernels if k.calls]
+    if kernels is not None:
+        assert len(launched) == kernels, [(k.__name__, k.calls) for r in reports for k in r.kernels]
+    return reports
+
+
+def cos_sin(x):
+    return torch.sin(torch.cos(x))
+
+
+def bias_gelu_residual(x, b, r):
+    return F.gelu(x + b) + r
+
+
+def manual_softmax(x):
+    e = torch.exp(x - x.max(-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
+
+
+def torch_softmax(x):
+    return torch.softmax(x, -1)
+
+
+def layer_norm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def silu_mul(a, b):
+    return F.silu(a) * b
+
+
+def residual_layer_norm(x, r, w, b):
+    h = x + r
+    return h, F.layer_norm(h, (x.shape[-1],), w, b)
+
+
+@pytest.fixture
+def data():
+    torch.manual_seed(0)
+    n, d = 16, 128
+    return {
+        "x": torch.randn(n, d),
+        "r": torch.randn(n, d),
+        "w": torch.randn(d),
+        "b": torch.randn(d),
+    }
+
+
+def test_cos_sin_is_one_kernel(data):
+    compile_and_compare(cos_sin, data["x"], kernels=1)
+
+
+def test_bias_gelu_residual_is_one_kernel(data):
+    compile_and_compare(bias_gelu_residual, data["x"], data["b"], data["r"], kernels=1)
+
+
+@pytest.mark.parametrize("fn", [manual_softmax, torch_softmax])
+def test_softmax_is_one_kernel(fn, data):
+    compile_and_compare(fn, data["x"], kernels=1)
+
+
+def test_layer_norm_is_one_kernel(data):
+    compile_and_compare(layer_norm, data["x"], data["w"], data["b"], atol=1e-4, rtol=1e-4, kernels=1)
+
+
+def test_rms_norm_is_one_kernel(data):
+    compile_and_compare(rms_norm, data["x"], data["w"], atol=1e-5, rtol=1e-5, kernels=1)
+
+
+def test_silu_mul_is_one_kernel(data):
+    compile_and_compare(silu_mul, data["x"], data["r"], kernels=1)
+
+
+def test_residual_layer_norm_returns_both_from_one_kernel(data):
+    compile_and_compare(
+        residual_layer_norm, data["x"], data["r"], data["w"], data["b"], atol=1e-4, rtol=1e-4, kernels=1
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_softmax_and_layer_norm_in_half_types(dtype, data):
+    x, w, b = (data[k].to(dtype) for k in "xwb")
+    compile_and_compare(torch_softmax, x, atol=2e-2, rtol=2e-2, kernels=1)
+    compile_and_compare(layer_norm, x, w, b, atol=3e-2, rtol=3e-2, kernels=1)
+
+
+def test_reduction_over_dim_zero(data):
+    compile_and_compare(lambda x: torch.exp(x).sum(0) * 2, data["x"], atol=1e-4, rtol=1e-5, kernels=1)
+
+
+def test_transposed_input(data):
+    xt = data["x"].t()
+    compile_and_compare(lambda x: torch.sigmoid(x) * x + 1, xt, kernels=1)
+
+
+def test_broadcasting_three_ways():
+    a, b, c = torch.randn(4, 1, 32), torch.randn(5, 1), torch.randn(32)
+    compile_and_compare(lambda a, b, c: torch.tanh(a * b + c), a, b, c, kernels=1)
+
+
+def test_matmul_runs_through_aten_around_kernels(data):
+    w = torch.randn(128, 64)
+    compile_and_compare(lambda x, w: torch.relu(x @ w + 1) * 2, data["x"], w, atol=1e-4, rtol=1e-4, kernels=1)
+
+
+def test_training_step_matches_eager_grads():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 16)
+    )
+    ref = torch.nn.Sequential(*[m for m in model])  # the same parameters
+    x = torch.randn(8, 32)
+    target = torch.randn(8, 16)
+
+    def step(m, x):
+        out = torch.softmax(m(x), -1)
+        return F.mse_loss(out, target)
+
+    loss_ref = step(ref, x)
+    loss_ref.backward()
+    grads_ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch._dynamo.reset()
+    start = history_mark()
+    loss = torch.compile(step, backend=fuselint_backend)(model, x)
+    loss.backward()
+    torch.testing.assert_close(loss, loss_ref, atol=1e-5, rtol=1e-5)
+    for p, g in zip(model.parameters(), grads_ref):
+        torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-4)
+    names = {r.graph for r in reports_since(start)}
+    assert {"forward", "backward"} <= names
+    assert all(r.kernels for r in reports_since(start))
+    assert all(k.calls for r in reports_since(start) for k in r.kernels)
+
+
+def test_group_with_unsupported_op_falls_back_to_aten(data):
+    def fn(x):
+        y = torch.exp(x) * 2
+        return torch.atan(y) + y  # atan is pointwise but not in the op table
+
+    reports = compile_and_compare(fn, data["x"], atol=1e-5, rtol=1e-5)
+    assert any("atan" in reason for r in reports for _, reason in r.fallbacks)
+    assert any(k.calls for r in reports for k in r.kernels)
+
+
+def test_hand_made_group_splits_around_an_unsupported_node(data):
+    """A planner group (per the FusionGroup contract) holding cumsum still computes right."""
+    from backend_helpers import aten_graph
+
+    from fuselint.backend.compiler import CompileReport, _compile_groups, rebuild
+
+    def fn(x):
+        y = torch.exp(x) * 2
+        return torch.cumsum(y, -1) * y + 1
+
+    x = data["x"]
+    gm = aten_graph(fn, x)
+    group = tuple(n.name for n in gm.graph.nodes if n.op == "call_function")
+    report = CompileReport("hand")
+    compiled = _compile_groups(gm, [group], report)
+    assert [names for names, _ in report.fallbacks] == [("cumsum",)]
+    assert len(compiled) == 2  # exp*2 before, *y+1 after
+    out = rebuild(gm, compiled)(x)
+    torch.testing.assert_close(flat(out)[0], fn(x), atol=1e-4, rtol=1e-4)
+    assert all(cg.kernel.calls == 1 for cg in compiled)
+
+
+def test_kernel_falls_back_when_strides_differ_at_run_time(data):
+    from backend_helpers import aten_graph
+
+    from fuselint.backend.compiler import compile_graph
+
+    x = data["x"]
+    gm = compile_graph(aten_graph(lambda x: x * 2 + 1, x), [x])
+    kernel = history[-1].kernels[0]
+    xt = x.t().contiguous().t()  # same shape, column-major
+    torch.testing.assert_close(flat(gm(xt))[0], xt * 2 + 1)
+    assert kernel.fallback_calls == 1
+
+
+def test_cpu_without_interpreter_runs_everything_through_aten(monkeypatch, data):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    reports = compile_and_compare(cos_sin, data["x"], kernels=0)
+    assert all(not r.kernels for r in reports)
+
+
+def test_registered_under_its_name(data):
+    assert "fuselint" in torch._dynamo.list_backends(exclude_tags=())
+    torch._dynamo.reset()
+    out = torch.compile(cos_sin, backend="fuselint")(data["x"])
+    torch.testing.assert_close(out, cos_sin(data["x"]))
+    assert backend.history[-1].kernels
+
+
+def test_symbolic_shapes_run_through_aten(data):
+    torch._dynamo.reset()
+    start = history_mark()
+    fn = torch.compile(cos_sin, backend=fuselint_backend, dynamic=True)
+    for rows in (8, 12):
+        x = torch.randn(rows, 32)
+        torch.testing.assert_close(fn(x), cos_sin(x))
+    assert reports_since(start) and all(not r.kernels for r in reports_since(start))

@@ -1,0 +1,95 @@
+"""The pattern suite on a CUDA device at real sizes: compiled kernels (not the interpreter)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import flat
+from test_backend_e2e import (
+    bias_gelu_residual,
+    cos_sin,
+    layer_norm,
+    manual_softmax,
+    residual_layer_norm,
+    rms_norm,
+    silu_mul,
+    torch_softmax,
+)
+
+from fuselint.backend import fuselint_backend, history, history_mark, reports_since
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+N, D = 4096, 4096
+PATTERNS = {
+    "cos_sin": (cos_sin, "x"),
+    "bias_gelu_residual": (bias_gelu_residual, "xbr"),
+    "manual_softmax": (manual_softmax, "x"),
+    "torch_softmax": (torch_softmax, "x"),
+    "layer_norm": (layer_norm, "xwb"),
+    "rms_norm": (rms_norm, "xw"),
+    "silu_mul": (silu_mul, "xr"),
+    "residual_layer_norm": (residual_layer_norm, "xrwb"),
+}
+
+
+def _args(keys: str, dtype: torch.dtype, cols: int = D) -> list[torch.Tensor]:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    shapes = {"x": (N, cols), "r": (N, cols), "w": (cols,), "b": (cols,)}
+    return [torch.randn(shapes[k], device="cuda", generator=gen, dtype=dtype) for k in keys]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_pattern_on_gpu_is_one_kernel_and_matches_eager(name, dtype):
+    fn, keys = PATTERNS[name]
+    args = _args(keys, dtype)
+    torch._dynamo.reset()
+    start = history_mark()
+    got = flat(torch.compile(fn, backend=fuselint_backend)(*args))
+    want = flat(fn(*args))
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=tol, rtol=tol)
+    kernels = [k for r in reports_since(start) for k in r.kernels]
+    assert len(kernels) == 1 and kernels[0].calls == 1 and kernels[0].broken is None
+
+
+@pytest.mark.parametrize("cols", [50_000, 100])
+def test_looped_and_short_row_reductions_on_gpu(cols):
+    (x,) = _args("x", torch.float32, cols)
+    torch._dynamo.reset()
+    got = torch.compile(torch_softmax, backend=fuselint_backend)(x)
+    torch.testing.assert_close(got, torch_softmax(x), atol=1e-5, rtol=1e-4)
+    (x, w, b) = _args("xwb", torch.bfloat16, cols)
+    torch._dynamo.reset()
+    got = torch.compile(layer_norm, backend=fuselint_backend)(x, w, b)
+    torch.testing.assert_close(got, layer_norm(x, w, b), atol=3e-2, rtol=3e-2)
+    assert all(k.broken is None for k in history[-1].kernels)
+
+
+def test_reduction_over_dim_zero_and_transposed_input_on_gpu():
+    (x,) = _args("x", torch.float32)
+    torch._dynamo.reset()
+    fn = lambda x: torch.exp(x.t() * 0.1).sum(0)  # noqa: E731
+    torch.testing.assert_close(torch.compile(fn, backend=fuselint_backend)(x), fn(x), atol=1e-2, rtol=1e-4)
+
+
+def test_training_step_on_gpu_matches_eager_grads():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.LayerNorm(512), torch.nn.GELU(), torch.nn.Linear(512, 64)
+    ).cuda()
+    x = torch.randn(128, 256, device="cuda")
+    F.mse_loss(torch.softmax(model(x), -1), torch.zeros(128, 64, device="cuda")).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch._dynamo.reset()
+    step = torch.compile(
+        lambda m, x: F.mse_loss(torch.softmax(m(x), -1), torch.zeros(128, 64, device="cuda")),
+        backend=fuselint_backend,
+    )
+    step(model, x).backward()
+    for p, g in zip(model.parameters(), grads, strict=True):
+        torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-3)

@@ -1,0 +1,38 @@
+"""Capture ATen graphs the way the backend sees them (test helper of the fusion room)."""
+
+from __future__ import annotations
+
+import torch
+import torch._inductor.lowering  # max_pool's decomposition looks it up
+from torch._functorch.aot_autograd import aot_module_simplified
+from torch._inductor.decomposition import select_decomp_table
+
+from fuselint.graph.fusion_graph import FusionGraph
+
+
+def aten_graphs(fn, *args) -> list[FusionGraph]:
+    """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad)."""
+    graphs: list[torch.fx.GraphModule] = []
+
+    def recorder(gm, example_inputs):
+        def keep(fw_gm, _inputs):
+            graphs.append(fw_gm)
+            return fw_gm.forward
+
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=keep, decompositions=select_decomp_table()
+        )
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=recorder, dynamic=False)(*args)
+    torch._dynamo.reset()
+    fgs = [FusionGraph.from_fx(gm) for gm in graphs]
+    for i, fg in enumerate(fgs):
+        fg.name = f"graph{i}"  # from_fx's loop over outputs overwrites its `name` argument
+    return fgs
+
+
+def aten_graph(fn, *args) -> FusionGraph:
+    (fg,) = aten_graphs(fn, *args)
+    return fg

@@ -1,0 +1,115 @@
+"""The cost model prices eager and planned execution from the same plan."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fusion_capture import aten_graph
+from fusion_references import REFERENCES
+
+from fuselint.fusion.cost import Cost, eager_kernels, graph_cost, model_cost
+from fuselint.fusion.devices import DEVICES, H200, Device, calibrate, device
+from fuselint.fusion.plan import GraphFacts, plan
+from fuselint.fusion.summary import plan_summary
+
+UNIT = Device("unit", bandwidth_gbs=1.0, fp32_tflops=1.0, half_tflops=2.0, launch_us=10.0, source="test")
+
+
+def test_eager_moves_every_intermediate_and_the_plan_only_its_boundary():
+    n = 64 * 32
+    cost = graph_cost(plan(aten_graph(lambda x: torch.sin(torch.cos(x)), torch.randn(64, 32))), UNIT)
+    assert cost.eager.launches == 2 and cost.eager.bytes == 4 * n * 4  # cos: r+w, sin: r+w
+    assert cost.fused.launches == 1 and cost.fused.bytes == 2 * n * 4
+    assert cost.saving == Cost(1, 2 * n * 4, 0, cost.eager.time_us - cost.fused.time_us)
+
+
+def test_time_is_roofline_plus_launches():
+    # 1 GB/s = 1000 bytes per us; 1 TFLOP/s = 1e6 flops per us
+    assert UNIT.time_us(5000, 0) == pytest.approx(5 + 10)
+    assert UNIT.time_us(5000, 9e6) == pytest.approx(9 + 10)
+    assert UNIT.time_us(5000, 9e6, dtype="bfloat16") == pytest.approx(5 + 10)
+    assert UNIT.time_us(0, 0, launches=3) == pytest.approx(30)
+
+
+def test_composite_ops_are_one_eager_kernel_and_hand_written_ones_are_not():
+    x = torch.randn(16, 32)
+    composite = aten_graph(lambda x: torch.softmax(x, -1), x)
+    manual = aten_graph(REFERENCES["softmax"][0]()[0], x)
+    assert len(eager_kernels(GraphFacts(composite))) == 1
+    assert len(eager_kernels(GraphFacts(manual))) == 5
+    assert graph_cost(plan(composite)).eager.launches == 1
+    assert graph_cost(plan(manual)).eager.launches == 5
+    assert graph_cost(plan(manual)).fused.launches == 1
+
+
+def test_matmul_copies_stay_separate_eager_kernels():
+    def fn(q, k):
+        return q.transpose(1, 2) @ k.transpose(1, 2).transpose(-1, -2)
+
+    fg = aten_graph(fn, torch.randn(2, 8, 4, 8), torch.randn(2, 8, 4, 8))
+    assert graph_cost(plan(fg)).eager.launches == 3  # two contiguous copies and the bmm
+
+
+def test_matmul_flops_come_from_the_flop_counter():
+    fg = aten_graph(lambda a, b: a @ b, torch.randn(16, 32), torch.randn(32, 8))
+    cost = graph_cost(plan(fg), UNIT)
+    assert cost.fused.flops == 2 * 16 * 32 * 8
+
+
+def test_model_cost_weights_graphs_by_calls():
+    fn, args = REFERENCES["transformer_block"][0]()
+    fg = aten_graph(fn, *args)
+    once = graph_cost(plan(fg))
+    model = model_cost([plan(fg), plan(replace(fg, calls=3))])
+    assert model.eager.launches == 4 * once.eager.launches
+    assert model.fused.time_us == pytest.approx(4 * once.fused.time_us)
+    assert model.speedup == pytest.approx(once.speedup)
+    assert model.fusible_speedup > model.speedup > 1  # matmuls gain nothing from fusion
+
+
+def test_group_costs_add_up_to_the_graph():
+    fn, args = REFERENCES["transformer_block"][0]()
+    cost = graph_cost(plan(aten_graph(fn, *args)))
+    assert sum(g.eager.launches for g in cost.groups) == cost.eager.launches == 21
+    assert sum(g.fused.bytes for g in cost.groups) == cost.fused.bytes
+    assert cost.fused.launches == 13
+
+
+def test_calibrate_replaces_bandwidth_and_launch_cost():
+    d = calibrate(H200, copy_bytes=2e9, copy_us=1e3, launch_us=2.5)
+    assert d.bandwidth_gbs == pytest.approx(2000.0)
+    assert d.launch_us == 2.5 and d.fp32_tflops == H200.fp32_tflops
+    assert "calibrated" in d.source
+    with pytest.raises(ValueError):
+        calibrate(H200, copy_bytes=1, copy_us=0)
+
+
+def test_device_table_has_the_gpus_we_price_for():
+    assert {"H200", "H100 SXM", "A100 80GB", "L4"} <= set(DEVICES)
+    assert device("h100") is DEVICES["H100 SXM"] and device("a100-80gb") is DEVICES["A100 80GB"]
+    assert 4140 <= H200.bandwidth_gbs <= 4300 and H200.launch_us == 4.0
+    with pytest.raises(KeyError):
+        device("tpu")
+
+
+def test_summary_is_json_with_node_colours():
+    fn, args = REFERENCES["transformer_block"][0]()
+    p = plan(aten_graph(fn, *args))
+    s = json.loads(json.dumps(plan_summary(p)))
+    assert s["eager"]["launches"] == 21 and s["fused"]["launches"] == 13
+    assert [g["id"] for g in s["groups"]] == list(range(13))
+    compute = [n for n, d in p.graph.dag.nodes(data=True) if d["kind"] not in ("input", "view")]
+    assert all(n in s["node_group"] for n in compute)
+    assert s["node_group"]["add_6"] == 12 and s["node_group"]["add_2"] == 8
+    assert s["groups"][4]["kind"] == "reduction" and s["groups"][4]["space"] == [64, 8]
+
+
+def test_bf16_halves_bytes():
+    x = torch.randn(64, 32)
+    f32 = graph_cost(plan(aten_graph(F.silu, x)))
+    bf16 = graph_cost(plan(aten_graph(F.silu, x.bfloat16())))
+    assert bf16.fused.bytes * 2 == f32.fused.bytes

@@ -1,0 +1,226 @@
+"""The planner partitions ATen graphs into kernels the way Inductor's scheduler would."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+import torch
+import torch.nn.functional as F
+from fusion_capture import aten_graph
+from fusion_references import REFERENCES
+from torch import nn
+
+from fuselint.fusion.plan import FusionPlan, PlanOptions, plan
+
+
+def _check_well_formed(p: FusionPlan) -> None:
+    fg = p.graph
+    dag = fg.dag
+    computed = {c for g in p.groups for c in g.compute_nodes}
+    compute = {n for n, d in dag.nodes(data=True) if d["kind"] not in ("input", "view")}
+    assert computed == compute, "every compute node runs in some kernel, nothing else does"
+    produced: set[str] = {n for n, d in dag.nodes(data=True) if d["kind"] == "input"}
+    for g in p.groups:
+        assert len(g.compute_nodes) <= p.options.max_nodes
+        assert set(g.inputs) <= produced, f"group {g.id} reads a value no earlier group wrote"
+        assert set(g.compute_nodes) <= set(g.nodes)
+        assert list(g.nodes) == sorted(g.nodes, key=list(dag.nodes).index)
+        produced |= set(g.outputs)
+        roles = set(g.role.values())
+        assert ("gather" in roles) == (g.kind == "injective" or ("gather" in roles and g.kind == "reduction"))
+        assert ("reduce" in roles) == (g.kind == "reduction")
+        if g.kind in ("matmul", "conv", "other") and not p.options.epilogue_into_matmul:
+            assert len(g.compute_nodes) == 1
+    # group-level graph is acyclic and in topological order
+    order = {g.id: i for i, g in enumerate(p.groups)}
+    assert [g.id for g in p.groups] == sorted(order)
+    home = p.group_of()
+    links = nx.DiGraph()
+    for u, v in dag.edges:
+        if u in home and v in home and home[u] != home[v]:
+            links.add_edge(home[u], home[v])
+    assert nx.is_directed_acyclic_graph(links)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_reference_plans_are_well_formed(name):
+    fn, args = REFERENCES[name][0]()
+    _check_well_formed(plan(aten_graph(fn, *args)))
+
+
+def test_pointwise_chain_is_one_kernel():
+    p = plan(aten_graph(lambda x: torch.sin(torch.cos(x)) * 2, torch.randn(8, 16)))
+    assert p.launches == 1
+    (g,) = p.groups
+    assert g.kind == "pointwise" and g.space == (128, 1) and g.inputs == ("arg0_1",)
+    assert [r for _, r in g.roles] == ["full"] * 3
+
+
+def test_broadcast_input_fuses_into_the_chain():
+    p = plan(aten_graph(lambda x, b: torch.relu(x + b) * 3, torch.randn(8, 16), torch.randn(16)))
+    assert p.launches == 1 and set(p.groups[0].inputs) == {"arg0_1", "arg1_1"}
+
+
+def test_softmax_is_one_reduction_kernel_with_row_roles():
+    fn, args = REFERENCES["softmax"][0]()
+    (g,) = plan(aten_graph(fn, *args)).groups
+    assert g.kind == "reduction" and g.reduce_dims == (1,) and g.space == (64, 32)
+    assert g.role == {"amax": "reduce", "sub": "full", "exp": "full", "sum_1": "reduce", "div": "full"}
+
+
+def test_layernorm_returning_its_input_writes_both_from_one_kernel():
+    fn, args = REFERENCES["residual_layernorm"][0]()
+    (g,) = plan(aten_graph(fn, *args)).groups
+    assert g.outputs == ("add", "add_2")
+    assert g.role["rsqrt"] == "outer" and g.role["var_mean"] == "reduce"
+    assert "getitem" in g.nodes  # the var_mean getitems are used inside the kernel
+
+
+def test_reduction_over_a_different_dim_starts_a_new_kernel():
+    p = plan(aten_graph(lambda x: torch.softmax(x, -1).sum(0), torch.randn(8, 16)))
+    assert [g.kind for g in p.groups] == ["reduction", "reduction"]
+    assert p.groups[1].reduce_dims == (0,)
+
+
+def test_matmul_is_a_barrier_and_merges_never_close_a_cycle():
+    # sin feeds the matmul and the add after it: putting sin and add in one kernel would need
+    # the matmul inside it too (sin -> mm -> add), so they stay apart.
+    def fn(x, w):
+        a = torch.sin(x)
+        return torch.cos(a @ w + a)
+
+    p = plan(aten_graph(fn, torch.randn(16, 16), torch.randn(16, 16)))
+    kinds = [g.kind for g in p.groups]
+    assert kinds == ["pointwise", "matmul", "pointwise"]
+    assert "sin" not in p.groups[2].compute_nodes
+    (m,) = p.materialized
+    assert m.node == "sin" and m.groups == (1, 2) and "memory" in m.reason
+    _check_well_formed(p)
+
+
+def test_epilogue_into_matmul_only_when_the_backend_says_so():
+    fn, args = REFERENCES["linear_gelu"][0]()
+    fg = aten_graph(fn, *args)
+    assert plan(fg).launches == 2
+    fused = plan(fg, PlanOptions(epilogue_into_matmul=True))
+    assert fused.launches == 1
+    assert fused.groups[0].kind == "matmul" and fused.groups[0].role["erf"] == "epilogue"
+
+
+def test_cheap_multi_consumer_value_is_recomputed_in_each_kernel():
+    def fn(a, b):
+        t = a + b
+        return t.sum(0), t.sum(1)
+
+    p = plan(aten_graph(fn, torch.randn(8, 16), torch.randn(8, 16)))
+    assert p.launches == 2 and not p.materialized
+    assert all("add" in g.compute_nodes for g in p.groups)
+    assert all(g.recomputed == ("add",) for g in p.groups)
+    assert all(set(g.inputs) == {"arg0_1", "arg1_1"} for g in p.groups)
+
+
+def test_value_behind_a_reduction_is_materialized_with_a_reason():
+    def fn(x):
+        s = torch.softmax(x, -1)
+        return s.sum(0), s * 2
+
+    p = plan(aten_graph(fn, torch.randn(8, 16)))
+    assert p.launches == 2
+    (m,) = p.materialized
+    assert m.node == "div" and m.bytes == 8 * 16 * 4 and len(m.groups) == 2
+    assert "reduction" in m.reason
+
+
+def test_too_many_reads_to_recompute_materializes():
+    def fn(a, b, c, d, e):
+        t = a * b + c * d + e  # reads 5 tensors: Inductor realizes it
+        return t.sum(0), t.sum(1)
+
+    p = plan(aten_graph(fn, *[torch.randn(8, 16) for _ in range(5)]))
+    assert [m.node for m in p.materialized] == ["add_1"]
+    assert "reads 5 tensors" in p.materialized[0].reason
+
+
+def test_fusion_stops_at_max_nodes():
+    def chain(x):
+        for _ in range(100):
+            x = torch.sin(x)
+        return x
+
+    fg = aten_graph(chain, torch.randn(4, 4))
+    assert plan(fg).launches == 2
+    assert plan(fg, PlanOptions(max_nodes=10)).launches == 10
+
+
+def test_views_alone_launch_nothing():
+    p = plan(aten_graph(lambda x: x.view(2, 8).t()[:1], torch.randn(4, 4)))
+    assert p.groups == ()
+
+
+def test_reading_an_in_kernel_value_through_a_transpose_splits_the_kernel():
+    # the kernel generator reads in-kernel values at the same flat index only
+    p = plan(aten_graph(lambda x: torch.cos(torch.sin(x).t() + 1), torch.randn(8, 16)))
+    assert p.launches == 2
+
+
+def test_independent_copies_of_one_tensor_fuse_horizontally():
+    def fn(x):
+        q, k = x.split(16, -1)
+        return q.t().contiguous(), k.t().contiguous()
+
+    p = plan(aten_graph(fn, torch.randn(8, 32)))
+    assert p.launches == 1 and len(p.groups[0].outputs) == 2
+
+
+def test_relu_runs_inside_the_max_pool_windows():
+    fn, args = REFERENCES["conv_relu_maxpool"][0]()
+    p = plan(aten_graph(fn, *args))
+    pool = p.groups[1]
+    assert pool.kind == "injective" and pool.role["relu"] == "prologue"
+    assert pool.inputs == ("convolution",)
+
+
+def test_cat_takes_pointwise_prologue_and_epilogue():
+    def fn(x, y):
+        return torch.cat([torch.neg(x), y], -1) * 2
+
+    p = plan(aten_graph(fn, torch.randn(4, 8), torch.randn(4, 8)))
+    assert p.launches == 1
+    assert p.groups[0].role == {"neg": "prologue", "cat": "gather", "mul": "full"}
+
+
+def test_transformer_block_recomputes_the_residual_like_inductor():
+    fn, args = REFERENCES["transformer_block"][0]()
+    p = plan(aten_graph(fn, *args))
+    assert [g.compute_nodes for g in p.groups if g.recomputed] == [
+        ("add_2", "var_mean_1", "add_3", "rsqrt_1", "sub_2", "mul_3", "mul_4", "add_4"),
+        ("add_2", "add_6"),
+    ]
+    assert not p.materialized
+
+
+def test_gelu_decomposition_is_one_kernel():
+    p = plan(aten_graph(lambda x: F.gelu(x, approximate="tanh"), torch.randn(8, 16)))
+    assert p.launches == 1
+
+
+def test_batchnorm_scale_is_broadcast_into_the_conv_epilogue_kernel():
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    p = plan(aten_graph(model, torch.randn(2, 4, 8, 8)))
+    assert [g.kind for g in p.groups] == ["conv", "pointwise"]
+    roles = p.groups[1].role
+    assert roles["sqrt"] == "bcast" and roles["relu"] == "full"
+    _check_well_formed(p)
+
+
+def test_cross_entropy_is_two_kernels_like_eager():
+    p = plan(aten_graph(F.cross_entropy, torch.randn(8, 10), torch.randint(0, 10, (8,))))
+    assert [g.kind for g in p.groups] == ["reduction", "reduction"]
+    assert p.groups[1].role["gather"] == "gather"
+
+
+def test_embedding_lookup_runs_inside_the_reduction_that_reads_it():
+    emb = nn.Embedding(100, 16)
+    p = plan(aten_graph(lambda i: emb(i).sum(-1), torch.randint(0, 100, (4, 8))))
+    (g,) = p.groups
+    assert g.kind == "reduction" and g.role["embedding"] == "gather"

@@ -1,0 +1,68 @@
+"""The plan launches as many kernels as Inductor does on the reference graphs.
+
+The kept counts (fusion_references.REFERENCES) are Inductor's on a GPU; CPU_COUNTS records
+where Inductor's C++ backend differs. bench/inductor_kernel_counts.py prints both columns next
+to the planner's on the current device, for a one-run confirmation on a GPU machine.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from fusion_capture import aten_graphs
+from fusion_references import CPU_COUNTS, REFERENCES
+
+from fuselint.fusion.plan import plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from inductor_kernel_counts import count_launches, inductor_launches
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_planned_launches_match_inductor_on_gpu(name):
+    build, inductor_gpu = REFERENCES[name]
+    fn, args = build()
+    assert sum(plan(fg).launches for fg in aten_graphs(fn, *args)) == inductor_gpu
+
+
+def test_softmax_is_one_inductor_kernel_on_cpu_too():
+    fn, args = REFERENCES["softmax"][0]()
+    count, calls = inductor_launches(fn, args, "cpu")
+    assert count == 1, calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_inductor_cpu_counts_are_as_recorded(name):
+    build, inductor_gpu = REFERENCES[name]
+    fn, args = build()
+    count, calls = inductor_launches(fn, args, "cpu")
+    assert count == CPU_COUNTS.get(name, inductor_gpu), calls
+
+
+TRITON_WRAPPER = """
+def call(args):
+    arg0_1, arg1_1, arg2_1 = args
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda((16, 64), (64, 1), torch.float32)
+        extern_kernels.addmm(arg1_1, arg2_1, reinterpret_tensor(arg0_1, (32, 64), (1, 32), 0), alpha=1, beta=1, out=buf0)
+        buf1 = empty_strided_cuda((16, 64), (64, 1), torch.float32)
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_gelu_0.run(buf0, buf1, 1024, stream=stream0)
+        buf2 = torch.ops.aten._scaled_dot_product_flash_attention.default(buf1, buf1, buf1)
+        del buf0
+    return (buf1, )
+"""
+
+
+def test_launch_counter_reads_triton_wrappers():
+    count, calls = count_launches(TRITON_WRAPPER)
+    assert calls == [
+        "triton_poi_fused_gelu_0",
+        "extern_kernels.addmm",
+        "torch.ops.aten._scaled_dot_product_flash_attention.default",
+    ]
+    assert count == 3

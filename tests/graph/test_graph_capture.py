@@ -1,0 +1,179 @@
+"""Capture: breaks at the user's line with dynamo's reason and id, call counts, modes, devices."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import torch._logging._internal as torch_logs
+
+from fuselint.graph.capture import capture
+from fuselint.graph.entry import EntryError, load_entry
+
+
+def _only_break(cap):
+    assert len(cap.breaks) == 1, cap.breaks
+    return cap.breaks[0]
+
+
+def test_print_breaks_at_its_line(captured, trace_fixtures, line_of):
+    cap = captured("print_in_forward.py")
+    brk = _only_break(cap)
+    assert (brk.file, brk.line) == (
+        str(trace_fixtures / "print_in_forward.py"),
+        line_of("print_in_forward.py", "print("),
+    )
+    assert brk.gb_id == "gb0059"
+    assert "print" in brk.explanation
+    assert brk.url.endswith("/gb/gb0059.html")
+    # The model's own output is kept, not written to fuselint's stdout.
+    assert "hidden torch.Size([4, 128])" in cap.stdout
+    assert [g.calls for g in cap.graphs] == [1, 1]
+
+
+def test_item_breaks_at_its_line(captured, line_of):
+    brk = _only_break(captured("item_branch.py"))
+    assert brk.line == line_of("item_branch.py", "peak = h.abs().max().item()")
+    assert brk.gb_id == "gb0124"
+    assert "Tensor.item()" in brk.reason
+    assert brk.explored == ""  # real values: the run took the branch the data chose
+
+
+def test_data_dependent_if_breaks_at_the_if(captured, line_of):
+    cap = captured("data_dependent_if.py")
+    brk = _only_break(cap)
+    assert brk.line == line_of("data_dependent_if.py", "if h.mean() > 0")
+    assert brk.gb_id == "gb0170"
+    assert brk.reason == "Data-dependent branching"
+    assert brk.after_graph == cap.graphs[0].name
+
+
+def test_deepcopy_break_reports_user_line_not_copy_py(captured, trace_fixtures, line_of):
+    brk = _only_break(captured("deepcopy_forward.py"))
+    assert brk.file == str(trace_fixtures / "deepcopy_forward.py")
+    assert brk.line == line_of("deepcopy_forward.py", "copy.deepcopy(")
+    assert brk.dynamo_file.endswith("copy.py")  # where dynamo itself said it broke
+    assert "deepcopy" in brk.reason
+
+
+def test_break_inside_loop_weights_graphs_by_calls(captured, line_of):
+    cap = captured("loop_break.py")
+    brk = _only_break(cap)
+    assert brk.line == line_of("loop_break.py", "if h.abs().max() > 1e4")
+    # The loop frame falls back to eager; each layer's two graphs run once per layer.
+    assert brk.skipped_frame
+    assert brk.after_graph == "graph0"  # the layer's first graph ends at the break
+    assert [g.calls for g in cap.graphs] == [4, 4]
+    # Each layer module is its own frame: its matmul knows the layer's Linear.
+    first = cap.graphs[0]
+    assert [first.dag.nodes[n]["module"] for n in first.ops("matmul")] == ["fc"]
+
+
+def test_clean_block_is_one_graph(captured, line_of):
+    cap = captured("transformer_block.py")
+    assert cap.breaks == ()
+    assert len(cap.graphs) == 1 and cap.graphs[0].calls == 1
+    kinds = {d["kind"] for _, d in cap.graphs[0].dag.nodes(data=True)}
+    assert {"matmul", "pointwise", "reduction"} <= kinds
+    # ATen nodes keep the user's source lines.
+    lines = {d["line"] for _, d in cap.graphs[0].dag.nodes(data=True) if d["kind"] == "matmul"}
+    assert line_of("transformer_block.py", "self.qkv(self.norm1(x))") in lines
+
+
+def test_plain_function_with_kwargs(captured):
+    cap = captured("functional.py")
+    assert cap.breaks == ()
+    assert len(cap.graphs[0].ops("pointwise")) >= 8  # the hand-written tanh-GELU, op by op
+
+
+def test_capture_restores_logging_and_prints_nothing(capfd, fixture_entry):
+    watched = [
+        "torch._dynamo",
+        "torch._dynamo.symbolic_convert.__graph_breaks",
+        "torch._dynamo.convert_frame.__graph_breaks",
+    ]
+    user_handler = logging.NullHandler()
+    logging.getLogger("torch._dynamo").addHandler(user_handler)
+
+    def snapshot():
+        state = torch_logs._get_log_state()
+        loggers = {
+            n: (lg.level, lg.propagate, tuple(lg.handlers)) for n in watched for lg in [logging.getLogger(n)]
+        }
+        return state, set(state.artifact_names), dict(state.log_qname_to_level), loggers
+
+    try:
+        before = snapshot()
+        cap = capture(load_entry(fixture_entry("data_dependent_if.py")))
+        assert cap.breaks
+        after = snapshot()
+    finally:
+        logging.getLogger("torch._dynamo").removeHandler(user_handler)
+    assert before[0] is after[0]
+    assert before[1:] == after[1:]
+    assert "graph_breaks" not in after[1]
+    out, err = capfd.readouterr()
+    assert "Graph break" not in out + err
+
+
+def test_meta_device_explores_one_branch(captured, line_of):
+    cap = captured("item_branch.py", device="meta")
+    assert cap.device == "meta"
+    brk = _only_break(cap)
+    assert brk.explored == "one branch"
+    assert brk.line == line_of("item_branch.py", "peak = h.abs().max().item()")
+    # The stand-in (1.0) does not exceed 1.0: the run went on past the branch to the end.
+    assert len(cap.graphs) == 2 and cap.error == ""
+    assert cap.graphs[1].ops("pointwise")
+
+
+def test_meta_data_dependent_if(captured):
+    cap = captured("data_dependent_if.py", device="meta")
+    assert _only_break(cap).explored == "one branch"
+    assert [g.calls for g in cap.graphs] == [1, 1]
+
+
+def test_meta_stack_needs_no_weight_memory(captured):
+    cap = captured("transformer_stack.py", device="meta")
+    g = cap.graphs[0]
+    assert cap.breaks == () and len(cap.graphs) == 1
+    # Shapes are real even though no value was computed.
+    assert any(d["shape"] == (2, 16, 172) for _, d in g.dag.nodes(data=True))
+
+
+def test_training_adds_backward_graphs(captured):
+    cap = captured("transformer_block.py", train=True)
+    names = [g.name for g in cap.graphs]
+    assert names == ["graph0", "graph0_bw"]
+    assert [g.calls for g in cap.graphs] == [1, 1]
+    assert cap.train
+    # Backward has at least as many matmuls as forward (grad of input and of weight).
+    fw, bw = cap.graphs
+    assert len(bw.ops("matmul")) >= len(fw.ops("matmul"))
+
+
+def test_inference_has_no_backward(captured):
+    assert all(not g.name.endswith("_bw") for g in captured("transformer_block.py").graphs)
+
+
+def test_training_through_a_break(captured):
+    cap = captured("item_branch.py", train=True)
+    assert [g.name for g in cap.graphs] == ["graph0", "graph0_bw", "graph1", "graph1_bw"]
+    assert _only_break(cap).gb_id == "gb0124"
+
+
+def test_model_that_fails_to_run_is_an_entry_error(tmp_path):
+    path = tmp_path / "mismatch.py"
+    path.write_text("import torch\ndef entry():\n    return torch.nn.Linear(3, 3), (torch.randn(2, 5),)\n")
+    with pytest.raises(EntryError, match="running the model failed"):
+        capture(load_entry(f"{path}:entry"))
+    torch._dynamo.reset()
+
+
+def test_conv_net_with_max_pool(captured):
+    cap = captured("conv_stem.py")
+    assert cap.breaks == () and len(cap.graphs) == 1
+    graph = cap.graphs[0]
+    assert len(graph.ops("conv")) == 4
+    assert any("max_pool" in graph.dag.nodes[n]["op"] for n in graph.ops())
