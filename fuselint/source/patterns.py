@@ -482,11 +482,11 @@ class _Renderer:
             binding = t.use
             if binding.stmt in self.deleted or self.visible(binding.name) != binding.version:
                 return None
-            return self.sf.segment(t.node)
+            return _segment(self.sf, t.node)
         if t.node is not None and t.stmt >= 0:
             own = t.stmt == self.i or t.stmt in self.deleted
             if (own or _simple(t)) and self._names_visible(t):
-                return self.sf.segment(t.node)
+                return _segment(self.sf, t.node)
             return None
         if t.op == "c":
             return repr(t.value)
@@ -544,6 +544,17 @@ class _Renderer:
             return torch_local[0] + qual[len("torch") :]
         self.imports.add("import torch")
         return qual
+
+
+def _segment(sf: SourceFile, node: ast.AST) -> str:
+    """The node's source text (ast.get_source_segment re-splits the whole file on every call)."""
+    first, last = node.lineno, node.end_lineno or node.lineno
+    lines = [sf.lines[i - 1].rstrip("\r\n") for i in range(first, last + 1)]
+    if first == last:
+        return lines[0].encode()[node.col_offset : node.end_col_offset].decode()
+    lines[0] = lines[0].encode()[node.col_offset :].decode()
+    lines[-1] = lines[-1].encode()[: node.end_col_offset].decode()
+    return "\n".join(lines)
 
 
 def _inside(node: ast.AST, pieces: list[tuple[int, int, str]]) -> bool:

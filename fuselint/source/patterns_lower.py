@@ -30,6 +30,7 @@ from fuselint.source.patterns_canon import (
     strip,
 )
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "mm"}
 _COUNTER = itertools.count(1)
 
@@ -114,18 +115,24 @@ class Lowerer:
         return Statement(stmt, None, None, self._rebind(stmt))
 
     def _rebind(self, stmt: ast.stmt) -> dict[str, str]:
+        """Names the statement assigns in this scope (not inside nested functions or classes)."""
         assigned: dict[str, str] = {}
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                assigned[node.id] = f"{node.id}#{next(_COUNTER)}"
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is stmt:
-                assigned[node.name] = f"{node.name}#{next(_COUNTER)}"
+        if isinstance(stmt, _SCOPES):
+            assigned[stmt.name] = f"{stmt.name}#{next(_COUNTER)}"
+        else:
+            for node in _walk_scope(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                    assigned[node.id] = f"{node.id}#{next(_COUNTER)}"
+                elif isinstance(node, _SCOPES):
+                    assigned[node.name] = f"{node.name}#{next(_COUNTER)}"
         for name, version in assigned.items():
             self.env.pop(name, None)
             self.versions[name] = version
         return assigned
 
     def _escape(self, node: ast.AST) -> None:
+        if not self.env:  # nothing inlinable is live: nothing can escape
+            return
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in self.env:
                 binding = self.env[sub.id]
@@ -282,12 +289,25 @@ class Lowerer:
         return self.b.make("call", (func, *pos, *(kw[k] for k in names)), names, node=node, stmt=self.stmt)
 
 
+def _walk_scope(node: ast.AST):
+    """ast.walk that does not enter nested functions, classes or lambdas (their own scopes)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, (*_SCOPES, ast.Lambda)):
+                todo.append(child)
+            elif isinstance(child, _SCOPES):
+                yield child
+
+
 def module_constants(tree: ast.Module, imports: ImportTable, builder: Builder) -> dict[str, float]:
     """Module-level names assigned exactly once to a constant number (`SQRT_2 = math.sqrt(2)`)."""
     counts: dict[str, int] = {}
     candidates: dict[str, ast.expr] = {}
     for stmt in tree.body:
-        for node in ast.walk(stmt):
+        for node in _walk_scope(stmt) if not isinstance(stmt, _SCOPES) else ():
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 counts[node.id] = counts.get(node.id, 0) + 1
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
