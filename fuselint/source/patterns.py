@@ -9,6 +9,17 @@ A rule's `[pattern]` table is data (see `compile_rule` for its schema):
     [pattern.vars]
     x = "tensor"                               # or {kind = "dim", last = true}, ...
 
+`match` is one template or a list of alternatives; `replace` is one template or one per
+alternative. Templates are Python expressions; `$name` is a metavariable, and functions may
+be spelled `torch.*`, `F.*` or `math.*` (they are resolved like the user's code). Kinds:
+`tensor` (any non-constant expression; the default), `any`, `const` (a number, with
+`value` and relative `tol` to require one), `int`, `dim` (an int constant or a name;
+`last = true` requires -1), `scalar` (a number, name, attribute, or a power/product of
+them: `eps`, `self.eps`, `d ** -0.5`), `dtype`, and `list` (a list/tuple of >= 2 elements
+each matching the `each` template, written back with the `render` template). `shape`,
+`domain`, `values` and `dtype` describe the inputs the equivalence test draws
+(tests/source/test_pattern_equivalence.py); the engine ignores them.
+
 The file is lowered block by block to canonical terms (`patterns_lower`), every
 candidate sub-expression whose root op is the root op of some pattern, and which holds
 all the ops that pattern needs, is matched (`patterns_match`), and a match becomes a
@@ -334,6 +345,30 @@ _ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.List, ast.Dict, 
 _TIGHT_PARENTS = (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.Await, ast.Compare, ast.BoolOp)
 
 
+_PRECEDENCE = {
+    ast.Add: 10,
+    ast.Sub: 10,
+    ast.Mult: 11,
+    ast.Div: 11,
+    ast.FloorDiv: 11,
+    ast.Mod: 11,
+    ast.MatMult: 11,
+    ast.Pow: 13,
+}
+
+
+def _precedence(text: str) -> int:
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return 0
+    if isinstance(node, ast.BinOp):
+        return _PRECEDENCE.get(type(node.op), 0)
+    if isinstance(node, ast.UnaryOp):
+        return 12
+    return 0 if not isinstance(node, _ATOMS + (ast.Constant,)) else 99
+
+
 def _is_atom(text: str) -> bool:
     try:
         node = ast.parse(text.strip(), mode="eval").body
@@ -376,17 +411,23 @@ class _Renderer:
             text = self._with_rest(root.op, text, m.rest, m.anchor)
             if text is None:
                 return None
-        if not _is_atom(text) and self._parent_is_tight(root.node):
+        if not _is_atom(text) and self._needs_parens(root.node, text):
             text = f"({text})"
         return text
 
-    def _parent_is_tight(self, node: ast.AST) -> bool:
+    def _needs_parens(self, node: ast.AST, text: str) -> bool:
+        """Whether `text` put where `node` was would bind differently to its parent operator."""
+        if self._parenthesised(node):
+            return False
         stmt = self.block.statements[self.i].node
         for parent in ast.walk(stmt):
             for child in ast.iter_child_nodes(parent):
                 if child is node:
                     if isinstance(parent, ast.Call):
                         return parent.func is node
+                    if isinstance(parent, ast.BinOp):
+                        mine, theirs = _precedence(text), _PRECEDENCE.get(type(parent.op), 99)
+                        return mine < theirs or (mine == theirs and parent.right is node)
                     return isinstance(parent, _TIGHT_PARENTS)
         return False
 
@@ -492,6 +533,10 @@ class _Renderer:
             return repr(t.value)
         if t.op == "q":
             return self.spell(str(t.value))
+        if t.op == "mul" and any(a.op == "c" and a.value == -1 for a in t.args):
+            others = [a for a in t.args if not (a.op == "c" and a.value == -1)]
+            inner = self.term(others[0]) if len(others) == 1 else self.term(self._product(others))
+            return None if inner is None else "-" + _paren(inner)
         if t.op in ("add", "mul"):
             parts = [self.term(a) for a in t.args]
             if any(p is None for p in parts):
@@ -503,6 +548,17 @@ class _Renderer:
                 return None
             return f"{_paren(base)} ** {_paren(exp)}"
         return None
+
+    def _parenthesised(self, node: ast.AST) -> bool:
+        """The source already has `(` `)` right around the node (they are outside its span)."""
+        start = self.sf.line_text(node.lineno)[: self.sf.char_col(node.lineno, node.col_offset)]
+        end_line = node.end_lineno or node.lineno
+        end = self.sf.line_text(end_line)[self.sf.char_col(end_line, node.end_col_offset or 0) :]
+        return start.rstrip().endswith("(") and end.lstrip().startswith(")")
+
+    @staticmethod
+    def _product(terms: list[Term]) -> Term:
+        return Term("mul", tuple(terms))
 
     def _names_visible(self, t: Term) -> bool:
         if t.op == "inl":

@@ -20,7 +20,7 @@ from fuselint.source.imports import ImportTable
 from fuselint.source.patterns_canon import Builder, Term, is_number, strip
 from fuselint.source.patterns_lower import Lowerer
 
-KINDS = ("tensor", "any", "const", "int", "dim", "scalar", "dtype", "list")
+KINDS = ("tensor", "any", "name", "const", "int", "dim", "scalar", "dtype", "list")
 METAVAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 PREFIX = "__mv_"
 # Spellings a pattern may use: full names, or the usual `F`/`math`/`nn` aliases.
@@ -54,6 +54,8 @@ class VarSpec:
             return True
         if kind == "tensor":
             return t.op not in ("c", "q", "t", "sl")
+        if kind == "name":  # a stored value (`w`, `self.weight`, `emb.weight`), not a computed one
+            return _stored(term)
         if kind == "const":
             return is_number(t) and (self.value is None or close(self.value, t.value, self.tol))
         if kind == "int":
@@ -67,6 +69,14 @@ class VarSpec:
         if kind == "dtype":
             return t.op in ("q", "n", "a")
         return False
+
+
+def _stored(t: Term) -> bool:
+    if t.op == "inl":
+        return False  # a temporary holds a computed value
+    if t.op == "n":
+        return True
+    return t.op == "a" and _stored(t.args[0])
 
 
 def _scalarish(t: Term) -> bool:

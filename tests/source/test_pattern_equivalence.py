@@ -95,7 +95,7 @@ def _bindings(rule, names: set[str], dtype, seed: int):
         for name in sorted(names):
             spec = _spec(rule, name)
             kind = spec.get("kind", "tensor")
-            if kind == "tensor":
+            if kind in ("tensor", "name", "any"):
                 # A rule about dtype handling pins its input's dtype (e.g. bfloat16 upcast to float32).
                 own = getattr(torch, spec["dtype"]) if "dtype" in spec else dtype
                 env[name] = _tensor(spec, _shape(spec, sizes, batch), own)
