@@ -74,12 +74,21 @@ class Lowerer:
         self.versions: dict[str, str] = {}
         self.entry = "in"
         self.stmt = -1
+        self.shared: set[str] = set()
 
     # ------------------------------------------------------------------ blocks
 
     def block(self, stmts: list[ast.stmt], escapes_at_end: bool) -> Block:
         self.env, self.versions = {}, {}
         self.entry = f"in{next(_COUNTER)}"
+        # `global x` / `nonlocal x`: assigning x is visible outside, never a temporary.
+        self.shared = {
+            name
+            for stmt in stmts
+            for node in _walk_scope(stmt)
+            if isinstance(node, (ast.Global, ast.Nonlocal))
+            for name in node.names
+        }
         block = Block([], self.entry)
         for index, stmt in enumerate(stmts):
             self.stmt = index
@@ -91,7 +100,10 @@ class Lowerer:
         return block
 
     def _statement(self, stmt: ast.stmt, block: Block) -> Statement:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        single = (
+            isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        )
+        if single and stmt.targets[0].id not in self.shared:
             term = self.lower(stmt.value)
             name = stmt.targets[0].id
             version = f"{name}#{next(_COUNTER)}"
@@ -182,7 +194,7 @@ class Lowerer:
         if qual is not None and not self._shadowed(node):
             return self._qualified(qual, node)
         base = self.lower(node.value)
-        if node.attr == "values" and strip(base).op == "f:torch.max":
+        if node.attr == "values" and _reduction_max(strip(base)):
             return self.b.call("torch.amax", list(strip(base).args), node, self.stmt)
         if node.attr == "mT":
             return self.b.call("torch.transpose", [base, self.b.const(-2), self.b.const(-1)], node, self.stmt)
@@ -197,7 +209,7 @@ class Lowerer:
         base = self.lower(node.value)
         index = self.lower(node.slice)
         inner = strip(base)
-        if inner.op == "f:torch.max" and is_number(index) and index.value == 0:
+        if _reduction_max(inner) and is_number(index) and index.value == 0:
             return self.b.call("torch.amax", list(inner.args), node, self.stmt)
         return self.b.make("i", (base, index), node=node, stmt=self.stmt)
 
@@ -287,6 +299,13 @@ class Lowerer:
     def _generic(self, func: Term, pos: list[Term], kw: dict[str, Term], node) -> Term:
         names = tuple(sorted(kw))
         return self.b.make("call", (func, *pos, *(kw[k] for k in names)), names, node=node, stmt=self.stmt)
+
+
+def _reduction_max(t: Term) -> bool:
+    """`torch.max(x, dim)` (a (values, indices) pair), not `torch.max(x, y)` of two tensors."""
+    return t.op == "f:torch.max" and (
+        len(t.args) == 3 or (is_number(t.args[1]) and isinstance(t.args[1].value, int))
+    )
 
 
 def _walk_scope(node: ast.AST):

@@ -422,3 +422,26 @@ def test_a_bad_pattern_table_is_reported(table, problem):
     rule = Rule("FL999", "x", "pattern", "s", "m", "w", "u", fix="safe", pattern=table)
     with pytest.raises(PatternError, match=problem):
         compile_rule(rule)
+
+
+def test_a_global_is_never_a_temporary():
+    source = """
+    import torch
+
+    def f(x):
+        global e
+        e = torch.exp(x)
+        return e / e.sum(-1, keepdim=True)
+    """
+    assert _codes(source, "FL201") == []
+
+
+def test_max_of_two_tensors_is_not_a_reduction():
+    source = """
+    import torch
+
+    def f(x, y):
+        e = torch.exp(x - torch.max(x, y)[0])
+        return e / e.sum(-1, keepdim=True)
+    """
+    assert _fix(source, "FL201").count("torch.max(x, y)[0]") == 1
