@@ -38,7 +38,7 @@ from functools import cache
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix, Gain
 from fuselint.source.module import SourceFile
-from fuselint.source.patterns_canon import Builder, Interner, Term, strip
+from fuselint.source.patterns_canon import Builder, Interner, Term, source_words, strip
 from fuselint.source.patterns_lower import Block, Lowerer, module_constants
 from fuselint.source.patterns_match import (
     KINDS,
@@ -174,11 +174,14 @@ def pattern_findings(sf: SourceFile, rules: list[Rule]) -> list[Finding]:
         cr = compiled(rule)
         for pattern in cr.patterns:
             index.setdefault(pattern.term.op, []).append((cr, pattern))
+    triggers = _Triggers.of(tuple(compiled(r) for r in rules))
+    if not triggers.may_match(sf.text):
+        return []
     builder = Builder(Interner())
     lowerer = Lowerer(sf.imports, builder, module_constants(sf.tree, sf.imports, builder))
     names = _FileNames(sf)
     findings: list[Finding] = []
-    for stmts, escapes in _blocks(sf.tree):
+    for stmts, escapes in _blocks(sf.tree, lambda fn: triggers.may_match(_function_text(sf, fn))):
         block = lowerer.block(stmts, escapes)
         found: list[_Found] = []
         for i, statement in enumerate(block.statements):
@@ -189,7 +192,52 @@ def pattern_findings(sf: SourceFile, rules: list[Rule]) -> list[Finding]:
     return findings
 
 
-def _blocks(tree: ast.Module):
+@dataclass(frozen=True)
+class _Triggers:
+    """A text pre-filter: a pattern can match only where a word producing each of its ops appears.
+
+    Lowering is the engine's main cost; most functions of a model file contain none of the
+    words (`sigmoid`, `erf`, `rsqrt`, ...) a rule needs, and one regex over their source
+    text proves it, so they are never lowered.
+    """
+
+    regex: re.Pattern | None  # None: some pattern needs no word, every function is lowered
+    needs: tuple[tuple[frozenset, ...], ...]  # per pattern: for each op, the words that make it
+
+    @staticmethod
+    def of(rules: tuple[CompiledRule, ...]) -> _Triggers:
+        key = tuple(id(r) for r in rules)
+        if key not in _TRIGGERS:
+            _TRIGGERS[key] = _Triggers._build(rules)
+        return _TRIGGERS[key]
+
+    @staticmethod
+    def _build(rules: tuple[CompiledRule, ...]) -> _Triggers:
+        needs = []
+        for cr in rules:
+            for pattern in cr.patterns:
+                words = [w for w in (source_words(op) for op in pattern.required) if w is not None]
+                if not words:
+                    return _Triggers(None, ())
+                needs.append(tuple(words))
+        vocabulary = sorted(set().union(*(w for n in needs for w in n)), key=len, reverse=True)
+        return _Triggers(re.compile(r"\b(" + "|".join(map(re.escape, vocabulary)) + r")\b"), tuple(needs))
+
+    def may_match(self, text: str) -> bool:
+        if self.regex is None:
+            return True
+        present = set(self.regex.findall(text))
+        return any(all(words & present for words in need) for need in self.needs)
+
+
+_TRIGGERS: dict[tuple[int, ...], _Triggers] = {}
+
+
+def _function_text(sf: SourceFile, fn: ast.AST) -> str:
+    return "".join(sf.lines[fn.lineno - 1 : fn.end_lineno or fn.lineno])
+
+
+def _blocks(tree: ast.Module, worth_lowering=lambda fn: True):
     """(statements, escapes_at_end) for every block; function bodies' locals die at the end."""
     todo: list[tuple[list[ast.stmt], bool]] = [(tree.body, True)]
     while todo:
@@ -197,7 +245,8 @@ def _blocks(tree: ast.Module):
         yield stmts, escapes
         for stmt in stmts:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                todo.append((stmt.body, False))
+                if worth_lowering(stmt):
+                    todo.append((stmt.body, False))
                 continue
             for name in ("body", "orelse", "finalbody"):
                 inner = getattr(stmt, name, None)

@@ -115,6 +115,28 @@ _fn(
 )
 _fn("Tensor.to", "input,dtype")
 
+# Canonical functions that other spellings are lowered to (`F.relu6(x)` is a clamp), for the
+# engine's cheap text pre-filter: which source words can produce each canonical op.
+LOWERED_FROM = {
+    "torch.clamp": ("relu", "relu6", "hardtanh", "clamp_min"),
+    "torch.amax": ("max",),
+    "torch.transpose": ("mT",),
+    "Tensor.to": ("to", "type", "float", "double", "half", "bfloat16"),
+}
+
+
+def source_words(op: str) -> frozenset[str] | None:
+    """Identifiers one of which must appear in code that lowers to canonical `op` (None: no such word)."""
+    if not op.startswith("f:"):
+        return None
+    name = op[2:]
+    words = {alias.rsplit(".", 1)[1] for alias, (canonical, _) in ALIASES.items() if canonical == name}
+    words |= set(LOWERED_FROM.get(name, ()))
+    if name.startswith("torch.") and name.count(".") == 1:
+        words.add(name.rsplit(".", 1)[1])
+    return frozenset(words) or None
+
+
 # Tensor methods that are the torch function of the same name with the tensor first.
 METHODS = {q.rsplit(".", 1)[1]: q for q in ALIASES if q.startswith("torch.") and q.count(".") == 1}
 METHODS.pop("cat", None)
