@@ -221,7 +221,10 @@ class _Triggers:
                     return _Triggers(None, ())
                 needs.append(tuple(words))
         vocabulary = sorted(set().union(*(w for n in needs for w in n)), key=len, reverse=True)
-        return _Triggers(re.compile(r"\b(" + "|".join(map(re.escape, vocabulary)) + r")\b"), tuple(needs))
+        alternatives = "|".join(
+            rf"\b{re.escape(w)}\b" if w.isidentifier() else re.escape(w) for w in vocabulary
+        )
+        return _Triggers(re.compile(alternatives), tuple(needs))
 
     def may_match(self, text: str) -> bool:
         if self.regex is None:

@@ -47,7 +47,20 @@ def _fn(canonical: str, params: str, *spellings: str, spelled_params: dict[str, 
         ALIASES[spelling] = (canonical, tuple(custom.split(",")) if custom else order)
 
 
-_UNARY = ("sigmoid", "exp", "log", "log1p", "expm1", "tanh", "erf", "abs", "sqrt", "rsqrt", "reciprocal")
+_UNARY = (
+    "sigmoid",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "tanh",
+    "erf",
+    "erfc",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+)
 for _name in _UNARY:
     _fn(f"torch.{_name}", "input", f"torch.special.{_name}", f"torch.nn.functional.{_name}")
 ALIASES["torch.special.expit"] = ALIASES["torch.sigmoid"]
@@ -127,6 +140,8 @@ LOWERED_FROM = {
 
 def source_words(op: str) -> frozenset[str] | None:
     """Identifiers one of which must appear in code that lowers to canonical `op` (None: no such word)."""
+    if op == "mm":
+        return frozenset({"@", "matmul", "mm", "bmm"})
     if not op.startswith("f:"):
         return None
     name = op[2:]
