@@ -78,6 +78,19 @@ def main() -> None:
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
 @click.option("--show-source/--no-show-source", default=True, help="Show the source line under each finding.")
 @click.option(
+    "--entry", "entries", multiple=True, help="Also trace this model entry (file.py:factory); repeatable."
+)
+@click.option(
+    "--device", type=click.Choice(("meta", "cpu", "cuda")), default=None, help="Where to build entries."
+)
+@click.option("--train", is_flag=True, help="Trace entries in train mode, backward graphs included.")
+@click.option(
+    "--target",
+    default="H200",
+    show_default=True,
+    help="GPU whose numbers price the gains (H200, H100, A100, L4).",
+)
+@click.option(
     "--baseline",
     type=click.Path(dir_okay=False),
     help="Hide the findings recorded in this file; exit 1 only for new ones.",
@@ -120,6 +133,10 @@ def check(
     fail_on_gain_launches,
     fail_on_gain_bytes,
     fail_on_gain_us,
+    entries,
+    device,
+    train,
+    target,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
     paths = paths or (".",)
@@ -140,6 +157,17 @@ def check(
 
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
     findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
+
+    models: list[dict] = []
+    entries = entries or config.entries
+    if entries:
+        analyses = trace_entries(entries, device, train, target)
+        from fuselint.graph.breaks import break_findings, merge_findings
+
+        traced = [f for a in analyses for f in (*break_findings(a.capture), *a.findings)]
+        traced = [f for f in traced if config.enabled(f.code, f.span.path)]
+        findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
+        models = [a.summary() for a in analyses]
 
     fixed_count = 0
     if diff or config.fix:
@@ -185,7 +213,7 @@ def check(
     thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
     verdict = gate(findings, thresholds)
 
-    _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count), output_file)
+    _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models), output_file)
     if hidden or thresholds.any:
         shown = f" ({hidden} known in {baseline})" if hidden else ""
         click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
@@ -229,7 +257,7 @@ def _fix_files(
     return total, changed, diffs
 
 
-def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count) -> str:
+def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models=()) -> str:
     from fuselint.report import github, json_format, markdown, sarif, text
     from fuselint.report.fingerprint import repository_root
 
@@ -249,7 +277,7 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
         return sarif.render_sarif(findings, catalog, repository_root(config.root))
     if fmt == "github":
         return github.render_github(findings, catalog, repository_root(config.root))
-    return markdown.render_markdown(findings, catalog)
+    return markdown.render_markdown(findings, catalog, list(models) or None)
 
 
 def _emit(report: str, output_file: str | None) -> None:
@@ -340,6 +368,174 @@ def rules_table(catalog: Catalog, fmt: str = "text") -> str:
     lines = [f"{'CODE':<6}  {'NAME':<{width}}  {'KIND':<7}  {'FIX':<6}  SUMMARY"]
     lines += [f"{r.code:<6}  {r.name:<{width}}  {r.kind:<7}  {r.fix:<6}  {r.summary}" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _need_torch(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageFailure(f"{what} needs torch: pip install 'fuselint[torch]'") from None
+
+
+def trace_entries(entries, device: str | None, train: bool, target: str) -> list:
+    """Capture and plan every entry (a progress bar on a terminal); EntryError exits 2."""
+    _need_torch("tracing an entry")
+    from fuselint.fusion.devices import device as device_named
+    from fuselint.fusion.model import analyse
+    from fuselint.graph.capture import capture
+    from fuselint.graph.entry import EntryError, load_entry
+    from fuselint.graph.progress import progress
+
+    try:
+        table = device_named(target)
+    except KeyError as exc:
+        raise UsageFailure(str(exc.args[0])) from None
+    analyses = []
+    try:
+        for spec in progress(list(entries)):
+            analyses.append(analyse(capture(load_entry(spec), device=device, train=train), table))
+    except EntryError as exc:
+        raise UsageFailure(str(exc)) from None
+    return analyses
+
+
+@main.command()
+@click.option(
+    "--entry", "entries", multiple=True, required=True, help="Model entry (file.py:factory); repeatable."
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Drawing to write: .svg, .html, .dot or .json (by suffix).",
+)
+@click.option(
+    "--device", type=click.Choice(("meta", "cpu", "cuda")), default=None, help="Where to build entries."
+)
+@click.option("--train", is_flag=True, help="Trace in train mode, backward graphs included.")
+@click.option("--target", default="H200", show_default=True, help="GPU whose numbers price the plan.")
+def graph(entries, output, device, train, target) -> None:
+    """Draw the graphs torch.compile builds for ENTRY, coloured by planned kernel."""
+    suffix = Path(output).suffix.lower()
+    if suffix not in (".svg", ".html", ".htm", ".dot", ".json"):
+        raise UsageFailure(f"{output}: the output must end in .svg, .html, .dot or .json")
+    analyses = trace_entries(entries, device, train, target)
+    import json
+
+    from fuselint.fusion.summary import plan_summary
+    from fuselint.graph import render
+
+    graphs = [g for a in analyses for g in a.capture.graphs]
+    breaks = [b for a in analyses for b in a.capture.breaks]
+    groups: dict[str, int] = {}
+    offset = 0
+    for a in analyses:
+        for key, gid in a.node_groups().items():
+            groups[key] = offset + gid
+        offset += sum(len(p.groups) for p in a.plans)
+    try:
+        path = render.write(output, graphs, breaks, groups)
+    except OSError as exc:
+        raise UsageFailure(f"{output}: cannot write: {exc.strerror}") from None
+    if suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["plan"] = {
+            "node_group": groups,
+            "models": [a.summary() for a in analyses],
+            "graphs": [plan_summary(p, _device_of(target)) for a in analyses for p in a.plans],
+        }
+        totals = {"eager": {}, "fused": {}}
+        for side in totals:
+            for key in ("launches", "bytes", "time_us"):
+                totals[side][key] = sum(m[side][key] for m in data["plan"]["models"])
+        data["plan"].update(totals)
+        data["plan"]["groups"] = [g for graph_plan in data["plan"]["graphs"] for g in graph_plan["groups"]]
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    for a in analyses:
+        s = a.summary()
+        click.echo(
+            f"{s['model']}: {s['graphs']} graph(s), {s['breaks']} break(s); launches "
+            f"{s['eager']['launches']:.0f} eager -> {s['fused']['launches']:.0f} fused, "
+            f"expected speedup {s['speedup']:.2f}x on {s['device']}"
+        )
+    click.echo(f"wrote {path}")
+
+
+@main.command()
+@click.option(
+    "--entry", "entries", multiple=True, required=True, help="Model entry (file.py:factory); repeatable."
+)
+@click.option(
+    "--backend",
+    "backends",
+    default="eager,fuselint,inductor",
+    show_default=True,
+    help="Comma-separated: eager, fuselint, inductor, inductor-max-autotune, cudagraphs.",
+)
+@click.option("--device", default=None, help="cuda or cpu (default: cuda when available).")
+@click.option("--unsafe-fixes", is_flag=True, help="Build the fixed variant with unsafe fixes too.")
+@click.option("--no-fixed", is_flag=True, help="Run only the original source.")
+@click.option(
+    "--dump-kernels", type=click.Path(file_okay=False), help="Write fuselint's generated kernels here."
+)
+@click.option("--target", default=None, help="GPU table for the prediction (default: from the device).")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
+@click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
+def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, target, fmt, config_path) -> None:
+    """Prove it: original vs fixed source under eager, fuselint and Inductor; numerics and time."""
+    _need_torch("verify")
+    from fuselint.graph.entry import EntryError
+    from fuselint.verify import run as verify_run
+    from fuselint.verify.table import render_json, render_text
+
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in verify_run.BACKENDS]
+    if unknown:
+        raise UsageFailure(f"unknown backend {unknown[0]!r}; choose from {', '.join(verify_run.BACKENDS)}")
+    config = _settings(config_path, ())
+    catalog = _catalog(config)
+    verify_run.dump_dir(dump_kernels)
+    table = _device_of(target) if target else _device_for_prediction(device)
+    failed = False
+    for spec in entries:
+        try:
+            result = verify_run.verify(
+                spec,
+                catalog,
+                config,
+                backends=chosen,
+                device=device,
+                unsafe=unsafe_fixes,
+                with_fixed=not no_fixed,
+                predict_on=table,
+            )
+        except EntryError as exc:
+            raise UsageFailure(str(exc)) from None
+        click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)
+        failed |= not result.ok
+    if failed:
+        sys.exit(1)
+
+
+def _device_for_prediction(device: str | None):
+    """The device table closest to the GPU we run on (H200 when unknown)."""
+    import torch
+
+    from fuselint.fusion.devices import DEFAULT
+
+    if (device or "cuda").startswith("cuda") and torch.cuda.is_available():
+        name = torch.cuda.get_device_name().lower()
+        for key in ("h200", "h100", "a100", "l4"):
+            if key in name:
+                return _device_of(key)
+    return DEFAULT
+
+
+def _device_of(target: str):
+    from fuselint.fusion.devices import device as device_named
+
+    return device_named(target)
 
 
 def run() -> None:

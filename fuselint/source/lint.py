@@ -66,7 +66,7 @@ def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
     enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
     if not enabled or not sf.imports.imports_torch():
         return []
-    functions = model_functions(sf.tree, sf.imports)
+    functions = model_functions(sf.tree, sf.imports, sf.text)
     checks = load_checks()
     findings: list[Finding] = []
     for rule in enabled:

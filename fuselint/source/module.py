@@ -79,7 +79,16 @@ class SourceFile:
 
     def segment(self, node: ast.AST) -> str:
         """The exact source text of a node (comments and spacing inside it kept)."""
-        return ast.get_source_segment(self.text, node) or ""
+        # ast.get_source_segment splits the whole file on every call; slice the cached lines.
+        end = getattr(node, "end_lineno", None)
+        if end is None or not 1 <= node.lineno <= end <= len(self.lines):
+            return ""
+        chunk = [line.encode("utf-8") for line in self.lines[node.lineno - 1 : end]]
+        if len(chunk) == 1:
+            return chunk[0][node.col_offset : node.end_col_offset].decode("utf-8", errors="replace")
+        chunk[0] = chunk[0][node.col_offset :]
+        chunk[-1] = chunk[-1][: node.end_col_offset]
+        return b"".join(chunk).decode("utf-8", errors="replace")
 
     def replace(self, node: ast.AST, content: str, end: ast.AST | None = None) -> Edit:
         span = self.span(node, end)

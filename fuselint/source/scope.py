@@ -8,15 +8,20 @@ same file (`self.helper(...)` in the same class, or a module-level function).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
-from fuselint.source.imports import ImportTable
+from fuselint.source.imports import ImportTable, iter_statements
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 # Base classes that make a class a module even when we cannot resolve them to torch:
 # model zoos subclass their own PreTrainedModel, Module mixins, Lightning modules ...
 _MODULE_BASE_SUFFIXES = ("Module", "Model", "Layer", "Block", "PreTrainedModel", "Network", "Net")
+
+
+# A call such as `torch.compile(fn)` or `torch.jit.script(fn)` in the text ("is_compiling" is no call).
+_COMPILE_CALL = re.compile(r"\b(?:compile|script)\s*\(")
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
 
 def _module_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
     """Names of classes in the file that are nn.Modules (directly or through a local base)."""
-    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    classes = {n.name: n for n in iter_statements(tree) if isinstance(n, ast.ClassDef)}
     modules: set[str] = set()
     changed = True
     while changed:
@@ -59,15 +64,19 @@ def _module_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
     return modules
 
 
-def model_functions(tree: ast.Module, imports: ImportTable) -> list[ModelFunction]:
-    """The in-scope functions of a module, each once, in source order."""
+def model_functions(tree: ast.Module, imports: ImportTable, text: str | None = None) -> list[ModelFunction]:
+    """The in-scope functions of a module, each once, in source order.
+
+    `text`, the module's source, lets a file that never mentions `compile` skip the search
+    for `torch.compile(fn)` calls (a walk over every expression of the file).
+    """
     module_classes = _module_classes(tree, imports)
     free: dict[str, FunctionNode] = {}
     methods: dict[tuple[str, str], tuple[FunctionNode, ast.ClassDef]] = {}
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             free[stmt.name] = stmt
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+    for cls in (n for n in iter_statements(tree) if isinstance(n, ast.ClassDef)):
         for stmt in cls.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[(cls.name, stmt.name)] = (stmt, cls)
@@ -86,7 +95,7 @@ def model_functions(tree: ast.Module, imports: ImportTable) -> list[ModelFunctio
     for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
         if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
             add(fn, cls, "compiled")
-    for node in ast.walk(tree):
+    for node in ast.walk(tree) if text is None or _COMPILE_CALL.search(text) else ():
         if isinstance(node, ast.Call) and _is_torch_compile(node.func, imports) and node.args:
             target = node.args[0]
             if isinstance(target, ast.Name) and target.id in free:

@@ -1,0 +1,63 @@
+"""A traced model read through the planner: its plans, its cost, and what the plan shows.
+
+One capture (every graph dynamo built for an entry, with the breaks between them) becomes
+one ModelAnalysis: a FusionPlan per graph, the model's eager and fused cost weighted by how
+often each graph runs, the FL301 findings the plans reveal, and the summary row that the
+Markdown report and `fuselint graph` print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuselint.findings import Finding
+from fuselint.fusion.cost import ModelCost, model_cost
+from fuselint.fusion.devices import DEFAULT, Device
+from fuselint.fusion.plan import FusionPlan, plan
+from fuselint.fusion.rules import materialized_findings
+from fuselint.graph.capture import Capture
+
+
+@dataclass(frozen=True)
+class ModelAnalysis:
+    capture: Capture
+    plans: tuple[FusionPlan, ...]
+    cost: ModelCost
+    findings: tuple[Finding, ...]
+
+    def summary(self) -> dict:
+        """The row the Markdown report's model table reads."""
+
+        def totals(c) -> dict:
+            return {"launches": c.launches, "bytes": c.bytes, "time_us": round(c.time_us, 3)}
+
+        return {
+            "model": self.capture.entry,
+            "device": self.cost.device,
+            "graphs": len(self.plans),
+            "breaks": len(self.capture.breaks),
+            "eager": totals(self.cost.eager),
+            "fused": totals(self.cost.fused),
+            "speedup": round(self.cost.speedup, 3),
+            "fusible_speedup": round(self.cost.fusible_speedup, 3),
+        }
+
+    def node_groups(self) -> dict[str, int]:
+        """ "graph/node" -> a kernel number unique across the model's graphs, for colouring."""
+        mapping: dict[str, int] = {}
+        offset = 0
+        for p in self.plans:
+            for node, gid in p.group_of().items():
+                mapping[f"{p.graph.name}/{node}"] = offset + gid
+            offset += len(p.groups)
+        return mapping
+
+
+def analyse(capture: Capture, device: Device = DEFAULT) -> ModelAnalysis:
+    plans = tuple(plan(g) for g in capture.graphs)
+    return ModelAnalysis(
+        capture=capture,
+        plans=plans,
+        cost=model_cost(list(plans), device),
+        findings=tuple(materialized_findings(list(plans), device)),
+    )

@@ -1,0 +1,749 @@
+"""Which names hold tensors: a small, honest forward dataflow over one model function.
+
+Source rules need to tell `x.sum() > 0` (a tensor value: a graph break) from
+`x.size(0) > 0` (a host number: fine). This module walks a function's statements in
+order once, keeping an environment that maps local names to a *kind*:
+
+- ``tensor``: a tensor (``bool`` when it is known to hold booleans: a comparison, `.bool()`);
+- ``maybe``: what a submodule call returns, a tensor or a tuple of tensors (HF layers
+  return tuples); strong enough for method calls and comparisons, not for `for row in x`;
+- ``tuple``: a tuple or list of tensors (`x.chunk(2)`, `(a, b)`);
+- ``module``: a submodule (`for layer in self.layers`);
+- ``shape`` / ``dim``: a tensor's shape and a host integer read off it (`b, n, _ = x.shape`, `len(x)`).
+
+Branches and loops merge environments by union (a name that may be a tensor is one).
+While walking, it records every expression node of every live statement as a `Site`
+(node, environment before the statement, statement), indexed by node type, so each
+rule reads the sites it cares about instead of walking the tree again. Statements that
+dynamo never traces (`if not torch.compiler.is_compiling(): ...`, `if torch.jit.is_scripting():`)
+and `raise` statements are not recorded.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from fuselint.source.imports import ImportTable
+from fuselint.source.scope import FunctionNode, ModelFunction
+
+TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
+SHAPE, DIM = "shape", "dim"
+TENSORS = frozenset({TENSOR, BOOL})  # surely a tensor
+TENSORISH = frozenset({TENSOR, BOOL, MAYBE})  # a tensor, or a tuple of them from a submodule
+
+Env = dict[str, str]
+
+# Tensor methods whose result lives on the host (a Python number, a shape, a flag).
+HOST_METHODS = frozenset(
+    {
+        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride", "storage_offset",
+        "is_contiguous", "is_floating_point", "is_complex", "is_signed", "data_ptr", "get_device",
+        "item", "tolist", "numpy", "equal", "allclose", "is_nonzero", "is_pinned", "is_shared",
+        "is_set_to", "has_names", "untyped_storage", "storage", "dim_order", "is_inference",
+        "__len__", "type_as_str", "nbytes", "itemsize", "keys", "values", "items", "get",
+        "get_seq_length", "get_usable_length", "get_max_length", "get_max_cache_shape",
+    }
+)  # fmt: skip
+# Attributes of a tensor that are tensors again; every other attribute (shape, dtype) is host.
+TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
+# Tensor methods that return several tensors.
+TUPLE_METHODS = frozenset(
+    {"split", "chunk", "unbind", "topk", "sort", "tensor_split", "split_with_sizes", "kthvalue",
+     "aminmax", "unflatten_tuple", "hsplit", "vsplit", "dsplit", "frexp", "slogdet"}
+)  # fmt: skip
+# Reductions that return (values, indices) when given a dim.
+DIM_TUPLE_METHODS = frozenset({"max", "min", "median", "mode", "nanmedian", "cummax", "cummin"})
+BOOL_METHODS = frozenset(
+    {"eq", "ne", "gt", "lt", "ge", "le", "greater", "less", "greater_equal", "less_equal", "not_equal",
+     "bool", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "logical_and", "logical_or",
+     "logical_not", "logical_xor", "any", "all", "isclose", "isin", "signbit", "isreal"}
+)  # fmt: skip
+# torch functions that return no tensor.
+NON_TENSOR_TORCH = frozenset(
+    {
+        "torch.is_tensor", "torch.is_storage", "torch.is_floating_point", "torch.is_complex",
+        "torch.is_nonzero", "torch.numel", "torch.typename", "torch.get_default_dtype",
+        "torch.is_grad_enabled", "torch.is_inference_mode_enabled", "torch.is_autocast_enabled",
+        "torch.get_autocast_gpu_dtype", "torch.get_autocast_dtype", "torch.result_type",
+        "torch.promote_types", "torch.can_cast", "torch.broadcast_shapes", "torch.equal",
+        "torch.allclose", "torch.finfo", "torch.iinfo", "torch.device", "torch.dtype",
+        "torch.no_grad", "torch.enable_grad", "torch.set_grad_enabled", "torch.inference_mode",
+        "torch.autocast", "torch.manual_seed", "torch.seed", "torch.initial_seed",
+        "torch.are_deterministic_algorithms_enabled", "torch.get_num_threads", "torch.set_num_threads",
+        "torch.set_default_dtype", "torch.use_deterministic_algorithms", "torch.is_same_size",
+        "torch.get_device", "torch.nn.functional.pad_size", "torch.sym_int", "torch.sym_float",
+        "torch.sym_max", "torch.sym_min", "torch.sym_not",
+    }
+)  # fmt: skip
+NON_TENSOR_TORCH_PREFIXES = (
+    "torch.jit.", "torch.cuda.", "torch.compiler.", "torch.distributed.", "torch.backends.",
+    "torch._dynamo.", "torch.utils.", "torch.fx.", "torch.onnx.", "torch.testing.", "torch.overrides.",
+    "torch.library.", "torch.mps.", "torch.xpu.", "torch.npu.", "torch.hub.", "torch.amp.",
+    "torch._C.", "torch.autograd.graph.", "torch.profiler.", "torch.export.", "torch.cpu.",
+    "torch.nn.init.", "torch.nn.utils.", "torch.nn.parameter.", "torch.serialization.",
+)  # fmt: skip
+TORCH_TUPLES = frozenset(
+    {
+        "torch.split", "torch.chunk", "torch.unbind", "torch.topk", "torch.sort", "torch.meshgrid",
+        "torch.broadcast_tensors", "torch.tensor_split", "torch.std_mean", "torch.var_mean",
+        "torch.aminmax", "torch.kthvalue", "torch.frexp", "torch.histogram", "torch.hsplit",
+        "torch.vsplit", "torch.linalg.eigh", "torch.linalg.qr", "torch.linalg.svd", "torch.linalg.eig",
+        "torch.linalg.slogdet", "torch.linalg.lstsq", "torch.atleast_1d",
+    }
+)  # fmt: skip
+TORCH_DIM_TUPLES = frozenset({"torch.max", "torch.min", "torch.median", "torch.mode", "torch.cummax",
+                              "torch.cummin", "torch.nanmedian"})  # fmt: skip
+TORCH_BOOLS = frozenset(
+    {f"torch.{n}" for n in BOOL_METHODS - {"bool", "any", "all"}} | {"torch.any", "torch.all"}
+)
+# Functions dynamo evaluates to a constant while tracing: code they guard is never traced.
+_COMPILING = frozenset({"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_exporting"})
+_NOT_COMPILING = frozenset({"is_scripting", "is_in_onnx_export"})
+
+# Parameter names that hold host values in model code (sizes, flags, options).
+_HOST_PARAM_NAMES = frozenset(
+    {
+        "config", "cfg", "H", "W", "C", "T", "B", "N", "D", "L", "h", "w", "height", "width", "dim", "dims",
+        "size", "shape", "mode", "training", "deterministic", "return_dict", "use_cache", "kwargs", "args",
+        "idx", "index", "device", "dtype", "eps", "scale", "axis", "keepdim", "inplace", "stride",
+        "padding", "dilation", "groups", "p", "n", "depth", "train", "is_causal", "causal",
+        "past_key_value", "past_key_values", "cache", "layer_past", "return_attention", "need_weights",
+        "interpolate_pos_encoding", "temperature", "threshold", "top_k", "top_p", "name", "prefix",
+        "reduction", "normalize", "align_corners", "recompute_scale_factor",
+    }
+)  # fmt: skip
+_HOST_PARAM_PREFIXES = (
+    "output_", "return_", "use_", "is_", "do_", "num_", "n_", "no_", "past_", "max_", "min_", "enable_", "apply_",
+)  # fmt: skip
+_HOST_PARAM_SUFFIXES = (
+    "_size", "_sizes", "_shape", "_dim", "_dims", "_len", "_length", "_idx", "_id", "_fn", "_func",
+    "_name", "_type", "_kwargs", "_config", "_cfg", "_mode", "_rate", "_prob", "_factor", "_ratio",
+    "_eps", "_threshold", "_only", "_first", "_device", "_dtype", "_flag", "_dimensions", "_scale",
+    "_value", "_layer", "_layers", "_index", "_count", "_strategy", "_method", "_cache", "_height", "_width",
+)  # fmt: skip
+
+
+def _host_param_name(name: str) -> bool:
+    return (
+        name in _HOST_PARAM_NAMES
+        or name.startswith(_HOST_PARAM_PREFIXES)
+        or name.endswith(_HOST_PARAM_SUFFIXES)
+    )
+
+
+def annotation_kind(annotation: ast.expr) -> str | None:
+    """`torch.Tensor`, `Optional[torch.Tensor]` -> tensor; tuples of tensors -> tuple; else None."""
+    text = ast.unparse(annotation)
+    if "Tensor" not in text and "Parameter" not in text:
+        return None
+    head = text.replace("typing.", "")
+    for wrapper in ("Optional[", "Union["):
+        if head.startswith(wrapper):
+            head = head[len(wrapper) :]
+    if head.startswith(("Tuple", "tuple", "List", "list", "Sequence", "Iterable", "Dict", "dict")):
+        return TUPLE
+    if any(f"{c}[" in text for c in ("list", "List", "tuple", "Tuple")):
+        return None  # `Tensor | list[tuple]`: could be either; don't guess
+    return BOOL if "BoolTensor" in text else TENSOR
+
+
+def _is_none(default: ast.expr | None) -> bool:
+    return isinstance(default, ast.Constant) and default.value is None
+
+
+def parameter_kinds(
+    fn: FunctionNode, passed: dict[str, list[str | None]] | None = None, guessed: set[str] | None = None
+) -> Env:
+    """Kinds of a model function's parameters.
+
+    `passed` holds the kinds its callers in the file passed for each parameter (a helper
+    called from forward): they decide, with the annotation as a fallback. Without callers
+    (forward itself) a parameter is a tensor unless its default, type or name says not;
+    those guesses go into `guessed`, for rules that need more than a guess.
+    """
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = [*zip(positional, defaults, strict=False), *zip(args.kwonlyargs, args.kw_defaults, strict=False)]
+    env: Env = {}
+    for index, (arg, default) in enumerate(pairs):
+        name = arg.arg
+        if index == 0 and name in ("self", "cls"):
+            continue
+        annotated = annotation_kind(arg.annotation) if arg.annotation is not None else None
+        if default is not None and not _is_none(default):
+            kind = None  # a default of 0, False, "mean", (1, 1): a host option, whatever the annotation says
+        elif arg.annotation is not None and annotated is None:
+            kind = None  # annotated `int`, `Cache`, `list[...]`: the author says it is no tensor
+        elif passed is not None and (name in passed or default is not None):
+            kinds = passed.get(name, [])
+            kind = next(
+                (k for k in (TENSOR, MAYBE, TUPLE) if k in kinds or (k == TENSOR and BOOL in kinds)), None
+            )
+            if kind == TENSOR and all(k == BOOL for k in kinds):
+                kind = BOOL
+            kind = kind or annotated
+        elif arg.annotation is not None:
+            kind = annotated
+        elif _host_param_name(name):
+            kind = None
+        else:
+            kind = TENSOR
+            if guessed is not None:
+                guessed.add(name)
+        if kind is not None:
+            env[name] = kind
+    return env
+
+
+def _narrowed(test: ast.expr) -> tuple[str, str] | None:
+    """`isinstance(x, (list, tuple))` -> ("x", ""): inside the branch the name holds no tensor."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+        return None
+    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
+        return None
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+    if names & {
+        "list",
+        "tuple",
+        "List",
+        "Tuple",
+        "dict",
+        "Sequence",
+        "int",
+        "float",
+        "bool",
+        "str",
+        "ndarray",
+    }:
+        return test.args[0].id, ""  # some host container or number: its elements are unknown too
+    return None
+
+
+def compile_truth(test: ast.expr) -> bool | None:
+    """The value `test` has while dynamo traces (True/False), or None when it is not a constant there."""
+    if isinstance(test, ast.Call):
+        func = test.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _COMPILING:
+            return True
+        if name in _NOT_COMPILING or (name == "is_tracing" and isinstance(func, ast.Attribute)):
+            return False
+        return None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = compile_truth(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [compile_truth(v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            if False in values:
+                return False
+            return True if all(v is True for v in values) else None
+        if True in values:
+            return True
+        return False if all(v is False for v in values) else None
+    return None
+
+
+# Node types no rule asks for (contexts and operators): not worth a Site each.
+_UNRECORDED = frozenset(
+    {ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(), *ast.cmpop.__subclasses__(),
+     *ast.unaryop.__subclasses__(), *ast.boolop.__subclasses__(), ast.keyword, ast.Constant}
+)  # fmt: skip
+
+
+def _merge(a: Env, b: Env) -> Env:
+    """Union of two environments: a name that may be a tensor on either path is one."""
+    if a is b:
+        return a
+    out = dict(a)
+    for name, kind in b.items():
+        mine = out.get(name)
+        if mine is None or mine == kind:
+            out[name] = kind
+        elif mine in TENSORS and kind in TENSORS:
+            out[name] = TENSOR
+        elif mine in TENSORISH or kind in TENSORISH:
+            out[name] = MAYBE
+        else:
+            out[name] = mine
+    return out
+
+
+@dataclass(frozen=True)
+class Site:
+    """An expression node (or statement) of a live statement, with the environment before it."""
+
+    node: ast.AST
+    env: Env
+    stmt: ast.stmt
+
+
+@dataclass
+class FunctionFlow:
+    """The result of walking one function: its sites by node type, and kind queries on them."""
+
+    fn: ModelFunction
+    imports: ImportTable
+    methods: frozenset[str]
+    sites: dict[type, list[Site]] = field(default_factory=lambda: defaultdict(list))
+    # Parameters taken for tensors on their name alone (no type, no default, no caller seen).
+    guessed: set[str] = field(default_factory=set)
+    _kinds: dict[int, str | None] = field(default_factory=dict)
+    _recording: bool = True
+
+    @cached_property
+    def assigned(self) -> dict[str, int]:
+        """How many times each name is stored to anywhere in the function (dead code included)."""
+        return self._name_counts(ast.Store)
+
+    @cached_property
+    def loaded(self) -> dict[str, int]:
+        return self._name_counts(ast.Load)
+
+    def _name_counts(self, ctx: type) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for node in ast.walk(self.fn.node):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ctx):
+                counts[node.id] = counts.get(node.id, 0) + 1
+            elif ctx is ast.Store and isinstance(node, ast.arg):
+                counts[node.arg] = counts.get(node.arg, 0) + 1
+        return counts
+
+    def of(self, *types: type) -> list[Site]:
+        if len(types) == 1:
+            return self.sites.get(types[0], [])
+        return [s for t in types for s in self.sites.get(t, [])]
+
+    # ------------------------------------------------------------ kinds of expressions
+
+    def kind(self, expr: ast.AST | None, env: Env) -> str | None:
+        if expr is None:
+            return None
+        key = id(expr)
+        if self._recording and key in self._kinds:
+            return self._kinds[key]
+        kind = self._kind(expr, env)
+        if self._recording:
+            self._kinds[key] = kind
+        return kind
+
+    def is_tensor(self, expr: ast.AST | None, env: Env) -> bool:
+        return self.kind(expr, env) in TENSORS
+
+    def is_tensorish(self, expr: ast.AST | None, env: Env) -> bool:
+        return self.kind(expr, env) in TENSORISH
+
+    def _kind(self, expr: ast.AST, env: Env) -> str | None:
+        if isinstance(expr, ast.Name):
+            return env.get(expr.id)
+        if isinstance(expr, ast.Call):
+            return self._call_kind(expr, env)
+        if isinstance(expr, ast.Attribute):
+            base = self.kind(expr.value, env)
+            if base in TENSORISH:
+                if expr.attr == "shape":
+                    return SHAPE
+                return TENSOR if expr.attr in TENSOR_ATTRS else None
+            if expr.attr in ("weight", "bias") and isinstance(expr.value, ast.Attribute):
+                if isinstance(expr.value.value, ast.Name) and expr.value.value.id == "self":
+                    return TENSOR  # self.proj.weight: a submodule's parameter
+            return None
+        if isinstance(expr, ast.Subscript):
+            base = self.kind(expr.value, env)
+            sliced = isinstance(expr.slice, ast.Slice)
+            if sliced and isinstance(expr.slice.step, ast.UnaryOp):
+                return TUPLE if base in TENSORISH or base == TUPLE else None  # x[::-1]: tensors can't
+            if base in TENSORS:
+                return base
+            if base == TUPLE:
+                return TUPLE if sliced else TENSOR
+            if base == MAYBE:
+                return MAYBE
+            if base == SHAPE:
+                return SHAPE if isinstance(expr.slice, ast.Slice) else DIM
+            return None
+        if isinstance(expr, ast.BinOp):
+            left, right = self.kind(expr.left, env), self.kind(expr.right, env)
+            if TUPLE in (left, right) or isinstance(expr.left, (ast.Tuple, ast.List)):
+                return TUPLE if (left in TENSORISH or right in TENSORISH or TUPLE in (left, right)) else None
+            if isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
+                return None
+            if left in TENSORISH or right in TENSORISH:
+                bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
+                return BOOL if bitwise and left == BOOL and right in (BOOL, None) else TENSOR
+            return None
+        if isinstance(expr, ast.UnaryOp):
+            if isinstance(expr.op, ast.Not):
+                return None
+            inner = self.kind(expr.operand, env)
+            return inner if inner in TENSORS else (TENSOR if inner == MAYBE else None)
+        if isinstance(expr, ast.Compare):
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops):
+                return None
+            operands = [expr.left, *expr.comparators]
+            return BOOL if any(self.kind(o, env) in TENSORISH for o in operands) else None
+        if isinstance(expr, ast.IfExp):
+            body, orelse = self.kind(expr.body, env), self.kind(expr.orelse, env)
+            for k in (TENSOR, BOOL, MAYBE, TUPLE):
+                if k in (body, orelse):
+                    return k
+            return None
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            return TUPLE if any(self.kind(e, env) in TENSORISH for e in expr.elts) else None
+        if isinstance(expr, ast.NamedExpr):
+            return self.kind(expr.value, env)
+        return None
+
+    def _call_kind(self, call: ast.Call, env: Env) -> str | None:
+        func = call.func
+        qual = self.imports.qualname(func)
+        if qual is not None:
+            return _torch_call_kind(qual, call)
+        if isinstance(func, ast.Attribute):
+            receiver = func.value
+            if isinstance(receiver, ast.Name) and receiver.id == "self":
+                # self.proj(x) calls a submodule; self.helper(x) a method whose result we don't know.
+                return None if func.attr in self.methods else MAYBE
+            rk = self.kind(receiver, env)
+            if rk == MODULE:
+                return MAYBE
+            if rk in TENSORISH:
+                if func.attr == "size":
+                    return DIM if call.args else SHAPE
+                return _method_kind(func.attr, call)
+            if isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name):
+                if receiver.value.id == "self" and func.attr in ("forward", "__call__"):
+                    return MAYBE
+            return None
+        if isinstance(func, ast.Name):
+            if func.id == "len" and len(call.args) == 1 and self.kind(call.args[0], env) in TENSORS:
+                return DIM
+            return MAYBE if env.get(func.id) == MODULE else None
+        if isinstance(func, ast.Subscript):
+            return MAYBE  # self.layers[i](x)
+        return None
+
+    # ------------------------------------------------------------ walking statements
+
+    def bind(self, target: ast.expr, kind: str | None, value: ast.expr | None, env: Env) -> None:
+        """Bind `target` in `env` (mutated) to a value of `kind`."""
+        if isinstance(target, ast.Name):
+            if kind is None:
+                env.pop(target.id, None)
+            else:
+                env[target.id] = kind
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            for index, element in enumerate(target.elts):
+                if elements is not None and len(elements) == len(target.elts):
+                    self.bind(element, self.kind(elements[index], env), elements[index], env)
+                elif isinstance(element, ast.Starred):
+                    self.bind(element.value, TUPLE if kind in (TUPLE, TENSOR, BOOL) else None, None, env)
+                else:
+                    self.bind(element, _element_kind(kind, value), None, env)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, None, None, env)
+
+    def _iter_element_kind(self, iterable: ast.expr, env: Env) -> str | None:
+        if isinstance(iterable, ast.Attribute) and isinstance(iterable.value, ast.Name):
+            if iterable.value.id == "self":
+                return MODULE  # for layer in self.layers
+        if isinstance(iterable, ast.Subscript) and isinstance(iterable.value, ast.Attribute):
+            if isinstance(iterable.value.value, ast.Name) and iterable.value.value.id == "self":
+                return MODULE  # for layer in self.layers[:n]
+        kind = self.kind(iterable, env)
+        if kind in TENSORS or kind == TUPLE:
+            return TENSOR
+        if kind == MAYBE:
+            return MAYBE
+        return None
+
+    def _bind_for_target(self, target: ast.expr, iterable: ast.expr, env: Env) -> None:
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
+            name = iterable.func.id
+            if (
+                name == "enumerate"
+                and iterable.args
+                and isinstance(target, ast.Tuple)
+                and len(target.elts) == 2
+            ):
+                self.bind(target.elts[0], None, None, env)
+                self._bind_for_target(target.elts[1], iterable.args[0], env)
+                return
+            if name == "zip" and isinstance(target, ast.Tuple) and len(target.elts) == len(iterable.args):
+                for element, source in zip(target.elts, iterable.args, strict=False):
+                    self._bind_for_target(element, source, env)
+                return
+            if name in ("range", "reversed", "sorted", "list", "tuple"):
+                inner = iterable.args[0] if name != "range" and iterable.args else None
+                if inner is None:
+                    self.bind(target, None, None, env)
+                else:
+                    self._bind_for_target(target, inner, env)
+                return
+        kind = self._iter_element_kind(iterable, env)
+        if isinstance(target, ast.Name):
+            self.bind(target, kind, None, env)
+        else:
+            self.bind(target, TUPLE if kind in TENSORISH else None, None, env)
+
+    def _record(self, stmt: ast.stmt, exprs: list[ast.AST | None], env: Env, live: bool) -> None:
+        if not (live and self._recording):
+            return
+        add = self.sites
+        add[type(stmt)].append(Site(stmt, env, stmt))
+        for expr in exprs:
+            if expr is None:
+                continue
+            stack = [expr]
+            while stack:
+                node = stack.pop()
+                kind = type(node)
+                if kind is ast.Lambda:
+                    continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
+                if kind not in _UNRECORDED:
+                    add[kind].append(Site(node, env, stmt))
+                stack.extend(ast.iter_child_nodes(node))
+
+    def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
+        for stmt in body:
+            env = self.statement(stmt, env, live)
+        return env
+
+    def statement(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
+        if isinstance(stmt, ast.Assign):
+            self._record(stmt, [*stmt.targets, stmt.value], env, live)
+            kind = self.kind(stmt.value, env)
+            env = dict(env)
+            for target in stmt.targets:
+                self.bind(target, kind, stmt.value, env)
+            return env
+        if isinstance(stmt, ast.AnnAssign):
+            self._record(stmt, [stmt.target, stmt.value], env, live)
+            if stmt.value is not None:
+                env = dict(env)
+                self.bind(stmt.target, self.kind(stmt.value, env), stmt.value, env)
+            return env
+        if isinstance(stmt, ast.AugAssign):
+            self._record(stmt, [stmt.target, stmt.value], env, live)
+            if isinstance(stmt.target, ast.Name):
+                before, added = env.get(stmt.target.id), self.kind(stmt.value, env)
+                if before not in TENSORISH and added in TENSORISH and before != TUPLE:
+                    env = {**env, stmt.target.id: TENSOR}
+            return env
+        if isinstance(stmt, (ast.If, ast.While)):
+            self._record(stmt, [stmt.test], env, live)
+            truth = compile_truth(stmt.test)
+            body_in, else_in = env, env
+            if isinstance(stmt, ast.If):
+                negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+                narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+                if narrowed is not None:
+                    inner = {k: v for k, v in env.items() if k != narrowed[0]}
+                    if narrowed[1]:
+                        inner[narrowed[0]] = narrowed[1]
+                    body_in, else_in = (env, inner) if negated else (inner, env)
+            body_env = self.block(stmt.body, body_in, live and truth is not False)
+            if isinstance(stmt, ast.While):
+                body_env = self.block(stmt.body, _merge(env, body_env), False)
+            else_env = self.block(stmt.orelse, else_in, live and truth is not True)
+            return _merge(body_env, else_env)
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self._record(stmt, [stmt.target, stmt.iter], env, live)
+            loop_env = dict(env)
+            self._bind_for_target(stmt.target, stmt.iter, loop_env)
+            # A first silent pass lets kinds carried around the loop reach its top.
+            was = self._recording
+            self._recording = False
+            after = self.block(stmt.body, loop_env, live)
+            self._recording = was
+            loop_env = _merge(loop_env, after)
+            after = self.block(stmt.body, loop_env, live)
+            return self.block(stmt.orelse, _merge(env, after), live)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            self._record(stmt, [i.context_expr for i in stmt.items], env, live)
+            env = dict(env)
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, None, None, env)
+            return self.block(stmt.body, env, live)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            out = self.block(stmt.body, env, live)
+            for handler in stmt.handlers:
+                out = _merge(out, self.block(handler.body, env, live))
+            out = self.block(stmt.orelse, out, live)
+            return self.block(stmt.finalbody, out, live)
+        if isinstance(stmt, ast.Match):
+            self._record(stmt, [stmt.subject], env, live)
+            out = env
+            for case in stmt.cases:
+                out = _merge(out, self.block(case.body, env, live))
+            return out
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # A closure (e.g. a checkpointed custom_forward) is traced when called: walk it too.
+            self._record(stmt, list(stmt.decorator_list), env, live)
+            self.block(stmt.body, {**env, **parameter_kinds(stmt)}, live)
+            return env
+        if isinstance(stmt, (ast.Raise, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            return env  # an error path, or nothing traced
+        if isinstance(stmt, ast.Assert):
+            self._record(stmt, [stmt.test], env, live)
+            return env
+        if isinstance(stmt, ast.Delete):
+            self._record(stmt, list(stmt.targets), env, live)
+            return env
+        # Expr, Return, Global, Pass, Break, Continue ...
+        self._record(stmt, [getattr(stmt, "value", None)], env, live)
+        return env
+
+
+def _element_kind(kind: str | None, value: ast.expr | None) -> str | None:
+    """The kind of each name when a value of `kind` is unpacked into several names."""
+    if kind in (TUPLE, TENSOR, BOOL):
+        return TENSOR
+    if kind == MAYBE:
+        return MAYBE
+    if kind == SHAPE:
+        return DIM
+    return None
+
+
+def _has_dim(call: ast.Call) -> bool:
+    return bool(call.args) or any(k.arg == "dim" for k in call.keywords)
+
+
+def _method_kind(method: str, call: ast.Call) -> str | None:
+    if method in HOST_METHODS or method.startswith(("is_", "has_")):
+        return None  # is_contiguous(), is_floating_point(), has_names(): flags on the host
+    if method in TUPLE_METHODS:
+        return TUPLE
+    if method in DIM_TUPLE_METHODS:
+        return TUPLE if _has_dim(call) and not _other_tensor_arg(call) else TENSOR
+    if method in BOOL_METHODS:
+        return BOOL
+    if method in ("to", "type") and call.args and _dtype_name(call.args[-1]) == "bool":
+        return BOOL
+    if method == "nonzero" and any(k.arg == "as_tuple" for k in call.keywords):
+        return TUPLE
+    return TENSOR
+
+
+def _other_tensor_arg(call: ast.Call) -> bool:
+    # torch.max(a, b) / a.max(b) is elementwise, not a (values, indices) pair; a dim is a constant.
+    first = call.args[0] if call.args else None
+    return first is not None and not isinstance(first, (ast.Constant, ast.UnaryOp))
+
+
+def _dtype_name(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return expr.attr
+    return None
+
+
+def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
+    if not qual.startswith("torch."):
+        return None
+    if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
+        return None
+    last = qual.rsplit(".", 1)[-1]
+    if last.startswith("_") or any(part.startswith("_") for part in qual.split(".")[1:-1]):
+        return None  # private helpers: no promise about what they return
+    if last[:1].isupper():
+        return MODULE if qual.startswith("torch.nn.") else (TENSOR if last.endswith("Tensor") else None)
+    if qual in TORCH_TUPLES:
+        return TUPLE
+    if qual in TORCH_DIM_TUPLES:
+        rest = call.args[1:]
+        has_dim = bool(rest) and isinstance(rest[0], (ast.Constant, ast.UnaryOp))
+        return TUPLE if has_dim or any(k.arg == "dim" for k in call.keywords) else TENSOR
+    if qual == "torch.where" and len(call.args) == 1:
+        return TUPLE
+    if qual == "torch.nonzero" and any(k.arg == "as_tuple" for k in call.keywords):
+        return TUPLE
+    if qual in TORCH_BOOLS:
+        return BOOL
+    return TENSOR
+
+
+Callees = dict[tuple[str | None, str], FunctionNode]
+
+
+def analyze(fn: ModelFunction, imports: ImportTable, callees: Callees | None = None) -> FunctionFlow:
+    """The flow of one model function, computed once and kept on its node for the other rules.
+
+    With `callees` (the in-scope functions by (class, name)), the kinds this function passes
+    to each of them are recorded on the callee, for its own analysis.
+    """
+    cached = getattr(fn.node, "_fuselint_flow", None)
+    if cached is not None:
+        return cached
+    methods = frozenset()
+    if fn.cls is not None:
+        methods = frozenset(
+            s.name for s in fn.cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        )
+    flow = FunctionFlow(fn=fn, imports=imports, methods=methods)
+    passed = getattr(fn.node, "_fuselint_passed", None) if fn.reason == "called" else None
+    flow.block(fn.node.body, parameter_kinds(fn.node, passed, flow.guessed), True)
+    fn.node._fuselint_flow = flow  # type: ignore[attr-defined]
+    if callees:
+        _record_calls(flow, callees)
+    return flow
+
+
+def _record_calls(flow: FunctionFlow, callees: Callees) -> None:
+    """Note on each same-file callee the kinds of the arguments this flow passes it."""
+    cls = flow.fn.cls.name if flow.fn.cls is not None else None
+    for site in flow.of(ast.Call):
+        func = site.node.func
+        skip = 0
+        if isinstance(func, ast.Name):
+            callee = callees.get((None, func.id))
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            callee = callees.get((cls, func.attr))
+            static = callee is not None and any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in callee.decorator_list
+            )
+            skip = 0 if static else 1
+        else:
+            continue
+        if callee is None:
+            continue
+        passed = callee.__dict__.setdefault("_fuselint_passed", {})
+        params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][skip:]
+        for name, arg in zip(params, site.node.args, strict=False):
+            if isinstance(arg, ast.Starred):
+                break
+            passed.setdefault(name, []).append(flow.kind(arg, site.env))
+        for keyword in site.node.keywords:
+            if keyword.arg is not None:
+                passed.setdefault(keyword.arg, []).append(flow.kind(keyword.value, site.env))
+
+
+def flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:
+    """The flows of a file's model functions, callers before callees so that arguments' kinds reach helpers."""
+    if functions and getattr(functions[0].node, "_fuselint_flow", None) is not None:
+        return [analyze(fn, imports) for fn in functions]
+    callees: Callees = {}
+    for fn in functions:
+        callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
+    for fn in functions:
+        if fn.reason != "called":
+            analyze(fn, imports, callees)
+    pending = [fn for fn in functions if fn.reason == "called"]
+    while pending:
+        ready = next((fn for fn in pending if hasattr(fn.node, "_fuselint_passed")), pending[0])
+        analyze(ready, imports, callees)
+        pending.remove(ready)
+    return [analyze(fn, imports) for fn in functions]
+
+
+def describe(node: ast.AST, limit: int = 60) -> str:
+    """Short source text of a node for messages."""
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

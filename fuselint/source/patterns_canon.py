@@ -1,0 +1,484 @@
+"""Canonical terms: one shape for every spelling of the same tensor expression.
+
+The pattern engine never matches `ast` directly. Both the rule's pattern and the user's
+code are lowered to a `Term` tree in which the spellings that compute the same thing
+coincide:
+
+- calls are resolved through the file's imports and put in one signature order:
+  `x.sigmoid()`, `F.sigmoid(x)`, `torch.special.expit(x)` and `from torch import sigmoid`
+  all become `f:torch.sigmoid(x)`; keyword and positional arguments coincide and
+  arguments equal to their default are dropped (`keepdim=False`);
+- `+` and `*` are n-ary and commutative (`add`, `mul` with sorted operands), `a - b`
+  is `a + (-1)*b`, `a / b` is `a * b**-1`, `x * x` is `x**2`, `sqrt`/`rsqrt`/`reciprocal`/
+  `square` are powers, `relu`/`relu6`/`hardtanh` are `clamp`s;
+- constant sub-expressions (`math.sqrt(2 / math.pi)`, `1 / 6`) are folded to numbers;
+- a name assigned earlier in the same block is replaced by its value inside an `inl`
+  wrapper that remembers where it was used, so a pattern spread over temporaries
+  matches as one expression and the fix knows which statements it consumed.
+
+Every rewrite here is an identity of real arithmetic that holds for every input
+(up to rounding), so matching through it never claims a look-alike.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+
+REQUIRED = object()
+
+# canonical function -> its parameters in order, with defaults (REQUIRED when none).
+PARAMS: dict[str, tuple[tuple[str, object], ...]] = {}
+# any spelling's qualified name -> (canonical name, that spelling's parameter names in order)
+ALIASES: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def _fn(canonical: str, params: str, *spellings: str, spelled_params: dict[str, str] | None = None) -> None:
+    """Declare a canonical function `name(a, b=default, ...)` and the names it is spelled with."""
+    parsed: list[tuple[str, object]] = []
+    for part in filter(None, (p.strip() for p in params.split(","))):
+        name, _, default = part.partition("=")
+        parsed.append((name, ast.literal_eval(default) if default else REQUIRED))
+    PARAMS[canonical] = tuple(parsed)
+    order = tuple(n for n, _ in parsed)
+    for spelling in (canonical, *spellings):
+        custom = (spelled_params or {}).get(spelling)
+        ALIASES[spelling] = (canonical, tuple(custom.split(",")) if custom else order)
+
+
+_UNARY = (
+    "sigmoid",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "tanh",
+    "erf",
+    "erfc",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+)
+for _name in _UNARY:
+    _fn(f"torch.{_name}", "input", f"torch.special.{_name}", f"torch.nn.functional.{_name}")
+ALIASES["torch.special.expit"] = ALIASES["torch.sigmoid"]
+ALIASES["torch.absolute"] = ALIASES["torch.abs"]
+_fn("torch.square", "input")
+_fn("torch.neg", "input", "torch.negative")
+_fn("torch.pow", "input,exponent")
+_fn("torch.add", "input,other,alpha=1")
+_fn("torch.sub", "input,other,alpha=1", "torch.subtract")
+_fn("torch.mul", "input,other", "torch.multiply")
+_fn("torch.div", "input,other,rounding_mode=None", "torch.divide", "torch.true_divide")
+_fn("torch.matmul", "input,other", "torch.mm", "torch.bmm")
+_fn(
+    "torch.softmax",
+    "input,dim,dtype=None",
+    "torch.special.softmax",
+    "torch.nn.functional.softmax",
+    spelled_params={"torch.nn.functional.softmax": "input,dim,_stacklevel,dtype"},
+)
+_fn(
+    "torch.log_softmax",
+    "input,dim,dtype=None",
+    "torch.special.log_softmax",
+    "torch.nn.functional.log_softmax",
+    spelled_params={"torch.nn.functional.log_softmax": "input,dim,_stacklevel,dtype"},
+)
+_fn("torch.sum", "input,dim=None,keepdim=False,dtype=None")
+_fn("torch.mean", "input,dim=None,keepdim=False,dtype=None")
+_fn("torch.amax", "input,dim=(),keepdim=False")
+_fn("torch.max", "input,dim,keepdim=False")
+_fn("torch.logsumexp", "input,dim,keepdim=False", "torch.special.logsumexp")
+# torch.var(x, dim, unbiased, keepdim) and torch.var(x, dim, correction=, keepdim=): one form.
+_fn(
+    "torch.var",
+    "input,dim=None,correction=1,keepdim=False",
+    spelled_params={"torch.var": "input,dim,unbiased,keepdim"},
+)
+_fn(
+    "torch.std",
+    "input,dim=None,correction=1,keepdim=False",
+    spelled_params={"torch.std": "input,dim,unbiased,keepdim"},
+)
+_fn("torch.clamp", "input,min=None,max=None", "torch.clip")
+_fn("torch.clamp_min", "input,min")
+_fn("torch.relu", "input", "torch.nn.functional.relu")
+_fn("torch.nn.functional.relu6", "input,inplace=False")
+_fn("torch.nn.functional.hardtanh", "input,min_val=-1.0,max_val=1.0,inplace=False")
+_fn("torch.cat", "tensors,dim=0", "torch.concat", "torch.concatenate")
+_fn("torch.stack", "tensors,dim=0")
+_fn("torch.unsqueeze", "input,dim")
+_fn("torch.transpose", "input,dim0,dim1", "torch.swapaxes", "torch.swapdims")
+_fn("torch.t", "input")
+_fn("torch.nn.functional.softplus", "input,beta=1,threshold=20")
+_fn("torch.nn.functional.silu", "input,inplace=False")
+_fn("torch.nn.functional.mish", "input,inplace=False")
+_fn("torch.nn.functional.gelu", "input,approximate='none'")
+_fn("torch.nn.functional.hardswish", "input,inplace=False")
+_fn("torch.nn.functional.hardsigmoid", "input,inplace=False")
+_fn("torch.nn.functional.layer_norm", "input,normalized_shape,weight=None,bias=None,eps=1e-05")
+_fn("torch.nn.functional.rms_norm", "input,normalized_shape,weight=None,eps=None")
+_fn("torch.nn.functional.linear", "input,weight,bias=None")
+_fn(
+    "torch.nn.functional.scaled_dot_product_attention",
+    "query,key,value,attn_mask=None,dropout_p=0.0,is_causal=False,scale=None",
+)
+_fn("Tensor.to", "input,dtype")
+
+# Canonical functions that other spellings are lowered to (`F.relu6(x)` is a clamp), for the
+# engine's cheap text pre-filter: which source words can produce each canonical op.
+LOWERED_FROM = {
+    "torch.clamp": ("relu", "relu6", "hardtanh", "clamp_min"),
+    "torch.amax": ("max",),
+    "torch.transpose": ("mT",),
+    "Tensor.to": ("to", "type", "float", "double", "half", "bfloat16"),
+}
+
+
+def source_words(op: str) -> frozenset[str] | None:
+    """Identifiers one of which must appear in code that lowers to canonical `op` (None: no such word)."""
+    if op == "mm":
+        return frozenset({"@", "matmul", "mm", "bmm"})
+    if not op.startswith("f:"):
+        return None
+    name = op[2:]
+    words = {alias.rsplit(".", 1)[1] for alias, (canonical, _) in ALIASES.items() if canonical == name}
+    words |= set(LOWERED_FROM.get(name, ()))
+    if name.startswith("torch.") and name.count(".") == 1:
+        words.add(name.rsplit(".", 1)[1])
+    return frozenset(words) or None
+
+
+# Tensor methods that are the torch function of the same name with the tensor first.
+METHODS = {q.rsplit(".", 1)[1]: q for q in ALIASES if q.startswith("torch.") and q.count(".") == 1}
+METHODS.pop("cat", None)
+METHODS.pop("stack", None)
+METHODS["to"] = "Tensor.to"
+METHODS["type"] = "Tensor.to"
+CAST_METHODS = {
+    "float": "torch.float32",
+    "double": "torch.float64",
+    "half": "torch.float16",
+    "bfloat16": "torch.bfloat16",
+}
+DTYPE_ALIASES = {
+    "torch.float": "torch.float32",
+    "torch.double": "torch.float64",
+    "torch.half": "torch.float16",
+}
+# Receivers that are never tensors: `self.norm(x)` is a submodule, not torch.norm.
+NOT_TENSORS = {"self", "cls", "super"}
+
+# Constant folding: math functions of constants are constants.
+MATH_FUNCS = {
+    "math.sqrt": math.sqrt,
+    "math.exp": math.exp,
+    "math.log": math.log,
+    "math.tanh": math.tanh,
+    "math.erf": math.erf,
+    "math.pow": math.pow,
+    "numpy.sqrt": math.sqrt,
+    "numpy.exp": math.exp,
+    "numpy.log": math.log,
+    "float": float,
+}
+MATH_CONSTS = {
+    "math.pi": math.pi,
+    "math.e": math.e,
+    "numpy.pi": math.pi,
+    "numpy.e": math.e,
+    "torch.pi": math.pi,
+}
+
+
+@dataclass(eq=False, slots=True)
+class Term:
+    """One node of a canonical expression. `key` is equal for structurally equal terms."""
+
+    op: str
+    args: tuple[Term, ...] = ()
+    value: object = None
+    node: ast.AST | None = None
+    stmt: int = -1  # index of the statement (in its block) that holds `node`
+    key: int = 0
+    ops: frozenset = frozenset()  # the `f:` and arithmetic ops inside, for O(1) rejection
+    use: object = None  # for op "inl": the Binding whose value this is
+    # add/mul only: reads of temporaries whose sums/products were spliced into this one
+    absorbed: tuple = ()
+
+
+@dataclass
+class Interner:
+    """Hash-consing: structurally equal terms get the same small integer key."""
+
+    table: dict = field(default_factory=dict)
+
+    def key(self, op: str, value: object, args: tuple[Term, ...]) -> int:
+        sig = (op, _value_key(value), tuple(a.key for a in args))
+        found = self.table.get(sig)
+        if found is None:
+            found = self.table[sig] = len(self.table) + 1
+        return found
+
+
+def _value_key(value: object) -> object:
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def is_number(term: Term) -> bool:
+    return term.op == "c" and isinstance(term.value, (int, float)) and not isinstance(term.value, bool)
+
+
+def strip(term: Term) -> Term:
+    while term.op == "inl":
+        term = term.args[0]
+    return term
+
+
+class Builder:
+    """Makes canonical terms, folding and flattening as it goes."""
+
+    def __init__(self, interner: Interner) -> None:
+        self.interner = interner
+
+    def make(
+        self,
+        op: str,
+        args: tuple[Term, ...] = (),
+        value: object = None,
+        node=None,
+        stmt=-1,
+        use=None,
+        absorbed=(),
+    ):
+        if op == "inl":
+            key = args[0].key
+        else:
+            key = self.interner.key(op, value, args)
+        ops = frozenset().union(*(a.ops for a in args)) if args else frozenset()
+        if op not in ("c", "n", "q", "a", "i", "t", "inl", "var", "opaque", "sl"):
+            ops = ops | {op}
+        return Term(op, args, value, node, stmt, key, ops, use, absorbed)
+
+    def const(self, value: object, node=None, stmt=-1) -> Term:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            value = int(value)
+        return self.make("c", value=value, node=node, stmt=stmt)
+
+    # ---- arithmetic with canonical shapes
+
+    def _flatten(self, op: str, terms: list[Term]) -> tuple[list[Term], tuple]:
+        """Operands of nested sums (products), through temporaries: `c = a * b; c * d` is a*b*d."""
+        flat: list[Term] = []
+        absorbed: list = []
+        for t in terms:
+            inner, reads = t, []
+            while inner.op == "inl":
+                reads.append(inner.node)
+                inner = inner.args[0]
+            if inner.op == op:
+                flat.extend(inner.args)
+                absorbed.extend(reads)
+                absorbed.extend(inner.absorbed)
+            else:
+                flat.append(t)
+        return flat, tuple(absorbed)
+
+    def add(self, terms: list[Term], node=None, stmt=-1) -> Term:
+        flat, absorbed = self._flatten("add", terms)
+        total = 0
+        rest, numbers = [], []
+        for t in flat:
+            if is_number(t):
+                total += t.value
+                numbers.append(t)
+            else:
+                rest.append(t)
+        if total != 0 or not rest:
+            # A lone constant keeps its source text (`1e-5` stays `1e-5` in a fix).
+            rest.append(numbers[0] if len(numbers) == 1 else self.const(total))
+        if len(rest) == 1 and not absorbed:
+            return self._renode(rest[0], node, stmt)
+        if len(rest) == 1:
+            return self.make("add", (rest[0], self.const(0)), node=node, stmt=stmt, absorbed=absorbed)
+        rest.sort(key=lambda t: t.key)
+        return self.make("add", tuple(rest), node=node, stmt=stmt, absorbed=absorbed)
+
+    def mul(self, terms: list[Term], node=None, stmt=-1) -> Term:
+        flat, absorbed = self._flatten("mul", terms)
+        product = 1
+        numbers: list[Term] = []
+        powers: dict[int, tuple[Term, list[Term]]] = {}
+        order: list[int] = []
+        for t in flat:
+            if is_number(t):
+                product *= t.value
+                numbers.append(t)
+                continue
+            base, exponent = t, None
+            if t.op == "pow" and is_number(t.args[1]):
+                base, exponent = t.args[0], t.args[1]
+            exponent = exponent or self.const(1)
+            if base.key not in powers:
+                powers[base.key] = (base, [])
+                order.append(base.key)
+            powers[base.key][1].append((t, exponent))
+        rest: list[Term] = []
+        for k in order:
+            base, parts = powers[k]
+            if len(parts) == 1:
+                rest.append(parts[0][0])
+            else:  # x * x -> x**2, x * x**2 -> x**3
+                rest.append(self.pow(base, self.const(sum(e.value for _, e in parts))))
+        if product == 0:
+            return self.const(0, node, stmt)
+        if product != 1 or not rest:
+            rest.append(numbers[0] if len(numbers) == 1 else self.const(product))
+        if len(rest) == 1 and not absorbed:
+            return self._renode(rest[0], node, stmt)
+        if len(rest) == 1:
+            return self.make("mul", (rest[0], self.const(1)), node=node, stmt=stmt, absorbed=absorbed)
+        rest.sort(key=lambda t: t.key)
+        return self.make("mul", tuple(rest), node=node, stmt=stmt, absorbed=absorbed)
+
+    def pow(self, base: Term, exponent: Term, node=None, stmt=-1) -> Term:
+        if is_number(exponent):
+            e = exponent.value
+            if is_number(base):
+                try:
+                    return self.const(float(base.value) ** e, node, stmt)
+                except (OverflowError, ZeroDivisionError):
+                    pass
+            if e == 1:
+                return self._renode(base, node, stmt)
+            inner = strip(base)
+            # (b**a)**k == b**(a*k) for integer k wherever both sides are defined.
+            if inner.op == "pow" and is_number(inner.args[1]) and float(e).is_integer() and base.op != "inl":
+                return self.pow(inner.args[0], self.const(inner.args[1].value * e), node, stmt)
+        return self.make("pow", (base, exponent), node=node, stmt=stmt)
+
+    def neg(self, term: Term, node=None, stmt=-1) -> Term:
+        return self.mul([self.const(-1), term], node, stmt)
+
+    def div(self, a: Term, b: Term, node=None, stmt=-1) -> Term:
+        if is_number(b) and b.value != 0:
+            return self.mul([a, self.const(1 / b.value)], node, stmt)
+        return self.mul([a, self.pow(b, self.const(-1))], node, stmt)
+
+    def _renode(self, term: Term, node, stmt) -> Term:
+        """The same term, now also standing for a larger source node (e.g. `x * 1`)."""
+        if node is None or term.node is node:
+            return term
+        return Term(term.op, term.args, term.value, node, stmt, term.key, term.ops, term.use, term.absorbed)
+
+    # ---- calls in canonical form
+
+    def call(self, name: str, args: list[Term], node=None, stmt=-1) -> Term | None:
+        """A resolved torch function with arguments in its own order; None if the call can't be normalised."""
+        lowered = self._lower(name, args, node, stmt)
+        if lowered is not None:
+            return lowered
+        return self.make("f:" + name, tuple(args), node=node, stmt=stmt)
+
+    def _lower(self, name: str, args: list[Term], node, stmt) -> Term | None:
+        """Functions that are arithmetic in disguise."""
+        n = len(args)
+        if name == "torch.sqrt" and n == 1:
+            return self.pow(args[0], self.const(0.5), node, stmt)
+        if name == "torch.rsqrt" and n == 1:
+            return self.pow(args[0], self.const(-0.5), node, stmt)
+        if name == "torch.reciprocal" and n == 1:
+            return self.pow(args[0], self.const(-1), node, stmt)
+        if name == "torch.square" and n == 1:
+            return self.pow(args[0], self.const(2), node, stmt)
+        if name == "torch.pow" and n == 2:
+            return self.pow(args[0], args[1], node, stmt)
+        if name == "torch.neg" and n == 1:
+            return self.neg(args[0], node, stmt)
+        if name == "torch.add" and n == 2:
+            return self.add(args, node, stmt)
+        if name == "torch.sub" and n == 2:
+            return self.add([args[0], self.neg(args[1])], node, stmt)
+        if name == "torch.mul" and n == 2:
+            return self.mul(args, node, stmt)
+        if name == "torch.div" and n == 2:
+            return self.div(args[0], args[1], node, stmt)
+        if name == "torch.matmul" and n == 2:
+            return self.make("mm", tuple(args), node=node, stmt=stmt)
+        if name == "torch.relu" and n == 1:
+            return self.call("torch.clamp", [args[0], self.const(0)], node, stmt)
+        if name == "torch.clamp_min" and n == 2:
+            return self.call("torch.clamp", args, node, stmt)
+        if name == "torch.nn.functional.relu6" and n == 1:
+            return self.call("torch.clamp", [args[0], self.const(0), self.const(6)], node, stmt)
+        if name == "torch.nn.functional.hardtanh" and n <= 3:
+            full = args + [self.const(-1.0), self.const(1.0)][n - 1 :]
+            return self.call("torch.clamp", full, node, stmt)
+        if name == "torch.transpose" and n == 3 and all(is_number(a) for a in args[1:]):
+            # transpose(-1, -2) is transpose(-2, -1)
+            a, b = sorted((args[1], args[2]), key=lambda t: t.value)
+            return self.make("f:torch.transpose", (args[0], a, b), node=node, stmt=stmt)
+        return None
+
+
+def normalize_call(
+    b: Builder, spelling: str, pos: list[Term], kw: dict[str, Term], node=None, stmt=-1
+) -> Term | None:
+    """Bind a call's arguments to the canonical signature; None when they don't fit it."""
+    canonical, names = ALIASES[spelling]
+    if len(pos) > len(names):
+        return None
+    bound = dict(zip(names, pos, strict=False))
+    for k, v in kw.items():
+        if k in bound:
+            return None
+        bound[k] = v
+    if "unbiased" in bound:  # var/std: unbiased=False is correction=0
+        flag = bound.pop("unbiased")
+        if flag.op != "c" or not isinstance(flag.value, bool) or "correction" in bound:
+            return None
+        bound["correction"] = b.const(1 if flag.value else 0)
+    bound.pop("_stacklevel", None)
+    params = PARAMS[canonical]
+    if set(bound) - {p for p, _ in params}:
+        return None
+    args: list[Term] = []
+    for pname, default in params:
+        if pname in bound:
+            args.append(bound[pname])
+        elif default is REQUIRED:
+            return None
+        else:
+            args.append(b.const(default))
+    # Trailing arguments equal to their default are dropped, so both spellings coincide.
+    while len(args) > 1:
+        default = params[len(args) - 1][1]
+        last = args[-1]
+        if default is not REQUIRED and last.op == "c" and _value_key(last.value) == _value_key(default):
+            args.pop()
+        elif default == () and last.op == "t" and not last.args:
+            args.pop()
+        else:
+            break
+    # A one-element dim list is that dim.
+    for i, (pname, _) in enumerate(params[: len(args)]):
+        if pname == "dim" and args[i].op == "t" and len(args[i].args) == 1:
+            args[i] = args[i].args[0]
+    return b.call(canonical, args, node, stmt)
+
+
+def fold(name: str, args: list[Term]) -> float | None:
+    fn = MATH_FUNCS.get(name)
+    if fn is None or not args or not all(is_number(a) for a in args):
+        return None
+    try:
+        return fn(*(a.value for a in args))
+    except (ValueError, OverflowError, TypeError, ZeroDivisionError):
+        return None

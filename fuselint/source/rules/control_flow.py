@@ -1,0 +1,188 @@
+"""FL102: Python control flow that depends on a tensor's values.
+
+`if x.sum() > 0:`, `while err.max() > tol:`, `assert (p >= 0).all()`, `a if mask.any() else b`
+and `self.training and torch.rand([]) < self.layerdrop` all call `bool()` on a tensor:
+the value must reach the host before Python can pick a branch, so dynamo ends the graph
+there (a "generic_jump" break) and the kernels on either side cannot fuse. Tests on
+shapes, dtypes, `is None`, flags, `self.training` or Python numbers are host values and
+are not flagged.
+
+The fix turns a branch that only picks one of two tensors into `torch.where`, which
+computes both and selects per element, inside one graph.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from fuselint.catalog import Rule
+from fuselint.findings import Applicability, Finding, Fix
+from fuselint.source.checks import check
+from fuselint.source.dataflow import (
+    BOOL,
+    TENSORISH,
+    TENSORS,
+    Env,
+    FunctionFlow,
+    Site,
+    compile_truth,
+    describe,
+    flows,
+)
+from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import finding, has_comment, torch_name
+from fuselint.source.scope import ModelFunction
+
+# Calls that turn a tensor into a Python value (so a test on them depends on tensor values).
+_SYNC_METHODS = frozenset({"item", "tolist", "equal", "allclose", "is_nonzero"})
+_SYNC_TORCH = frozenset({"torch.equal", "torch.allclose", "torch.is_nonzero"})
+_SYNC_BUILTINS = frozenset({"bool", "int", "float", "any", "all"})
+# Calls with hidden effects (random state, in-place updates) that a branch must keep.
+_RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "bernoulli", "multinomial",
+                     "dropout", "normal", "uniform_", "poisson", "randperm", "exponential_"})  # fmt: skip
+
+
+def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | None:
+    """The part of `test` whose truth depends on tensor values, or None when it is a host value."""
+    kind = flow.kind(test, env)
+    if kind in TENSORS:
+        return test
+    if isinstance(test, ast.BoolOp):
+        stop = False if isinstance(test.op, ast.And) else True
+        for value in test.values:
+            if compile_truth(value) is stop:
+                return None  # short-circuits while compiling: the rest is never evaluated
+            found = value_dependent(value, flow, env)
+            if found is not None:
+                return found
+        return None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return value_dependent(test.operand, flow, env)
+    if isinstance(test, ast.Compare):
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops):
+            return None
+        for operand in (test.left, *test.comparators):
+            if _syncs(operand, flow, env):
+                return test
+        return None
+    if _syncs(test, flow, env):
+        return test
+    return None
+
+
+def _syncs(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
+    """`expr` is a Python value computed from tensor values (`x.item()`, `torch.equal(a, b)`, `bool(t)`)."""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        qual = flow.imports.qualname(func)
+        if qual is not None:
+            return qual in _SYNC_TORCH
+        if isinstance(func, ast.Attribute) and func.attr in _SYNC_METHODS:
+            return flow.kind(func.value, env) in TENSORISH
+        if isinstance(func, ast.Name) and func.id in _SYNC_BUILTINS and expr.args:
+            return flow.kind(expr.args[0], env) in TENSORS
+        return False
+    if isinstance(expr, ast.BinOp):
+        return _syncs(expr.left, flow, env) or _syncs(expr.right, flow, env)
+    if isinstance(expr, ast.UnaryOp):
+        return _syncs(expr.operand, flow, env)
+    if isinstance(expr, ast.Subscript):
+        return _syncs(expr.value, flow, env)
+    return False
+
+
+def _pure(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
+    """Evaluating `expr` when its branch is not taken changes nothing (no module calls, no randomness)."""
+    for node in ast.walk(expr):
+        if isinstance(node, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            return False
+        if isinstance(node, ast.Call):
+            func = node.func
+            qual = flow.imports.qualname(func)
+            name = qual.rsplit(".", 1)[-1] if qual else (func.attr if isinstance(func, ast.Attribute) else "")
+            if name.endswith("_") or name in _RANDOM or any(k.arg == "out" for k in node.keywords):
+                return False
+            if qual is not None:
+                if not qual.startswith("torch.") or flow.kind(node, env) not in TENSORISH:
+                    return False
+            elif not (isinstance(func, ast.Attribute) and flow.kind(func.value, env) in TENSORS):
+                return False
+    return True
+
+
+def _where(
+    flow: FunctionFlow, sf: SourceFile, env: Env, test: ast.expr, a: ast.expr, b: ast.expr
+) -> str | None:
+    """`torch.where(test, a, b)` when that is a faithful rewrite, else None."""
+    if flow.kind(test, env) != BOOL:
+        return None  # torch.where needs a boolean condition
+    if not (flow.kind(a, env) in TENSORS or flow.kind(b, env) in TENSORS):
+        return None
+    if not all(_pure(e, flow, env) for e in (test, a, b)):
+        return None
+    torch, _ = torch_name(sf)
+    return f"{torch}.where({sf.segment(test)}, {sf.segment(a)}, {sf.segment(b)})"
+
+
+def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
+    stmt = site.node
+    if not isinstance(stmt, ast.If) or len(stmt.body) != 1 or len(stmt.orelse) != 1:
+        return None
+    then, other = stmt.body[0], stmt.orelse[0]
+    if not (isinstance(then, ast.Assign) and isinstance(other, ast.Assign)):
+        return None
+    if len(then.targets) != 1 or len(other.targets) != 1:
+        return None
+    target, other_target = then.targets[0], other.targets[0]
+    if not (
+        isinstance(target, ast.Name) and isinstance(other_target, ast.Name) and target.id == other_target.id
+    ):
+        return None
+    if has_comment(sf, stmt) or not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
+        return None  # an `elif`, or a comment the rewrite would drop
+    where = _where(flow, sf, site.env, stmt.test, then.value, other.value)
+    if where is None:
+        return None
+    return _fix(sf, sf.replace(stmt, f"{target.id} = {where}"))
+
+
+def _fix(sf: SourceFile, edit) -> Fix:
+    _, imports = torch_name(sf)
+    return Fix(
+        Applicability.UNSAFE,
+        "select with `torch.where` (both branches are computed)",
+        (edit,),
+        imports,
+    )
+
+
+@check("FL102")
+def data_dependent_control_flow(
+    sf: SourceFile, functions: list[ModelFunction], rule: Rule
+) -> Iterable[Finding]:
+    for flow in flows(functions, sf.imports):
+        for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
+            node = site.node
+            culprit = value_dependent(node.test, flow, site.env)
+            if culprit is None:
+                continue
+            what = {
+                ast.If: "`if`",
+                ast.While: "`while`",
+                ast.Assert: "`assert`",
+                ast.IfExp: "conditional expression",
+            }
+            fix = None
+            if isinstance(node, ast.If):
+                fix = _if_fix(site, flow, sf)
+            elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
+                where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
+                fix = _fix(sf, sf.replace(node, where)) if where else None
+            yield finding(
+                sf,
+                rule,
+                node.test,
+                f"{what[type(node)]} on tensor values (`{describe(culprit, 40)}`) forces a host sync: {rule.message}",
+                fix,
+            )

@@ -1,0 +1,94 @@
+"""FL106: operators whose output shape depends on tensor values.
+
+`torch.nonzero`, `x[mask]` with a boolean mask, `torch.unique`, `bincount`, `masked_select`,
+one-argument `torch.where` and `repeat_interleave` with tensor repeats all return as many
+elements as the data says. dynamo cannot size the result without running it, so by
+default it breaks the graph there (detection heads, MoE routers); with
+`capture_dynamic_output_shape_ops` it keeps an unbacked size that blocks most fusions
+and static shapes (CUDA graphs) downstream.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from fuselint.catalog import Rule
+from fuselint.findings import Finding
+from fuselint.source.checks import check
+from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
+from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import finding
+from fuselint.source.scope import ModelFunction
+
+_DYNAMIC_FUNCTIONS = frozenset(
+    {"torch.nonzero", "torch.argwhere", "torch.unique", "torch.unique_consecutive", "torch.bincount",
+     "torch.masked_select"}
+)  # fmt: skip
+_DYNAMIC_METHODS = frozenset(
+    {"nonzero", "argwhere", "unique", "unique_consecutive", "bincount", "masked_select"}
+)
+
+
+def _dynamic_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
+    call = site.node
+    func = call.func
+    qual = sf.imports.qualname(func)
+    if qual is not None:
+        if qual in _DYNAMIC_FUNCTIONS:
+            return f"`{qual}`"
+        if qual == "torch.where" and len(call.args) == 1 and not call.keywords:
+            return "one-argument `torch.where` (a nonzero)"
+        if qual == "torch.repeat_interleave":
+            repeats = (
+                call.args[1]
+                if len(call.args) > 1
+                else next(
+                    (k.value for k in call.keywords if k.arg == "repeats"),
+                    call.args[0] if len(call.args) == 1 else None,
+                )
+            )
+            if flow.kind(repeats, site.env) in TENSORS:
+                return "`torch.repeat_interleave` with tensor repeats"
+        return None
+    if not isinstance(func, ast.Attribute):
+        return None
+    receiver_kind = flow.kind(func.value, site.env)
+    if func.attr in _DYNAMIC_METHODS and receiver_kind in TENSORISH:
+        return f"`.{func.attr}()`"
+    if func.attr == "nonzero" and receiver_kind is None and not sf.imports.qualname(func.value):
+        return "`.nonzero()`"
+    if func.attr == "repeat_interleave" and receiver_kind in TENSORISH and call.args:
+        if flow.kind(call.args[0], site.env) in TENSORS:
+            return "`.repeat_interleave()` with tensor repeats"
+    return None
+
+
+def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
+    sub = site.node
+    if not isinstance(sub.ctx, ast.Load) or flow.kind(sub.value, site.env) not in TENSORISH:
+        return None
+    parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    for part in parts:
+        if not isinstance(part, ast.Slice) and flow.kind(part, site.env) == BOOL:
+            return part
+    return None
+
+
+@check("FL106")
+def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
+    for flow in flows(functions, sf.imports):
+        for site in flow.of(ast.Call):
+            what = _dynamic_call(site, flow, sf)
+            if what is not None:
+                yield finding(
+                    sf, rule, site.node, f"{what} has a data-dependent output shape: {rule.message}"
+                )
+        for site in flow.of(ast.Subscript):
+            mask = _boolean_index(site, flow)
+            if mask is not None:
+                message = (
+                    f"indexing `{describe(site.node.value, 30)}` with boolean mask `{describe(mask, 30)}` "
+                    f"has a data-dependent output shape: {rule.message}"
+                )
+                yield finding(sf, rule, site.node, message)

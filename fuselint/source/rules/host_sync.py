@@ -1,0 +1,178 @@
+"""FL101: a tensor's value copied to the host inside code that torch.compile traces.
+
+`.item()`, `.tolist()`, `.numpy()`, `int(t)`/`float(t)`/`bool(t)`, numpy functions applied
+to a tensor, a tensor used as a slice bound or as a size (an implicit `.item()`): each
+needs the number on the CPU, so the GPU must finish first and dynamo must stop the graph
+(or, with capture_scalar_outputs, guard on an unbacked symbol). Everything downstream of
+the value becomes Python, and the kernels on either side cannot fuse.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from fuselint.catalog import Rule
+from fuselint.findings import Applicability, Finding, Fix
+from fuselint.source.checks import check
+from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
+from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import atom, finding
+from fuselint.source.scope import ModelFunction
+
+_SYNC_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.numpy()`"}
+_CONVERTERS = frozenset({"int", "float", "bool", "complex", "range"})
+# Factories and methods whose positional arguments are sizes: a tensor there is read on the host.
+_SIZE_FUNCTIONS = frozenset(
+    {"torch.arange", "torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn", "torch.full"}
+)
+_SIZE_METHODS = frozenset(
+    {"new_zeros", "new_ones", "new_empty", "new_full", "view", "reshape", "expand", "repeat"}
+)
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod)
+
+
+def _sync_method(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
+    call = site.node
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _SYNC_METHODS or call.args:
+        return None
+    receiver = func.value
+    qual = sf.imports.qualname(receiver.func) if isinstance(receiver, ast.Call) else None
+    if qual and qual.startswith("numpy."):
+        return None  # numpy's own arrays live on the host already
+    if func.attr != "numpy" and not flow.is_tensorish(receiver, site.env):
+        kind = flow.kind(receiver, site.env)
+        if kind is not None or isinstance(receiver, (ast.Constant, ast.List, ast.Tuple, ast.Dict)):
+            return None
+        if isinstance(receiver, ast.Name) and receiver.id not in flow.assigned:
+            return None  # a global or a closure: not something the forward computed
+    return _SYNC_METHODS[func.attr]
+
+
+def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
+    """int(t), math.sqrt(t), np.array(t), torch.arange(t): the message, or None."""
+    call = site.node
+    func = call.func
+    tensor_args = [a for a in call.args if flow.is_tensor(a, site.env)]
+    if isinstance(func, ast.Name) and func.id in _CONVERTERS and func.id not in sf.imports.aliases:
+        if tensor_args:
+            return f"`{func.id}({describe(tensor_args[0], 30)})` reads a tensor on the host"
+        return None
+    qual = sf.imports.qualname(func)
+    if qual is not None:
+        moved = [a for a in call.args if _is_cpu_copy(a)]
+        if moved and not qual.startswith("torch."):
+            return f"`.cpu()` result handed to `{qual}` on the host"
+        if qual.startswith(("numpy.", "math.")) and tensor_args:
+            return f"`{qual.split('.')[0]}` function applied to tensor `{describe(tensor_args[0], 30)}`"
+        if qual in _SIZE_FUNCTIONS:
+            sizes = call.args[:1] if qual == "torch.full" else call.args
+            if qual == "torch.arange":
+                sizes = [*sizes, *(k.value for k in call.keywords if k.arg in ("start", "end", "step"))]
+            bad = [a for a in sizes if flow.is_tensor(a, site.env)]
+            if bad:
+                return f"tensor `{describe(bad[0], 30)}` used as a size in `{qual}` is read on the host"
+        return None
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in _SIZE_METHODS
+        and flow.is_tensorish(func.value, site.env)
+    ):
+        sizes = call.args[:1] if func.attr == "new_full" else call.args
+        bad = [a for a in sizes if flow.is_tensor(a, site.env) and not isinstance(a, ast.Starred)]
+        if func.attr in ("view", "reshape", "expand", "repeat") and len(call.args) == 1:
+            return None  # x.view(other) may be a shape tuple or view-as-dtype; x.repeat(t) rare
+        if bad:
+            return f"tensor `{describe(bad[0], 30)}` used as a size in `.{func.attr}()` is read on the host"
+    return None
+
+
+def _is_cpu_copy(expr: ast.expr) -> bool:
+    """`t.cpu()` or `t.detach().cpu()`: a tensor copied to the host for host code to use."""
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "cpu"
+        and not expr.args
+    )
+
+
+def _slice_bound(site: Site, flow: FunctionFlow) -> ast.expr | None:
+    sub = site.node
+    slices = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    for part in slices:
+        if isinstance(part, ast.Slice):
+            for bound in (part.lower, part.upper, part.step):
+                if bound is not None and flow.is_tensor(bound, site.env):
+                    return bound
+    return None
+
+
+def _item_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int, ast.AST]) -> Fix | None:
+    """Drop `.item()` when the number only meets tensors in arithmetic: a 0-d tensor does the same."""
+    call = site.node
+    receiver = call.func.value
+    if not flow.is_tensor(receiver, site.env):
+        return None
+    parent = parents.get(id(call))
+    uses: list[ast.expr] = [call]
+    if (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        name = parent.targets[0].id
+        if flow.assigned.get(name, 0) != 1:
+            return None
+        uses = [s.node for s in flow.of(ast.Name) if s.node.id == name and isinstance(s.node.ctx, ast.Load)]
+        if not uses or flow.loaded.get(name, 0) != len(uses):
+            return None  # some use sits where the flow did not record it (a dead branch): be careful
+    for use in uses:
+        op = parents.get(id(use))
+        if not isinstance(op, ast.BinOp) or not isinstance(op.op, _ARITHMETIC):
+            return None
+        other = op.right if op.left is use else op.left
+        env = next(s.env for s in flow.of(ast.BinOp) if s.node is op)
+        if not flow.is_tensor(other, env):
+            return None
+    return Fix(
+        Applicability.UNSAFE,
+        "keep the 0-d tensor instead of calling `.item()`",
+        (sf.replace(call, atom(sf, receiver)),),
+    )
+
+
+def _parents(fn: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+
+
+@check("FL101")
+def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
+        parents: dict[int, ast.AST] | None = None
+        for site in flow.of(ast.Call):
+            what = _sync_method(site, flow, sf)
+            if what is not None:
+                fix = None
+                if site.node.func.attr == "item":
+                    parents = parents if parents is not None else _parents(fn.node)
+                    fix = _item_fix(site, flow, sf, parents)
+                subject = describe(site.node.func.value, 40)
+                yield finding(
+                    sf, rule, site.node, f"{what} on `{subject}` copies it to the host: {rule.message}", fix
+                )
+                continue
+            what = _sync_call(site, flow, sf)
+            if what is not None:
+                yield finding(sf, rule, site.node, f"{what}: {rule.message}")
+        for site in flow.of(ast.Subscript):
+            bound = _slice_bound(site, flow)
+            if bound is not None:
+                yield finding(
+                    sf,
+                    rule,
+                    bound,
+                    f"tensor `{describe(bound, 30)}` as a slice bound is an implicit `.item()`: {rule.message}",
+                )

@@ -1,0 +1,57 @@
+"""FL104 and FL105: forward code that copies or re-flags Python objects instead of computing.
+
+`copy.deepcopy` in forward (encoder-decoder models copy `past_key_values` or a config)
+walks arbitrary Python objects: dynamo cannot trace into `copy.py` and breaks the graph.
+Setting `.requires_grad` or calling `.requires_grad_()` on a tensor in forward mutates
+autograd metadata that dynamo does not model inside a graph (gb0206 on torch 2.13);
+it typically sits in train-only paths, so it breaks only when training.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from fuselint.catalog import Rule
+from fuselint.findings import Finding
+from fuselint.source.checks import check
+from fuselint.source.dataflow import describe, flows
+from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import finding
+from fuselint.source.scope import ModelFunction
+
+
+@check("FL104")
+def deepcopy_in_forward(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
+        for site in flow.of(ast.Call):
+            if sf.imports.qualname(site.node.func) == "copy.deepcopy":
+                subject = describe(site.node.args[0], 40) if site.node.args else "an object"
+                message = f"`copy.deepcopy({subject})` in `{fn.node.name}`: {rule.message}"
+                yield finding(sf, rule, site.node, message)
+
+
+def _requires_grad_targets(stmt: ast.stmt) -> list[ast.Attribute]:
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    else:
+        return []
+    return [t for t in targets if isinstance(t, ast.Attribute) and t.attr == "requires_grad"]
+
+
+@check("FL105")
+def requires_grad_in_forward(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
+    for flow in flows(functions, sf.imports):
+        fn = flow.fn
+        for site in flow.of(ast.Assign, ast.AnnAssign, ast.AugAssign):
+            for target in _requires_grad_targets(site.node):
+                message = f"setting `{describe(target, 40)}` in `{fn.node.name}`: {rule.message}"
+                yield finding(sf, rule, target, message)
+        for site in flow.of(ast.Call):
+            func = site.node.func
+            if isinstance(func, ast.Attribute) and func.attr == "requires_grad_":
+                message = f"`{describe(func, 40)}()` in `{fn.node.name}`: {rule.message}"
+                yield finding(sf, rule, site.node, message)

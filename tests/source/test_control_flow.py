@@ -1,0 +1,117 @@
+"""FL102: branches on tensor values are flagged; branches on host values are not."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from source_rules_helpers import findings, fixed, lines
+
+MODULE = """
+import random
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x, mask=None, use_cache=False):
+        {test}
+        return x
+"""
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "if x.sum() > 0: x = x * 2",
+        "if mask.any(): x = x * 2",
+        "if x.norm().max() > self.threshold: x = x * 2",
+        "if self.training and torch.rand([]) < self.layerdrop: x = x * 2",
+        "if mask is not None and (mask == 0).all(): x = x * 2",
+        "if x.sum().item() > 0: x = x * 2",
+        "if torch.equal(x, mask): x = x * 2",
+        "if not torch.isfinite(x).all(): x = x * 2",
+        "while x.abs().max() > 1: x = x / 2",
+        "assert (x >= 0).all()",
+        "x = x * 2 if x.mean() > 0 else x",
+    ],
+)
+def test_tests_on_tensor_values_are_flagged(test):
+    assert lines(MODULE.format(test=test), "FL102") == [8]
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "if x.shape[0] > 1: x = x * 2",
+        "if x.size(-1) % 2 == 0: x = x * 2",
+        "if x.dtype == torch.float16: x = x * 2",
+        "if x.device.type == 'cuda': x = x * 2",
+        "if mask is None: x = x * 2",
+        "if use_cache and self.config.output_hidden_states: x = x * 2",
+        "if self.training: x = x * 2",
+        "if self.training and random.random() < self.layerdrop: x = x * 2",
+        "if isinstance(mask, torch.Tensor) and len(mask) > 2: x = x * 2",
+        "if x.dim() == 3 and x.numel() > 0 and x.requires_grad: x = x * 2",
+        "if torch.jit.is_scripting() or torch.compiler.is_compiling(): x = x * 2",
+        "if not torch.compiler.is_compiling() and x.isnan().any(): x = x * 2",
+        "assert x.shape[-1] == 4, 'bad shape'",
+        "x = x * 2 if use_cache else x",
+    ],
+)
+def test_tests_on_host_values_are_not_flagged(test):
+    assert lines(MODULE.format(test=test), "FL102") == []
+
+
+def test_if_else_picking_a_tensor_becomes_torch_where():
+    src = """
+import torch as T
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x, y):
+        if (x > y).all():
+            out = x - y
+        else:
+            out = y - x
+        return out
+"""
+    assert "        out = T.where((x > y).all(), x - y, y - x)\n" in fixed(src, "FL102")
+
+
+def test_branches_with_module_calls_random_or_non_boolean_tests_are_not_rewritten():
+    src = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            out = self.proj(x)
+        else:
+            out = x
+        if x.sum():
+            y = x
+        else:
+            y = -x
+        z = torch.rand_like(x) if (x > 0).any() else x
+        return out, y, z
+"""
+    result = findings(src, "FL102")
+    assert len(result) == 3 and all(f.fix is None for f in result)
+
+
+def test_unsafe_where_fix_is_not_applied_without_unsafe_fixes():
+    src = MODULE.format(test="x = x * 2 if (x > 0).any() else x")
+    assert fixed(src, "FL102", unsafe=False) == textwrap.dedent(src)
+
+
+def test_where_fix_imports_torch_when_the_file_only_imports_from_it():
+    src = """
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x):
+        return x * 2 if (x > 0).all() else x
+"""
+    result = fixed(src, "FL102")
+    assert "import torch\n" in result and "return torch.where((x > 0).all(), x * 2, x)" in result

@@ -1,0 +1,89 @@
+"""FL101: host syncs are flagged where a tensor reaches the host, and only there."""
+
+from __future__ import annotations
+
+from source_rules_helpers import findings, fixed, lines
+
+MODULE = """
+import math
+import numpy as np
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x, lengths, n_heads: int = 4):
+{body}
+"""
+
+
+def body(*statements: str) -> str:
+    return MODULE.format(body="\n".join("        " + s for s in statements))
+
+
+def test_item_tolist_numpy_on_tensors_are_flagged():
+    src = body("a = x.sum().item()", "b = lengths.tolist()", "c = x.detach().cpu().numpy()", "return a, b, c")
+    assert lines(src, "FL101") == [9, 10, 11]
+
+
+def test_conversions_numpy_and_math_on_tensors_are_flagged():
+    src = body("a = int(x.max())", "b = np.asarray(x)", "c = math.sqrt(x.mean())", "return a, b, c")
+    assert lines(src, "FL101") == [9, 10, 11]
+
+
+def test_tensor_slice_bounds_and_sizes_are_implicit_items():
+    src = body("m = lengths.max()", "y = x[:, :m]", "z = torch.arange(m)", "return y, z")
+    assert lines(src, "FL101") == [10, 11]
+
+
+def test_host_values_are_not_flagged():
+    src = body(
+        "b, n, d = x.shape",
+        "k = int(d ** 0.5)",
+        "h = int(n_heads)",
+        "y = x[:, : n // 2]",
+        "z = torch.arange(x.size(1))",
+        "w = math.sqrt(d)",
+        "v = np.sqrt(h)",
+        "return x.view(b, n, k, -1), y, z, w, v",
+    )
+    assert lines(src, "FL101") == []
+
+
+def test_code_outside_model_functions_is_not_flagged():
+    src = """
+import torch
+
+def postprocess(logits):
+    return logits.argmax(-1).tolist()
+"""
+    assert lines(src, "FL101") == []
+
+
+def test_item_feeding_only_tensor_arithmetic_is_fixed_by_keeping_the_tensor():
+    src = body("s = x.mean().item()", "return x * s + x / s")
+    assert "s = x.mean()\n" in fixed(src, "FL101")
+    inline = body("return x * (x.mean() + 1).item()")
+    assert "return x * (x.mean() + 1)\n" in fixed(inline, "FL101")
+
+
+def test_item_used_on_the_host_has_no_fix():
+    src = body("s = x.mean().item()", "return x * s, round(s)")
+    (finding,) = [f for f in findings(src, "FL101")]
+    assert finding.fix is None
+    twice = body("s = x.mean().item()", "s = s + 1", "return x * s")
+    assert all(f.fix is None for f in findings(twice, "FL101"))
+
+
+def test_cpu_copy_handed_to_a_host_library_is_flagged():
+    src = """
+import torch
+from scipy.optimize import linear_sum_assignment
+from torch import nn
+
+class Matcher(nn.Module):
+    def forward(self, cost):
+        rows, cols = linear_sum_assignment(cost.cpu())
+        same_device = torch.as_tensor(cost.cpu())
+        return rows, cols, same_device
+"""
+    assert lines(src, "FL101") == [8]

@@ -1,0 +1,36 @@
+"""FL104 deepcopy and FL105 requires_grad changes inside traced code."""
+
+from __future__ import annotations
+
+from source_rules_helpers import lines
+
+SRC = """
+import copy
+from copy import deepcopy as dc
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = copy.deepcopy(inner)
+        self.inner.requires_grad_(False)
+
+    def forward(self, x, cache=None):
+        cache = copy.deepcopy(cache)
+        other = dc(cache)
+        if self.training:
+            x.requires_grad = True
+            self.inner.weight.requires_grad_(True)
+        if x.requires_grad:
+            x = x.clone()
+        return self.inner(x), other
+"""
+
+
+def test_deepcopy_in_forward_is_flagged_not_in_init():
+    assert lines(SRC, "FL104") == [14, 15]
+
+
+def test_requires_grad_changes_in_forward_are_flagged_not_reads_or_init():
+    assert lines(SRC, "FL105") == [17, 18]

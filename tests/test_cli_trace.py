@@ -1,0 +1,68 @@
+"""The traced side of the CLI: `check --entry` and `graph`, on the bundled trace fixtures."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from fuselint.cli import main
+
+TRACE = Path(__file__).resolve().parent.parent / "fixtures" / "trace"
+
+
+def _invoke(args):
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+def test_check_entry_merges_the_dynamo_break_into_the_static_finding():
+    fixture = TRACE / "print_in_forward.py"
+    result = _invoke(["check", "--no-cache", "--format", "json", "--entry", f"{fixture}:entry", str(fixture)])
+    assert result.exit_code == 1
+    rows = json.loads(result.output)
+    at_print = [r for r in rows if "print(" in fixture.read_text().splitlines()[r["location"]["row"] - 1]]
+    assert len(at_print) == 1, "the static finding and the traced break on one line are reported once"
+    assert at_print[0]["code"] == "FL103" and at_print[0]["details"]["gb_id"] == "gb0059"
+
+
+def test_check_entry_alone_reports_traced_breaks_and_model_summary(tmp_path):
+    fixture = TRACE / "loop_break.py"
+    result = _invoke(
+        ["check", "--no-cache", "--format", "markdown", "--entry", f"{fixture}:entry", str(tmp_path)]
+    )
+    assert result.exit_code == 1
+    assert "FL150" in result.output and "Expected speedup" in result.output
+
+
+def test_graph_json_holds_nodes_breaks_and_the_plan(tmp_path):
+    out = tmp_path / "g.json"
+    result = _invoke(["graph", "--entry", f"{TRACE / 'loop_break.py'}:entry", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["nodes"] and data["edges"] and data["breaks"]
+    plan = data["plan"]
+    assert plan["eager"]["launches"] > plan["fused"]["launches"] > 0
+    assert plan["groups"] and all(n["group"] is not None for n in data["nodes"] if n["kind"] == "pointwise")
+
+
+def test_graph_svg_parses(tmp_path):
+    out = tmp_path / "g.svg"
+    assert (
+        _invoke(["graph", "--entry", f"{TRACE / 'transformer_block.py'}:entry", "-o", str(out)]).exit_code
+        == 0
+    )
+    root = ET.fromstring(out.read_text())
+    assert root.tag.endswith("svg") and "transformer_block.py" in out.read_text()
+
+
+def test_bad_entries_are_one_line_errors(tmp_path):
+    for spec in ("nope.py:x", f"{TRACE / 'loop_break.py'}:missing", "no_colon"):
+        result = _invoke(["check", "--no-cache", "--entry", spec, str(tmp_path)])
+        assert result.exit_code == 2, spec
+        assert "Traceback" not in result.output
+    bad_suffix = _invoke(
+        ["graph", "--entry", f"{TRACE / 'loop_break.py'}:entry", "-o", str(tmp_path / "g.png")]
+    )
+    assert bad_suffix.exit_code == 2
