@@ -202,6 +202,13 @@ def verify(
                             fixed.model.load_state_dict(original.model.state_dict())
                         except RuntimeError:
                             notes.append("the fixed model's parameters differ; both were built from one seed")
+                    # Report the fixes in files the model really runs, not every file copied.
+                    used = {
+                        Path(m.__file__).resolve().relative_to(Path(tmp).resolve()).as_posix()
+                        for m in list(sys.modules.values())
+                        if _under(m, Path(tmp).resolve())
+                    }
+                    fixed_files = [f for f in fixed_files if Path(f.path).as_posix() in used]
                     fixed = Built(fixed.model, original.args, original.kwargs)
                     fixed = _prepare(fixed, device)
                     rows += _run_variant("fixed", fixed, backends, device, reference)

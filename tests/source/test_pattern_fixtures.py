@@ -16,7 +16,7 @@ from fuselint.source.lint import lint_text
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((ROOT / "fixtures").glob("handwritten_*.py"))
 CATALOG = load_catalog()
-CONFIG = Config(select=("FL2",))
+CONFIG = Config()
 
 
 def _fix(path: Path, text: str) -> str:
