@@ -165,7 +165,12 @@ def _compile_groups(
 
     def accept(found: tuple[PreparedGroup, KernelIR]) -> None:
         group, ir = found
-        kernel = build_kernel(gm, group, ir)
+        try:
+            kernel = build_kernel(gm, group, ir)
+        except Exception as exc:  # no triton, an unwritable cache...: this group stays ATen
+            log.warning("fuselint: cannot build a kernel for %s (%s)", ir.op_names, exc)
+            report.fallbacks.append((tuple(n.name for n in group.nodes), f"{type(exc).__name__}: {exc}"))
+            return
         names = [n.name for n in group.nodes]
         cg = CompiledGroup(
             tuple(names), tuple(n.name for n in group.inputs), tuple(n.name for n in group.outputs), kernel

@@ -238,3 +238,14 @@ def test_conv_relu_maxpool_keeps_atens_pooling_kernel():
         reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=1)
     code = reports[-1].graph_module.code
     assert "max_pool2d_with_indices" in code and "_low_memory_max_pool" not in code
+
+
+def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, data):
+    import fuselint.backend.compiler as compiler
+
+    def no_triton(*args, **kwargs):
+        raise ImportError("No module named 'triton'")
+
+    monkeypatch.setattr(compiler, "build_kernel", no_triton)
+    reports = compile_and_compare(bias_gelu_residual, data["x"], data["b"], data["r"], kernels=0)
+    assert any("ImportError" in why for r in reports for _, why in r.fallbacks)

@@ -13,7 +13,9 @@ def _installed() -> bool:
     return any(ep.name == "fuselint" for ep in entry_points(group="torch_dynamo_backends"))
 
 
-@pytest.mark.skipif(not _installed(), reason="fuselint is not installed (no torch_dynamo_backends entry point)")
+@pytest.mark.skipif(
+    not _installed(), reason="fuselint is not installed (no torch_dynamo_backends entry point)"
+)
 def test_backend_name_resolves_without_importing_fuselint():
     script = (
         "import sys, torch\n"
