@@ -218,6 +218,10 @@ class GraphFacts:
                 if c not in self.consumers[v]:
                     self.consumers[v].append(c)
             self.reads[c] = rs
+        self.values_of: dict[str, list[str]] = {}  # compute node -> the values it writes
+        for v, h in self.home.items():
+            if h in self.kind:
+                self.values_of.setdefault(h, []).append(v)
         self.graph_outputs = {self.value[n] for n, d in dag.nodes(data=True) if d["is_output"]}
         self.rinfo = {c: self._reduction_info(c) for c, k in self.kind.items() if k == "reduction"}
 
@@ -327,11 +331,13 @@ class _Planner:
         for i, c in enumerate(self.f.kind):
             self.groups[i] = _seed(self.f, c)
             self.gid[c] = i
-        self.dag = nx.DiGraph()
-        self.dag.add_nodes_from(self.groups)
+        # group graph: succ[a] holds the groups that read a value group a computes
+        self.succ: dict[int, set[int]] = {g: set() for g in self.groups}
+        self.pred: dict[int, set[int]] = {g: set() for g in self.groups}
         for c in self.f.kind:
             for a, b in self._deps(c):
-                self.dag.add_edge(a, b)
+                self.succ[a].add(b)
+                self.pred[b].add(a)
 
     def _deps(self, c: str):
         for _p, v in self.f.reads[c]:
@@ -344,9 +350,15 @@ class _Planner:
     def _no_cycle(self, a: int, b: int) -> bool:
         """Merging a and b keeps the group graph acyclic: no path between them via a third group."""
         for x, y in ((a, b), (b, a)):
-            for s in self.dag.successors(x):
-                if s != y and nx.has_path(self.dag, s, y):
-                    return False
+            stack = [s for s in self.succ[x] if s != y]
+            seen = set(stack)
+            while stack:
+                for s in self.succ[stack.pop()]:
+                    if s == y:
+                        return False
+                    if s not in seen:
+                        seen.add(s)
+                        stack.append(s)
         return True
 
     def _combine(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
@@ -479,17 +491,28 @@ class _Planner:
     # -- merging --------------------------------------------------------------------------------
 
     def _merge(self, a: int, b: int, producer_first: bool) -> bool:
-        if a == b or not self._no_cycle(a, b):
+        if a == b:
             return False
         g = self._combine(self.groups[a], self.groups[b], producer_first)
-        if g is None:
+        if g is None or not self._no_cycle(a, b):
             return False
         keep, drop = min(a, b), max(a, b)
         self.groups[keep] = g
         del self.groups[drop]
         for c in g.roles:
             self.gid[c] = keep
-        self.dag = nx.contracted_nodes(self.dag, keep, drop, self_loops=False)
+        for s in self.succ.pop(drop):
+            self.pred[s].discard(drop)
+            if s != keep:
+                self.pred[s].add(keep)
+                self.succ[keep].add(s)
+        for s in self.pred.pop(drop):
+            self.succ[s].discard(drop)
+            if s != keep:
+                self.succ[s].add(keep)
+                self.pred[keep].add(s)
+        self.succ[keep].discard(keep)
+        self.pred[keep].discard(keep)
         return True
 
     def vertical(self) -> None:
@@ -678,7 +701,7 @@ def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: Plan
         for c in cs:
             for node, v in f.reads[c]:
                 _add_chain(f, node, nodes, stop=None if f.home[v] in cs else v)
-        nodes |= {v for v, h in f.home.items() if h in cs and v != h}  # getitems of members
+        nodes |= {v for c in cs for v in f.values_of[c] if v != c}  # getitems of members
         roles = tuple((c, g.roles[c]) for c in sorted(cs, key=f.order.get))
         space = (g.numel // max(g.rnumel, 1), g.rnumel) if g.kind == "reduction" else (g.numel, 1)
         groups.append(
@@ -705,7 +728,7 @@ def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: Plan
 def _unused(f: GraphFacts, gid: int, c: str, needed: dict[int, set[str]]) -> bool:
     """Group gid can skip c: no member of gid reads it, it is no graph output, and every other
     group that reads it computes it itself."""
-    for v in (v for v, h in f.home.items() if h == c):
+    for v in f.values_of[c]:
         if v in f.graph_outputs:
             return False
         for u in f.consumers.get(v, []):
