@@ -153,8 +153,11 @@ def _counted_flops(fx: torch.fx.Node) -> int | None:
         return None
 
 
-def kernel_cost(facts: GraphFacts, nodes: set[str], device: Device, flops: dict[str, int]) -> Cost:
-    """One kernel computing `nodes`: reads what it needs from outside, writes what leaves it."""
+def kernel_cost(
+    facts: GraphFacts, nodes: set[str], device: Device, flops: dict[str, int], launches: int = 1
+) -> Cost:
+    """A kernel (or `launches` of them, for a split reduction) computing `nodes`: reads what
+    it needs from outside, writes what leaves it."""
     if not nodes:
         return Cost()
     read_nodes: dict[str, set[str]] = {}
@@ -172,7 +175,8 @@ def kernel_cost(facts: GraphFacts, nodes: set[str], device: Device, flops: dict[
             written += facts.bytes[v]
     total_flops = sum(flops[c] for c in nodes)
     dtype = max((facts.fg.dag.nodes[c]["dtype"] for c in nodes), key=lambda d: d == "float32")
-    return Cost(1, read + written, total_flops, device.time_us(read + written, total_flops, dtype))
+    time = device.time_us(read + written, total_flops, dtype, launches)
+    return Cost(launches, read + written, total_flops, time)
 
 
 def eager_kernels(facts: GraphFacts) -> list[set[str]]:
@@ -212,7 +216,7 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
             g.id,
             g.kind,
             eager_by_group.get(g.id, Cost()),
-            kernel_cost(facts, set(g.compute_nodes), device, flops),
+            kernel_cost(facts, set(g.compute_nodes), device, flops, g.launches),
         )
         for g in plan.groups
     )

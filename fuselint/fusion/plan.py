@@ -43,7 +43,9 @@ Kinds of groups:
 1. "pointwise": full, bcast members; iterate the flat index 0..numel(shape). Several outputs.
    ATen broadcasting applies to inputs as usual (against each member's own shape).
 2. "injective": like pointwise with at least one gather (and its prologue members).
-3. "reduction": `shape` is the reductions' input shape F, `reduce_dims` the reduced dims
+3. "reduction": `launches` is 2 when the reduction is split (few long rows, see PlanOptions):
+   then no full member reads a reduction's result (only outer members do), so the kernel
+   generator may run partial row sums then their total. `shape` is the reductions' input shape F, `reduce_dims` the reduced dims
    (sorted, non-negative); all reductions reduce the same rows. Members: reduce, full
    (prologue ops feeding a reduction and epilogue ops after one, e.g. softmax's sub/exp/div),
    outer, gather (in the full space), prologue, bcast. A full member reads an outer/reduce value
@@ -97,6 +99,12 @@ class PlanOptions:
     horizontal: bool = True  # fuse independent groups that read a common tensor
     recompute_max_ops: int = 30  # Inductor's realize_opcount_threshold
     recompute_max_reads: int = 4  # Inductor's realize_reads_threshold
+    # Inductor splits a reduction with few rows and long rows into two kernels (partial sums,
+    # then their total) to use the whole GPU: fewer than 2 x SMs rows (H100/H200: 132 SMs) of
+    # more than 8192 elements (choices.reduction_split_factor). No full-size op can then read
+    # the result in the same kernel.
+    split_max_rows: int = 264
+    split_min_rnumel: int = 8192
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,7 @@ class FusionGroup:
     shape: tuple[int, ...] = ()  # full iteration shape
     reduce_dims: tuple[int, ...] = ()  # reduction groups: reduced dims of `shape`
     space: tuple[int, int] = (0, 1)  # (xnumel, rnumel)
+    launches: int = 1  # 2 for a split reduction (partial sums, then their total)
 
     @property
     def role(self) -> dict[str, str]:
@@ -141,7 +150,7 @@ class FusionPlan:
 
     @property
     def launches(self) -> int:
-        return len(self.groups)
+        return sum(g.launches for g in self.groups)
 
     def group_of(self) -> dict[str, int]:
         """Node -> id of the group that computes it (its first group when recomputed elsewhere)."""
@@ -462,7 +471,7 @@ class _Planner:
             if rs == "full":
                 return True
             if rs in ("outer", "reduce"):
-                return self._row_broadcast(g, tuple(f.shape[p]), tuple(f.shape[c]))
+                return not self._split(g) and self._row_broadcast(g, tuple(f.shape[p]), tuple(f.shape[c]))
             return False
         if rc == "outer":
             return rs in ("outer", "reduce")
@@ -473,6 +482,13 @@ class _Planner:
         if rc == "epilogue":
             return rs in ("anchor", "epilogue")
         return False
+
+    def _split(self, g: _Group) -> bool:
+        """A reduction that runs as two kernels: too few rows to fill the GPU, long rows."""
+        if g.kind != "reduction":
+            return False
+        rows = g.numel // max(g.rnumel, 1)
+        return rows < self.opt.split_max_rows and g.rnumel > self.opt.split_min_rnumel
 
     def _row_broadcast(self, g: _Group, read: tuple[int, ...], out: tuple[int, ...]) -> bool:
         """A per-row value read by a full member broadcasts along the row only."""
@@ -716,6 +732,7 @@ def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: Plan
                 shape=tuple(g.shape),
                 reduce_dims=g.rdims if g.kind == "reduction" else (),
                 space=space,
+                launches=2 if p._split(g) else 1,
             )
         )
     mats = tuple(

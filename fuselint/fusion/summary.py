@@ -35,6 +35,7 @@ def plan_summary(plan: FusionPlan, device: Device = DEFAULT) -> dict:
                 "shape": list(g.shape),
                 "reduce_dims": list(g.reduce_dims),
                 "space": list(g.space),
+                "launches": g.launches,
                 "eager": totals(gc.eager),
                 "fused": totals(gc.fused),
             }

@@ -72,6 +72,10 @@ def conv_relu_maxpool():
     return model, (torch.randn(2, 3, 16, 16),)
 
 
+def mean_center():
+    return (lambda x: x - x.mean()), (torch.randn(512, 512),)
+
+
 # Inductor's kernel launches per graph on a GPU (torch 2.11-2.13). Measured on CPU here with
 # bench/inductor_kernel_counts.py (CPU counts in comments where the CPU backend differs);
 # the GPU column is what that script prints on CUDA.
@@ -95,8 +99,13 @@ REFERENCES = {
     # extern conv + one kernel (ReLU inlined into the max-pool windows). On GPU Inductor peels
     # the conv bias off into that kernel; CPU adds a weight-layout kernel (3 on CPU).
     "conv_relu_maxpool": (conv_relu_maxpool, 2),
+    # a mean over 262144 elements into one value: Inductor splits it (partial sums, then their
+    # total) and runs the subtraction as a third kernel. Derived from its split heuristic
+    # (choices.reduction_split_factor: < 2 x SMs outputs, > 8192 per output), not yet measured.
+    "mean_center": (mean_center, 3),
 }
 
 # Where Inductor's CPU (C++) backend launches a different number than on GPU (measured here,
-# torch 2.13 CPU): it converts the conv weight's layout in a kernel of its own.
-CPU_COUNTS = {"conv_relu_maxpool": 3}
+# torch 2.13 CPU): it converts the conv weight's layout in a kernel of its own, and it does
+# not split reductions (one C++ kernel loops over the mean, then the subtraction).
+CPU_COUNTS = {"conv_relu_maxpool": 3, "mean_center": 1}

@@ -224,3 +224,13 @@ def test_embedding_lookup_runs_inside_the_reduction_that_reads_it():
     p = plan(aten_graph(lambda i: emb(i).sum(-1), torch.randint(0, 100, (4, 8))))
     (g,) = p.groups
     assert g.kind == "reduction" and g.role["embedding"] == "gather"
+
+
+def test_few_long_rows_split_the_reduction_from_its_epilogue():
+    p = plan(aten_graph(lambda x: x - x.mean(), torch.randn(512, 512)))
+    assert [(g.kind, g.launches) for g in p.groups] == [("reduction", 2), ("pointwise", 1)]
+    assert p.launches == 3
+    # a prologue still fuses into the split reduction, and many short rows do not split
+    p = plan(aten_graph(lambda x: (x * x).mean(), torch.randn(512, 512)))
+    assert [(g.kind, g.launches) for g in p.groups] == [("reduction", 2)]
+    assert plan(aten_graph(lambda x: x - x.mean(-1, keepdim=True), torch.randn(512, 512))).launches == 1
