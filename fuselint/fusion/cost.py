@@ -7,6 +7,12 @@ its outputs. Planned runs one kernel per FusionGroup and moves only the tensors 
 group boundaries. A kernel takes max(bytes / bandwidth, flops / peak) + launch cost on a
 Device (devices.py). Views cost nothing. A model is a list of graphs, each weighted by how
 many times it runs per call (FusionGraph.calls).
+
+Accuracy against KNOWLEDGE.md's H200 measurements (8192x8192 fp32, tests/fusion/test_fusion_cost.py):
+planned time within 6% of Inductor's for cos->sin, bias+GELU+residual, SiLU*mul, tanh-GELU,
+softmax and residual+LayerNorm; eager time within 10% for pointwise chains, but 20-30% low for
+eager reductions and broadcasts, which run below copy bandwidth (so predicted gains are
+conservative there).
 """
 
 from __future__ import annotations
