@@ -130,7 +130,7 @@ def node_flops(facts: GraphFacts, node: str) -> int:
     kind = facts.kind[node]
     fx = facts.fg.dag.nodes[node]["fx"]
     if kind in ("matmul", "conv"):
-        counted = _counted_flops(fx)
+        counted = _counted_flops(fx, facts.shape)
         if counted is not None:
             return counted
     if kind == "reduction":
@@ -138,20 +138,21 @@ def node_flops(facts: GraphFacts, node: str) -> int:
     return facts.numel(node)
 
 
-def _meta(x):
+def _meta(x, shapes: dict):
     if isinstance(x, torch.fx.Node):
         val = x.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta")
+        if isinstance(val, torch.Tensor):  # concrete sizes (hints for symbolic ones)
+            return torch.empty(tuple(shapes[x.name]), dtype=val.dtype, device="meta")
         return val
     if isinstance(x, (list, tuple)):
-        return type(x)(_meta(a) for a in x)
+        return type(x)(_meta(a, shapes) for a in x)
     return x
 
 
-def _counted_flops(fx: torch.fx.Node) -> int | None:
+def _counted_flops(fx: torch.fx.Node, shapes: dict) -> int | None:
     try:
-        args, kwargs = _meta(fx.args), {k: _meta(v) for k, v in fx.kwargs.items()}
+        args = _meta(fx.args, shapes)
+        kwargs = {k: _meta(v, shapes) for k, v in fx.kwargs.items()}
         with FlopCounterMode(display=False) as counter:
             fx.target(*args, **kwargs)
         return int(counter.get_total_flops())

@@ -173,6 +173,19 @@ def _packet(fg: FusionGraph, n: str) -> str:
     return fg.dag.nodes[n]["op"].split(".")[1] if fg.dag.nodes[n]["op"].count(".") >= 2 else ""
 
 
+_ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
+
+
+def _launches_nothing(fx: torch.fx.Node) -> bool:
+    """Ops that produce no tensor (sym_size, asserts) or only allocate one."""
+    val = fx.meta.get("val")
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    if not any(isinstance(v, torch.Tensor) for v in vals):
+        return True
+    target = fx.target
+    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _ALLOCATIONS
+
+
 class GraphFacts:
     """What planning and costing read off a FusionGraph: each node's value (views look through
     to the tensor they show), who writes each value, who reads it, through which view."""
@@ -188,7 +201,8 @@ class GraphFacts:
         for n, d in dag.nodes(data=True):
             k = d["kind"]
             fx = d["fx"]
-            if k == "input":
+            if k == "input" or (k != "view" and _launches_nothing(fx)):
+                # graph inputs, and ops no kernel runs for (sizes, allocations): read as inputs
                 self.value[n] = self.home[n] = n
                 self.flat[n] = True
             elif k == "view":
@@ -243,8 +257,7 @@ class GraphFacts:
     def _reduction_info(self, c: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(input shape, reduced dims) of a reduction node."""
         fx = self.fg.dag.nodes[c]["fx"]
-        src = fx.args[0]
-        shape = tuple(int(s) for s in src.meta["val"].shape)
+        shape = tuple(self.shape[fx.args[0].name])
         dims = fx.kwargs.get("dim", fx.args[1] if len(fx.args) > 1 else None)
         if isinstance(dims, int):
             dims = [dims]

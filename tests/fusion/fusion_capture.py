@@ -10,7 +10,7 @@ from torch._inductor.decomposition import select_decomp_table
 from fuselint.graph.fusion_graph import FusionGraph
 
 
-def aten_graphs(fn, *args) -> list[FusionGraph]:
+def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
     """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad)."""
     graphs: list[torch.fx.GraphModule] = []
 
@@ -25,7 +25,7 @@ def aten_graphs(fn, *args) -> list[FusionGraph]:
 
     torch._dynamo.reset()
     with torch.no_grad():
-        torch.compile(fn, backend=recorder, dynamic=False)(*args)
+        torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
     torch._dynamo.reset()
     fgs = [FusionGraph.from_fx(gm) for gm in graphs]
     for i, fg in enumerate(fgs):
@@ -33,6 +33,6 @@ def aten_graphs(fn, *args) -> list[FusionGraph]:
     return fgs
 
 
-def aten_graph(fn, *args) -> FusionGraph:
-    (fg,) = aten_graphs(fn, *args)
+def aten_graph(fn, *args, dynamic: bool = False) -> FusionGraph:
+    (fg,) = aten_graphs(fn, *args, dynamic=dynamic)
     return fg

@@ -10,14 +10,15 @@ from fusion_capture import aten_graph
 from fusion_references import REFERENCES
 from torch import nn
 
-from fuselint.fusion.plan import FusionPlan, PlanOptions, plan
+from fuselint.fusion.plan import FusionPlan, GraphFacts, PlanOptions, plan
 
 
 def _check_well_formed(p: FusionPlan) -> None:
     fg = p.graph
     dag = fg.dag
     computed = {c for g in p.groups for c in g.compute_nodes}
-    compute = {n for n, d in dag.nodes(data=True) if d["kind"] not in ("input", "view")}
+    compute = set(GraphFacts(fg).kind)  # ops that launch work: not views, sizes, allocations
+    assert compute <= {n for n, d in dag.nodes(data=True) if d["kind"] not in ("input", "view")}
     assert computed == compute, "every compute node runs in some kernel, nothing else does"
     produced: set[str] = {n for n, d in dag.nodes(data=True) if d["kind"] == "input"}
     for g in p.groups:
@@ -234,3 +235,11 @@ def test_few_long_rows_split_the_reduction_from_its_epilogue():
     p = plan(aten_graph(lambda x: (x * x).mean(), torch.randn(512, 512)))
     assert [(g.kind, g.launches) for g in p.groups] == [("reduction", 2)]
     assert plan(aten_graph(lambda x: x - x.mean(-1, keepdim=True), torch.randn(512, 512))).launches == 1
+
+
+def test_dynamic_shapes_plan_like_static_ones():
+    # size arithmetic on SymInts shows up as nodes that launch nothing
+    fn, args = REFERENCES["transformer_block"][0]()
+    p = plan(aten_graph(fn, *args, dynamic=True))
+    assert p.launches == REFERENCES["transformer_block"][1]
+    _check_well_formed(p)
