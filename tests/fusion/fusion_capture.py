@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch._inductor.lowering  # max_pool's decomposition looks it up
 from torch._functorch.aot_autograd import aot_module_simplified
@@ -36,3 +38,12 @@ def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
 def aten_graph(fn, *args, dynamic: bool = False) -> FusionGraph:
     (fg,) = aten_graphs(fn, *args, dynamic=dynamic)
     return fg
+
+
+@functools.cache
+def traced_reference(name: str) -> FusionGraph:
+    """The ATen graph of a reference in fusion_references, traced once per test session."""
+    from fusion_references import REFERENCES
+
+    fn, args = REFERENCES[name][0]()
+    return aten_graph(fn, *args)

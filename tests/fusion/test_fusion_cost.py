@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
-from fusion_capture import aten_graph
+from fusion_capture import aten_graph, traced_reference
 from fusion_references import REFERENCES
 
 from fuselint.fusion.cost import Cost, eager_kernels, graph_cost, model_cost
@@ -61,8 +61,7 @@ def test_matmul_flops_come_from_the_flop_counter():
 
 
 def test_model_cost_weights_graphs_by_calls():
-    fn, args = REFERENCES["transformer_block"][0]()
-    fg = aten_graph(fn, *args)
+    fg = traced_reference("transformer_block")
     once = graph_cost(plan(fg))
     model = model_cost([plan(fg), plan(replace(fg, calls=3))])
     assert model.eager.launches == 4 * once.eager.launches
@@ -72,8 +71,7 @@ def test_model_cost_weights_graphs_by_calls():
 
 
 def test_group_costs_add_up_to_the_graph():
-    fn, args = REFERENCES["transformer_block"][0]()
-    cost = graph_cost(plan(aten_graph(fn, *args)))
+    cost = graph_cost(plan(traced_reference("transformer_block")))
     assert sum(g.eager.launches for g in cost.groups) == cost.eager.launches == 21
     assert sum(g.fused.bytes for g in cost.groups) == cost.fused.bytes
     assert cost.fused.launches == 13
@@ -97,8 +95,7 @@ def test_device_table_has_the_gpus_we_price_for():
 
 
 def test_summary_is_json_with_node_colours():
-    fn, args = REFERENCES["transformer_block"][0]()
-    p = plan(aten_graph(fn, *args))
+    p = plan(traced_reference("transformer_block"))
     s = json.loads(json.dumps(plan_summary(p)))
     assert s["eager"]["launches"] == 21 and s["fused"]["launches"] == 13
     assert [g["id"] for g in s["groups"]] == list(range(13))

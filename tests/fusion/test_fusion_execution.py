@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from fusion_capture import aten_graph
+from fusion_capture import aten_graph, traced_reference
 from fusion_references import REFERENCES
 from torch import nn
 
@@ -73,8 +73,7 @@ def _graph_inputs(fg) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_reference_plans_run_group_by_group(name):
-    fn, args = REFERENCES[name][0]()
-    fg = aten_graph(fn, *args)
+    fg = traced_reference(name)
     real = _graph_inputs(fg)
     _same(plan(fg), real)
     _same(plan(fg, PlanOptions(epilogue_into_matmul=True, horizontal=False)), real)
