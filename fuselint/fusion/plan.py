@@ -142,11 +142,21 @@ class Materialized:
 
 
 @dataclass(frozen=True)
+class Recomputed:
+    """A multi-consumer value that each reading kernel recomputes instead of reading it."""
+
+    node: str  # the value's name
+    groups: tuple[int, ...]  # ids of the groups that recompute it
+    reason: str
+
+
+@dataclass(frozen=True)
 class FusionPlan:
     graph: FusionGraph
     groups: tuple[FusionGroup, ...]  # topological order
     materialized: tuple[Materialized, ...]
     options: PlanOptions = field(default_factory=PlanOptions)
+    recomputations: tuple[Recomputed, ...] = ()  # why each recomputed value was not written out
 
     @property
     def launches(self) -> int:
@@ -577,10 +587,10 @@ class _Planner:
 
     # -- recompute or materialize ---------------------------------------------------------------
 
-    def settle(self) -> tuple[dict[int, set[str]], list[Materialized]]:
+    def settle(self) -> tuple[list[Recomputed], list[Materialized]]:
         """Decide, for each value read by other groups, recompute there or write it out."""
         f = self.f
-        extra: dict[int, set[str]] = {g: set() for g in self.groups}  # recomputed nodes per group
+        recomputed: list[Recomputed] = []
         materialized: list[Materialized] = []
         for v in sorted(f.consumers, key=lambda n: f.order[n]):
             h = f.home[v]
@@ -592,17 +602,18 @@ class _Planner:
             if not outside or v in f.graph_outputs:
                 continue
             decision = self._recompute_plan(v, outside)
-            if isinstance(decision, dict):
-                for gid, roles in decision.items():
-                    extra[gid] |= set(roles)
+            if isinstance(decision, tuple):
+                roles_by_group, why = decision
+                for gid, roles in roles_by_group.items():
                     for c, r in roles.items():
                         self.groups[gid].roles.setdefault(c, r)
+                recomputed.append(Recomputed(v, tuple(outside), why))
                 continue
             groups = ([home] if any(self.gid[u] == home for u in users) else []) + outside
             if f.kind[h] in OPAQUE or len(groups) < 2:
                 continue  # extern outputs are in memory anyway; one reading kernel forks nothing
             materialized.append(Materialized(v, tuple(groups), f.bytes[v], decision))
-        return extra, materialized
+        return recomputed, materialized
 
     def _cone(self, v: str, home: int) -> list[str]:
         """v's home node and its ancestors inside its group, in FX order."""
@@ -619,7 +630,8 @@ class _Planner:
                     stack.append(f.home[u])
         return sorted(seen, key=lambda n: f.order[n])
 
-    def _recompute_plan(self, v: str, outside: list[int]) -> dict[int, dict[str, str]] | str:
+    def _recompute_plan(self, v: str, outside: list[int]) -> tuple[dict[int, dict[str, str]], str] | str:
+        """(roles to add per reading group, why) when each reader can recompute v; else why not."""
         f = self.f
         cone = self._cone(v, self.gid[f.home[v]])
         heavy = [c for c in cone if f.kind[c] != "pointwise"]
@@ -661,7 +673,11 @@ class _Planner:
             plan[gid] = added
         if extra_bytes > saved:
             return f"recomputing it reads {extra_bytes} bytes more than the {saved} it saves"
-        return plan
+        why = (
+            f"{len(cone)} pointwise op(s) over {len(cone_reads)} tensor(s): recomputing reads "
+            f"{extra_bytes} new bytes instead of writing and reading {saved}"
+        )
+        return plan, why
 
     def _group_reads(self, gid: int) -> set[str]:
         f = self.f
@@ -679,11 +695,11 @@ def plan(fg: FusionGraph, options: PlanOptions | None = None) -> FusionPlan:
     p.vertical()
     if options.horizontal:
         p.horizontal()
-    extra, materialized = p.settle()
-    return _freeze(p, extra, materialized, options)
+    recomputed, materialized = p.settle()
+    return _freeze(p, recomputed, materialized, options)
 
 
-def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: PlanOptions) -> FusionPlan:
+def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> FusionPlan:
     f = p.f
     needed: dict[int, set[str]] = {gid: set(g.roles) for gid, g in p.groups.items()}
     # A node recomputed in every group that reads it needs no home computation; dropping one
@@ -752,7 +768,12 @@ def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: Plan
         Materialized(m.node, tuple(new_id[x] for x in m.groups if x in new_id), m.bytes, m.reason)
         for m in materialized
     )
-    return FusionPlan(graph=f.fg, groups=tuple(groups), materialized=mats, options=options)
+    recs = tuple(
+        Recomputed(r.node, tuple(new_id[x] for x in r.groups if x in new_id), r.reason) for r in recomputed
+    )
+    return FusionPlan(
+        graph=f.fg, groups=tuple(groups), materialized=mats, options=options, recomputations=recs
+    )
 
 
 def _unused(f: GraphFacts, gid: int, c: str, needed: dict[int, set[str]]) -> bool:

@@ -114,6 +114,8 @@ def test_cheap_multi_consumer_value_is_recomputed_in_each_kernel():
     assert all("add" in g.compute_nodes for g in p.groups)
     assert all(g.recomputed == ("add",) for g in p.groups)
     assert all(set(g.inputs) == {"arg0_1", "arg1_1"} for g in p.groups)
+    (r,) = p.recomputations
+    assert r.node == "add" and "1 pointwise op(s) over 2 tensor(s)" in r.reason
 
 
 def test_value_behind_a_reduction_is_materialized_with_a_reason():
