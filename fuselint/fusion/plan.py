@@ -7,8 +7,8 @@ kernel), independent groups that read a common tensor fuse horizontally, matmul/
 own kernels, views are free, and no merge may create a cycle between groups (a path
 A -> mm -> B forbids merging A and B). A multi-consumer value whose consumers land in other
 kernels is recomputed there when that is cheap (Inductor's test: pointwise, <= 4 reads,
-<= 30 ops; and no more bytes than materializing), else written out and listed in
-`FusionPlan.materialized` with the reason.
+<= 30 ops; and no more bytes than materializing) and listed in `FusionPlan.recomputations`,
+else written out and listed in `FusionPlan.materialized`, each with the reason.
 
 What the kernel generator may rely on.
 
@@ -43,9 +43,7 @@ Kinds of groups:
 1. "pointwise": full, bcast members; iterate the flat index 0..numel(shape). Several outputs.
    ATen broadcasting applies to inputs as usual (against each member's own shape).
 2. "injective": like pointwise with at least one gather (and its prologue members).
-3. "reduction": `launches` is 2 when the reduction is split (few long rows, see PlanOptions):
-   then no full member reads a reduction's result (only outer members do), so the kernel
-   generator may run partial row sums then their total. `shape` is the reductions' input shape F, `reduce_dims` the reduced dims
+3. "reduction": `shape` is the reductions' input shape F, `reduce_dims` the reduced dims
    (sorted, non-negative); all reductions reduce the same rows. Members: reduce, full
    (prologue ops feeding a reduction and epilogue ops after one, e.g. softmax's sub/exp/div),
    outer, gather (in the full space), prologue, bcast. A full member reads an outer/reduce value
@@ -54,6 +52,9 @@ Kinds of groups:
    (persistent or looped over r). When reduce_dims are the trailing dims, flat index = row *
    rnumel + r for every full member; otherwise every full member has shape F exactly, outer
    members have F with reduce_dims set to 1 (or squeezed), and indexing goes by dims.
+   `launches` is 2 when the reduction is split (few long rows, see PlanOptions): then no full
+   member reads a reduction's result (only outer members do), so partial sums over blocks of
+   a row and then their total (two launches) compute the group.
 4. "matmul" | "conv" | "other": a single anchor op run as is (ATen/cuBLAS/cuDNN). Only with
    PlanOptions(epilogue_into_matmul=True) do matmul/conv take epilogue members over the
    anchor's output numel (Inductor on GPU does not fuse epilogues into aten mm).
