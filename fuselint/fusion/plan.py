@@ -240,6 +240,15 @@ class GraphFacts:
                 self.flat[n] = True
         self.shape = {n: d["shape"] for n, d in dag.nodes(data=True)}
         self.bytes = {n: d["bytes"] for n, d in dag.nodes(data=True)}
+        # dead code (no path to an output) runs nowhere
+        live = {n for n, d in dag.nodes(data=True) if d["is_output"]}
+        stack = list(live)
+        while stack:
+            for p in dag.predecessors(stack.pop()):
+                if p not in live:
+                    live.add(p)
+                    stack.append(p)
+        self.kind = {c: k for c, k in self.kind.items() if c in live}
         # reads[c] = [(node read, value)] for compute node c; consumers[value] = compute nodes
         self.reads: dict[str, list[tuple[str, str]]] = {}
         self.consumers: dict[str, list[str]] = {}
@@ -272,10 +281,11 @@ class GraphFacts:
         dims = fx.kwargs.get("dim", fx.args[1] if len(fx.args) > 1 else None)
         if isinstance(dims, int):
             dims = [dims]
+        if not shape:
+            return shape, ()  # a 0-d tensor: nothing to reduce over
         if not dims:
             dims = range(len(shape))
-        nd = max(len(shape), 1)
-        return shape, tuple(sorted({d % nd for d in dims}))
+        return shape, tuple(sorted({d % len(shape) for d in dims}))
 
     def data_args(self, c: str) -> set[str]:
         """Nodes an injective anchor reads at computed positions (its first argument)."""

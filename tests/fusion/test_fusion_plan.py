@@ -18,6 +18,9 @@ def _check_well_formed(p: FusionPlan) -> None:
     dag = fg.dag
     computed = {c for g in p.groups for c in g.compute_nodes}
     compute = set(GraphFacts(fg).kind)  # ops that launch work: not views, sizes, allocations
+    outputs = {n for n, d in dag.nodes(data=True) if d["is_output"]}
+    live = outputs.union(*(nx.ancestors(dag, n) for n in outputs))
+    compute &= live  # dead code runs nowhere
     assert compute <= {n for n, d in dag.nodes(data=True) if d["kind"] not in ("input", "view")}
     assert computed == compute, "every compute node runs in some kernel, nothing else does"
     produced: set[str] = {n for n, d in dag.nodes(data=True) if d["kind"] == "input"}
