@@ -17,10 +17,13 @@ A group's `nodes` hold its compute nodes plus every view/getitem on the way from
 to a member that reads it (so loads can follow the views' strides in `fx.meta["val"]`).
 `inputs` are the values it reads from memory; `outputs` the values it writes to memory.
 `roles` gives each compute node's role; `shape` is the group's iteration shape, `space` its
-(xnumel, rnumel). Reads between two members of a group go directly or through *flat* views only
-(view, _unsafe_view, reshape, squeeze, unsqueeze, alias), so the reader sees the producer's
-values in row-major order; other views (permute, expand, slice, ...) are only ever applied to
-inputs loaded from memory.
+(xnumel, rnumel). A member reads another member of its group directly or through *flat* views
+(view, reshape, squeeze, unsqueeze, an expand to the same shape: the reader sees the producer's
+values in row-major order), except that a "prologue" member may be read through any view
+(permute, expand, slice, ...). A view's index map is that of the view chain replayed on a
+contiguous tensor of its value's shape (`GraphFacts.logical[view]` holds that meta tensor:
+its strides and offset map the view's index to the value's row-major index); loads of inputs
+from memory follow the real strides in `fx.meta["val"]`.
 
 Roles of compute nodes:
   "full"      pointwise op over all numel(shape) points of the group (flat index; any shape
@@ -30,8 +33,10 @@ Roles of compute nodes:
               index_select, embedding, pooling windows (max_pool with offsets, avg_pool). Its
               data is loaded from memory or computed by "prologue" members; its other tensor
               arguments (indices) are inputs or, when shaped like its output, full members.
-  "prologue"  pointwise op that feeds only gathers' data, evaluated at each position a gather
-              reads (ReLU inside max-pool windows: recomputed per window read).
+  "prologue"  pointwise op whose values only this group reads, always at positions of their
+              own: a gather's data (ReLU inside max-pool windows) or through a permute/expand/
+              slice view (sin(x).t() + 1). It is evaluated at each position read, so it runs
+              once per read; its inputs broadcast against its own shape as usual.
   "bcast"     small pointwise op whose value is broadcast into its readers (BatchNorm's
               rsqrt(var + eps) per channel, scalars): evaluated like a broadcast load, at the
               reader's point projected onto the read shape (reader shape == `shape`).
@@ -197,6 +202,24 @@ def _launches_nothing(fx: torch.fx.Node) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _ALLOCATIONS
 
 
+def _replay_view(fx: torch.fx.Node, base):
+    """The view applied to `base` (a meta tensor, or list of them for split's getitem), or None
+    when its arguments are not plain values (symbolic sizes)."""
+    rest = (*fx.args[1:], *fx.kwargs.values())
+    if base is None or any(isinstance(a, torch.fx.Node) for a in rest):
+        return None
+    try:
+        return fx.target(base, *fx.args[1:], **fx.kwargs)
+    except (RuntimeError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _contiguous_meta(shape) -> torch.Tensor | None:
+    if shape and isinstance(shape[0], tuple):
+        return None
+    return torch.empty(tuple(shape), device="meta")
+
+
 class GraphFacts:
     """What planning and costing read off a FusionGraph: each node's value (views look through
     to the tensor they show), who writes each value, who reads it, through which view."""
@@ -209,6 +232,9 @@ class GraphFacts:
         self.value: dict[str, str] = {}  # node -> the value it shows (views look through)
         self.home: dict[str, str] = {}  # value -> compute node (or input) that writes it
         self.flat: dict[str, bool] = {}  # view node -> chain from its value is flat
+        # view node -> the view chain replayed on a contiguous meta tensor of its value's shape:
+        # its strides and offset map the view's index to the value's row-major index
+        self.logical: dict[str, object] = {}
         for n, d in dag.nodes(data=True):
             k = d["kind"]
             fx = d["fx"]
@@ -218,6 +244,7 @@ class GraphFacts:
                 self.flat[n] = True
             elif k == "view":
                 parent = fx.args[0].name if fx.args and isinstance(fx.args[0], torch.fx.Node) else None
+                self.logical[n] = None
                 if parent is None:
                     self.value[n] = self.home[n] = n
                     self.flat[n] = True
@@ -226,9 +253,20 @@ class GraphFacts:
                     self.value[n] = n
                     self.home[n] = parent
                     self.flat[n] = True
+                    self.logical[n] = _contiguous_meta(d["shape"])
                 else:
                     self.value[n] = self.value[parent]
-                    self.flat[n] = self.flat[parent] and _packet(fg, n) in FLAT_VIEWS
+                    base = self.logical.get(parent)
+                    if base is None and parent == self.value[n]:
+                        base = _contiguous_meta(dag.nodes[parent]["shape"])
+                    self.logical[n] = view = _replay_view(fx, base)
+                    if isinstance(view, torch.Tensor):
+                        # flat when it shows the value element for element in row-major order
+                        numel = _prod(dag.nodes[self.value[n]]["shape"])
+                        same = view.is_contiguous() and view.storage_offset() == 0 and view.numel() == numel
+                    else:
+                        same = _packet(fg, n) in FLAT_VIEWS
+                    self.flat[n] = self.flat[parent] and same
             else:
                 packet = _packet(fg, n)
                 if packet in WINDOW_OPS:
@@ -357,6 +395,12 @@ def _role_in(f: GraphFacts, g: _Group, c: str) -> str | None:
     return None
 
 
+def _kind_of(space_owner: _Group, roles: dict[str, str]) -> str:
+    if space_owner.kind == "reduction":
+        return "reduction"
+    return "injective" if "gather" in roles.values() else "pointwise"
+
+
 def _broadcasts(small, big) -> bool:
     """ATen's right-aligned broadcasting of shape `small` into shape `big`."""
     small, big = tuple(small), tuple(big)
@@ -415,26 +459,30 @@ class _Planner:
         # a owns the iteration space when it has reductions; b's members take roles in it
         if a.kind == b.kind == "reduction" and not self._same_rows(a, b):
             return None
+        g = self._in_space_of(a, b)
+        if g is not None and self._reads_ok(g):
+            return g
+        # else one side may run as the other's prologue, at the positions the other reads
+        for host, pw in ((a, b), (b, a)):
+            if all(r == "full" for r in pw.roles.values()) and self._is_prologue(host, pw):
+                roles = dict(host.roles)
+                roles.update({c: "prologue" for c in pw.roles})
+                g = _Group(_kind_of(host, roles), roles, host.shape, host.rdims)
+                if self._reads_ok(g):
+                    return g
+        return None
+
+    def _in_space_of(self, a: _Group, b: _Group) -> _Group | None:
+        """a + b with b's members taking roles in a's iteration space."""
         roles = dict(a.roles)
-        if all(r == "full" for r in b.roles.values()) and self._is_prologue(a, b):
-            roles.update({c: "prologue" for c in b.roles})
-        elif all(r == "full" for r in a.roles.values()) and self._is_prologue(b, a):
-            roles = {c: "prologue" for c in a.roles}
-            roles.update(b.roles)
-            a, b = b, a
-        else:
-            for c, r in b.roles.items():
-                if r in ("full", "gather"):
-                    r = _role_in(self.f, a, c)
-                    if r is None or (b.roles[c] == "gather" and r != "full"):
-                        return None
-                    r = "gather" if b.roles[c] == "gather" else r
-                roles[c] = r
-        kind = a.kind
-        if kind != "reduction":
-            kind = "injective" if "gather" in roles.values() else "pointwise"
-        g = _Group(kind, roles, a.shape, a.rdims)
-        return g if self._reads_ok(g) else None
+        for c, r in b.roles.items():
+            if r in ("full", "gather"):
+                r = _role_in(self.f, a, c)
+                if r is None or (b.roles[c] == "gather" and r != "full"):
+                    return None
+                r = "gather" if b.roles[c] == "gather" else r
+            roles[c] = r
+        return _Group(_kind_of(a, roles), roles, a.shape, a.rdims)
 
     def _combine_epilogue(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
         if not self.opt.epilogue_into_matmul or not producer_first:
@@ -454,8 +502,8 @@ class _Planner:
         return a.shape == b.shape and a.rdims == b.rdims
 
     def _is_prologue(self, g: _Group, pw: _Group) -> bool:
-        """pw feeds only the data of gathers in g (nothing else reads it): it can run at each
-        position they read."""
+        """Only g reads pw's values (none leaves the kernel), and always at positions of its own
+        (a gather's data, or through a permute/expand/slice view), so pw can run at each."""
         f = self.f
         feeds = False
         for c in pw.roles:
@@ -464,11 +512,11 @@ class _Planner:
             for user in f.consumers.get(c, []):
                 if user in pw.roles:
                     continue
-                if g.roles.get(user) != "gather":
+                if user not in g.roles:
                     return False
-                data = f.data_args(user)
-                if any(v == c and p not in data for p, v in f.reads[user]):
-                    return False
+                gather_data = f.data_args(user) if g.roles[user] == "gather" else set()
+                if any(v == c and f.flat[p] and p not in gather_data for p, v in f.reads[user]):
+                    return False  # a same-position read: pw belongs in g's space, not before it
                 feeds = True
         return feeds
 
@@ -480,7 +528,7 @@ class _Planner:
                 rs = g.roles.get(h)
                 if rs is None:
                     continue  # loaded from memory
-                if not f.flat[p]:
+                if not f.flat[p] and rs != "prologue":
                     return False
                 if not self._pair_ok(g, c, rc, p, h, rs):
                     return False
@@ -491,6 +539,8 @@ class _Planner:
         f = self.f
         if rs == "gather":
             rs = "full"  # a gather's value is computed at the group's point like a pointwise op
+        if rs == "prologue":  # computed at whichever position the reader reads
+            return rc in ("prologue", "full", "reduce", "outer", "gather")
         if rc == "gather":
             if p in f.data_args(c):
                 return rs == "prologue"
@@ -511,8 +561,6 @@ class _Planner:
             return rs in ("outer", "reduce")
         if rc == "reduce":
             return rs == "full"
-        if rc == "prologue":
-            return rs == "prologue"
         if rc == "epilogue":
             return rs in ("anchor", "epilogue")
         return False
@@ -661,22 +709,8 @@ class _Planner:
             if g.kind in OPAQUE and not any(r == "epilogue" for r in g.roles.values()):
                 users = [u for u in f.consumers[v] if self.gid[u] == gid]
                 return f"read by {users[0]} ({f.kind[users[0]]}), which reads its inputs from memory"
-            trial = _Group(g.kind, dict(g.roles), g.shape, g.rdims, g.anchor)
-            as_prologue = any(
-                g.roles.get(u) == "gather" and any(x == v and p in f.data_args(u) for p, x in f.reads[u])
-                for u in f.consumers[v]
-            )
-            added = {}
-            for c in cone:
-                if c in trial.roles:
-                    continue
-                r = "prologue" if as_prologue else _role_in(f, trial, c)
-                if r is None and f.numel(c) < trial.numel:
-                    r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
-                if r is None:
-                    return f"{c} does not fit the iteration space of group {gid} ({g.kind} {g.shape})"
-                trial.roles[c] = added[c] = r
-            if len(trial.roles) > self.opt.max_nodes or not self._reads_ok(trial):
+            added = self._recompute_roles(g, [c for c in cone if c not in g.roles])
+            if added is None:
                 return f"{v} cannot be computed inside group {gid} ({g.kind} {g.shape})"
             already = self._group_reads(gid)
             extra_bytes += sum(f.bytes[u] for u in cone_reads if u not in already)
@@ -689,6 +723,26 @@ class _Planner:
             f"{extra_bytes} new bytes instead of writing and reading {saved}"
         )
         return plan, why
+
+    def _recompute_roles(self, g: _Group, cone: list[str]) -> dict[str, str] | None:
+        """Roles for recomputing `cone` inside g: in g's space (small tensors broadcast), else
+        as a prologue at the positions g reads; None when neither makes one kernel."""
+        f = self.f
+        in_space: dict[str, str] = {}
+        for c in cone:
+            r = _role_in(f, g, c)
+            if r is None and f.numel(c) < g.numel:
+                r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
+            if r is None:
+                break
+            in_space[c] = r
+        attempts = [in_space] if len(in_space) == len(cone) else []
+        attempts.append(dict.fromkeys(cone, "prologue"))
+        for added in attempts:
+            trial = _Group(g.kind, {**g.roles, **added}, g.shape, g.rdims, g.anchor)
+            if len(trial.roles) <= self.opt.max_nodes and self._reads_ok(trial):
+                return added
+        return None
 
     def _group_reads(self, gid: int) -> set[str]:
         f = self.f

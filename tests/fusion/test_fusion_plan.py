@@ -159,10 +159,27 @@ def test_views_alone_launch_nothing():
     assert p.groups == ()
 
 
-def test_reading_an_in_kernel_value_through_a_transpose_splits_the_kernel():
-    # the kernel generator reads in-kernel values at the same flat index only
+def test_a_value_read_through_a_transpose_runs_as_prologue_at_the_read_positions():
     p = plan(aten_graph(lambda x: torch.cos(torch.sin(x).t() + 1), torch.randn(8, 16)))
+    (g,) = p.groups
+    assert g.role == {"sin": "prologue", "add": "full", "cos": "full"}
+
+    # a value also read in place stays a full member and the transposed reader takes a kernel
+    def both(x):
+        s = torch.sin(x)
+        return s * 2, s.t().contiguous()
+
+    p = plan(aten_graph(both, torch.randn(8, 8)))
     assert p.launches == 2
+
+
+def test_expand_to_the_same_shape_is_a_flat_read():
+    def fn(x):
+        y = x.transpose(0, 1) * 2  # ATen keeps the transposed layout: y is not contiguous
+        return y.expand(16, 8).contiguous()
+
+    (g,) = plan(aten_graph(fn, torch.randn(8, 16))).groups
+    assert g.role == {"mul": "full", "clone": "full"}
 
 
 def test_independent_copies_of_one_tensor_fuse_horizontally():
