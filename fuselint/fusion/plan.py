@@ -7,8 +7,8 @@ kernel), independent groups that read a common tensor fuse horizontally, matmul/
 own kernels, views are free, and no merge may create a cycle between groups (a path
 A -> mm -> B forbids merging A and B). A multi-consumer value whose consumers land in other
 kernels is recomputed there when that is cheap (Inductor's test: pointwise, <= 4 reads,
-<= 30 ops; and no more bytes than materializing), else written out and listed in
-`FusionPlan.materialized` with the reason.
+<= 30 ops; and no more bytes than materializing) and listed in `FusionPlan.recomputations`,
+else written out and listed in `FusionPlan.materialized`, each with the reason.
 
 What the kernel generator may rely on.
 
@@ -17,10 +17,13 @@ A group's `nodes` hold its compute nodes plus every view/getitem on the way from
 to a member that reads it (so loads can follow the views' strides in `fx.meta["val"]`).
 `inputs` are the values it reads from memory; `outputs` the values it writes to memory.
 `roles` gives each compute node's role; `shape` is the group's iteration shape, `space` its
-(xnumel, rnumel). Reads between two members of a group go directly or through *flat* views only
-(view, _unsafe_view, reshape, squeeze, unsqueeze, alias), so the reader sees the producer's
-values in row-major order; other views (permute, expand, slice, ...) are only ever applied to
-inputs loaded from memory.
+(xnumel, rnumel). A member reads another member of its group directly or through *flat* views
+(view, reshape, squeeze, unsqueeze, an expand to the same shape: the reader sees the producer's
+values in row-major order), except that a "prologue" member may be read through any view
+(permute, expand, slice, ...). A view's index map is that of the view chain replayed on a
+contiguous tensor of its value's shape (`GraphFacts.logical[view]` holds that meta tensor:
+its strides and offset map the view's index to the value's row-major index); loads of inputs
+from memory follow the real strides in `fx.meta["val"]`.
 
 Roles of compute nodes:
   "full"      pointwise op over all numel(shape) points of the group (flat index; any shape
@@ -30,8 +33,10 @@ Roles of compute nodes:
               index_select, embedding, pooling windows (max_pool with offsets, avg_pool). Its
               data is loaded from memory or computed by "prologue" members; its other tensor
               arguments (indices) are inputs or, when shaped like its output, full members.
-  "prologue"  pointwise op that feeds only gathers' data, evaluated at each position a gather
-              reads (ReLU inside max-pool windows: recomputed per window read).
+  "prologue"  pointwise op whose values only this group reads, always at positions of their
+              own: a gather's data (ReLU inside max-pool windows) or through a permute/expand/
+              slice view (sin(x).t() + 1). It is evaluated at each position read, so it runs
+              once per read; its inputs broadcast against its own shape as usual.
   "bcast"     small pointwise op whose value is broadcast into its readers (BatchNorm's
               rsqrt(var + eps) per channel, scalars): evaluated like a broadcast load, at the
               reader's point projected onto the read shape (reader shape == `shape`).
@@ -52,6 +57,9 @@ Kinds of groups:
    (persistent or looped over r). When reduce_dims are the trailing dims, flat index = row *
    rnumel + r for every full member; otherwise every full member has shape F exactly, outer
    members have F with reduce_dims set to 1 (or squeezed), and indexing goes by dims.
+   `launches` is 2 when the reduction is split (few long rows, see PlanOptions): then no full
+   member reads a reduction's result (only outer members do), so partial sums over blocks of
+   a row and then their total (two launches) compute the group.
 4. "matmul" | "conv" | "other": a single anchor op run as is (ATen/cuBLAS/cuDNN). Only with
    PlanOptions(epilogue_into_matmul=True) do matmul/conv take epilogue members over the
    anchor's output numel (Inductor on GPU does not fuse epilogues into aten mm).
@@ -97,6 +105,12 @@ class PlanOptions:
     horizontal: bool = True  # fuse independent groups that read a common tensor
     recompute_max_ops: int = 30  # Inductor's realize_opcount_threshold
     recompute_max_reads: int = 4  # Inductor's realize_reads_threshold
+    # Inductor splits a reduction with few rows and long rows into two kernels (partial sums,
+    # then their total) to use the whole GPU: fewer than 2 x SMs rows (H100/H200: 132 SMs) of
+    # more than 8192 elements (choices.reduction_split_factor). No full-size op can then read
+    # the result in the same kernel.
+    split_max_rows: int = 264
+    split_min_rnumel: int = 8192
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,7 @@ class FusionGroup:
     shape: tuple[int, ...] = ()  # full iteration shape
     reduce_dims: tuple[int, ...] = ()  # reduction groups: reduced dims of `shape`
     space: tuple[int, int] = (0, 1)  # (xnumel, rnumel)
+    launches: int = 1  # 2 for a split reduction (partial sums, then their total)
 
     @property
     def role(self) -> dict[str, str]:
@@ -133,15 +148,25 @@ class Materialized:
 
 
 @dataclass(frozen=True)
+class Recomputed:
+    """A multi-consumer value that each reading kernel recomputes instead of reading it."""
+
+    node: str  # the value's name
+    groups: tuple[int, ...]  # ids of the groups that recompute it
+    reason: str
+
+
+@dataclass(frozen=True)
 class FusionPlan:
     graph: FusionGraph
     groups: tuple[FusionGroup, ...]  # topological order
     materialized: tuple[Materialized, ...]
     options: PlanOptions = field(default_factory=PlanOptions)
+    recomputations: tuple[Recomputed, ...] = ()  # why each recomputed value was not written out
 
     @property
     def launches(self) -> int:
-        return len(self.groups)
+        return sum(g.launches for g in self.groups)
 
     def group_of(self) -> dict[str, int]:
         """Node -> id of the group that computes it (its first group when recomputed elsewhere)."""
@@ -164,6 +189,37 @@ def _packet(fg: FusionGraph, n: str) -> str:
     return fg.dag.nodes[n]["op"].split(".")[1] if fg.dag.nodes[n]["op"].count(".") >= 2 else ""
 
 
+_ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
+
+
+def _launches_nothing(fx: torch.fx.Node) -> bool:
+    """Ops that produce no tensor (sym_size, asserts) or only allocate one."""
+    val = fx.meta.get("val")
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    if not any(isinstance(v, torch.Tensor) for v in vals):
+        return True
+    target = fx.target
+    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _ALLOCATIONS
+
+
+def _replay_view(fx: torch.fx.Node, base):
+    """The view applied to `base` (a meta tensor, or list of them for split's getitem), or None
+    when its arguments are not plain values (symbolic sizes)."""
+    rest = (*fx.args[1:], *fx.kwargs.values())
+    if base is None or any(isinstance(a, torch.fx.Node) for a in rest):
+        return None
+    try:
+        return fx.target(base, *fx.args[1:], **fx.kwargs)
+    except (RuntimeError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _contiguous_meta(shape) -> torch.Tensor | None:
+    if shape and isinstance(shape[0], tuple):
+        return None
+    return torch.empty(tuple(shape), device="meta")
+
+
 class GraphFacts:
     """What planning and costing read off a FusionGraph: each node's value (views look through
     to the tensor they show), who writes each value, who reads it, through which view."""
@@ -176,14 +232,19 @@ class GraphFacts:
         self.value: dict[str, str] = {}  # node -> the value it shows (views look through)
         self.home: dict[str, str] = {}  # value -> compute node (or input) that writes it
         self.flat: dict[str, bool] = {}  # view node -> chain from its value is flat
+        # view node -> the view chain replayed on a contiguous meta tensor of its value's shape:
+        # its strides and offset map the view's index to the value's row-major index
+        self.logical: dict[str, object] = {}
         for n, d in dag.nodes(data=True):
             k = d["kind"]
             fx = d["fx"]
-            if k == "input":
+            if k == "input" or (k != "view" and _launches_nothing(fx)):
+                # graph inputs, and ops no kernel runs for (sizes, allocations): read as inputs
                 self.value[n] = self.home[n] = n
                 self.flat[n] = True
             elif k == "view":
                 parent = fx.args[0].name if fx.args and isinstance(fx.args[0], torch.fx.Node) else None
+                self.logical[n] = None
                 if parent is None:
                     self.value[n] = self.home[n] = n
                     self.flat[n] = True
@@ -192,9 +253,20 @@ class GraphFacts:
                     self.value[n] = n
                     self.home[n] = parent
                     self.flat[n] = True
+                    self.logical[n] = _contiguous_meta(d["shape"])
                 else:
                     self.value[n] = self.value[parent]
-                    self.flat[n] = self.flat[parent] and _packet(fg, n) in FLAT_VIEWS
+                    base = self.logical.get(parent)
+                    if base is None and parent == self.value[n]:
+                        base = _contiguous_meta(dag.nodes[parent]["shape"])
+                    self.logical[n] = view = _replay_view(fx, base)
+                    if isinstance(view, torch.Tensor):
+                        # flat when it shows the value element for element in row-major order
+                        numel = _prod(dag.nodes[self.value[n]]["shape"])
+                        same = view.is_contiguous() and view.storage_offset() == 0 and view.numel() == numel
+                    else:
+                        same = _packet(fg, n) in FLAT_VIEWS
+                    self.flat[n] = self.flat[parent] and same
             else:
                 packet = _packet(fg, n)
                 if packet in WINDOW_OPS:
@@ -206,6 +278,15 @@ class GraphFacts:
                 self.flat[n] = True
         self.shape = {n: d["shape"] for n, d in dag.nodes(data=True)}
         self.bytes = {n: d["bytes"] for n, d in dag.nodes(data=True)}
+        # dead code (no path to an output) runs nowhere
+        live = {n for n, d in dag.nodes(data=True) if d["is_output"]}
+        stack = list(live)
+        while stack:
+            for p in dag.predecessors(stack.pop()):
+                if p not in live:
+                    live.add(p)
+                    stack.append(p)
+        self.kind = {c: k for c, k in self.kind.items() if c in live}
         # reads[c] = [(node read, value)] for compute node c; consumers[value] = compute nodes
         self.reads: dict[str, list[tuple[str, str]]] = {}
         self.consumers: dict[str, list[str]] = {}
@@ -218,6 +299,10 @@ class GraphFacts:
                 if c not in self.consumers[v]:
                     self.consumers[v].append(c)
             self.reads[c] = rs
+        self.values_of: dict[str, list[str]] = {}  # compute node -> the values it writes
+        for v, h in self.home.items():
+            if h in self.kind:
+                self.values_of.setdefault(h, []).append(v)
         self.graph_outputs = {self.value[n] for n, d in dag.nodes(data=True) if d["is_output"]}
         self.rinfo = {c: self._reduction_info(c) for c, k in self.kind.items() if k == "reduction"}
 
@@ -230,15 +315,15 @@ class GraphFacts:
     def _reduction_info(self, c: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(input shape, reduced dims) of a reduction node."""
         fx = self.fg.dag.nodes[c]["fx"]
-        src = fx.args[0]
-        shape = tuple(int(s) for s in src.meta["val"].shape)
+        shape = tuple(self.shape[fx.args[0].name])
         dims = fx.kwargs.get("dim", fx.args[1] if len(fx.args) > 1 else None)
         if isinstance(dims, int):
             dims = [dims]
+        if not shape:
+            return shape, ()  # a 0-d tensor: nothing to reduce over
         if not dims:
             dims = range(len(shape))
-        nd = max(len(shape), 1)
-        return shape, tuple(sorted({d % nd for d in dims}))
+        return shape, tuple(sorted({d % len(shape) for d in dims}))
 
     def data_args(self, c: str) -> set[str]:
         """Nodes an injective anchor reads at computed positions (its first argument)."""
@@ -310,6 +395,12 @@ def _role_in(f: GraphFacts, g: _Group, c: str) -> str | None:
     return None
 
 
+def _kind_of(space_owner: _Group, roles: dict[str, str]) -> str:
+    if space_owner.kind == "reduction":
+        return "reduction"
+    return "injective" if "gather" in roles.values() else "pointwise"
+
+
 def _broadcasts(small, big) -> bool:
     """ATen's right-aligned broadcasting of shape `small` into shape `big`."""
     small, big = tuple(small), tuple(big)
@@ -327,11 +418,13 @@ class _Planner:
         for i, c in enumerate(self.f.kind):
             self.groups[i] = _seed(self.f, c)
             self.gid[c] = i
-        self.dag = nx.DiGraph()
-        self.dag.add_nodes_from(self.groups)
+        # group graph: succ[a] holds the groups that read a value group a computes
+        self.succ: dict[int, set[int]] = {g: set() for g in self.groups}
+        self.pred: dict[int, set[int]] = {g: set() for g in self.groups}
         for c in self.f.kind:
             for a, b in self._deps(c):
-                self.dag.add_edge(a, b)
+                self.succ[a].add(b)
+                self.pred[b].add(a)
 
     def _deps(self, c: str):
         for _p, v in self.f.reads[c]:
@@ -344,9 +437,15 @@ class _Planner:
     def _no_cycle(self, a: int, b: int) -> bool:
         """Merging a and b keeps the group graph acyclic: no path between them via a third group."""
         for x, y in ((a, b), (b, a)):
-            for s in self.dag.successors(x):
-                if s != y and nx.has_path(self.dag, s, y):
-                    return False
+            stack = [s for s in self.succ[x] if s != y]
+            seen = set(stack)
+            while stack:
+                for s in self.succ[stack.pop()]:
+                    if s == y:
+                        return False
+                    if s not in seen:
+                        seen.add(s)
+                        stack.append(s)
         return True
 
     def _combine(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
@@ -360,26 +459,30 @@ class _Planner:
         # a owns the iteration space when it has reductions; b's members take roles in it
         if a.kind == b.kind == "reduction" and not self._same_rows(a, b):
             return None
+        g = self._in_space_of(a, b)
+        if g is not None and self._reads_ok(g):
+            return g
+        # else one side may run as the other's prologue, at the positions the other reads
+        for host, pw in ((a, b), (b, a)):
+            if all(r == "full" for r in pw.roles.values()) and self._is_prologue(host, pw):
+                roles = dict(host.roles)
+                roles.update({c: "prologue" for c in pw.roles})
+                g = _Group(_kind_of(host, roles), roles, host.shape, host.rdims)
+                if self._reads_ok(g):
+                    return g
+        return None
+
+    def _in_space_of(self, a: _Group, b: _Group) -> _Group | None:
+        """a + b with b's members taking roles in a's iteration space."""
         roles = dict(a.roles)
-        if all(r == "full" for r in b.roles.values()) and self._is_prologue(a, b):
-            roles.update({c: "prologue" for c in b.roles})
-        elif all(r == "full" for r in a.roles.values()) and self._is_prologue(b, a):
-            roles = {c: "prologue" for c in a.roles}
-            roles.update(b.roles)
-            a, b = b, a
-        else:
-            for c, r in b.roles.items():
-                if r in ("full", "gather"):
-                    r = _role_in(self.f, a, c)
-                    if r is None or (b.roles[c] == "gather" and r != "full"):
-                        return None
-                    r = "gather" if b.roles[c] == "gather" else r
-                roles[c] = r
-        kind = a.kind
-        if kind != "reduction":
-            kind = "injective" if "gather" in roles.values() else "pointwise"
-        g = _Group(kind, roles, a.shape, a.rdims)
-        return g if self._reads_ok(g) else None
+        for c, r in b.roles.items():
+            if r in ("full", "gather"):
+                r = _role_in(self.f, a, c)
+                if r is None or (b.roles[c] == "gather" and r != "full"):
+                    return None
+                r = "gather" if b.roles[c] == "gather" else r
+            roles[c] = r
+        return _Group(_kind_of(a, roles), roles, a.shape, a.rdims)
 
     def _combine_epilogue(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
         if not self.opt.epilogue_into_matmul or not producer_first:
@@ -399,8 +502,8 @@ class _Planner:
         return a.shape == b.shape and a.rdims == b.rdims
 
     def _is_prologue(self, g: _Group, pw: _Group) -> bool:
-        """pw feeds only the data of gathers in g (nothing else reads it): it can run at each
-        position they read."""
+        """Only g reads pw's values (none leaves the kernel), and always at positions of its own
+        (a gather's data, or through a permute/expand/slice view), so pw can run at each."""
         f = self.f
         feeds = False
         for c in pw.roles:
@@ -409,11 +512,11 @@ class _Planner:
             for user in f.consumers.get(c, []):
                 if user in pw.roles:
                     continue
-                if g.roles.get(user) != "gather":
+                if user not in g.roles:
                     return False
-                data = f.data_args(user)
-                if any(v == c and p not in data for p, v in f.reads[user]):
-                    return False
+                gather_data = f.data_args(user) if g.roles[user] == "gather" else set()
+                if any(v == c and f.flat[p] and p not in gather_data for p, v in f.reads[user]):
+                    return False  # a same-position read: pw belongs in g's space, not before it
                 feeds = True
         return feeds
 
@@ -425,7 +528,7 @@ class _Planner:
                 rs = g.roles.get(h)
                 if rs is None:
                     continue  # loaded from memory
-                if not f.flat[p]:
+                if not f.flat[p] and rs != "prologue":
                     return False
                 if not self._pair_ok(g, c, rc, p, h, rs):
                     return False
@@ -436,6 +539,8 @@ class _Planner:
         f = self.f
         if rs == "gather":
             rs = "full"  # a gather's value is computed at the group's point like a pointwise op
+        if rs == "prologue":  # computed at whichever position the reader reads
+            return rc in ("prologue", "full", "reduce", "outer", "gather")
         if rc == "gather":
             if p in f.data_args(c):
                 return rs == "prologue"
@@ -450,17 +555,22 @@ class _Planner:
             if rs == "full":
                 return True
             if rs in ("outer", "reduce"):
-                return self._row_broadcast(g, tuple(f.shape[p]), tuple(f.shape[c]))
+                return not self._split(g) and self._row_broadcast(g, tuple(f.shape[p]), tuple(f.shape[c]))
             return False
         if rc == "outer":
             return rs in ("outer", "reduce")
         if rc == "reduce":
             return rs == "full"
-        if rc == "prologue":
-            return rs == "prologue"
         if rc == "epilogue":
             return rs in ("anchor", "epilogue")
         return False
+
+    def _split(self, g: _Group) -> bool:
+        """A reduction that runs as two kernels: too few rows to fill the GPU, long rows."""
+        if g.kind != "reduction":
+            return False
+        rows = g.numel // max(g.rnumel, 1)
+        return rows < self.opt.split_max_rows and g.rnumel > self.opt.split_min_rnumel
 
     def _row_broadcast(self, g: _Group, read: tuple[int, ...], out: tuple[int, ...]) -> bool:
         """A per-row value read by a full member broadcasts along the row only."""
@@ -479,17 +589,28 @@ class _Planner:
     # -- merging --------------------------------------------------------------------------------
 
     def _merge(self, a: int, b: int, producer_first: bool) -> bool:
-        if a == b or not self._no_cycle(a, b):
+        if a == b:
             return False
         g = self._combine(self.groups[a], self.groups[b], producer_first)
-        if g is None:
+        if g is None or not self._no_cycle(a, b):
             return False
         keep, drop = min(a, b), max(a, b)
         self.groups[keep] = g
         del self.groups[drop]
         for c in g.roles:
             self.gid[c] = keep
-        self.dag = nx.contracted_nodes(self.dag, keep, drop, self_loops=False)
+        for s in self.succ.pop(drop):
+            self.pred[s].discard(drop)
+            if s != keep:
+                self.pred[s].add(keep)
+                self.succ[keep].add(s)
+        for s in self.pred.pop(drop):
+            self.succ[s].discard(drop)
+            if s != keep:
+                self.succ[s].add(keep)
+                self.pred[keep].add(s)
+        self.succ[keep].discard(keep)
+        self.pred[keep].discard(keep)
         return True
 
     def vertical(self) -> None:
@@ -525,10 +646,10 @@ class _Planner:
 
     # -- recompute or materialize ---------------------------------------------------------------
 
-    def settle(self) -> tuple[dict[int, set[str]], list[Materialized]]:
+    def settle(self) -> tuple[list[Recomputed], list[Materialized]]:
         """Decide, for each value read by other groups, recompute there or write it out."""
         f = self.f
-        extra: dict[int, set[str]] = {g: set() for g in self.groups}  # recomputed nodes per group
+        recomputed: list[Recomputed] = []
         materialized: list[Materialized] = []
         for v in sorted(f.consumers, key=lambda n: f.order[n]):
             h = f.home[v]
@@ -540,17 +661,18 @@ class _Planner:
             if not outside or v in f.graph_outputs:
                 continue
             decision = self._recompute_plan(v, outside)
-            if isinstance(decision, dict):
-                for gid, roles in decision.items():
-                    extra[gid] |= set(roles)
+            if isinstance(decision, tuple):
+                roles_by_group, why = decision
+                for gid, roles in roles_by_group.items():
                     for c, r in roles.items():
                         self.groups[gid].roles.setdefault(c, r)
+                recomputed.append(Recomputed(v, tuple(outside), why))
                 continue
             groups = ([home] if any(self.gid[u] == home for u in users) else []) + outside
             if f.kind[h] in OPAQUE or len(groups) < 2:
                 continue  # extern outputs are in memory anyway; one reading kernel forks nothing
             materialized.append(Materialized(v, tuple(groups), f.bytes[v], decision))
-        return extra, materialized
+        return recomputed, materialized
 
     def _cone(self, v: str, home: int) -> list[str]:
         """v's home node and its ancestors inside its group, in FX order."""
@@ -567,7 +689,8 @@ class _Planner:
                     stack.append(f.home[u])
         return sorted(seen, key=lambda n: f.order[n])
 
-    def _recompute_plan(self, v: str, outside: list[int]) -> dict[int, dict[str, str]] | str:
+    def _recompute_plan(self, v: str, outside: list[int]) -> tuple[dict[int, dict[str, str]], str] | str:
+        """(roles to add per reading group, why) when each reader can recompute v; else why not."""
         f = self.f
         cone = self._cone(v, self.gid[f.home[v]])
         heavy = [c for c in cone if f.kind[c] != "pointwise"]
@@ -586,22 +709,8 @@ class _Planner:
             if g.kind in OPAQUE and not any(r == "epilogue" for r in g.roles.values()):
                 users = [u for u in f.consumers[v] if self.gid[u] == gid]
                 return f"read by {users[0]} ({f.kind[users[0]]}), which reads its inputs from memory"
-            trial = _Group(g.kind, dict(g.roles), g.shape, g.rdims, g.anchor)
-            as_prologue = any(
-                g.roles.get(u) == "gather" and any(x == v and p in f.data_args(u) for p, x in f.reads[u])
-                for u in f.consumers[v]
-            )
-            added = {}
-            for c in cone:
-                if c in trial.roles:
-                    continue
-                r = "prologue" if as_prologue else _role_in(f, trial, c)
-                if r is None and f.numel(c) < trial.numel:
-                    r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
-                if r is None:
-                    return f"{c} does not fit the iteration space of group {gid} ({g.kind} {g.shape})"
-                trial.roles[c] = added[c] = r
-            if len(trial.roles) > self.opt.max_nodes or not self._reads_ok(trial):
+            added = self._recompute_roles(g, [c for c in cone if c not in g.roles])
+            if added is None:
                 return f"{v} cannot be computed inside group {gid} ({g.kind} {g.shape})"
             already = self._group_reads(gid)
             extra_bytes += sum(f.bytes[u] for u in cone_reads if u not in already)
@@ -609,7 +718,31 @@ class _Planner:
             plan[gid] = added
         if extra_bytes > saved:
             return f"recomputing it reads {extra_bytes} bytes more than the {saved} it saves"
-        return plan
+        why = (
+            f"{len(cone)} pointwise op(s) over {len(cone_reads)} tensor(s): recomputing reads "
+            f"{extra_bytes} new bytes instead of writing and reading {saved}"
+        )
+        return plan, why
+
+    def _recompute_roles(self, g: _Group, cone: list[str]) -> dict[str, str] | None:
+        """Roles for recomputing `cone` inside g: in g's space (small tensors broadcast), else
+        as a prologue at the positions g reads; None when neither makes one kernel."""
+        f = self.f
+        in_space: dict[str, str] = {}
+        for c in cone:
+            r = _role_in(f, g, c)
+            if r is None and f.numel(c) < g.numel:
+                r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
+            if r is None:
+                break
+            in_space[c] = r
+        attempts = [in_space] if len(in_space) == len(cone) else []
+        attempts.append(dict.fromkeys(cone, "prologue"))
+        for added in attempts:
+            trial = _Group(g.kind, {**g.roles, **added}, g.shape, g.rdims, g.anchor)
+            if len(trial.roles) <= self.opt.max_nodes and self._reads_ok(trial):
+                return added
+        return None
 
     def _group_reads(self, gid: int) -> set[str]:
         f = self.f
@@ -627,11 +760,11 @@ def plan(fg: FusionGraph, options: PlanOptions | None = None) -> FusionPlan:
     p.vertical()
     if options.horizontal:
         p.horizontal()
-    extra, materialized = p.settle()
-    return _freeze(p, extra, materialized, options)
+    recomputed, materialized = p.settle()
+    return _freeze(p, recomputed, materialized, options)
 
 
-def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: PlanOptions) -> FusionPlan:
+def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> FusionPlan:
     f = p.f
     needed: dict[int, set[str]] = {gid: set(g.roles) for gid, g in p.groups.items()}
     # A node recomputed in every group that reads it needs no home computation; dropping one
@@ -678,7 +811,7 @@ def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: Plan
         for c in cs:
             for node, v in f.reads[c]:
                 _add_chain(f, node, nodes, stop=None if f.home[v] in cs else v)
-        nodes |= {v for v, h in f.home.items() if h in cs and v != h}  # getitems of members
+        nodes |= {v for c in cs for v in f.values_of[c] if v != c}  # getitems of members
         roles = tuple((c, g.roles[c]) for c in sorted(cs, key=f.order.get))
         space = (g.numel // max(g.rnumel, 1), g.rnumel) if g.kind == "reduction" else (g.numel, 1)
         groups.append(
@@ -693,19 +826,25 @@ def _freeze(p: _Planner, extra: dict[int, set[str]], materialized, options: Plan
                 shape=tuple(g.shape),
                 reduce_dims=g.rdims if g.kind == "reduction" else (),
                 space=space,
+                launches=2 if p._split(g) else 1,
             )
         )
     mats = tuple(
         Materialized(m.node, tuple(new_id[x] for x in m.groups if x in new_id), m.bytes, m.reason)
         for m in materialized
     )
-    return FusionPlan(graph=f.fg, groups=tuple(groups), materialized=mats, options=options)
+    recs = tuple(
+        Recomputed(r.node, tuple(new_id[x] for x in r.groups if x in new_id), r.reason) for r in recomputed
+    )
+    return FusionPlan(
+        graph=f.fg, groups=tuple(groups), materialized=mats, options=options, recomputations=recs
+    )
 
 
 def _unused(f: GraphFacts, gid: int, c: str, needed: dict[int, set[str]]) -> bool:
     """Group gid can skip c: no member of gid reads it, it is no graph output, and every other
     group that reads it computes it itself."""
-    for v in (v for v, h in f.home.items() if h == c):
+    for v in f.values_of[c]:
         if v in f.graph_outputs:
             return False
         for u in f.consumers.get(v, []):

@@ -8,7 +8,7 @@ from fuselint.fusion.plan import FusionPlan
 
 
 def plan_summary(plan: FusionPlan, device: Device = DEFAULT) -> dict:
-    """{device, eager, fused, saving, speedup, groups: [...], materialized: [...], node_group}.
+    """{device, eager, fused, saving, speedup, groups, materialized, recomputed, node_group}.
 
     eager/fused hold launches, bytes and time_us per run of the graph; node_group maps every
     node that some kernel computes (views used inside included) to the id of its group, for
@@ -35,6 +35,7 @@ def plan_summary(plan: FusionPlan, device: Device = DEFAULT) -> dict:
                 "shape": list(g.shape),
                 "reduce_dims": list(g.reduce_dims),
                 "space": list(g.space),
+                "launches": g.launches,
                 "eager": totals(gc.eager),
                 "fused": totals(gc.fused),
             }
@@ -52,6 +53,9 @@ def plan_summary(plan: FusionPlan, device: Device = DEFAULT) -> dict:
         "materialized": [
             {"node": m.node, "groups": list(m.groups), "bytes": m.bytes, "reason": m.reason}
             for m in plan.materialized
+        ],
+        "recomputed": [
+            {"node": r.node, "groups": list(r.groups), "reason": r.reason} for r in plan.recomputations
         ],
         "node_group": plan.group_of(),
     }

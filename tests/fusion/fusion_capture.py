@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch._inductor.lowering  # max_pool's decomposition looks it up
 from torch._functorch.aot_autograd import aot_module_simplified
@@ -10,7 +12,7 @@ from torch._inductor.decomposition import select_decomp_table
 from fuselint.graph.fusion_graph import FusionGraph
 
 
-def aten_graphs(fn, *args) -> list[FusionGraph]:
+def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
     """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad)."""
     graphs: list[torch.fx.GraphModule] = []
 
@@ -25,7 +27,7 @@ def aten_graphs(fn, *args) -> list[FusionGraph]:
 
     torch._dynamo.reset()
     with torch.no_grad():
-        torch.compile(fn, backend=recorder, dynamic=False)(*args)
+        torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
     torch._dynamo.reset()
     fgs = [FusionGraph.from_fx(gm) for gm in graphs]
     for i, fg in enumerate(fgs):
@@ -33,6 +35,15 @@ def aten_graphs(fn, *args) -> list[FusionGraph]:
     return fgs
 
 
-def aten_graph(fn, *args) -> FusionGraph:
-    (fg,) = aten_graphs(fn, *args)
+def aten_graph(fn, *args, dynamic: bool = False) -> FusionGraph:
+    (fg,) = aten_graphs(fn, *args, dynamic=dynamic)
     return fg
+
+
+@functools.cache
+def traced_reference(name: str) -> FusionGraph:
+    """The ATen graph of a reference in fusion_references, traced once per test session."""
+    from fusion_references import REFERENCES
+
+    fn, args = REFERENCES[name][0]()
+    return aten_graph(fn, *args)

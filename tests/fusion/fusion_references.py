@@ -72,6 +72,68 @@ def conv_relu_maxpool():
     return model, (torch.randn(2, 3, 16, 16),)
 
 
+class ConvNeXtBlock(nn.Module):
+    """Depthwise conv, channels-last LayerNorm between permutes, MLP, layer scale, residual."""
+
+    def __init__(self, d: int = 16):
+        super().__init__()
+        self.dw = nn.Conv2d(d, d, 7, padding=3, groups=d)
+        self.ln = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.gamma = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.ln(y)))) * self.gamma
+        return x + y.permute(0, 3, 1, 2)
+
+
+class LlamaBlock(nn.Module):
+    """RMSNorm, rotary embedding (cat of halves), causal attention by matmuls, SwiGLU MLP."""
+
+    def __init__(self, d: int = 64, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(d))
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(d, 2 * d, bias=False), nn.Linear(d, 2 * d, bias=False)
+        self.down = nn.Linear(2 * d, d, bias=False)
+
+    @staticmethod
+    def _rms(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+    @staticmethod
+    def _rope(x, cos, sin):
+        x1, x2 = x.chunk(2, -1)
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    def forward(self, x, cos, sin, mask):
+        b, t, c = x.shape
+        hd = c // self.heads
+        y = self._rms(x, self.n1)
+        q, k, v = (proj(y).view(b, t, self.heads, hd).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        q, k = self._rope(q, cos, sin), self._rope(k, cos, sin)
+        a = torch.softmax((q @ k.transpose(-1, -2)) / hd**0.5 + mask, -1)
+        x = x + self.o((a @ v).transpose(1, 2).reshape(b, t, c))
+        y = self._rms(x, self.n2)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+def convnext_block():
+    return ConvNeXtBlock().eval(), (torch.randn(2, 16, 8, 8),)
+
+
+def llama_block():
+    t = 8
+    mask = torch.triu(torch.full((t, t), -1e9), 1)
+    return LlamaBlock(), (torch.randn(2, t, 64), torch.randn(t, 16), torch.randn(t, 16), mask)
+
+
+def mean_center():
+    return (lambda x: x - x.mean()), (torch.randn(512, 512),)
+
+
 # Inductor's kernel launches per graph on a GPU (torch 2.11-2.13). Measured on CPU here with
 # bench/inductor_kernel_counts.py (CPU counts in comments where the CPU backend differs);
 # the GPU column is what that script prints on CUDA.
@@ -95,8 +157,25 @@ REFERENCES = {
     # extern conv + one kernel (ReLU inlined into the max-pool windows). On GPU Inductor peels
     # the conv bias off into that kernel; CPU adds a weight-layout kernel (3 on CPU).
     "conv_relu_maxpool": (conv_relu_maxpool, 2),
+    # a mean over 262144 elements into one value: Inductor splits it (partial sums, then their
+    # total) and runs the subtraction as a third kernel. Derived from its split heuristic
+    # (choices.reduction_split_factor: < 2 x SMs outputs, > 8192 per output), not yet measured.
+    "mean_center": (mean_center, 3),
+    # conv, LayerNorm over permuted channels, addmm, GELU, addmm, layer scale + permute back +
+    # residual in one kernel. CPU: 7 (weight-layout kernel). GPU count expected, to confirm.
+    "convnext_block": (convnext_block, 6),
+}
+
+# Graphs where the plan knowingly differs from Inductor (printed by the bench, not asserted):
+# name -> (build, Inductor's count measured on CPU, why the plan differs).
+DIVERGENT = {
+    # Inductor also fuses k's contiguous copy, read through a transpose, into the rotary kernel
+    # (its index algebra recomputes the cat at transposed positions); a prologue here may not
+    # contain a gather, so the plan keeps that copy as a kernel of its own: 18 vs 17.
+    "llama_block": (llama_block, 17, "a gather read through a transpose is not recomputed"),
 }
 
 # Where Inductor's CPU (C++) backend launches a different number than on GPU (measured here,
-# torch 2.13 CPU): it converts the conv weight's layout in a kernel of its own.
-CPU_COUNTS = {"conv_relu_maxpool": 3}
+# torch 2.13 CPU): it converts the conv weight's layout in a kernel of its own, and it does
+# not split reductions (one C++ kernel loops over the mean, then the subtraction).
+CPU_COUNTS = {"conv_relu_maxpool": 3, "mean_center": 1, "convnext_block": 7}

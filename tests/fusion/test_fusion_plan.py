@@ -6,18 +6,22 @@ import networkx as nx
 import pytest
 import torch
 import torch.nn.functional as F
-from fusion_capture import aten_graph
+from fusion_capture import aten_graph, traced_reference
 from fusion_references import REFERENCES
 from torch import nn
 
-from fuselint.fusion.plan import FusionPlan, PlanOptions, plan
+from fuselint.fusion.plan import FusionPlan, GraphFacts, PlanOptions, plan
 
 
 def _check_well_formed(p: FusionPlan) -> None:
     fg = p.graph
     dag = fg.dag
     computed = {c for g in p.groups for c in g.compute_nodes}
-    compute = {n for n, d in dag.nodes(data=True) if d["kind"] not in ("input", "view")}
+    compute = set(GraphFacts(fg).kind)  # ops that launch work: not views, sizes, allocations
+    outputs = {n for n, d in dag.nodes(data=True) if d["is_output"]}
+    live = outputs.union(*(nx.ancestors(dag, n) for n in outputs))
+    compute &= live  # dead code runs nowhere
+    assert compute <= {n for n, d in dag.nodes(data=True) if d["kind"] not in ("input", "view")}
     assert computed == compute, "every compute node runs in some kernel, nothing else does"
     produced: set[str] = {n for n, d in dag.nodes(data=True) if d["kind"] == "input"}
     for g in p.groups:
@@ -44,8 +48,7 @@ def _check_well_formed(p: FusionPlan) -> None:
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_reference_plans_are_well_formed(name):
-    fn, args = REFERENCES[name][0]()
-    _check_well_formed(plan(aten_graph(fn, *args)))
+    _check_well_formed(plan(traced_reference(name)))
 
 
 def test_pointwise_chain_is_one_kernel():
@@ -62,15 +65,13 @@ def test_broadcast_input_fuses_into_the_chain():
 
 
 def test_softmax_is_one_reduction_kernel_with_row_roles():
-    fn, args = REFERENCES["softmax"][0]()
-    (g,) = plan(aten_graph(fn, *args)).groups
+    (g,) = plan(traced_reference("softmax")).groups
     assert g.kind == "reduction" and g.reduce_dims == (1,) and g.space == (64, 32)
     assert g.role == {"amax": "reduce", "sub": "full", "exp": "full", "sum_1": "reduce", "div": "full"}
 
 
 def test_layernorm_returning_its_input_writes_both_from_one_kernel():
-    fn, args = REFERENCES["residual_layernorm"][0]()
-    (g,) = plan(aten_graph(fn, *args)).groups
+    (g,) = plan(traced_reference("residual_layernorm")).groups
     assert g.outputs == ("add", "add_2")
     assert g.role["rsqrt"] == "outer" and g.role["var_mean"] == "reduce"
     assert "getitem" in g.nodes  # the var_mean getitems are used inside the kernel
@@ -99,8 +100,7 @@ def test_matmul_is_a_barrier_and_merges_never_close_a_cycle():
 
 
 def test_epilogue_into_matmul_only_when_the_backend_says_so():
-    fn, args = REFERENCES["linear_gelu"][0]()
-    fg = aten_graph(fn, *args)
+    fg = traced_reference("linear_gelu")
     assert plan(fg).launches == 2
     fused = plan(fg, PlanOptions(epilogue_into_matmul=True))
     assert fused.launches == 1
@@ -117,6 +117,8 @@ def test_cheap_multi_consumer_value_is_recomputed_in_each_kernel():
     assert all("add" in g.compute_nodes for g in p.groups)
     assert all(g.recomputed == ("add",) for g in p.groups)
     assert all(set(g.inputs) == {"arg0_1", "arg1_1"} for g in p.groups)
+    (r,) = p.recomputations
+    assert r.node == "add" and "1 pointwise op(s) over 2 tensor(s)" in r.reason
 
 
 def test_value_behind_a_reduction_is_materialized_with_a_reason():
@@ -157,10 +159,27 @@ def test_views_alone_launch_nothing():
     assert p.groups == ()
 
 
-def test_reading_an_in_kernel_value_through_a_transpose_splits_the_kernel():
-    # the kernel generator reads in-kernel values at the same flat index only
+def test_a_value_read_through_a_transpose_runs_as_prologue_at_the_read_positions():
     p = plan(aten_graph(lambda x: torch.cos(torch.sin(x).t() + 1), torch.randn(8, 16)))
+    (g,) = p.groups
+    assert g.role == {"sin": "prologue", "add": "full", "cos": "full"}
+
+    # a value also read in place stays a full member and the transposed reader takes a kernel
+    def both(x):
+        s = torch.sin(x)
+        return s * 2, s.t().contiguous()
+
+    p = plan(aten_graph(both, torch.randn(8, 8)))
     assert p.launches == 2
+
+
+def test_expand_to_the_same_shape_is_a_flat_read():
+    def fn(x):
+        y = x.transpose(0, 1) * 2  # ATen keeps the transposed layout: y is not contiguous
+        return y.expand(16, 8).contiguous()
+
+    (g,) = plan(aten_graph(fn, torch.randn(8, 16))).groups
+    assert g.role == {"mul": "full", "clone": "full"}
 
 
 def test_independent_copies_of_one_tensor_fuse_horizontally():
@@ -173,8 +192,7 @@ def test_independent_copies_of_one_tensor_fuse_horizontally():
 
 
 def test_relu_runs_inside_the_max_pool_windows():
-    fn, args = REFERENCES["conv_relu_maxpool"][0]()
-    p = plan(aten_graph(fn, *args))
+    p = plan(traced_reference("conv_relu_maxpool"))
     pool = p.groups[1]
     assert pool.kind == "injective" and pool.role["relu"] == "prologue"
     assert pool.inputs == ("convolution",)
@@ -190,8 +208,7 @@ def test_cat_takes_pointwise_prologue_and_epilogue():
 
 
 def test_transformer_block_recomputes_the_residual_like_inductor():
-    fn, args = REFERENCES["transformer_block"][0]()
-    p = plan(aten_graph(fn, *args))
+    p = plan(traced_reference("transformer_block"))
     assert [g.compute_nodes for g in p.groups if g.recomputed] == [
         ("add_2", "var_mean_1", "add_3", "rsqrt_1", "sub_2", "mul_3", "mul_4", "add_4"),
         ("add_2", "add_6"),
@@ -224,3 +241,24 @@ def test_embedding_lookup_runs_inside_the_reduction_that_reads_it():
     p = plan(aten_graph(lambda i: emb(i).sum(-1), torch.randint(0, 100, (4, 8))))
     (g,) = p.groups
     assert g.kind == "reduction" and g.role["embedding"] == "gather"
+
+
+def test_few_long_rows_split_the_reduction_from_its_epilogue():
+    p = plan(aten_graph(lambda x: x - x.mean(), torch.randn(512, 512)))
+    assert [(g.kind, g.launches) for g in p.groups] == [("reduction", 2), ("pointwise", 1)]
+    assert p.launches == 3
+    # a prologue still fuses into the split reduction, and many short rows do not split
+    p = plan(aten_graph(lambda x: (x * x).mean(), torch.randn(512, 512)))
+    assert [(g.kind, g.launches) for g in p.groups] == [("reduction", 2)]
+    assert plan(aten_graph(lambda x: x - x.mean(-1, keepdim=True), torch.randn(512, 512))).launches == 1
+
+
+def test_dynamic_shapes_plan_like_static_ones():
+    # size arithmetic on SymInts shows up as nodes that launch nothing
+    fg = aten_graph(
+        lambda x: torch.sin(x.reshape(x.shape[0] * x.shape[1])) + 1, torch.randn(8, 16), dynamic=True
+    )
+    assert any(d["op"] == "<built-in function mul>" for _n, d in fg.dag.nodes(data=True))
+    p = plan(fg)
+    assert p.launches == 1
+    _check_well_formed(p)
