@@ -177,3 +177,14 @@ def test_conv_net_with_max_pool(captured):
     graph = cap.graphs[0]
     assert len(graph.ops("conv")) == 4
     assert any("max_pool" in graph.dag.nodes[n]["op"] for n in graph.ops())
+
+
+def test_fusion_graph_keeps_its_given_name():
+    import torch
+
+    from fuselint.graph.fusion_graph import FusionGraph
+
+    gm = torch.fx.symbolic_trace(lambda x: torch.ops.aten.cos.default(x))
+    for node in gm.graph.nodes:
+        node.meta["val"] = torch.empty(4)
+    assert FusionGraph.from_fx(gm, name="graph7").name == "graph7"
