@@ -421,37 +421,16 @@ def graph(entries, output, device, train, target) -> None:
     if suffix not in (".svg", ".html", ".htm", ".dot", ".json"):
         raise UsageFailure(f"{output}: the output must end in .svg, .html, .dot or .json")
     analyses = trace_entries(entries, device, train, target)
-    import json
-
-    from fuselint.fusion.summary import plan_summary
+    from fuselint.fusion.model import kernel_numbers, plan_json
     from fuselint.graph import render
 
     graphs = [g for a in analyses for g in a.capture.graphs]
     breaks = [b for a in analyses for b in a.capture.breaks]
-    groups: dict[str, int] = {}
-    offset = 0
-    for a in analyses:
-        for key, gid in a.node_groups().items():
-            groups[key] = offset + gid
-        offset += sum(len(p.groups) for p in a.plans)
+    plan = plan_json(analyses, _device_of(target)) if suffix == ".json" else None
     try:
-        path = render.write(output, graphs, breaks, groups)
+        path = render.write(output, graphs, breaks, kernel_numbers(analyses), plan=plan)
     except OSError as exc:
         raise UsageFailure(f"{output}: cannot write: {exc.strerror}") from None
-    if suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["plan"] = {
-            "node_group": groups,
-            "models": [a.summary() for a in analyses],
-            "graphs": [plan_summary(p, _device_of(target)) for a in analyses for p in a.plans],
-        }
-        totals = {"eager": {}, "fused": {}}
-        for side in totals:
-            for key in ("launches", "bytes", "time_us"):
-                totals[side][key] = sum(m[side][key] for m in data["plan"]["models"])
-        data["plan"].update(totals)
-        data["plan"]["groups"] = [g for graph_plan in data["plan"]["graphs"] for g in graph_plan["groups"]]
-        path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     for a in analyses:
         s = a.summary()
         click.echo(

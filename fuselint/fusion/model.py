@@ -15,6 +15,7 @@ from fuselint.fusion.cost import ModelCost, model_cost
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, plan
 from fuselint.fusion.rules import materialized_findings
+from fuselint.fusion.summary import plan_summary
 from fuselint.graph.capture import Capture
 
 
@@ -61,3 +62,31 @@ def analyse(capture: Capture, device: Device = DEFAULT) -> ModelAnalysis:
         cost=model_cost(list(plans), device),
         findings=tuple(materialized_findings(list(plans), device)),
     )
+
+
+def kernel_numbers(analyses: list[ModelAnalysis]) -> dict[str, int]:
+    """ "graph/node" -> kernel number, unique across several models' graphs."""
+    mapping: dict[str, int] = {}
+    offset = 0
+    for a in analyses:
+        for key, gid in a.node_groups().items():
+            mapping[key] = offset + gid
+        offset += sum(len(p.groups) for p in a.plans)
+    return mapping
+
+
+def plan_json(analyses: list[ModelAnalysis], device: Device = DEFAULT) -> dict:
+    """The `plan` key of `fuselint graph`'s JSON: totals, per-model rows, groups, colours."""
+    models = [a.summary() for a in analyses]
+    graphs = [plan_summary(p, device) for a in analyses for p in a.plans]
+    totals = {
+        side: {key: sum(m[side][key] for m in models) for key in ("launches", "bytes", "time_us")}
+        for side in ("eager", "fused")
+    }
+    return {
+        **totals,
+        "groups": [g for graph_plan in graphs for g in graph_plan["groups"]],
+        "models": models,
+        "graphs": graphs,
+        "node_group": kernel_numbers(analyses),
+    }

@@ -103,6 +103,7 @@ def to_json(
     graphs: Sequence[FusionGraph],
     breaks: Sequence[GraphBreak] = (),
     groups: Mapping[str, int] | None = None,
+    plan: Mapping | None = None,
 ) -> dict:
     """Nodes and edges of every graph (ids "graph/node"), the breaks, and the plan mapping."""
     single = len(graphs) == 1
@@ -121,7 +122,7 @@ def to_json(
         "nodes": nodes,
         "edges": edges,
         "breaks": [dict(asdict(b), url=b.url) for b in breaks],
-        "plan": dict(groups) if groups else None,
+        "plan": dict(plan) if plan is not None else (dict(groups) if groups else None),
     }
 
 
@@ -419,6 +420,7 @@ def write(
     groups: Mapping[str, int] | None = None,
     *,
     engine: str = "auto",
+    plan: Mapping | None = None,
 ) -> Path:
     """Write the drawing in the format the suffix names (.dot, .json, .svg, .html)."""
     path = Path(path)
@@ -426,7 +428,7 @@ def write(
         graphs = [graphs]
     suffix = path.suffix.lower()
     if suffix == ".json":
-        text = json.dumps(to_json(graphs, breaks, groups), indent=1, default=str) + "\n"
+        text = json.dumps(to_json(graphs, breaks, groups, plan), indent=1, default=str) + "\n"
     elif suffix == ".dot":
         text = to_dot(graphs, breaks, groups)
     elif suffix == ".svg":
