@@ -61,6 +61,8 @@ def llama():
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=128,
+        # One forward needs no KV cache; its empty cache tensors cannot be faked on meta.
+        use_cache=False,
     )
     return LlamaForCausalLM(config), (_ids(1000),)
 
@@ -97,6 +99,59 @@ def whisper_encoder():
     return encoder, (torch.randn(1, 80, 128),)
 
 
+# Models that the graph-break corpus and KNOWLEDGE.md name as breaking: ground truth for breaks.
+
+
+def longformer():
+    from transformers import LongformerConfig, LongformerModel
+
+    config = LongformerConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        attention_window=8,
+        max_position_embeddings=128,
+        pad_token_id=1,
+    )
+    return LongformerModel(config), (_ids(1000, length=32),)
+
+
+def big_bird():
+    from transformers import BigBirdConfig, BigBirdModel
+
+    config = BigBirdConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=512,
+        block_size=8,
+        num_random_blocks=2,
+        attention_type="block_sparse",
+    )
+    return BigBirdModel(config), (_ids(1000, length=128),)
+
+
+def esm():
+    from transformers import EsmConfig, EsmModel
+
+    config = EsmConfig(
+        vocab_size=33,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        pad_token_id=1,
+        mask_token_id=32,
+        token_dropout=True,
+        position_embedding_type="rotary",
+    )
+    return EsmModel(config), (_ids(33),)
+
+
 def _timm(name: str):
     import timm
     import torch
@@ -119,6 +174,11 @@ MODELS = {
     "llama (transformers)": f"{HERE}:llama",
     "t5 (transformers)": f"{HERE}:t5",
     "whisper encoder (transformers)": f"{HERE}:whisper_encoder",
+    "longformer (transformers)": f"{HERE}:longformer",
+    "big_bird (transformers)": f"{HERE}:big_bird",
+    "esm (transformers)": f"{HERE}:esm",
+    "llama on meta (transformers)": f"{HERE}:llama@meta",
+    "longformer on meta (transformers)": f"{HERE}:longformer@meta",
     "resnet50 (timm)": f"{HERE}:resnet50",
     "resnext50_32x4d (timm)": f"{HERE}:resnext50",
 }
@@ -146,15 +206,20 @@ def _explain_counts(spec: str, train: bool) -> tuple[int, int]:
 
 
 def measure_one(spec: str, train: bool) -> dict:
-    """Trace one entry; time and peak RSS are this process's own (imports excluded from time)."""
+    """Trace one entry ("...:factory[@meta]"); time and peak RSS are this process's own.
+
+    The time excludes imports. explain() always runs on the real (CPU) model: on meta it would
+    stop at the first data-dependent break.
+    """
     import torch  # noqa: F401  (imported before the clock starts)
 
     from fuselint.graph.capture import capture
     from fuselint.graph.entry import load_entry
 
+    spec, _, device = spec.partition("@")
     entry = load_entry(spec)
     start = time.perf_counter()
-    cap = capture(entry, train=train)
+    cap = capture(entry, train=train, device=device or None)
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     explain_graphs, explain_breaks = _explain_counts(spec, train)
@@ -170,6 +235,7 @@ def measure_one(spec: str, train: bool) -> dict:
         "explain_graphs": explain_graphs,
         "explain_breaks": explain_breaks,
         "error": cap.error,
+        "one_branch": sum(1 for b in cap.breaks if b.explored),
     }
 
 
@@ -200,6 +266,8 @@ def _table(rows: list[tuple[str, dict]], train: bool) -> str:
             continue
         graphs = f"{r['graphs']}+{r['bw_graphs']}" if train else str(r["graphs"])
         sites = "; ".join(r["break_sites"]) or "-"
+        if r.get("one_branch"):
+            sites += f" ({r['one_branch']} explored on one branch only)"
         if r["error"]:
             sites += f" (stopped: {r['error']})"
         body.append(

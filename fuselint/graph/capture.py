@@ -77,6 +77,8 @@ class Capture:
     stdout: str = ""
     # On the meta device a run can still stop early; what was captured until then is kept.
     error: str = ""
+    # Dynamo graphs that could not be lowered to ATen: "graph3: <why>".
+    unlowered: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- whose frame is it
@@ -185,6 +187,7 @@ class _Recorded:
     forward_calls: int = 0
     backward_calls: int = 0
     fed_standin: bool = False
+    lowering_error: str = ""
 
 
 @dataclass
@@ -219,13 +222,19 @@ class _Recorder:
 
             return make_boxed_func(run_backward)
 
-        compiled = aot_module_simplified(
-            gm,
-            example_inputs,
-            fw_compiler=fw_compiler,
-            bw_compiler=bw_compiler,
-            decompositions=select_decomp_table(),
-        )
+        try:
+            compiled = aot_module_simplified(
+                gm,
+                example_inputs,
+                fw_compiler=fw_compiler,
+                bw_compiler=bw_compiler,
+                decompositions=select_decomp_table(),
+            )
+        except Exception as exc:
+            # A graph AOT cannot lower still runs (eagerly), so the capture goes on and finds
+            # the breaks after it; the capture lists it as not lowered.
+            rec.lowering_error = _brief(exc)
+            compiled = gm.forward
 
         def run(*args: Any) -> Any:
             rec.forward_calls += 1
@@ -241,7 +250,7 @@ class _Recorder:
         def swap(t: Any) -> Any:
             if isinstance(t, torch.Tensor) and t.is_meta and t.dim() == 0:
                 rec.fed_standin = True
-                return torch.ones((), dtype=t.dtype)
+                return torch.ones((), dtype=t.dtype, device="cpu")
             return t
 
         return tree_map(swap, out)
@@ -274,6 +283,21 @@ def _build(entry: Entry, device: str | None) -> Built:
     return Built(model=model, args=_to_device(built.args, device), kwargs=_to_device(built.kwargs, device))
 
 
+@contextlib.contextmanager
+def _device_scope(device: str):
+    """On meta, eager `nonzero` between graphs gets a stand-in size (every element non-zero)
+    instead of raising, so the run goes on (one branch explored)."""
+    import torch.fx.experimental._config as fx_config
+
+    if device != "meta" or not hasattr(fx_config, "meta_nonzero_assume_all_nonzero"):
+        yield
+        return
+    # Not a torch.device("meta") context: dynamo would trace through its __torch_function__,
+    # which is ten times slower and reports breaks inside torch/utils/_device.py.
+    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+        yield
+
+
 def _run(compiled: Any, built: Built, train: bool) -> None:
     if not train:
         with torch.no_grad():
@@ -304,7 +328,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
     error = ""
     torch._dynamo.reset()  # fresh caches, and dynamo's duplicate-break suppression forgotten
     try:
-        with _listening_to_breaks() as handler, contextlib.redirect_stdout(printed):
+        with _listening_to_breaks() as handler, contextlib.redirect_stdout(printed), _device_scope(device):
             compiled = torch.compile(model, backend=recorder, dynamic=False)
             try:
                 _run(compiled, built, train)
@@ -327,6 +351,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
         seconds=time.perf_counter() - start,
         stdout=printed.getvalue(),
         error=error,
+        unlowered=tuple(f"graph{r.index}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error),
     )
 
 
@@ -370,6 +395,12 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
         if raw is None:
             continue
         file, line = user_location(raw)
+        if not is_user_file(file):
+            # A repeat that dynamo logged without its user stack: count it on the break with
+            # the same id that was located, rather than report a line inside torch.
+            same = [k for k, b in merged.items() if (b.gb_id, b.reason) == (raw.gb_id, raw.reason)]
+            if same:
+                file, line = same[0][0], same[0][1]
         key = (file, line, raw.gb_id or raw.reason)
         explored = "one branch" if compile_id and compile_id in fed else ""
         after = "" if raw.skipped_frame else ending.get(compile_id, "")

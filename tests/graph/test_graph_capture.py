@@ -188,3 +188,19 @@ def test_fusion_graph_keeps_its_given_name():
     for node in gm.graph.nodes:
         node.meta["val"] = torch.empty(4)
     assert FusionGraph.from_fx(gm, name="graph7").name == "graph7"
+
+
+def test_graph_that_cannot_be_lowered_is_listed_and_the_run_goes_on(monkeypatch, fixture_entry, line_of):
+    import fuselint.graph.capture as capture_module
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no decomposition for this op\nmore")
+
+    monkeypatch.setattr(capture_module, "aot_module_simplified", refuse)
+    cap = capture(load_entry(fixture_entry("item_branch.py")))
+    assert cap.graphs == ()
+    assert cap.unlowered == (
+        "graph0: RuntimeError: no decomposition for this op",
+        "graph1: RuntimeError: no decomposition for this op",
+    )
+    assert _only_break(cap).line == line_of("item_branch.py", "peak = h.abs().max().item()")
