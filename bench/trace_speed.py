@@ -9,6 +9,7 @@ on the meta device so no weight memory is allocated. Run from the repository roo
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import resource
 import sys
@@ -51,18 +52,20 @@ def main() -> None:
     verdict = "within" if seconds < BUDGET_S and peak < BUDGET_MB else "OVER"
     row = (
         f"| {'train' if args.train else 'inference'} | {params / 1e9:.2f}B | {len(cap.graphs)} | {ops} "
-        f"| {len(cap.breaks)} | {imported - start:.1f} | {seconds:.1f} | {peak:.0f} | {verdict} |"
+        f"| {len(cap.breaks)} | {imported - start:.1f} | {seconds:.1f} | {peak:.0f} | {os.getloadavg()[0]:.1f} "
+        f"| {verdict} |"
     )
     table = (
-        "| mode | parameters | graphs | ATen ops | breaks | import s | trace s | peak RSS MB | budget (60 s, 3 GB) |\n"
-        "|---|---|---|---|---|---|---|---|---|\n" + row + "\n"
+        "| mode | parameters | graphs | ATen ops | breaks | import s | trace s | peak RSS MB | load avg "
+        "| budget (60 s, 3 GB) |\n|---|---|---|---|---|---|---|---|---|---|\n" + row + "\n"
     )
     print(table)
     if args.write:
         header = (
             "Trace speed: 32 layers x 4096 wide decoder (fixtures/trace/transformer_stack.py:big) on the meta "
             f"device.\ntorch {torch.__version__}, Python {platform.python_version()}, {platform.machine()}, "
-            "2 cores. Peak RSS is the whole process (imports included); trace s excludes imports.\n"
+            f"{os.cpu_count()} cores, shared with other jobs (load avg: 1-minute load when the row was taken).\n"
+            "Peak RSS is the whole process (imports included); trace s excludes imports.\n"
             f"Command: `PYTHONPATH=. {Path(sys.executable)} bench/trace_speed.py"
             f"{' --train' if args.train else ''}`\n\n"
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -251,6 +252,18 @@ def _run_child(spec: str, train: bool) -> dict:
 
 # ---------------------------------------------------------------- table
 
+NOTES = """
+Reading the table:
+- graphs / calls: captured graphs, and how many times they ran in one call of the model (a graph
+  inside a loop runs once per iteration; launch counts are weighted by this).
+- breaks: distinct break sites (file:line, dynamo id). explain() counts every time a break is hit, so
+  it reports more for a break inside a loop, and it misses a break that leaves an empty graph before
+  it (copy.deepcopy at the top of forward: 0 breaks in explain, 1 here).
+- "on meta": built on the meta device (no weight memory). Host reads (.item(), `if t:`, nonzero) get
+  one-element stand-ins, so the run follows one branch, which may differ from the branch real data
+  takes (longformer's global-attention path); the breaks found past a stand-in say so.
+"""
+
 
 def _table(rows: list[tuple[str, dict]], train: bool) -> str:
     head = (
@@ -308,9 +321,13 @@ def main() -> None:
         "Command: `PYTHONPATH=. /work/venv-models/bin/python bench/validate_trace.py"
         f"{' --train' if args.train else ''} --write ...`\n\n"
     )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    header += (
+        f"Load average when the run ended: {load} (on {os.cpu_count()} cores; trace s grows with it).\n\n"
+    )
     print(table)
     if args.write:
-        Path(args.write).write_text(header + table)
+        Path(args.write).write_text(header + table + NOTES)
 
 
 if __name__ == "__main__":

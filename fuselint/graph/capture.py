@@ -20,9 +20,10 @@ import logging
 import sys
 import sysconfig
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 import torch._dynamo
@@ -32,8 +33,9 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from torch.utils._pytree import tree_flatten, tree_map
 
 from fuselint.graph.breaks_log import RawBreak, parse_break
-from fuselint.graph.entry import Built, Entry, EntryError, build
+from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.progress import progress
 
 BREAK_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
 
@@ -353,6 +355,16 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
         error=error,
         unlowered=tuple(f"graph{r.index}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error),
     )
+
+
+def capture_entries(
+    specs: Sequence[str], *, device: str | None = None, train: bool = False, stream: TextIO | None = None
+) -> list[Capture]:
+    """Load and capture each entry spec in turn, with a progress bar on a terminal (stderr).
+
+    Raises EntryError (one line) for the first entry that cannot be loaded, built or run.
+    """
+    return [capture(load_entry(spec), device=device, train=train) for spec in progress(specs, stream=stream)]
 
 
 def _brief(exc: BaseException) -> str:

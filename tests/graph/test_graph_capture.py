@@ -204,3 +204,14 @@ def test_graph_that_cannot_be_lowered_is_listed_and_the_run_goes_on(monkeypatch,
         "graph1: RuntimeError: no decomposition for this op",
     )
     assert _only_break(cap).line == line_of("item_branch.py", "peak = h.abs().max().item()")
+
+
+def test_capture_entries_in_order(fixture_entry):
+    from fuselint.graph.capture import capture_entries
+
+    specs = [fixture_entry("functional.py"), fixture_entry("print_in_forward.py")]
+    caps = capture_entries(specs)
+    assert [c.entry for c in caps] == specs
+    assert [len(c.breaks) for c in caps] == [0, 1]
+    with pytest.raises(EntryError, match="no factory named 'missing'"):
+        capture_entries([fixture_entry("functional.py", "missing")])
