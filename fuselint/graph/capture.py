@@ -21,7 +21,7 @@ import sys
 import sysconfig
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -420,7 +420,7 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
             # The same break seen again: from another compile of its frame, or once for the
             # frame that broke and once for the outer frame that gave up (a break in a loop).
             old = merged[key]
-            merged[key] = _replace(
+            merged[key] = replace(
                 old,
                 hits=old.hits + 1,
                 explored=old.explored or explored,
@@ -443,9 +443,3 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
             after_graph=after,
         )
     return tuple(merged.values())
-
-
-def _replace(brk: GraphBreak, **changes: Any) -> GraphBreak:
-    from dataclasses import replace
-
-    return replace(brk, **changes)
