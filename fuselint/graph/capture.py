@@ -197,7 +197,11 @@ class _Recorder:
     """The torch.compile backend: lowers each dynamo graph to ATen and counts its runs."""
 
     meta: bool
+    prefix: str = ""
     graphs: list[_Recorded] = field(default_factory=list)
+
+    def graph_name(self, rec: _Recorded) -> str:
+        return f"{self.prefix}graph{rec.index}"
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
         from torch._inductor.decomposition import select_decomp_table
@@ -311,12 +315,13 @@ def _run(compiled: Any, built: Built, train: bool) -> None:
         torch.stack([t.sum().to(leaves[0].dtype) for t in leaves]).sum().backward()
 
 
-def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> Capture:
+def capture(entry: Entry, *, device: str | None = None, train: bool = False, prefix: str = "") -> Capture:
     """Build the entry, run it once under torch.compile with the recorder, and collect.
 
     device: "meta" builds the model without weight memory; None keeps what the factory made
     (or the factory's own `fuselint_device`). train: run in train mode and backward on the sum
-    of the outputs, which adds backward graphs.
+    of the outputs, which adds backward graphs. prefix: put before every graph name
+    ("item_branch:graph0"), so graphs of several entries keep distinct names.
     """
     device = device or entry.device
     start = time.perf_counter()
@@ -325,7 +330,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
     if isinstance(model, torch.nn.Module):
         model.train(train)
     device = device or _device_of(built)
-    recorder = _Recorder(meta=device == "meta")
+    recorder = _Recorder(meta=device == "meta", prefix=prefix)
     printed = io.StringIO()
     error = ""
     torch._dynamo.reset()  # fresh caches, and dynamo's duplicate-break suppression forgotten
@@ -353,7 +358,9 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False) -> 
         seconds=time.perf_counter() - start,
         stdout=printed.getvalue(),
         error=error,
-        unlowered=tuple(f"graph{r.index}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error),
+        unlowered=tuple(
+            f"{recorder.graph_name(r)}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error
+        ),
     )
 
 
@@ -362,9 +369,32 @@ def capture_entries(
 ) -> list[Capture]:
     """Load and capture each entry spec in turn, with a progress bar on a terminal (stderr).
 
+    With several entries every graph name carries its entry's prefix (see `entry_prefixes`), so
+    drawings and "graph/node" keys do not mix one model's graph0 with another's.
     Raises EntryError (one line) for the first entry that cannot be loaded, built or run.
     """
-    return [capture(load_entry(spec), device=device, train=train) for spec in progress(specs, stream=stream)]
+    prefixes = entry_prefixes(specs)
+    return [
+        capture(load_entry(spec), device=device, train=train, prefix=prefixes[i])
+        for i, spec in enumerate(progress(specs, stream=stream))
+    ]
+
+
+def entry_prefixes(specs: Sequence[str]) -> list[str]:
+    """Short distinct graph-name prefixes for several entries ("item_branch:"); none for one."""
+    if len(specs) < 2:
+        return [""] * len(specs)
+    labels = []
+    for spec in specs:
+        target, _, factory = spec.rpartition(":")
+        stem = Path(target).stem if target.endswith(".py") else target.rpartition(".")[2]
+        labels.append(stem if factory == "entry" else f"{stem}.{factory}")
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(f"{label}:" if labels.count(label) == 1 else f"{label}#{seen[label]}:")
+    return out
 
 
 def _brief(exc: BaseException) -> str:
@@ -387,10 +417,14 @@ def _fusion_graphs(recorder: _Recorder) -> tuple[FusionGraph, ...]:
     out = []
     for rec in recorder.graphs:
         if rec.forward is not None:
-            out.append(FusionGraph.from_fx(rec.forward, name=f"graph{rec.index}", calls=rec.forward_calls))
+            out.append(
+                FusionGraph.from_fx(rec.forward, name=recorder.graph_name(rec), calls=rec.forward_calls)
+            )
         if rec.backward is not None:
             out.append(
-                FusionGraph.from_fx(rec.backward, name=f"graph{rec.index}_bw", calls=rec.backward_calls)
+                FusionGraph.from_fx(
+                    rec.backward, name=f"{recorder.graph_name(rec)}_bw", calls=rec.backward_calls
+                )
             )
     return tuple(out)
 
@@ -400,7 +434,7 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
     # A frame compile that breaks logs the break, then compiles the graph before it: the same
     # compile id ties a break to the graph whose outputs the eager code after the break reads.
     fed = {rec.compile_id for rec in recorder.graphs if rec.fed_standin and rec.compile_id}
-    ending = {rec.compile_id: f"graph{rec.index}" for rec in recorder.graphs if rec.compile_id}
+    ending = {rec.compile_id: recorder.graph_name(rec) for rec in recorder.graphs if rec.compile_id}
     merged: dict[tuple[str, int, str], GraphBreak] = {}
     for text, compile_id in records:
         raw = parse_break(text)

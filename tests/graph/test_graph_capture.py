@@ -213,5 +213,20 @@ def test_capture_entries_in_order(fixture_entry):
     caps = capture_entries(specs)
     assert [c.entry for c in caps] == specs
     assert [len(c.breaks) for c in caps] == [0, 1]
+    # Several entries: graph names carry the entry, so graph0 of one is not graph0 of another.
+    assert [g.name for g in caps[0].graphs] == ["functional:graph0"]
+    assert [g.name for g in caps[1].graphs] == ["print_in_forward:graph0", "print_in_forward:graph1"]
+    assert caps[1].breaks[0].after_graph == "print_in_forward:graph0"
     with pytest.raises(EntryError, match="no factory named 'missing'"):
         capture_entries([fixture_entry("functional.py", "missing")])
+
+
+def test_entry_prefixes_are_distinct():
+    from fuselint.graph.capture import entry_prefixes
+
+    assert entry_prefixes(["a/model.py:entry"]) == [""]
+    assert entry_prefixes(["a/model.py:entry", "b/model.py:entry", "pkg.mod:big"]) == [
+        "model#1:",
+        "model#2:",
+        "mod.big:",
+    ]
