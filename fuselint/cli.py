@@ -382,20 +382,26 @@ def trace_entries(entries, device: str | None, train: bool, target: str) -> list
     _need_torch("tracing an entry")
     from fuselint.fusion.devices import device as device_named
     from fuselint.fusion.model import analyse
-    from fuselint.graph.capture import capture
-    from fuselint.graph.entry import EntryError, load_entry
-    from fuselint.graph.progress import progress
+    from fuselint.graph.capture import capture_entries
+    from fuselint.graph.entry import EntryError
 
     try:
         table = device_named(target)
     except KeyError as exc:
         raise UsageFailure(str(exc.args[0])) from None
-    analyses = []
     try:
-        for spec in progress(list(entries)):
-            analyses.append(analyse(capture(load_entry(spec), device=device, train=train), table))
+        captures = capture_entries(list(entries), device=device, train=train)
     except EntryError as exc:
         raise UsageFailure(str(exc)) from None
+    for cap in captures:
+        # A partial trace is still useful, but the user must know it is partial.
+        if cap.error:
+            click.echo(f"fuselint: warning: {cap.entry}: the run stopped early ({cap.error})", err=True)
+        for name in cap.unlowered:
+            click.echo(
+                f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", err=True
+            )
+    analyses = [analyse(cap, table) for cap in captures]
     return analyses
 
 

@@ -66,3 +66,16 @@ def test_bad_entries_are_one_line_errors(tmp_path):
         ["graph", "--entry", f"{TRACE / 'loop_break.py'}:entry", "-o", str(tmp_path / "g.png")]
     )
     assert bad_suffix.exit_code == 2
+
+
+def test_graph_of_two_entries_keeps_their_graphs_apart(tmp_path):
+    out = tmp_path / "g.json"
+    entries = [f"{TRACE / 'item_branch.py'}:entry", f"{TRACE / 'loop_break.py'}:entry"]
+    result = _invoke(["graph", "--entry", entries[0], "--entry", entries[1], "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    names = {g["name"] for g in data["graphs"]}
+    assert any(n.startswith("item_branch:") for n in names) and any(n.startswith("loop_break:") for n in names)
+    assert len(data["plan"]["models"]) == 2
+    ids = [n["id"] for n in data["nodes"]]
+    assert len(ids) == len(set(ids))
