@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import sys
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -59,11 +60,8 @@ class Config:
 
     def enabled(self, code: str, path: str | None = None) -> bool:
         ignored = list(self.ignore)
-        if path is not None:
-            rel = _relative(path, self.root)
-            for pattern, codes in self.per_file_ignores:
-                if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(Path(rel).name, pattern):
-                    ignored.extend(codes)
+        if path is not None and self.per_file_ignores:
+            ignored.extend(_file_ignores(self.per_file_ignores, self.root, path))
         best_select = max((len(p) for p in self.select if code.startswith(p) or p == "ALL"), default=-1)
         best_ignore = max((len(p) for p in ignored if code.startswith(p) or p == "ALL"), default=-1)
         return best_select >= 0 and best_select > best_ignore
@@ -77,6 +75,19 @@ class Config:
             or fnmatch.fnmatch(rel, p.rstrip("/") + "/*")
             for p in patterns
         )
+
+
+@lru_cache(maxsize=4096)
+def _file_ignores(per_file: tuple, root: Path, path: str) -> tuple[str, ...]:
+    """Codes that per-file-ignores turns off for one path (asked once per rule, so cached)."""
+    rel = _relative(path, root)
+    name = Path(rel).name
+    return tuple(
+        c
+        for pattern, codes in per_file
+        if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern)
+        for c in codes
+    )
 
 
 def _relative(path: str, root: Path) -> str:

@@ -203,6 +203,10 @@ class _Triggers:
 
     regex: re.Pattern | None  # None: some pattern needs no word, every function is lowered
     needs: tuple[tuple[frozenset, ...], ...]  # per pattern: for each op, the words that make it
+    # The vocabulary split for a fast scan: identifiers are found by one simple token regex
+    # (a big alternation of \b-words is many times slower in `re`), symbols by substring.
+    identifiers: frozenset = frozenset()
+    symbols: frozenset = frozenset()
 
     @staticmethod
     def of(rules: tuple[CompiledRule, ...]) -> _Triggers:
@@ -224,16 +228,23 @@ class _Triggers:
         alternatives = "|".join(
             rf"\b{re.escape(w)}\b" if w.isidentifier() else re.escape(w) for w in vocabulary
         )
-        return _Triggers(re.compile(alternatives), tuple(needs))
+        return _Triggers(
+            re.compile(alternatives),
+            tuple(needs),
+            frozenset(w for w in vocabulary if w.isidentifier()),
+            frozenset(w for w in vocabulary if not w.isidentifier()),
+        )
 
     def may_match(self, text: str) -> bool:
         if self.regex is None:
             return True
-        present = set(self.regex.findall(text))
+        present = set(self.identifiers.intersection(_IDENTIFIER.findall(text)))
+        present.update(w for w in self.symbols if w in text)
         return any(all(words & present for words in need) for need in self.needs)
 
 
 _TRIGGERS: dict[tuple[int, ...], _Triggers] = {}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _function_text(sf: SourceFile, fn: ast.AST) -> str:
