@@ -3,7 +3,7 @@
 The budget (issue #4): under 60 s and under 3 GB of memory. The model is
 fixtures/trace/transformer_stack.py:big (LLaMA-7B-like shapes, about 6.5B parameters), built
 on the meta device so no weight memory is allocated. Run from the repository root:
-    PYTHONPATH=. /work/venv/bin/python bench/trace_speed.py [--train] [--write bench/results/trace_speed.md]
+    PYTHONPATH=. python bench/trace_speed.py [--train] [--write bench/results/trace_speed.md]
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Trace real architectures (random weights, tiny configs) and compare with torch._dynamo.explain.
 
 Not a test: needs transformers and timm, which fuselint does not depend on. Set up once:
-    python3 -m venv /work/venv-models
-    /work/venv-models/bin/pip install torch==2.13.0 transformers timm   # timm may pull its own torch
+    python3 -m venv .venv-models
+    .venv-models/bin/pip install torch==2.13.0 transformers timm   # timm may pull its own torch
 Run from the repository root:
-    PYTHONPATH=. /work/venv-models/bin/python bench/validate_trace.py [--train] [--write bench/results/trace_models.md]
+    PYTHONPATH=. .venv-models/bin/python bench/validate_trace.py [--train] [--write bench/results/trace_models.md]
 
 Every model is a factory in this file, traced through its entry ("bench/validate_trace.py:bert"),
 each in its own process so that peak memory (max RSS) is the model's own. No weights are downloaded.
@@ -318,7 +318,7 @@ def main() -> None:
         f"Trace of real architectures, {mode}: random weights, tiny configs, CPU.\n"
         f"torch {torch.__version__}, Python {platform.python_version()}, {platform.machine()}, "
         f"one process per model (trace s excludes imports; peak RSS includes them).\n"
-        "Command: `PYTHONPATH=. /work/venv-models/bin/python bench/validate_trace.py"
+        "Command: `PYTHONPATH=. .venv-models/bin/python bench/validate_trace.py"
         f"{' --train' if args.train else ''} --write ...`\n\n"
     )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
