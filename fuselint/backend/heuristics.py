@@ -18,6 +18,7 @@ from fuselint.backend.lowering import KernelIR
 MAX_PERSISTENT_RBLOCK = 16384
 LOOPED_RBLOCK = 4096
 INTERPRET_TILE = 1 << 16
+WINDOW_XBLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ def choose_config(ir: KernelIR, interpret: bool, max_persistent: int | None = No
     if not ir.rdims:
         if interpret:
             xblock = min(next_pow2(xnumel), INTERPRET_TILE)
+            warps = 4
+        elif any(v.kind == "window" for v in ir.values):
+            # Each output reads a whole window: fewer outputs per thread than plain pointwise.
+            xblock = min(WINDOW_XBLOCK, max(128, next_pow2(_cdiv(xnumel, 128))))
             warps = 4
         elif xnumel >= 1 << 20:
             xblock, warps = 2048, 4

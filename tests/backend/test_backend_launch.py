@@ -7,8 +7,7 @@ import types
 import pytest
 import torch
 
-from fuselint.backend import fuselint_backend, history_mark, reports_since
-from fuselint.backend import runtime
+from fuselint.backend import fuselint_backend, history_mark, reports_since, runtime
 from fuselint.backend.runtime import FastLaunch
 
 
