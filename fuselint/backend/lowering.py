@@ -9,6 +9,10 @@ group has a set R of reduced dims of S; all its reductions reduce exactly R, and
 k chained reductions is at stage k (softmax: amax at 1, sum at 2), which is how the
 looped codegen knows how many passes over R it needs.
 
+A ``max_pool2d_with_indices`` whose indices nothing reads is a *window* value over the
+pool's output space: the group's nodes that only feed it (its prologue, e.g. ReLU) are
+lowered separately over the pool's input space and evaluated once per window tap.
+
 Whatever does not fit (an unknown op, a second reduction axis, a float64 tensor, symbolic
 shapes...) raises :class:`Unsupported`, and the group runs through ATen instead.
 """

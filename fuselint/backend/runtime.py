@@ -9,7 +9,10 @@ timings. ``FUSELINT_DUMP_DIR`` also receives a readable copy named after the ker
 
 A :class:`FusedKernel` runs one group. It checks that its inputs have the strides it was
 generated for and otherwise (or when Triton fails to compile it) runs the group's ATen
-nodes instead, so a call never computes the wrong thing.
+nodes instead, so a call never computes the wrong thing. Its first launch goes through
+Triton's JIT launcher (``kernel[grid](...)``), later ones straight to the compiled binary's C
+launcher (:class:`FastLaunch`), which skips Triton's per-call argument binding;
+``FUSELINT_FAST_LAUNCH=0`` keeps every call on the JIT launcher.
 """
 
 from __future__ import annotations
