@@ -153,6 +153,7 @@ class FusedKernel:
         self.fallback_calls = 0
         self.broken: str | None = None
         self._fast: FastLaunch | None = None
+        self._fast_tried = False  # build the fast launcher once, after the first JIT launch
 
     def _layout_matches(self, args: tuple) -> bool:
         for t, stride, shape in zip(args, self.in_strides, self._in_sizes, strict=True):
@@ -174,13 +175,18 @@ class FusedKernel:
 
     def __call__(self, *args: torch.Tensor) -> tuple:
         fast = self._fast
-        if fast is not None and fast.matches(args, self.in_strides):
+        if fast is not None and FAST_LAUNCH and fast.matches(args, self.in_strides):
             outs = tuple(
                 torch.empty_strided(s, st, dtype=dt, device=self.device) for s, st, dt in self.out_specs
             )
-            fast.launch(args, outs)
-            self.calls += 1
-            return outs
+            try:
+                fast.launch(args, outs)
+            except Exception as exc:  # the launcher refused the arguments before launching
+                warnings.warn(f"fuselint: fast launch of {self.__name__} failed ({exc})", stacklevel=2)
+                self._fast = None
+            else:
+                self.calls += 1
+                return outs
         if self.broken is not None or not self._layout_matches(args):
             return self._run_fallback(args)
         device = args[0].device if args else self.device
@@ -194,7 +200,8 @@ class FusedKernel:
             )
             return self._run_fallback(args)
         self.calls += 1
-        if self._fast is None and self.device.type == "cuda" and FAST_LAUNCH:
+        if not self._fast_tried and self.device.type == "cuda" and FAST_LAUNCH:
+            self._fast_tried = True
             self._fast = FastLaunch.build(compiled, self, args, outs)
         return outs
 

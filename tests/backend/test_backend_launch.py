@@ -6,6 +6,7 @@ import types
 
 import pytest
 import torch
+from backend_helpers import needs_interpreter
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since, runtime
 from fuselint.backend.runtime import FastLaunch
@@ -83,3 +84,30 @@ def test_fast_path_on_gpu_matches_eager_over_calls_and_falls_back_for_unaligned_
     x = base[1:]  # 4 bytes past an aligned pointer: the JIT path specializes again
     torch.testing.assert_close(compiled(x, y), fn(x, y))
     assert kernel.calls == 4 and kernel.fallback_calls == 0
+
+
+@needs_interpreter
+def test_a_failing_fast_launcher_is_dropped_and_the_call_goes_through_triton():
+    fn = lambda x: torch.cos(x) * 2  # noqa: E731
+    torch._dynamo.reset()
+    start = history_mark()
+    compiled = torch.compile(fn, backend=fuselint_backend, dynamic=False)
+    x = torch.randn(64)
+    compiled(x)
+    (kernel,) = [k for r in reports_since(start) for k in r.kernels]
+
+    class Refusing(_Compiled):
+        @property
+        def run(self):
+            def refuse(*args):
+                raise TypeError("bad arguments")
+
+            return refuse
+
+    fast = FastLaunch(Refusing(), kernel.grid, tuple(kernel.consts.values()), 0, (True,))
+    fast.stream_of = lambda index: 0
+    kernel._fast = fast
+    with pytest.warns(UserWarning, match="fast launch"):
+        got = compiled(x)
+    torch.testing.assert_close(got, fn(x))
+    assert kernel._fast is None and kernel.calls == 2 and kernel.fallback_calls == 0
