@@ -408,6 +408,19 @@ def main(argv: list[str] | None = None) -> int:
             result["launch_overhead_us"][b] = launch_overhead_us(b, device, calls)
         except Exception as exc:
             result["launch_overhead_us"][b] = f"error: {type(exc).__name__}"
+    if "fuselint" in backends and device == "cuda":
+        # The same call through Triton's JIT launcher (what FUSELINT_FAST_LAUNCH=0 does).
+        from fuselint.backend import runtime
+
+        runtime.FAST_LAUNCH = False
+        try:
+            result["launch_overhead_us"]["fuselint (jit launch)"] = launch_overhead_us(
+                "fuselint", device, calls
+            )
+        except Exception as exc:
+            result["launch_overhead_us"]["fuselint (jit launch)"] = f"error: {type(exc).__name__}"
+        finally:
+            runtime.FAST_LAUNCH = True
     # Most important first, so that a tight budget cuts the least useful numbers: the main
     # comparison, then cold compiles of the default backends, then max-autotune, last its cold compile.
     main_backends = [b for b in backends if b != "inductor-max-autotune"]

@@ -40,8 +40,9 @@ def _compiler(name: str) -> Callable:
 
 def decompositions(table: dict) -> dict:
     """Inductor's table without its pooling decompositions: those become window prims that
-    only Inductor generates code for (ATen runs them as max_pool plus index arithmetic),
-    while ATen's own pooling kernels are fast."""
+    only Inductor generates code for (ATen runs them as max_pool plus index arithmetic).
+    ``max_pool2d_with_indices`` stays whole: when only its values are used the codegen makes
+    it a window kernel with its pointwise prologue (ReLU) inside, else ATen's kernel runs."""
     return {op: fn for op, fn in table.items() if "pool" not in str(op)}
 
 

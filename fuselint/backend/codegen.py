@@ -17,6 +17,8 @@ transposed input through `//` and `%` with its strides.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from fuselint.backend.heuristics import LaunchConfig
@@ -67,6 +69,15 @@ class _Scope:
         self.lines.append(self.indent + line)
 
 
+@dataclass(frozen=True)
+class _Tap:
+    suffix: str
+    lead: list[str]  # index expressions of the leading (batch, channel) dims
+    h: str  # input row of this tap
+    w: str  # input column of this tap
+    mask: str
+
+
 class _KernelWriter:
     def __init__(self, ir: KernelIR, cfg: LaunchConfig) -> None:
         self.ir = ir
@@ -103,6 +114,8 @@ class _KernelWriter:
             expr = self._load_expr(v)
         elif v.kind == "index":
             expr = self._dim_index(v.dim)
+        elif v.kind == "window":
+            expr = self._window(v, target)
         else:
             expr = v.expr.format(*[self.ref(a, target) for a in v.args])
         name = v.name + target.suffix
@@ -116,6 +129,72 @@ class _KernelWriter:
         if d in self.rset:
             return index_expr(self.ir.space, self.ir.rdims, onehot, "roffs") or "0"
         return index_expr(self.ir.space, self.ir.xdims, onehot, "xoffs") or "0"
+
+    def _window(self, v: Value, scope: _Scope) -> str:
+        """Unrolled taps of a max-pool window; returns the expression of the window's max."""
+        w = v.window
+        lead = len(w.in_shape) - 2
+        h_dim, w_dim = lead, lead + 1
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
+        H, W = w.in_shape[-2:]
+        out_h, out_w = self.ir.space[h_dim], self.ir.space[w_dim]
+        base = v.name
+        scope.add(
+            f"# max over {kh}x{kw} windows, stride ({sh}, {sw}), padding ({ph}, {pw}), dilation ({dh}, {dw})"
+        )
+        lead_idx = [self._dim_index(d) if self.ir.space[d] > 1 else "0" for d in range(lead)]
+        oh = self._dim_index(h_dim) if out_h > 1 else "0"
+        ow = self._dim_index(w_dim) if out_w > 1 else "0"
+        scope.add(f"{base}_h0 = {oh} * {sh} - {ph}" if ph else f"{base}_h0 = {oh} * {sh}")
+        scope.add(f"{base}_w0 = {ow} * {sw} - {pw}" if pw else f"{base}_w0 = {ow} * {sw}")
+        acc = f"{base}_max"
+        scope.add(f'{acc} = tl.full([XBLOCK], float("-inf"), tl.float32)')
+        # Bounds checks only where a tap can fall outside the input.
+        need_h = ph > 0 or (out_h - 1) * sh + (kh - 1) * dh >= H
+        need_w = pw > 0 or (out_w - 1) * sw + (kw - 1) * dw >= W
+        for i in range(kh):
+            for j in range(kw):
+                tap = f"_t{i}_{j}"
+                hi = f"({base}_h0 + {i * dh})" if i * dh else f"{base}_h0"
+                wi = f"({base}_w0 + {j * dw})" if j * dw else f"{base}_w0"
+                conds = []
+                if need_h:
+                    conds.append(f"({hi} >= 0) & ({hi} < {H})")
+                if need_w:
+                    conds.append(f"({wi} >= 0) & ({wi} < {W})")
+                inside = f"{base}_in{tap}"
+                if conds:
+                    scope.add(f"{inside} = " + " & ".join(conds))
+                mask = "xmask" + (f" & {inside}" if conds else "")
+                x = self._tap(w.source, {}, _Tap(tap, lead_idx, hi, wi, mask), scope)
+                if u_is_int(w.source):
+                    x = f"{x}.to(tl.float32)"
+                if conds:
+                    x = f'tl.where({inside}, {x}, float("-inf"))'
+                scope.add(f"{acc} = tl.maximum({acc}, {x}, propagate_nan=tl.PropagateNan.ALL)")
+        return acc
+
+    def _tap(self, u: Value, names: dict[int, str], tap: _Tap, scope: _Scope) -> str:
+        """The window source's program at one tap: loads at the tap's input position."""
+        if u.kind == "const":
+            return u.expr
+        if id(u) in names:
+            return names[id(u)]
+        if u.kind == "load":
+            *lead, st_h, st_w = u.strides
+            terms = [f"{idx} * {st}" for idx, st in zip(tap.lead, lead, strict=True) if st]
+            terms += [f"{tap.h} * {st_h}" if st_h else "", f"{tap.w} * {st_w}" if st_w else ""]
+            offs = " + ".join(t for t in terms if t) or "0"
+            other = ", other=0.0" if u.ctype == "f" else ", other=0"
+            expr = f"tl.load(in{u.input_index} + ({offs}), mask={tap.mask}{other})"
+            if u.dtype in _HALF:
+                expr += ".to(tl.float32)"
+        else:
+            expr = u.expr.format(*[self._tap(a, names, tap, scope) for a in u.args])
+        name = u.name + tap.suffix
+        scope.add(f"{name} = {expr}")
+        names[id(u)] = name
+        return name
 
     def _load_expr(self, v: Value) -> str:
         strides = list(v.strides)
@@ -239,6 +318,10 @@ class _KernelWriter:
         for s in rows:
             self.store(s, self.outer)
         return self.outer.lines
+
+
+def u_is_int(v: Value) -> bool:
+    return v.ctype != "f"
 
 
 def kernel_name(ir: KernelIR) -> str:

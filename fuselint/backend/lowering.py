@@ -9,6 +9,10 @@ group has a set R of reduced dims of S; all its reductions reduce exactly R, and
 k chained reductions is at stage k (softmax: amax at 1, sum at 2), which is how the
 looped codegen knows how many passes over R it needs.
 
+A ``max_pool2d_with_indices`` whose indices nothing reads is a *window* value over the
+pool's output space: the group's nodes that only feed it (its prologue, e.g. ReLU) are
+lowered separately over the pool's input space and evaluated once per window tap.
+
 Whatever does not fit (an unknown op, a second reduction axis, a float64 tensor, symbolic
 shapes...) raises :class:`Unsupported`, and the group runs through ATen instead.
 """
@@ -49,6 +53,26 @@ class Value:
     # it is read at index - start and masked outside. index: the dim whose index it is.
     shifts: tuple = ()
     dim: int = -1
+    window: Window | None = None  # window: the pooled source and the window's geometry
+
+
+@dataclass(eq=False)
+class Window:
+    """max over a kh x kw window of a source computed per tap (max_pool2d values).
+
+    The source is a small program over the pool's *input* space (its loads carry strides
+    along those dims): its pointwise prologue, e.g. ReLU, runs on every tap it reads, so
+    the prologue's full-size result is never written. Taps outside the input are skipped
+    (padding, ceil_mode), as in ATen's kernel.
+    """
+
+    source: Value  # the value pooled, over the input space
+    values: list[Value]  # the source's program (loads and math over the input space)
+    in_shape: tuple[int, ...]  # (..., H, W) of the pooled tensor
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -182,7 +206,10 @@ class Lowering:
         nodes: list[torch.fx.Node],
         inputs: list[torch.fx.Node],
         outputs: list[torch.fx.Node],
+        used_names: set[str] | None = None,
     ) -> None:
+        self.all_nodes = nodes
+        self.prologue, nodes = _split_window(nodes, outputs)
         self.nodes = nodes
         self.inputs = inputs
         self.outputs = outputs
@@ -190,7 +217,7 @@ class Lowering:
         self.env: dict[str, tuple[object, object]] = {}
         self.values: list[Value] = []
         self.loads: dict[tuple, Value] = {}
-        self.used_names: set[str] = set()
+        self.used_names: set[str] = set() if used_names is None else used_names
         self.current_ctype = "f"
         self.current_packet = ""
         self.device = self._device()
@@ -413,6 +440,8 @@ class Lowering:
             self._placement(node, packet)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
+        elif packet in WINDOWS:
+            self._window(node)
         else:
             self._pointwise(node)
 
@@ -590,6 +619,77 @@ class Lowering:
             else:
                 self.env[node.name] = ((var, mean), (out_map, out_map))
 
+    def _window(self, node: torch.fx.Node) -> None:
+        """max_pool2d_with_indices whose indices nothing reads: a window max per output point."""
+        if self.rdims:
+            raise Unsupported("window op in a reduction kernel")
+        b = bind(node)
+        src = b["self"]
+        in_shape = _concrete_shape(src.meta.get("val"))
+        out_shape = _concrete_shape(node.meta["val"][0])
+        if len(in_shape) not in (3, 4) or out_shape != self.space:
+            raise Unsupported("max_pool2d over another space")
+
+        def pair(v: object, default: tuple[int, int]) -> tuple[int, int]:
+            v = list(v) if isinstance(v, (list, tuple)) else [v]
+            if not v:
+                return default
+            return (int(v[0]), int(v[-1]))
+
+        kernel = pair(b["kernel_size"], (1, 1))
+        window = Window(
+            source=None,  # type: ignore[arg-type]
+            values=[],
+            in_shape=in_shape,
+            kernel=kernel,
+            stride=pair(b.get("stride"), kernel),
+            padding=pair(b.get("padding", 0), (0, 0)),
+            dilation=pair(b.get("dilation", 1), (1, 1)),
+        )
+        if kernel[0] * kernel[1] > 64:
+            raise Unsupported("window larger than 64 taps")
+        if self.prologue:
+            sub = Lowering(self.prologue, self.inputs, [], self.used_names)
+            if sub.space != in_shape or sub.rdims:
+                raise Unsupported("pooling prologue over another space")
+            for n in self.prologue:
+                sub._lower_node(n)
+            value, smap = sub.env[src.name]
+            if not isinstance(value, Value) or smap != sub._identity_map():
+                raise Unsupported("pooled value is permuted")
+            if any(v.kind not in ("load", "math") or v.shifts for v in sub.values):
+                raise Unsupported("pooling prologue with placements or reductions")
+            window.values = sub.values
+        else:
+            if src.name not in self.input_index:
+                raise Unsupported("pooled value is neither computed here nor an input")
+            meta = tensor_meta(src)
+            value = Value(
+                self._fresh(src.name),
+                "load",
+                self.ctype_for(meta.dtype),
+                frozenset(range(len(in_shape))),
+                0,
+                input_index=self.input_index[src.name],
+                strides=meta.stride,
+                dtype=meta.dtype,
+            )
+            window.values = [value]
+        if value.ctype != "f":
+            raise Unsupported("max_pool2d of a non-float tensor")
+        window.source = value
+        v = Value(
+            self._fresh(node.name),
+            "window",
+            "f",
+            frozenset(d for d, n in enumerate(self.space) if n > 1),
+            0,
+            window=window,
+        )
+        self.values.append(v)
+        ident = self._identity_map()
+        self.env[node.name] = ((v, None), (ident, None))
+
     def _reduction(self, op: str, x: Value) -> Value:
         if not (x.dims & self.rset):
             # Constant along R: the reduction is arithmetic, not a loop.
@@ -623,7 +723,7 @@ class Lowering:
             raise Unsupported("nothing to store")
         ops = tuple(
             n.target.overloadpacket.__name__
-            for n in self.nodes
+            for n in self.all_nodes
             if isinstance(n.target, torch._ops.OpOverload) and n.target.overloadpacket.__name__ not in VIEWS
         )
         natural = [d for d in range(len(self.space)) if d not in self.rset]
@@ -639,10 +739,42 @@ class Lowering:
             output_meta=tuple(out_meta),
             values=self.values,
             stores=stores,
-            fused=tuple(describe(n) for n in self.nodes),
+            fused=tuple(describe(n) for n in self.all_nodes),
             device=self.device,
             op_names=ops,
         )
+
+
+WINDOWS = frozenset({"max_pool2d_with_indices"})
+
+
+def _split_window(
+    nodes: list[torch.fx.Node], outputs: list[torch.fx.Node]
+) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
+    """(prologue, rest): the nodes that only feed a window op's source, computed per tap."""
+    pools = [
+        n for n in nodes if getattr(getattr(n.target, "overloadpacket", None), "__name__", "") in WINDOWS
+    ]
+    if not pools:
+        return [], nodes
+    if len(pools) > 1:
+        raise Unsupported("more than one window op")
+    pool = pools[0]
+    if any(u.target is not operator.getitem or u.args[1] != 0 for u in pool.users):
+        raise Unsupported("max_pool2d indices are used")
+    members = set(nodes)
+    prologue: set[torch.fx.Node] = set()
+    stack = [a for a in pool.args[:1] if isinstance(a, torch.fx.Node) and a in members]
+    while stack:
+        n = stack.pop()
+        if n not in prologue:
+            prologue.add(n)
+            stack.extend(a for a in n.all_input_nodes if a in members)
+    outs = set(outputs)
+    for n in prologue:
+        if n in outs or any(u not in prologue and u is not pool for u in n.users):
+            raise Unsupported("a pooling prologue value is also used elsewhere")
+    return [n for n in nodes if n in prologue], [n for n in nodes if n not in prologue]
 
 
 def lower_group(

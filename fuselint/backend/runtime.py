@@ -9,7 +9,10 @@ timings. ``FUSELINT_DUMP_DIR`` also receives a readable copy named after the ker
 
 A :class:`FusedKernel` runs one group. It checks that its inputs have the strides it was
 generated for and otherwise (or when Triton fails to compile it) runs the group's ATen
-nodes instead, so a call never computes the wrong thing.
+nodes instead, so a call never computes the wrong thing. Its first launch goes through
+Triton's JIT launcher (``kernel[grid](...)``), later ones straight to the compiled binary's C
+launcher (:class:`FastLaunch`), which skips Triton's per-call argument binding;
+``FUSELINT_FAST_LAUNCH=0`` keeps every call on the JIT launcher.
 """
 
 from __future__ import annotations
@@ -149,6 +152,8 @@ class FusedKernel:
         self.calls = 0
         self.fallback_calls = 0
         self.broken: str | None = None
+        self._fast: FastLaunch | None = None
+        self._fast_tried = False  # build the fast launcher once, after the first JIT launch
 
     def _layout_matches(self, args: tuple) -> bool:
         for t, stride, shape in zip(args, self.in_strides, self._in_sizes, strict=True):
@@ -161,17 +166,33 @@ class FusedKernel:
         self.fallback_calls += 1
         return tuple(self.fallback(*args))
 
+    def _launch_jit(self, args: tuple, outs: tuple) -> object:
+        """Triton's ordinary launch: binds and specializes the arguments on every call."""
+        if self._hide_interpret:
+            with interpret_env(False):
+                return self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
+        return self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
+
     def __call__(self, *args: torch.Tensor) -> tuple:
+        fast = self._fast
+        if fast is not None and FAST_LAUNCH and fast.matches(args, self.in_strides):
+            outs = tuple(
+                torch.empty_strided(s, st, dtype=dt, device=self.device) for s, st, dt in self.out_specs
+            )
+            try:
+                fast.launch(args, outs)
+            except Exception as exc:  # the launcher refused the arguments before launching
+                warnings.warn(f"fuselint: fast launch of {self.__name__} failed ({exc})", stacklevel=2)
+                self._fast = None
+            else:
+                self.calls += 1
+                return outs
         if self.broken is not None or not self._layout_matches(args):
             return self._run_fallback(args)
         device = args[0].device if args else self.device
         outs = tuple(torch.empty_strided(s, st, dtype=dt, device=device) for s, st, dt in self.out_specs)
         try:
-            if self._hide_interpret:
-                with interpret_env(False):
-                    self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
-            else:
-                self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
+            compiled = self._launch_jit(args, outs)
         except Exception as exc:  # a Triton compile error: this group runs through ATen from now on
             self.broken = f"{type(exc).__name__}: {exc}"
             warnings.warn(
@@ -179,4 +200,108 @@ class FusedKernel:
             )
             return self._run_fallback(args)
         self.calls += 1
+        if not self._fast_tried and self.device.type == "cuda" and FAST_LAUNCH:
+            self._fast_tried = True
+            self._fast = FastLaunch.build(compiled, self, args, outs)
         return outs
+
+
+# FUSELINT_FAST_LAUNCH=0 keeps every call on Triton's JIT launcher (for comparison and as an escape hatch).
+FAST_LAUNCH = os.environ.get("FUSELINT_FAST_LAUNCH", "1") != "0"
+
+
+class FastLaunch:
+    """Launch a kernel Triton has already compiled, without its per-call binding.
+
+    Triton's ``kernel[grid](...)`` binds the arguments, computes a specialization key
+    (dtypes, 16-byte alignment of each pointer), looks the binary up and then calls
+    ``CompiledKernel.run`` (the C launcher) with the grid, the stream, the binary's handle and
+    metadata, the launch hooks and every argument in signature order, constexprs included.
+    That is the same on triton 3.6 and 3.9. Our kernels take only tensors and constexprs,
+    and the graph's guards fix shapes and dtypes, so the key can change only with a pointer's
+    alignment or the strides: both are checked per call (anything else goes back to the JIT
+    path, which recompiles as needed). Launch hooks (profilers) also send calls back to it.
+    """
+
+    __slots__ = ("run", "grid", "function", "packed", "consts", "stream_of", "device_index", "aligned")
+
+    def __init__(self, compiled: object, grid: tuple, consts: tuple, device_index: int, aligned: tuple):
+        self.run = compiled.run  # the launcher (loads the binary's handles on first access)
+        self.function = compiled.function
+        self.packed = compiled.packed_metadata
+        g = tuple(grid) + (1, 1)
+        self.grid = g[:3]
+        self.consts = consts
+        self.device_index = device_index
+        # What triton's driver itself calls for the current stream when torch is loaded.
+        self.stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.aligned = aligned  # per input: was its pointer 16-byte aligned when compiled?
+
+    @staticmethod
+    def build(compiled: object, kernel: FusedKernel, args: tuple, outs: tuple) -> FastLaunch | None:
+        global _KNOBS_RUNTIME
+        if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
+            return None
+        if _KNOBS_RUNTIME is None:
+            _KNOBS_RUNTIME = _knobs_runtime()
+        try:
+            fast = FastLaunch(
+                compiled,
+                kernel.grid,
+                tuple(kernel.consts.values()),
+                torch.cuda.current_device(),
+                tuple(t.data_ptr() % 16 == 0 for t in args),
+            )
+        except Exception:  # another triton layout: stay on the JIT path
+            return None
+        if fast.function is None or fast.stream_of is None or any(o.data_ptr() % 16 for o in outs):
+            return None
+        return fast
+
+    def matches(self, args: tuple, strides: tuple) -> bool:
+        if _hooks_active():
+            return False
+        for t, stride, aligned in zip(args, strides, self.aligned, strict=True):
+            if t.stride() != stride or (aligned and t.data_ptr() % 16):
+                return False
+        return True
+
+    def launch(self, args: tuple, outs: tuple) -> None:
+        g0, g1, g2 = self.grid
+        self.run(
+            g0,
+            g1,
+            g2,
+            self.stream_of(self.device_index),
+            self.function,
+            self.packed,
+            None,
+            None,
+            None,
+            *args,
+            *outs,
+            *self.consts,
+        )
+
+
+def _hooks_active() -> bool:
+    """Whether a launch hook is installed (None on older triton, an empty HookChain on 3.9)."""
+    runtime = _KNOBS_RUNTIME
+    if runtime is None:
+        return False
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return True
+    return False
+
+
+def _knobs_runtime() -> object | None:
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    return getattr(knobs, "runtime", None)
+
+
+# Set when the first fast launcher is built (importing triton here would fix TRITON_INTERPRET too early).
+_KNOBS_RUNTIME: object | None = None

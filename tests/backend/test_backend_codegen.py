@@ -216,7 +216,7 @@ def test_heuristics_row_kernel_on_gpu_sizes():
     ir = lower_group(group.nodes, group.inputs, group.outputs)
     ir.space = (8192, 8192)
     cfg = choose_config(ir, interpret=False)
-    assert (cfg.xblock, cfg.rblock, cfg.persistent, cfg.num_warps, cfg.grid) == (1, 8192, True, 16, 8192)
+    assert (cfg.xblock, cfg.rblock, cfg.persistent, cfg.num_warps, cfg.grid) == (1, 8192, True, 8, 8192)
     ir.space = (8192, 65536)
     assert choose_config(ir, interpret=False).persistent is False
 

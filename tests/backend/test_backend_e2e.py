@@ -229,7 +229,7 @@ def test_symbolic_shapes_run_through_aten(data):
     assert reports_since(start) and all(not r.kernels for r in reports_since(start))
 
 
-def test_conv_relu_maxpool_keeps_atens_pooling_kernel():
+def test_conv_relu_maxpool_fuses_relu_into_the_pooling_window():
     model = torch.nn.Sequential(
         torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2)
     ).eval()
@@ -237,7 +237,9 @@ def test_conv_relu_maxpool_keeps_atens_pooling_kernel():
     with torch.no_grad():
         reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=1)
     code = reports[-1].graph_module.code
-    assert "max_pool2d_with_indices" in code and "_low_memory_max_pool" not in code
+    assert "aten.max_pool2d_with_indices" not in code and "_low_memory_max_pool" not in code
+    (kernel,) = reports[-1].kernels
+    assert kernel.__name__ == "fuselint_relu_max_pool2d_with_indices"
 
 
 def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, data):

@@ -93,3 +93,27 @@ def test_training_step_on_gpu_matches_eager_grads():
     step(model, x).backward()
     for p, g in zip(model.parameters(), grads, strict=True):
         torch.testing.assert_close(p.grad, g, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv_relu_maxpool_on_gpu_is_one_window_kernel(channels_last):
+    torch.manual_seed(0)
+    model = (
+        torch.nn.Sequential(
+            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1)
+        )
+        .cuda()
+        .eval()
+    )
+    x = torch.randn(4, 8, 30, 30, device="cuda")
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    start = history_mark()
+    with torch.no_grad():
+        got = torch.compile(model, backend=fuselint_backend)(x)
+        want = model(x)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    kernels = [k for r in reports_since(start) for k in r.kernels]
+    assert [k.__name__ for k in kernels] == ["fuselint_relu_max_pool2d_with_indices"]
+    assert kernels[0].calls == 1 and kernels[0].broken is None

@@ -146,7 +146,7 @@ def test_looped_reduction_is_looped(compiled_cases):
 
 def test_half_loads_vectorize_in_a_row_kernel(compiled_cases):
     facts = compiled_cases["softmax_bf16"]
-    assert facts["blocks"] == [1, 8192, 16]
+    assert facts["blocks"] == [1, 8192, 8]
     assert facts["v4_loads"]  # 16-byte loads
 
 
