@@ -75,7 +75,9 @@ def test_graph_of_two_entries_keeps_their_graphs_apart(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     names = {g["name"] for g in data["graphs"]}
-    assert any(n.startswith("item_branch:") for n in names) and any(n.startswith("loop_break:") for n in names)
+    assert any(n.startswith("item_branch:") for n in names) and any(
+        n.startswith("loop_break:") for n in names
+    )
     assert len(data["plan"]["models"]) == 2
     ids = [n["id"] for n in data["nodes"]]
     assert len(ids) == len(set(ids))
