@@ -16,6 +16,10 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 } 2>&1 | tee "$out/env.txt"
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/backend -x 2>&1 | tail -25 | tee "$out/gpu_tests.txt"
 timeout 120 python3 bench/inductor_kernel_counts.py 2>&1 | tail -30 | tee "$out/inductor_counts.txt"
+# The proof a user asks for: hand-written models against their fixed form, on this GPU.
+timeout 240 python3 -m fuselint verify --unsafe-fixes --backend eager,fuselint,inductor \
+  --entry fixtures/verify/gpt_block.py:entry --entry fixtures/verify/llama_mlp.py:entry 2>&1 \
+  | grep -v "^\[transformers\]" | tee "$out/verify.txt"
 timeout $((budget + 90)) python3 bench/backend.py --budget "$budget" --json "$out/backend.json" --md "$out/backend.md" \
   > "$out/bench.log" 2>&1
 tail -70 "$out/bench.log"
