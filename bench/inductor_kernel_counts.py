@@ -47,6 +47,10 @@ def _to(x, device):
         return x.to(device)
     if isinstance(x, torch.nn.Module):
         return x.to(device).eval()
+    # A reference written as a closure over modules (`lambda x: F.gelu(lin(x))`): move those.
+    for cell in getattr(x, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, torch.nn.Module):
+            cell.cell_contents.to(device).eval()
     return x
 
 
