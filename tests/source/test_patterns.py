@@ -462,3 +462,15 @@ def test_text_prefilter_skips_functions_without_trigger_words_and_loses_nothing(
         everything = {(f.code, f.span) for f in pattern_findings(sf, rules)}
         monkeypatch.undo()
         assert filtered == everything and filtered
+
+
+def test_a_short_constant_must_match_exactly():
+    # `1 - p + 1e-8` guards the log against 0: it is not `1 + x`.
+    source = """
+    import torch
+
+    def focal(p):
+        return -(1 - p + 1e-8).log()
+    """
+    assert _codes(source, "FL211") == []
+    assert _codes(source.replace(" + 1e-8", ""), "FL211") == ["FL211"]
