@@ -84,6 +84,30 @@ model = timm.create_model("mobilenetv3_small_050", pretrained=False, num_classes
 inputs = torch.randn(2, 3, 64, 64)
 out = lambda m: m(inputs)
 """,
+    "timm-efficientformer": """
+import timm
+model = timm.create_model("efficientformer_l1", pretrained=False, num_classes=10)
+inputs = torch.randn(1, 3, 224, 224)
+out = lambda m: m(inputs)
+""",
+    # The activation functions themselves: timm's models pick torch's built-ins when they
+    # exist, so call the rewritten Python definitions directly.
+    "timm-activations": """
+from timm.layers import activations as A, activations_me as M
+model = torch.nn.Identity()
+x = torch.randn(4, 33) * 3
+g = torch.rand(4, 33)
+out = lambda m: torch.stack([A.swish(x), A.mish(x), A.hard_sigmoid(x), A.hard_swish(x), M.swish_fwd(x),
+                             M.mish_fwd(x), M.mish_bwd(x, g), M.hard_sigmoid_fwd(x), M.hard_swish_fwd(x)])
+""",
+    "transformers-activations": """
+from transformers import activations as A
+model = torch.nn.Identity()
+x = torch.randn(4, 33) * 3
+out = lambda m: torch.stack([A.NewGELUActivation()(x), A.FastGELUActivation()(x),
+                             A.GELUTanh(use_gelu_tanh_python=True)(x), A.GELUActivation(use_gelu_python=True)(x),
+                             A.MishActivation()._mish_python(x)])
+""",
 }
 
 WORKER = """
