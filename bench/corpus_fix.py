@@ -355,7 +355,9 @@ def write_report(out: Path, **r) -> None:
             f"| {m['model']} | {'same outputs' if ok else 'DIFFERENT'} | {m['rel_err']:.2e} | "
             f"{m['shape']} {m['dtype']} | {ran} | {', '.join(touched) or '(none of its files changed)'} |"
         )
-    text = f"""# FL2xx on real code: transformers {r["versions"].get("transformers")}, timm {r["versions"].get("timm")}
+    text = f"""# FL2xx on real code: transformers {r["versions"].get("transformers")}, timm {
+        r["versions"].get("timm")
+    }
 
 Produced by `python bench/corpus_fix.py` (not a test; downloads the wheels, fixes copies of
 both packages with `fuselint check --select FL2 --fix --unsafe-fixes`, builds real models
@@ -366,10 +368,14 @@ from tiny configs on CPU with the original and the rewritten package, and compar
   `--fix --unsafe-fixes` (lint, then fix file by file to a fixpoint): {r["fix_seconds"]:.1f} s.
 - One core, in process, over the same {r["speed"]["lines"]} lines: `ast.parse` {r["speed"]["parse"]:.1f} s,
   the pattern engine with all FL2xx rules {r["speed"]["engine"]:.1f} s
-  ({r["speed"]["lines"] / max(r["speed"]["engine"], 1e-9):,.0f} lines/s, {r["speed"]["engine"] / max(r["speed"]["parse"], 1e-9):.2f}x the parse time).
-- Files rewritten: {len(r["changed"])}; every one re-parses: {"yes" if not r["unparsable"] else "NO"}
-  {"" if not r["unparsable"] else "(" + "; ".join(r["unparsable"][:5]) + ")"}.
-- A second `--fix --unsafe-fixes` changes nothing: {"yes" if not r["not_idempotent"] else "NO: " + ", ".join(r["not_idempotent"][:5])}.
+  ({r["speed"]["lines"] / max(r["speed"]["engine"], 1e-9):,.0f} lines/s, {
+        r["speed"]["engine"] / max(r["speed"]["parse"], 1e-9):.2f}x the parse time).
+- Files rewritten: {len(r["changed"])}; every one re-parses: {"yes" if not r["unparsable"] else "NO"}{
+        "" if not r["unparsable"] else " (" + "; ".join(r["unparsable"][:5]) + ")"
+    }.
+- A second `--fix --unsafe-fixes` changes nothing: {
+        "yes" if not r["not_idempotent"] else "NO: " + ", ".join(r["not_idempotent"][:5])
+    }.
 
 ## Findings and fixes per rule
 
