@@ -175,13 +175,14 @@ def pattern_findings(sf: SourceFile, rules: list[Rule]) -> list[Finding]:
         for pattern in cr.patterns:
             index.setdefault(pattern.term.op, []).append((cr, pattern))
     triggers = _Triggers.of(tuple(compiled(r) for r in rules))
-    if not triggers.may_match(sf.text):
+    lines = triggers.line_words(sf)
+    if lines is not None and not triggers.may_match(set().union(*lines)):
         return []
     builder = Builder(Interner())
     lowerer = Lowerer(sf.imports, builder, module_constants(sf.tree, sf.imports, builder))
     names = _FileNames(sf)
     findings: list[Finding] = []
-    for stmts, escapes in _blocks(sf.tree, lambda fn: triggers.may_match(_function_text(sf, fn))):
+    for stmts, escapes in _blocks(sf.tree, lambda fn: triggers.worth_lowering(lines, fn)):
         block = lowerer.block(stmts, escapes)
         found: list[_Found] = []
         for i, statement in enumerate(block.statements):
@@ -192,21 +193,20 @@ def pattern_findings(sf: SourceFile, rules: list[Rule]) -> list[Finding]:
     return findings
 
 
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|@")
+
+
 @dataclass(frozen=True)
 class _Triggers:
     """A text pre-filter: a pattern can match only where a word producing each of its ops appears.
 
     Lowering is the engine's main cost; most functions of a model file contain none of the
-    words (`sigmoid`, `erf`, `rsqrt`, ...) a rule needs, and one regex over their source
-    text proves it, so they are never lowered.
+    words (`sigmoid`, `erf`, `rsqrt`, ...) a rule needs. The file's words are read once
+    per line (one C-level regex), so a function is skipped after a few set unions.
     """
 
-    regex: re.Pattern | None  # None: some pattern needs no word, every function is lowered
+    vocabulary: frozenset | None  # None: some pattern needs no word, every function is lowered
     needs: tuple[tuple[frozenset, ...], ...]  # per pattern: for each op, the words that make it
-    # The vocabulary split for a fast scan: identifiers are found by one simple token regex
-    # (a big alternation of \b-words is many times slower in `re`), symbols by substring.
-    identifiers: frozenset = frozenset()
-    symbols: frozenset = frozenset()
 
     @staticmethod
     def of(rules: tuple[CompiledRule, ...]) -> _Triggers:
@@ -224,31 +224,30 @@ class _Triggers:
                 if not words:
                     return _Triggers(None, ())
                 needs.append(tuple(words))
-        vocabulary = sorted(set().union(*(w for n in needs for w in n)), key=len, reverse=True)
-        alternatives = "|".join(
-            rf"\b{re.escape(w)}\b" if w.isidentifier() else re.escape(w) for w in vocabulary
-        )
-        return _Triggers(
-            re.compile(alternatives),
-            tuple(needs),
-            frozenset(w for w in vocabulary if w.isidentifier()),
-            frozenset(w for w in vocabulary if not w.isidentifier()),
-        )
+        return _Triggers(frozenset().union(*(w for n in needs for w in n)), tuple(needs))
 
-    def may_match(self, text: str) -> bool:
-        if self.regex is None:
-            return True
-        present = set(self.identifiers.intersection(_IDENTIFIER.findall(text)))
-        present.update(w for w in self.symbols if w in text)
+    def line_words(self, sf: SourceFile) -> list[frozenset] | None:
+        if self.vocabulary is None:
+            return None
+        vocabulary = self.vocabulary
+        return [vocabulary.intersection(_TOKEN.findall(line)) for line in sf.lines]
+
+    def may_match(self, present: set) -> bool:
         return any(all(words & present for words in need) for need in self.needs)
+
+    def may_match_text(self, text: str) -> bool:
+        if self.vocabulary is None:
+            return True
+        return self.may_match(self.vocabulary.intersection(_TOKEN.findall(text)))
+
+    def worth_lowering(self, lines: list[frozenset] | None, fn: ast.AST) -> bool:
+        if lines is None:
+            return True
+        present = set().union(*lines[fn.lineno - 1 : fn.end_lineno or fn.lineno])
+        return self.may_match(present)
 
 
 _TRIGGERS: dict[tuple[int, ...], _Triggers] = {}
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _function_text(sf: SourceFile, fn: ast.AST) -> str:
-    return "".join(sf.lines[fn.lineno - 1 : fn.end_lineno or fn.lineno])
 
 
 def _blocks(tree: ast.Module, worth_lowering=lambda fn: True):
@@ -655,6 +654,11 @@ class _Renderer:
             direct = [k for k, v in aliases.items() if v == qual]
             if direct:
                 return direct[0]
+            existing = self.sf.imports.local_name_for(
+                qual
+            )  # `nn.functional.gelu` after `from torch import nn`
+            if existing and aliases.get(existing.split(".")[0]) not in (None, "torch"):
+                return existing
             if self.names.free("F"):
                 self.imports.add("import torch.nn.functional as F")
                 return f"F.{tail}"

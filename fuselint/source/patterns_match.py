@@ -223,6 +223,12 @@ def position(t: Term) -> tuple[int, int] | None:
 
 
 def _const_equal(a: object, b: object, tol: float) -> bool:
+    """Pattern constant `a` against code constant `b`.
+
+    A constant the rule writes out in a few digits (`1`, `0.5`, `0.044715`) must be met
+    exactly: `log(1 - p + 1e-8)` is not `log1p(-p)`. Only long constants, which people
+    truncate (`sqrt(2 / pi)` written `0.7978845608`), are met within the relative `tol`.
+    """
     numbers = (int, float)
     if (
         isinstance(a, numbers)
@@ -230,8 +236,13 @@ def _const_equal(a: object, b: object, tol: float) -> bool:
         and not isinstance(a, bool)
         and not isinstance(b, bool)
     ):
-        return close(float(a), float(b), tol)
+        return close(float(a), float(b), tol if _long(float(a)) else 1e-12)
     return type(a) is type(b) and a == b
+
+
+def _long(value: float) -> bool:
+    digits = f"{abs(value):.15e}".split("e")[0].replace(".", "").rstrip("0")
+    return len(digits) > 8
 
 
 def _match_seq(p: Pattern, pargs, targs, i: int, m: Match) -> Iterator[Match]:

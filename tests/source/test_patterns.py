@@ -452,13 +452,25 @@ def test_text_prefilter_skips_functions_without_trigger_words_and_loses_nothing(
 
     rules = [r for r in CATALOG if r.kind == "pattern"]
     triggers = patterns._Triggers.of(tuple(patterns.compiled(r) for r in rules))
-    assert not triggers.may_match("def f(x):\n    return self.proj(x) + x * 2\n")
-    assert triggers.may_match("def f(x):\n    return x * x.sigmoid()\n")
+    assert not triggers.may_match_text("def f(x):\n    return self.proj(x) + x * 2\n")
+    assert triggers.may_match_text("def f(x):\n    return x * x.sigmoid()\n")
     root = Path(__file__).resolve().parents[2] / "fixtures"
     for path in sorted(root.glob("handwritten_*.py")):
         sf = SourceFile.parse(str(path), path.read_text())
         filtered = {(f.code, f.span) for f in pattern_findings(sf, rules)}
-        monkeypatch.setattr(patterns._Triggers, "may_match", lambda self, text: True)
+        monkeypatch.setattr(patterns._Triggers, "may_match", lambda self, present: True)
         everything = {(f.code, f.span) for f in pattern_findings(sf, rules)}
         monkeypatch.undo()
         assert filtered == everything and filtered
+
+
+def test_a_short_constant_must_match_exactly():
+    # `1 - p + 1e-8` guards the log against 0: it is not `1 + x`.
+    source = """
+    import torch
+
+    def focal(p):
+        return -(1 - p + 1e-8).log()
+    """
+    assert _codes(source, "FL211") == []
+    assert _codes(source.replace(" + 1e-8", ""), "FL211") == ["FL211"]
