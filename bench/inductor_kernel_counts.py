@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fusion"))
 
 from fusion_capture import aten_graphs
-from fusion_references import CPU_COUNTS, DIVERGENT, REFERENCES
+from fusion_references import CPU_COUNTS, DIVERGENT, PLANNED_APART, REFERENCES
 
 from fuselint.fusion.plan import plan
 
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="list the launches Inductor makes")
     opts = parser.parse_args(argv)
     print(f"torch {torch.__version__}, device {opts.device}")
-    print(f"{'graph':22s} {'inductor':>8s} {'fuselint':>8s} {'kept(gpu)':>9s} {'kept(cpu)':>9s}  agree")
+    print(
+        f"{'graph':22s} {'inductor':>8s} {'fuselint':>8s} {'kept(gpu)':>9s} {'kept(cpu)':>9s}  kept  plan=inductor"
+    )
     for name, (build, gpu_count) in REFERENCES.items():
         fn, args = build()
         planned = sum(plan(fg).launches for fg in aten_graphs(fn, *args))
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         kept = gpu_count if opts.device.startswith("cuda") else CPU_COUNTS.get(name, gpu_count)
         print(
             f"{name:22s} {measured:8d} {planned:8d} {gpu_count:9d} {CPU_COUNTS.get(name, gpu_count):9d}  "
-            f"{'yes' if measured == kept else 'NO'}"
+            f"{'yes' if measured == kept else 'NO':4s}  {'yes' if planned == measured else 'no: ' + PLANNED_APART.get(name, (0, 'Inductor fuses differently on this device'))[1]}"
         )
         if opts.verbose:
             print("    " + ", ".join(calls))
