@@ -1,0 +1,76 @@
+"""`lint_text`/`lint_paths` on the files a real tree holds: deep nesting, noqa look-alikes,
+the same file named twice, and a cache that must not trust an mtime."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config
+from fuselint.source.lint import Cache, discover, lint_paths, lint_text
+
+CATALOG = load_catalog()
+CONFIG = Config()
+
+EXPM1 = "import torch\n\n\ndef f(x):\n    return torch.exp(x) - 1\n"
+EXPM1_CLEAN = "import torch\n\n\ndef f(x):\n    return torch.exp(x) + 1\n"
+
+
+def test_a_long_sum_that_python_compiles_does_not_crash_the_run():
+    # 600 terms parse fine (CPython compiles it) but recurse past the limit in a visitor.
+    text = "import torch\n\n\ndef f(x):\n    return torch.exp(x)" + " + x" * 600 + " - 1\n"
+    compile(text, "deep.py", "exec")
+    findings = lint_text("deep.py", text, CATALOG, CONFIG)
+    assert [f.code for f in findings] == ["FL000"]
+    assert "nested too deeply" in findings[0].message
+
+
+def test_an_expression_too_deep_for_the_parser_is_fl000():
+    text = "import torch\n\n\ndef f(x):\n    return " + "-" * 5000 + "x\n"
+    findings = lint_text("deeper.py", text, CATALOG, CONFIG)
+    assert [f.code for f in findings] == ["FL000"]
+
+
+def test_noqa_inside_a_string_does_not_suppress():
+    text = 'import torch\n\n\ndef f(x):\n    s = "# noqa"; return torch.exp(x) - 1\n'
+    assert [f.code for f in lint_text("m.py", text, CATALOG, CONFIG)] == ["FL210"]
+
+
+def test_noqa_comment_after_a_string_with_a_hash_still_suppresses():
+    text = 'import torch\n\n\ndef f(x):\n    s = "#"; return torch.exp(x) - 1  #NoQA:fl210\n'
+    assert lint_text("m.py", text, CATALOG, CONFIG) == []
+
+
+def test_the_same_file_named_relative_and_absolute_is_checked_once(tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_text(EXPM1)
+    monkeypatch.chdir(tmp_path)
+    files = discover(["m.py", str(tmp_path / "m.py"), "."], CONFIG)
+    assert files == [Path("m.py")]
+
+
+def test_cache_notices_a_change_that_keeps_size_and_mtime(tmp_path):
+    # cp -p, tar and rsync -t restore an mtime; a same-size edit must still be re-linted.
+    path = tmp_path / "m.py"
+    path.write_text(EXPM1)
+    cache = Cache(tmp_path / "cache.pickle")
+    assert [f.code for f in lint_paths([path], CATALOG, CONFIG, cache=cache)] == ["FL210"]
+    stat = path.stat()
+    path.write_text(EXPM1_CLEAN)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+    assert lint_paths([path], CATALOG, CONFIG, cache=cache) == []
+
+
+def test_cache_still_answers_for_unchanged_files(tmp_path, monkeypatch):
+    path = tmp_path / "m.py"
+    path.write_text(EXPM1)
+    cache = Cache(tmp_path / "cache.pickle")
+    first = lint_paths([path], CATALOG, CONFIG, cache=cache)
+    import fuselint.source.lint as lint
+
+    def no_linting(*args, **kwargs):
+        raise AssertionError("a cached file was linted again")
+
+    monkeypatch.setattr(lint, "lint_text", no_linting)
+    assert lint_paths([path], CATALOG, CONFIG, cache=cache) == first
