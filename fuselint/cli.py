@@ -7,6 +7,7 @@ FUSELINT_DEBUG=1 to see one).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
@@ -54,6 +55,16 @@ def _catalog(config: Config) -> Catalog:
         return load_catalog(config.extra_rules)
     except CatalogError as exc:
         raise UsageFailure(str(exc)) from None
+
+
+def _check_selectors(config: Config, catalog: Catalog) -> None:
+    """A selector that matches no rule is a typo (`FL21O`): fail, as ruff does, instead of
+    silently selecting nothing and letting CI pass."""
+    codes = [r.code for r in catalog]
+    named = [*config.select, *config.ignore, *(c for _glob, cs in config.per_file_ignores for c in cs)]
+    for selector in named:
+        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
+            raise UsageFailure(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -150,6 +161,9 @@ def check(
     if unsafe_fixes is not None:
         config = replace(config, unsafe_fixes=unsafe_fixes)
     catalog = _catalog(config)
+    _check_selectors(config, catalog)
+    if statistics and fmt not in ("text", "json"):
+        raise UsageFailure("--statistics works with --format text or json")
     try:
         files = discover(paths, config)
     except PathError as exc:
@@ -161,7 +175,8 @@ def check(
     models: list[dict] = []
     entries = entries or config.entries
     if entries:
-        analyses = trace_entries(entries, device, train, target)
+        with _user_output_to_stderr():
+            analyses = trace_entries(entries, device, train, target)
         from fuselint.graph.breaks import break_findings, merge_findings
 
         traced = [f for a in analyses for f in (*break_findings(a.capture), *a.findings)]
@@ -170,8 +185,9 @@ def check(
         models = [a.summary() for a in analyses]
 
     fixed_count = 0
+    unwritable: list[str] = []
     if diff or config.fix:
-        fixed_count, changed, diffs = _fix_files(findings, catalog, config, write=not diff)
+        fixed_count, changed, diffs, unwritable = _fix_files(findings, catalog, config, write=not diff)
         if diff:
             _emit("".join(diffs), output_file)
             if not exit_zero and diffs:
@@ -217,19 +233,22 @@ def check(
     if hidden or thresholds.any:
         shown = f" ({hidden} known in {baseline})" if hidden else ""
         click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
+    if unwritable:
+        sys.exit(2)  # asked to fix, could not: not a pass, whatever --exit-zero says
     if verdict.exit_code and not exit_zero:
         sys.exit(verdict.exit_code)
 
 
 def _fix_files(
     findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
-) -> tuple[int, dict[str, str], list[str]]:
-    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs)."""
+) -> tuple[int, dict[str, str], list[str], list[str]]:
+    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
+    files that could not be written). A file that cannot be written is left as it was."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, write_atomically
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
-    total, changed, diffs = 0, {}, []
+    total, changed, diffs, unwritable = 0, {}, [], []
     for path in paths:
         text, encoding, error = read_source(Path(path))
         if error is not None:
@@ -239,11 +258,16 @@ def _fix_files(
         )
         if result.text == text:
             continue
+        if write:
+            try:
+                write_atomically(Path(path), result.text, encoding)
+            except OSError as exc:
+                click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
+                unwritable.append(path)
+                continue
         total += len(result.applied)
         changed[path] = result.text
-        if write:
-            write_atomically(Path(path), result.text, encoding)
-        else:
+        if not write:
             diffs.append(
                 "".join(
                     difflib.unified_diff(
@@ -254,7 +278,7 @@ def _fix_files(
                     )
                 )
             )
-    return total, changed, diffs
+    return total, changed, diffs, unwritable
 
 
 def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models=()) -> str:
@@ -262,6 +286,8 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
     from fuselint.report.fingerprint import repository_root
 
     if statistics:
+        if fmt == "json":
+            return json_format.render_statistics_json(findings, catalog)
         return text.render_statistics(findings, catalog)
     if fmt == "json":
         return json_format.render_json(findings, catalog)
@@ -283,6 +309,8 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
 def _emit(report: str, output_file: str | None) -> None:
     if output_file:
         try:
+            # CI writes reports into folders that do not exist yet (`-o reports/fuselint.sarif`).
+            Path(output_file).parent.mkdir(parents=True, exist_ok=True)
             Path(output_file).write_text(report, encoding="utf-8")
         except OSError as exc:
             raise UsageFailure(f"{output_file}: cannot write: {exc.strerror}") from None
@@ -370,6 +398,16 @@ def rules_table(catalog: Catalog, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def _user_output_to_stderr():
+    """While the user's model is imported, built and run, its prints go to stderr: stdout
+    carries only fuselint's report, so `--format json` stays JSON."""
+    sys.stdout.flush()
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+    sys.stderr.flush()
+
+
 def _need_torch(what: str) -> None:
     try:
         import torch  # noqa: F401
@@ -426,7 +464,8 @@ def graph(entries, output, device, train, target) -> None:
     suffix = Path(output).suffix.lower()
     if suffix not in (".svg", ".html", ".htm", ".dot", ".json"):
         raise UsageFailure(f"{output}: the output must end in .svg, .html, .dot or .json")
-    analyses = trace_entries(entries, device, train, target)
+    with _user_output_to_stderr():
+        analyses = trace_entries(entries, device, train, target)
     from fuselint.fusion.model import kernel_numbers, plan_json
     from fuselint.graph import render
 
@@ -485,16 +524,17 @@ def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, targ
     failed = False
     for spec in entries:
         try:
-            result = verify_run.verify(
-                spec,
-                catalog,
-                config,
-                backends=chosen,
-                device=device,
-                unsafe=unsafe_fixes,
-                with_fixed=not no_fixed,
-                predict_on=table,
-            )
+            with _user_output_to_stderr():
+                result = verify_run.verify(
+                    spec,
+                    catalog,
+                    config,
+                    backends=chosen,
+                    device=device,
+                    unsafe=unsafe_fixes,
+                    with_fixed=not no_fixed,
+                    predict_on=table,
+                )
         except EntryError as exc:
             raise UsageFailure(str(exc)) from None
         click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)

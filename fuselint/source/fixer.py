@@ -10,6 +10,7 @@ no fixable finding is left or nothing changes (a fix may expose another).
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -150,14 +151,22 @@ def _apply(text: str, findings: list[Finding]) -> str | None:
 
 
 def write_atomically(path: Path, text: str, encoding: str) -> None:
-    """Replace `path` with `text` in one rename, keeping its encoding and permissions."""
-    mode = path.stat().st_mode
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".fuselint")
+    """Replace `path` with `text` in one rename, keeping its encoding and permissions.
+
+    A symlink is written through (the rename lands on its target, the link stays a link).
+    A read-only file raises PermissionError and is left as it is: the rename would
+    otherwise succeed, since only the folder's permissions govern it.
+    """
+    target = path.resolve()
+    mode = target.stat().st_mode
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, "the file is read-only", str(path))
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".fuselint")
     try:
         with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
             fh.write(text)
         os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

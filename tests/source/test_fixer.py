@@ -134,3 +134,24 @@ def test_write_atomically_keeps_a_bom(tmp_path):
     path.write_bytes(b"\xef\xbb\xbfx = 1\n")
     write_atomically(path, "x = 2\n", "utf-8-sig")
     assert path.read_bytes() == b"\xef\xbb\xbfx = 2\n"
+
+
+def test_write_atomically_writes_through_a_symlink(tmp_path):
+    # Replacing the link itself would leave the real file unfixed and the link a copy.
+    real = tmp_path / "real.py"
+    real.write_text("x = 1\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    write_atomically(link, "x = 2\n", "utf-8")
+    assert link.is_symlink()
+    assert real.read_text() == "x = 2\n"
+
+
+def test_write_atomically_refuses_a_read_only_file(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n")
+    os.chmod(path, 0o444)
+    with pytest.raises(PermissionError):
+        write_atomically(path, "x = 2\n", "utf-8")
+    assert path.read_text() == "x = 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.py"]
