@@ -83,6 +83,11 @@ def main() -> None:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable (comma-separated).")
 @click.option("--statistics", is_flag=True, help="Count findings per rule instead of listing them.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option(
+    "--force-exclude/--no-force-exclude",
+    default=None,
+    help="Apply the excludes to files named on the command line too (use in pre-commit).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Processes to lint with.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
@@ -134,6 +139,7 @@ def check(
     ignore,
     statistics,
     exit_zero,
+    force_exclude,
     no_cache,
     jobs,
     output_file,
@@ -160,6 +166,8 @@ def check(
         config = replace(config, fix=fix)
     if unsafe_fixes is not None:
         config = replace(config, unsafe_fixes=unsafe_fixes)
+    if force_exclude is not None:
+        config = replace(config, force_exclude=force_exclude)
     catalog = _catalog(config)
     _check_selectors(config, catalog)
     if statistics and fmt not in ("text", "json"):
@@ -464,6 +472,11 @@ def graph(entries, output, device, train, target) -> None:
     suffix = Path(output).suffix.lower()
     if suffix not in (".svg", ".html", ".htm", ".dot", ".json"):
         raise UsageFailure(f"{output}: the output must end in .svg, .html, .dot or .json")
+    try:
+        # Before tracing, which takes a while: a folder we cannot make is an error now.
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageFailure(f"{output}: cannot write: {exc.strerror}") from None
     with _user_output_to_stderr():
         analyses = trace_entries(entries, device, train, target)
     from fuselint.fusion.model import kernel_numbers, plan_json

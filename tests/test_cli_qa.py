@@ -108,3 +108,33 @@ def test_user_prints_do_not_corrupt_json_from_verify(tmp_path):
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
     assert "forward ran" in result.stderr
+
+
+def test_force_exclude_applies_the_config_excludes_to_named_files(tmp_path):
+    # pre-commit passes `scratch/m.py` explicitly; the project excluded `scratch`.
+    (tmp_path / "pyproject.toml").write_text('[tool.fuselint]\nextend-exclude = ["scratch"]\n')
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "m.py").write_text(EXPM1)
+    (tmp_path / "kept.py").write_text(EXPM1)
+    named = _run(["check", "--no-cache", "scratch/m.py", "kept.py"], tmp_path)
+    assert "scratch/m.py" in named.stdout, "without the flag a named file is checked, as in ruff"
+    forced = _run(["check", "--no-cache", "--force-exclude", "scratch/m.py", "kept.py"], tmp_path)
+    assert forced.exit_code == 1
+    assert "scratch/m.py" not in forced.stdout and "kept.py:5:12: FL210" in forced.stdout
+    only_excluded = _run(["check", "--no-cache", "--force-exclude", "scratch/m.py"], tmp_path)
+    assert only_excluded.exit_code == 0
+
+
+def test_force_exclude_can_be_set_in_the_config(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.fuselint]\nexclude = ["gen_*.py"]\nforce-exclude = true\n'
+    )
+    (tmp_path / "gen_model.py").write_text(EXPM1)
+    assert _run(["check", "--no-cache", "gen_model.py"], tmp_path).exit_code == 0
+
+
+def test_graph_into_a_new_folder_is_written(tmp_path):
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "trace" / "functional.py"
+    result = _run(["graph", "--entry", f"{fixture}:entry", "-o", "out/graphs/g.dot"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "graphs" / "g.dot").read_text().startswith("digraph")

@@ -156,14 +156,20 @@ class PathError(Exception):
 
 
 def discover(paths: Iterable[str], config: Config) -> list[Path]:
-    """Python files under `paths`, skipping excluded folders; named files are always kept."""
+    """Python files under `paths`, skipping excluded folders.
+
+    A file named explicitly is kept even when excluded (as ruff does), unless
+    `config.force_exclude`: pre-commit names every staged file, and the project's
+    excludes must still hold there.
+    """
     found: list[Path] = []
     for name in paths:
         path = Path(name)
         if not path.exists():
             raise PathError(f"{name}: no such file or directory")
         if path.is_file():
-            found.append(path)
+            if not (config.force_exclude and _excluded_anywhere(path, config)):
+                found.append(path)
             continue
         for root, dirs, files in os.walk(path):
             root_path = Path(root)
@@ -177,6 +183,19 @@ def discover(paths: Iterable[str], config: Config) -> list[Path]:
     for path in found:
         unique.setdefault(path.resolve(), path)
     return list(unique.values())
+
+
+def _excluded_anywhere(path: Path, config: Config) -> bool:
+    """The file or any folder above it (up to the project root) matches an exclude."""
+    if config.excluded(path):
+        return True
+    root = config.root.resolve()
+    for folder in path.resolve().parents:
+        if folder == root or root not in folder.parents:
+            break
+        if config.excluded(folder):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- cache and pool
