@@ -181,6 +181,7 @@ def check(
     findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
 
     models: list[dict] = []
+    traced: list[Finding] = []
     entries = entries or config.entries
     if entries:
         with _user_output_to_stderr():
@@ -195,7 +196,9 @@ def check(
     fixed_count = 0
     unwritable: list[str] = []
     if diff or config.fix:
-        fixed_count, changed, diffs, unwritable = _fix_files(findings, catalog, config, write=not diff)
+        fixed_count, changed, diffs, unwritable, before = _fix_files(
+            findings, catalog, config, write=not diff
+        )
         if diff:
             _emit("".join(diffs), output_file)
             if not exit_zero and diffs:
@@ -205,6 +208,11 @@ def check(
             findings = [f for f in findings if f.span.path not in changed]
             for path in sorted(changed):
                 findings.extend(lint_text(path, changed[path], catalog, config))
+            carried = _carry_traced(traced, before, changed)
+            if carried:
+                from fuselint.graph.breaks import merge_findings
+
+                findings = merge_findings(findings, carried)
             findings.sort(key=lambda f: f.sort_key)
 
     from fuselint.report.gate import (
@@ -247,16 +255,41 @@ def check(
         sys.exit(verdict.exit_code)
 
 
+def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str, str]) -> list[Finding]:
+    """The traced findings (graph breaks, FL301) of fixed files, moved to their lines in the
+    new text. The trace ran on the old text, so a finding on a line the fix rewrote no longer
+    describes the code and is dropped; one on an untouched line follows it."""
+    by_file = {str(Path(p).resolve()): p for p in after}
+    moved: list[Finding] = []
+    maps: dict[str, dict[int, int]] = {}
+    for f in traced:
+        path = by_file.get(str(Path(f.span.path).resolve()))
+        if path is None:
+            continue
+        if path not in maps:
+            old, new = before[path].splitlines(), after[path].splitlines()
+            blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+            maps[path] = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
+        line_map = maps[path]
+        start, end = line_map.get(f.span.line), line_map.get(f.span.end_line)
+        if start is None or end is None:
+            continue
+        span = replace(f.span, line=start, end_line=end)
+        moved.append(replace(f, span=span))
+    return moved
+
+
 def _fix_files(
     findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
-) -> tuple[int, dict[str, str], list[str], list[str]]:
+) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
-    files that could not be written). A file that cannot be written is left as it was."""
+    files that could not be written, old texts of the changed files). A file that cannot be
+    written is left as it was."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, write_atomically
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
-    total, changed, diffs, unwritable = 0, {}, [], []
+    total, changed, diffs, unwritable, before = 0, {}, [], [], {}
     for path in paths:
         text, encoding, error = read_source(Path(path))
         if error is not None:
@@ -275,6 +308,7 @@ def _fix_files(
                 continue
         total += len(result.applied)
         changed[path] = result.text
+        before[path] = text
         if not write:
             diffs.append(
                 "".join(
@@ -286,7 +320,7 @@ def _fix_files(
                     )
                 )
             )
-    return total, changed, diffs, unwritable
+    return total, changed, diffs, unwritable, before
 
 
 def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models=()) -> str:

@@ -138,3 +138,35 @@ def test_graph_into_a_new_folder_is_written(tmp_path):
     result = _run(["graph", "--entry", f"{fixture}:entry", "-o", "out/graphs/g.dot"], tmp_path)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "graphs" / "g.dot").read_text().startswith("digraph")
+
+
+BREAK_AND_FIX = """\
+import sys
+
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = x * torch.sigmoid(x)
+        sys.stdout.write("side effect\\n")
+        return y
+
+
+def entry():
+    return Model(), (torch.randn(2, 4),)
+"""
+
+
+def test_fix_keeps_the_traced_graph_breaks_of_the_fixed_file(tmp_path):
+    (tmp_path / "model.py").write_text(BREAK_AND_FIX)
+    args = ["check", "--no-cache", "--fix", "--format", "json", "--entry", "model.py:entry", "model.py"]
+    result = _run(args, tmp_path)
+    fixed = (tmp_path / "model.py").read_text()
+    assert "F.silu(x)" in fixed and "import torch.nn.functional as F" in fixed
+    rows = json.loads(result.stdout)
+    # The added import moved the break from line 10 to 11; it follows its line.
+    assert [(r["code"], r["location"]["row"]) for r in rows] == [("FL150", 11)]
+    assert "sys.stdout.write" in fixed.splitlines()[10]
+    assert result.exit_code == 1
