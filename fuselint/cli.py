@@ -20,7 +20,15 @@ from fuselint import __version__
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding
-from fuselint.source.lint import Cache, PathError, discover, lint_paths, lint_text, read_source
+from fuselint.source.lint import (
+    Cache,
+    PathError,
+    discover,
+    lint_paths,
+    lint_text,
+    read_source,
+    without_suppressed,
+)
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
 
@@ -189,7 +197,7 @@ def check(
         from fuselint.graph.breaks import break_findings, merge_findings
 
         traced = [f for a in analyses for f in (*break_findings(a.capture), *a.findings)]
-        traced = [f for f in traced if config.enabled(f.code, f.span.path)]
+        traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
         findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
         models = [a.summary() for a in analyses]
 

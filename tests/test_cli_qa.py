@@ -170,3 +170,11 @@ def test_fix_keeps_the_traced_graph_breaks_of_the_fixed_file(tmp_path):
     assert [(r["code"], r["location"]["row"]) for r in rows] == [("FL150", 11)]
     assert "sys.stdout.write" in fixed.splitlines()[10]
     assert result.exit_code == 1
+
+
+def test_noqa_silences_a_traced_graph_break(tmp_path):
+    text = BREAK_AND_FIX.replace('("side effect\\n")', '("side effect\\n")  # noqa: FL150')
+    (tmp_path / "model.py").write_text(text)
+    args = ["check", "--no-cache", "--format", "json", "--entry", "model.py:entry", "model.py"]
+    rows = json.loads(_run(args, tmp_path).stdout)
+    assert [r["code"] for r in rows] == ["FL205"]

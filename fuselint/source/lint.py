@@ -71,6 +71,20 @@ def suppressed(finding: Finding, lines: list[str] | dict[int, str]) -> bool:
     return any(finding.code.startswith(c.upper()) for c in re.split(r"[\s,]+", codes.strip()) if c)
 
 
+def without_suppressed(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings made elsewhere (a trace) less those a `# noqa` comment on their line silences;
+    reads each file once, and keeps a finding whose file cannot be read."""
+    notes: dict[str, dict[int, str]] = {}
+    kept = []
+    for f in findings:
+        if f.span.path not in notes:
+            text, _encoding, error = read_source(Path(f.span.path))
+            notes[f.span.path] = comments(text) if error is None and "noqa" in text.lower() else {}
+        if not suppressed(f, notes[f.span.path]):
+            kept.append(f)
+    return kept
+
+
 def lint_text(path: str, text: str, catalog: Catalog, config: Config) -> list[Finding]:
     """All enabled findings for one file's text, noqa applied, sorted."""
     try:
