@@ -190,13 +190,19 @@ def discover(paths: Iterable[str], config: Config) -> list[Path]:
             dirs[:] = sorted(d for d in dirs if not config.excluded(root_path / d))
             for file in sorted(files):
                 candidate = root_path / file
-                if file.endswith(PYTHON_SUFFIXES) and not config.excluded(candidate):
+                # Not a FIFO or socket named *.py: reading one would block forever.
+                if file.endswith(PYTHON_SUFFIXES) and not config.excluded(candidate) and _regular(candidate):
                     found.append(candidate)
     # `m.py` and `/abs/m.py` are one file: checked (and fixed) once, under the first spelling.
     unique: dict[Path, Path] = {}
     for path in found:
         unique.setdefault(path.resolve(), path)
     return list(unique.values())
+
+
+def _regular(path: Path) -> bool:
+    """A regular file, or a link to one; a dangling link is kept, to be reported unreadable."""
+    return path.is_file() or (path.is_symlink() and not path.exists())
 
 
 def _excluded_anywhere(path: Path, config: Config) -> bool:

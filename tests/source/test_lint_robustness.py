@@ -74,3 +74,9 @@ def test_cache_still_answers_for_unchanged_files(tmp_path, monkeypatch):
 
     monkeypatch.setattr(lint, "lint_text", no_linting)
     assert lint_paths([path], CATALOG, CONFIG, cache=cache) == first
+
+
+def test_discovery_skips_fifos_instead_of_hanging_on_them(tmp_path):
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "m.py").write_text(EXPM1)
+    assert discover([str(tmp_path)], CONFIG) == [tmp_path / "m.py"]
