@@ -23,7 +23,6 @@ DEFAULT_EXCLUDE = (
     ".venv",
     "venv",
     ".env",
-    "env",
     ".tox",
     ".nox",
     ".mypy_cache",

@@ -187,7 +187,13 @@ def discover(paths: Iterable[str], config: Config) -> list[Path]:
             continue
         for root, dirs, files in os.walk(path):
             root_path = Path(root)
-            dirs[:] = sorted(d for d in dirs if not config.excluded(root_path / d))
+            # A virtualenv is known by its pyvenv.cfg whatever its name; a folder merely named
+            # `env` (an RL project's environments) is the user's code.
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not config.excluded(root_path / d) and not (root_path / d / "pyvenv.cfg").exists()
+            )
             for file in sorted(files):
                 candidate = root_path / file
                 # Not a FIFO or socket named *.py: reading one would block forever.

@@ -80,3 +80,14 @@ def test_discovery_skips_fifos_instead_of_hanging_on_them(tmp_path):
     os.mkfifo(tmp_path / "pipe.py")
     (tmp_path / "m.py").write_text(EXPM1)
     assert discover([str(tmp_path)], CONFIG) == [tmp_path / "m.py"]
+
+
+def test_a_package_named_env_is_linted_but_any_virtualenv_is_skipped(tmp_path):
+    # RL projects keep their environments in `env/`; a virtualenv is known by its pyvenv.cfg.
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "policy.py").write_text(EXPM1)
+    (tmp_path / "my-venv" / "lib").mkdir(parents=True)
+    (tmp_path / "my-venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tmp_path / "my-venv" / "lib" / "torch_thing.py").write_text(EXPM1)
+    config = Config(root=tmp_path)
+    assert discover([str(tmp_path)], config) == [tmp_path / "env" / "policy.py"]
