@@ -4,7 +4,10 @@ the same file named twice, and a cache that must not trust an mtime."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+import pytest
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
@@ -17,7 +20,16 @@ EXPM1 = "import torch\n\n\ndef f(x):\n    return torch.exp(x) - 1\n"
 EXPM1_CLEAN = "import torch\n\n\ndef f(x):\n    return torch.exp(x) + 1\n"
 
 
-def test_a_long_sum_that_python_compiles_does_not_crash_the_run():
+@pytest.fixture
+def default_recursion_limit():
+    # Other tests in the same worker (torch, dynamo) may have raised the limit.
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(old)
+
+
+def test_a_long_sum_that_python_compiles_does_not_crash_the_run(default_recursion_limit):
     # 600 terms parse fine (CPython compiles it) but recurse past the limit in a visitor.
     text = "import torch\n\n\ndef f(x):\n    return torch.exp(x)" + " + x" * 600 + " - 1\n"
     compile(text, "deep.py", "exec")
@@ -26,7 +38,7 @@ def test_a_long_sum_that_python_compiles_does_not_crash_the_run():
     assert "nested too deeply" in findings[0].message
 
 
-def test_an_expression_too_deep_for_the_parser_is_fl000():
+def test_an_expression_too_deep_for_the_parser_is_fl000(default_recursion_limit):
     text = "import torch\n\n\ndef f(x):\n    return " + "-" * 5000 + "x\n"
     findings = lint_text("deeper.py", text, CATALOG, CONFIG)
     assert [f.code for f in findings] == ["FL000"]
