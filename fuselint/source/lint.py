@@ -155,11 +155,19 @@ def read_source(path: Path) -> tuple[str | None, str, Finding | None]:
     return text, encoding, None
 
 
+class LintCrash(Exception):
+    """A bug in a rule, with the file it met it in: the user can report it, or exclude the file."""
+
+
 def lint_file(path: Path, catalog: Catalog, config: Config) -> list[Finding]:
     text, _encoding, error = read_source(path)
     if error is not None:
         return [error] if config.enabled("FL000", str(path)) else []
-    return lint_text(str(path), text, catalog, config)
+    try:
+        return lint_text(str(path), text, catalog, config)
+    except Exception as exc:
+        # Without the path, "internal error: KeyError" in a run over 3000 files helps nobody.
+        raise LintCrash(f"{path}: {type(exc).__name__}: {exc}") from exc
 
 
 # ---------------------------------------------------------------- discovery

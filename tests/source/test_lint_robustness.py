@@ -103,3 +103,16 @@ def test_a_package_named_env_is_linted_but_any_virtualenv_is_skipped(tmp_path):
     (tmp_path / "my-venv" / "lib" / "torch_thing.py").write_text(EXPM1)
     config = Config(root=tmp_path)
     assert discover([str(tmp_path)], config) == [tmp_path / "env" / "policy.py"]
+
+
+def test_a_rule_crash_names_the_file_it_happened_in(tmp_path, monkeypatch):
+    import fuselint.source.lint as lint
+
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(lint, "lint_text", broken)
+    path = tmp_path / "m.py"
+    path.write_text(EXPM1)
+    with pytest.raises(lint.LintCrash, match=r"m\.py: KeyError: 'boom'"):
+        lint_paths([path], CATALOG, CONFIG)
