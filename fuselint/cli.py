@@ -7,6 +7,7 @@ FUSELINT_DEBUG=1 to see one).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
@@ -19,7 +20,15 @@ from fuselint import __version__
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding
-from fuselint.source.lint import Cache, PathError, discover, lint_paths, lint_text, read_source
+from fuselint.source.lint import (
+    Cache,
+    PathError,
+    discover,
+    lint_paths,
+    lint_text,
+    read_source,
+    without_suppressed,
+)
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
 
@@ -56,6 +65,16 @@ def _catalog(config: Config) -> Catalog:
         raise UsageFailure(str(exc)) from None
 
 
+def _check_selectors(config: Config, catalog: Catalog) -> None:
+    """A selector that matches no rule is a typo (`FL21O`): fail, as ruff does, instead of
+    silently selecting nothing and letting CI pass."""
+    codes = [r.code for r in catalog]
+    named = [*config.select, *config.ignore, *(c for _glob, cs in config.per_file_ignores for c in cs)]
+    for selector in named:
+        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
+            raise UsageFailure(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fuselint")
 def main() -> None:
@@ -72,6 +91,11 @@ def main() -> None:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable (comma-separated).")
 @click.option("--statistics", is_flag=True, help="Count findings per rule instead of listing them.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option(
+    "--force-exclude/--no-force-exclude",
+    default=None,
+    help="Apply the excludes to files named on the command line too (use in pre-commit).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Processes to lint with.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
@@ -123,6 +147,7 @@ def check(
     ignore,
     statistics,
     exit_zero,
+    force_exclude,
     no_cache,
     jobs,
     output_file,
@@ -149,7 +174,12 @@ def check(
         config = replace(config, fix=fix)
     if unsafe_fixes is not None:
         config = replace(config, unsafe_fixes=unsafe_fixes)
+    if force_exclude is not None:
+        config = replace(config, force_exclude=force_exclude)
     catalog = _catalog(config)
+    _check_selectors(config, catalog)
+    if statistics and fmt not in ("text", "json"):
+        raise UsageFailure("--statistics works with --format text or json")
     try:
         files = discover(paths, config)
     except PathError as exc:
@@ -159,19 +189,24 @@ def check(
     findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
 
     models: list[dict] = []
+    traced: list[Finding] = []
     entries = entries or config.entries
     if entries:
-        analyses = trace_entries(entries, device, train, target)
+        with _user_output_to_stderr():
+            analyses = trace_entries(entries, device, train, target)
         from fuselint.graph.breaks import break_findings, merge_findings
 
         traced = [f for a in analyses for f in (*break_findings(a.capture), *a.findings)]
-        traced = [f for f in traced if config.enabled(f.code, f.span.path)]
+        traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
         findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
         models = [a.summary() for a in analyses]
 
     fixed_count = 0
+    unwritable: list[str] = []
     if diff or config.fix:
-        fixed_count, changed, diffs = _fix_files(findings, catalog, config, write=not diff)
+        fixed_count, changed, diffs, unwritable, before = _fix_files(
+            findings, catalog, config, write=not diff
+        )
         if diff:
             _emit("".join(diffs), output_file)
             if not exit_zero and diffs:
@@ -181,6 +216,11 @@ def check(
             findings = [f for f in findings if f.span.path not in changed]
             for path in sorted(changed):
                 findings.extend(lint_text(path, changed[path], catalog, config))
+            carried = _carry_traced(traced, before, changed)
+            if carried:
+                from fuselint.graph.breaks import merge_findings
+
+                findings = merge_findings(findings, carried)
             findings.sort(key=lambda f: f.sort_key)
 
     from fuselint.report.gate import (
@@ -217,19 +257,47 @@ def check(
     if hidden or thresholds.any:
         shown = f" ({hidden} known in {baseline})" if hidden else ""
         click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
+    if unwritable:
+        sys.exit(2)  # asked to fix, could not: not a pass, whatever --exit-zero says
     if verdict.exit_code and not exit_zero:
         sys.exit(verdict.exit_code)
 
 
+def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str, str]) -> list[Finding]:
+    """The traced findings (graph breaks, FL301) of fixed files, moved to their lines in the
+    new text. The trace ran on the old text, so a finding on a line the fix rewrote no longer
+    describes the code and is dropped; one on an untouched line follows it."""
+    by_file = {str(Path(p).resolve()): p for p in after}
+    moved: list[Finding] = []
+    maps: dict[str, dict[int, int]] = {}
+    for f in traced:
+        path = by_file.get(str(Path(f.span.path).resolve()))
+        if path is None:
+            continue
+        if path not in maps:
+            old, new = before[path].splitlines(), after[path].splitlines()
+            blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+            maps[path] = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
+        line_map = maps[path]
+        start, end = line_map.get(f.span.line), line_map.get(f.span.end_line)
+        if start is None or end is None:
+            continue
+        span = replace(f.span, line=start, end_line=end)
+        moved.append(replace(f, span=span))
+    return moved
+
+
 def _fix_files(
     findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
-) -> tuple[int, dict[str, str], list[str]]:
-    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs)."""
+) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str]]:
+    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
+    files that could not be written, old texts of the changed files). A file that cannot be
+    written is left as it was."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, write_atomically
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
-    total, changed, diffs = 0, {}, []
+    total, changed, diffs, unwritable, before = 0, {}, [], [], {}
     for path in paths:
         text, encoding, error = read_source(Path(path))
         if error is not None:
@@ -239,11 +307,17 @@ def _fix_files(
         )
         if result.text == text:
             continue
+        if write:
+            try:
+                write_atomically(Path(path), result.text, encoding)
+            except OSError as exc:
+                click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
+                unwritable.append(path)
+                continue
         total += len(result.applied)
         changed[path] = result.text
-        if write:
-            write_atomically(Path(path), result.text, encoding)
-        else:
+        before[path] = text
+        if not write:
             diffs.append(
                 "".join(
                     difflib.unified_diff(
@@ -254,7 +328,7 @@ def _fix_files(
                     )
                 )
             )
-    return total, changed, diffs
+    return total, changed, diffs, unwritable, before
 
 
 def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models=()) -> str:
@@ -262,6 +336,8 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
     from fuselint.report.fingerprint import repository_root
 
     if statistics:
+        if fmt == "json":
+            return json_format.render_statistics_json(findings, catalog)
         return text.render_statistics(findings, catalog)
     if fmt == "json":
         return json_format.render_json(findings, catalog)
@@ -283,6 +359,8 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
 def _emit(report: str, output_file: str | None) -> None:
     if output_file:
         try:
+            # CI writes reports into folders that do not exist yet (`-o reports/fuselint.sarif`).
+            Path(output_file).parent.mkdir(parents=True, exist_ok=True)
             Path(output_file).write_text(report, encoding="utf-8")
         except OSError as exc:
             raise UsageFailure(f"{output_file}: cannot write: {exc.strerror}") from None
@@ -370,6 +448,16 @@ def rules_table(catalog: Catalog, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def _user_output_to_stderr():
+    """While the user's model is imported, built and run, its prints go to stderr: stdout
+    carries only fuselint's report, so `--format json` stays JSON."""
+    sys.stdout.flush()
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+    sys.stderr.flush()
+
+
 def _need_torch(what: str) -> None:
     try:
         import torch  # noqa: F401
@@ -426,7 +514,13 @@ def graph(entries, output, device, train, target) -> None:
     suffix = Path(output).suffix.lower()
     if suffix not in (".svg", ".html", ".htm", ".dot", ".json"):
         raise UsageFailure(f"{output}: the output must end in .svg, .html, .dot or .json")
-    analyses = trace_entries(entries, device, train, target)
+    try:
+        # Before tracing, which takes a while: a folder we cannot make is an error now.
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageFailure(f"{output}: cannot write: {exc.strerror}") from None
+    with _user_output_to_stderr():
+        analyses = trace_entries(entries, device, train, target)
     from fuselint.fusion.model import kernel_numbers, plan_json
     from fuselint.graph import render
 
@@ -485,16 +579,17 @@ def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, targ
     failed = False
     for spec in entries:
         try:
-            result = verify_run.verify(
-                spec,
-                catalog,
-                config,
-                backends=chosen,
-                device=device,
-                unsafe=unsafe_fixes,
-                with_fixed=not no_fixed,
-                predict_on=table,
-            )
+            with _user_output_to_stderr():
+                result = verify_run.verify(
+                    spec,
+                    catalog,
+                    config,
+                    backends=chosen,
+                    device=device,
+                    unsafe=unsafe_fixes,
+                    with_fixed=not no_fixed,
+                    predict_on=table,
+                )
         except EntryError as exc:
             raise UsageFailure(str(exc)) from None
         click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)

@@ -24,7 +24,6 @@ DEFAULT_EXCLUDE = (
     ".venv",
     "venv",
     ".env",
-    "env",
     ".tox",
     ".nox",
     ".mypy_cache",
@@ -52,6 +51,8 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
+    # Exclude files named on the command line too (pre-commit names every staged file).
+    force_exclude: bool = False
     fix: bool = False
     unsafe_fixes: bool = False
     extra_rules: tuple[str, ...] = ()
@@ -131,6 +132,7 @@ def load_config(pyproject: Path | None) -> Config:
         "per-file-ignores",
         "exclude",
         "extend-exclude",
+        "force-exclude",
         "fix",
         "unsafe-fixes",
         "extra-rules",
@@ -161,7 +163,7 @@ def load_config(pyproject: Path | None) -> Config:
                 (k, _str_list(v, f"per-file-ignores.{k}", pyproject)) for k, v in pfi.items()
             ),
         )
-    for key, attr in (("fix", "fix"), ("unsafe-fixes", "unsafe_fixes")):
+    for key, attr in (("fix", "fix"), ("unsafe-fixes", "unsafe_fixes"), ("force-exclude", "force_exclude")):
         if key in table:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{pyproject}: [tool.fuselint] {key} must be true or false")

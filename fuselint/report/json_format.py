@@ -42,3 +42,21 @@ def finding_to_json(f: Finding, catalog: Catalog) -> dict:
 
 def render_json(findings: list[Finding], catalog: Catalog) -> str:
     return json.dumps([finding_to_json(f, catalog) for f in findings], indent=2) + "\n"
+
+
+def render_statistics_json(findings: list[Finding], catalog: Catalog) -> str:
+    """`--statistics --format json`: one object per rule, most frequent first (ruff's shape)."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.code] = counts.get(f.code, 0) + 1
+    fixable = {f.code for f in findings if f.fix is not None}
+    rows = [
+        {
+            "code": code,
+            "name": catalog.rules[code].name if code in catalog.rules else "",
+            "count": count,
+            "fixable": code in fixable,
+        }
+        for code, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    return json.dumps(rows, indent=2) + "\n"

@@ -10,6 +10,8 @@ no fixable finding is left or nothing changes (a fix may expose another).
 from __future__ import annotations
 
 import ast
+import builtins
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -125,9 +127,10 @@ def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = 
             return FixResult(text, tuple(applied), round_ - 1)
         new_text = None
         chosen = _choose(fixable)
+        unbound = unbound_names(ast.parse(text))
         # All chosen fixes at once; if the result is broken, fall back to one at a time.
         for batch in [chosen, *([f] for f in chosen)]:
-            candidate = _apply(text, batch)
+            candidate = _apply(text, batch, unbound)
             if candidate is not None and candidate != text:
                 new_text, done = candidate, batch
                 break
@@ -138,26 +141,107 @@ def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = 
     return FixResult(text, tuple(applied), MAX_ROUNDS)
 
 
-def _apply(text: str, findings: list[Finding]) -> str | None:
+def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]]) -> str | None:
     try:
         edited = apply_edits(text, [e for f in findings for e in f.fix.edits])
         edited = add_imports(edited, [i for f in findings for i in f.fix.imports])
-        ast.parse(edited)
+        tree = ast.parse(edited)
         cst.parse_module(edited)
     except (FixError, SyntaxError, ValueError, cst.ParserSyntaxError):
+        return None
+    # Parsing is not enough: a rewrite that drops an assignment whose name is still read
+    # (`del logits` after inlining `logits`) parses, and raises NameError when run.
+    if unbound_names(tree) - unbound:
         return None
     return edited
 
 
+def unbound_names(tree: ast.Module) -> set[tuple[str, str]]:
+    """(function, name) for every name a function reads (or `del`s) that neither it, an
+    enclosing function, the module nor the builtins binds: what would raise NameError."""
+    module_bound = _bound_in(tree.body) | set(dir(builtins))
+    found: set[tuple[str, str]] = set()
+
+    def visit(node: ast.AST, path: str, outer: frozenset[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                name = f"{path}.{getattr(child, 'name', '<lambda>')}"
+                args = child.args
+                params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+                params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+                body = child.body if isinstance(child.body, list) else [child.body]
+                bound = outer | params | _bound_in(body)
+                for sub in _own_nodes(body):
+                    if isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Store):
+                        if sub.id not in bound and sub.id not in module_bound:
+                            found.add((name, sub.id))
+                visit(child, name, frozenset(bound))
+            else:
+                visit(child, path, outer)
+
+    visit(tree, "", frozenset())
+    return found
+
+
+_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _own_nodes(body: list) -> list[ast.AST]:
+    """Every node of `body`, not descending into nested functions, lambdas or classes."""
+    out: list[ast.AST] = []
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, _SCOPE_NODES):
+            # Its name is bound here; its decorators and defaults run here; its body is its own.
+            if not isinstance(node, ast.Lambda):
+                todo.extend(node.decorator_list)
+            if not isinstance(node, ast.ClassDef):
+                todo.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _bound_in(body: list) -> set[str]:
+    """Names a block binds: assignments, imports, defs, for/with/except targets, globals."""
+    bound: set[str] = set()
+    for node in _own_nodes(body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return bound
+
+
 def write_atomically(path: Path, text: str, encoding: str) -> None:
-    """Replace `path` with `text` in one rename, keeping its encoding and permissions."""
-    mode = path.stat().st_mode
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".fuselint")
+    """Replace `path` with `text` in one rename, keeping its encoding and permissions.
+
+    A symlink is written through (the rename lands on its target, the link stays a link).
+    A read-only file raises PermissionError and is left as it is: the rename would
+    otherwise succeed, since only the folder's permissions govern it.
+    """
+    target = path.resolve()
+    mode = target.stat().st_mode
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, "the file is read-only", str(path))
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".fuselint")
     try:
         with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
             fh.write(text)
         os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

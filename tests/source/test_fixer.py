@@ -134,3 +134,79 @@ def test_write_atomically_keeps_a_bom(tmp_path):
     path.write_bytes(b"\xef\xbb\xbfx = 1\n")
     write_atomically(path, "x = 2\n", "utf-8-sig")
     assert path.read_bytes() == b"\xef\xbb\xbfx = 2\n"
+
+
+def test_write_atomically_writes_through_a_symlink(tmp_path):
+    # Replacing the link itself would leave the real file unfixed and the link a copy.
+    real = tmp_path / "real.py"
+    real.write_text("x = 1\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    write_atomically(link, "x = 2\n", "utf-8")
+    assert link.is_symlink()
+    assert real.read_text() == "x = 2\n"
+
+
+def test_write_atomically_refuses_a_read_only_file(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n")
+    os.chmod(path, 0o444)
+    with pytest.raises(PermissionError):
+        write_atomically(path, "x = 2\n", "utf-8")
+    assert path.read_text() == "x = 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.py"]
+
+
+def test_a_fix_that_unbinds_a_name_still_in_use_is_not_applied():
+    # A rule that inlines `a` and deletes its assignment, missing that `del a` still reads it:
+    # the result parses but raises NameError when run. The fixer refuses it.
+    text = "import torch\n\n\ndef f(x):\n    a = torch.exp(x)\n    b = a - 1\n    del a\n    return b\n"
+
+    def inliner(current):
+        if "a = torch.exp(x)" not in current:
+            return []
+        edits = (Edit(5, 1, 6, 1, ""), Edit(6, 9, 6, 10, "torch.exp(x)"))
+        fix = Fix(Applicability.SAFE, "inline", edits)
+        return [Finding("FL999", "inline", Span("m.py", 5, 5, 6, 14), fix=fix)]
+
+    assert fix_text(text, inliner).text == text
+
+
+def test_a_fix_that_unbinds_a_name_only_other_functions_bind_is_not_applied():
+    text = (
+        "import torch\n\n\ndef g():\n    a = 1\n    return a\n\n\n"
+        "def f(x):\n    a = torch.exp(x)\n    b = a - 1\n    del a\n    return b\n"
+    )
+
+    def inliner(current):
+        if "    a = torch.exp(x)\n" not in current:
+            return []
+        edits = (Edit(10, 1, 11, 1, ""), Edit(11, 9, 11, 10, "torch.exp(x)"))
+        return [
+            Finding("FL999", "inline", Span("m.py", 10, 5, 11, 14), fix=Fix(Applicability.SAFE, "", edits))
+        ]
+
+    assert fix_text(text, inliner).text == text
+
+
+def test_fixes_that_keep_every_name_bound_still_apply():
+    assert "F.relu(x)" in fix_text(SOURCE, _relu_linter).text
+
+
+def test_the_real_rules_never_leave_a_deleted_temporary_unbound():
+    # transformers' reformer: `logits = logsumexp(...)`, `exp(x - logits)`, then `del logits`.
+    from fuselint.catalog import load_catalog
+    from fuselint.config import Config
+    from fuselint.source.fixer import unbound_names
+    from fuselint.source.lint import lint_text
+
+    text = (
+        "import torch\n\n\ndef attend(scores):\n"
+        "    logits = torch.logsumexp(scores, dim=-1, keepdim=True)\n"
+        "    probs = torch.exp(scores - logits)\n"
+        "    del logits\n"
+        "    return probs\n"
+    )
+    catalog, config = load_catalog(), Config()
+    fixed = fix_text(text, lambda t: lint_text("m.py", t, catalog, config), unsafe=True).text
+    assert unbound_names(ast.parse(fixed)) == set()
