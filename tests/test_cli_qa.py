@@ -144,10 +144,9 @@ BREAK_AND_FIX = """\
 import sys
 
 import torch
-from torch import nn
 
 
-class Model(nn.Module):
+class Model(torch.nn.Module):
     def forward(self, x):
         y = x * torch.sigmoid(x)
         sys.stdout.write("side effect\\n")
@@ -166,9 +165,9 @@ def test_fix_keeps_the_traced_graph_breaks_of_the_fixed_file(tmp_path):
     fixed = (tmp_path / "model.py").read_text()
     assert "F.silu(x)" in fixed and "import torch.nn.functional as F" in fixed
     rows = json.loads(result.stdout)
-    # The added import moved the break from line 10 to 11; it follows its line.
-    assert [(r["code"], r["location"]["row"]) for r in rows] == [("FL150", 11)]
-    assert "sys.stdout.write" in fixed.splitlines()[10]
+    # The added import moved the break from line 9 to 10; it follows its line.
+    assert [(r["code"], r["location"]["row"]) for r in rows] == [("FL150", 10)]
+    assert "sys.stdout.write" in fixed.splitlines()[9]
     assert result.exit_code == 1
 
 

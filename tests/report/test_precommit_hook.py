@@ -56,8 +56,9 @@ def test_manifest_declares_both_hooks_with_ruffs_fields():
     yaml = pytest.importorskip("yaml")
     hooks = {h["id"]: h for h in yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))}
     assert set(hooks) == {"fuselint", "fuselint-fix"}
-    assert hooks["fuselint"]["entry"] == "fuselint check"
-    assert hooks["fuselint-fix"]["entry"] == "fuselint check --fix"
+    # --force-exclude: pre-commit names every staged file, and the project's excludes must still hold.
+    assert hooks["fuselint"]["entry"] == "fuselint check --force-exclude"
+    assert hooks["fuselint-fix"]["entry"] == "fuselint check --force-exclude --fix"
     for hook in hooks.values():
         assert hook["language"] == "python"
         assert hook["types_or"] == ["python", "pyi"]
