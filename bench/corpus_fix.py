@@ -15,7 +15,8 @@ Not a test (it downloads wheels and takes minutes). Steps:
    rewritten files it actually imported, so "agree" is not vacuous.
 5. The counts and the verdicts go to bench/results/corpus_fix.md.
 
-Usage: python bench/corpus_fix.py --python /work/venv-corpus/bin/python [--work /tmp/corpus_fix]
+Usage: python bench/corpus_fix.py --python .venv-models/bin/python [--work /tmp/corpus_fix]
+(.venv-models: a virtual environment with torch, transformers and timm; see bench/validate_trace.py)
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/tmp/corpus_fix")
     parser.add_argument(
-        "--python", default="/work/venv-corpus/bin/python", help="has torch, transformers, timm"
+        "--python", default=".venv-models/bin/python", help="a Python with torch, transformers and timm"
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "corpus_fix.md"))
     parser.add_argument("--tolerance", type=float, default=1e-5, help="max relative error (float32 models)")
