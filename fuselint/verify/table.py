@@ -15,6 +15,9 @@ def render_text(v: Verification) -> str:
     base = v.row("original", "eager")
     base_ms = base.ms if base else None
     lines = [f"{v.entry} on {v.device}", ""]
+    if not v.device.startswith("cuda"):
+        # The prediction is for a GPU; CPU timings swing with the machine's load and say little.
+        lines[-1:] = ["note: timings on the CPU are indicative only; verify on a CUDA GPU for the proof", ""]
     lines.append(
         f"{'variant':<9} {'backend':<22} {'ms':>9} {'vs eager':>9} {'compile s':>10} {'max rel err':>12}  check"
     )
