@@ -2,7 +2,8 @@
 
 `bad` examples must be flagged with the rule's code, `good` ones must not, and `fixed[i]`
 must be exactly what fixing `bad[i]` produces (safe fixes, plus unsafe ones when the rule's
-fix is unsafe). Adding a rule never means touching this file.
+fix is unsafe). Traced (graph) rules' examples are traced and planned instead of linted.
+Adding a rule never means touching this file.
 """
 
 from __future__ import annotations
@@ -60,3 +61,40 @@ def test_every_rule_has_examples():
         if rule.fix != "none":
             assert rule.fixed, f"{rule.code} has a fix but no fixed example"
         assert len(rule.fixed) <= len(rule.bad)
+
+
+# ---------------------------------------------------------------- traced (graph) rules
+# A graph rule's examples are modules with `def entry():`; they are traced and planned the way
+# `fuselint check --entry` does, and the rule's code must appear (bad) or not (good).
+
+TRACED = [r for r in CATALOG if r.kind == "graph"]
+
+
+def _traced_codes(source: str, tmp_path, name: str) -> set[str]:
+    from fuselint.fusion.model import analyse
+    from fuselint.graph.breaks import break_findings
+    from fuselint.graph.capture import capture
+    from fuselint.graph.entry import load_entry
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    analysis = analyse(capture(load_entry(f"{path}:entry")))
+    return {f.code for f in (*break_findings(analysis.capture), *analysis.findings)}
+
+
+def _traced_cases(field: str):
+    return [
+        pytest.param(rule, i, id=f"{rule.code}-{field}{i}")
+        for rule in TRACED
+        for i in range(len(getattr(rule, field)))
+    ]
+
+
+@pytest.mark.parametrize("rule,i", _traced_cases("bad"))
+def test_traced_bad_example_is_flagged(rule, i, tmp_path):
+    assert rule.code in _traced_codes(rule.bad[i], tmp_path, f"bad{i}")
+
+
+@pytest.mark.parametrize("rule,i", _traced_cases("good"))
+def test_traced_good_example_is_not_flagged(rule, i, tmp_path):
+    assert rule.code not in _traced_codes(rule.good[i], tmp_path, f"good{i}")
