@@ -115,9 +115,6 @@ class Catalog:
     def __iter__(self):
         return iter(sorted(self.rules.values(), key=lambda r: r.code))
 
-    def of_kind(self, kind: str) -> list[Rule]:
-        return [r for r in self if r.kind == kind]
-
     def by_name_or_code(self, key: str) -> Rule | None:
         key = key.strip()
         if key.upper() in self.rules:

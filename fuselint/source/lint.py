@@ -6,7 +6,6 @@ files, the on-disk cache and the process pool that spreads files over cores.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import io
 import os
@@ -14,7 +13,7 @@ import pickle
 import re
 import sys
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -353,15 +352,3 @@ def lint_paths(
                 entries[name] = (keys[name], results[name])
         cache.save(entries)
     return sorted((f for name in results for f in results[name]), key=lambda f: f.sort_key)
-
-
-def iter_rules_of(findings: Iterable[Finding]) -> Iterator[str]:
-    return iter(sorted({f.code for f in findings}))
-
-
-def parses(text: str) -> bool:
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return True
