@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fuselint.findings import Finding
+from fuselint.fusion.composites import composite_findings
 from fuselint.fusion.cost import ModelCost, model_cost
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, plan
@@ -60,7 +61,7 @@ def analyse(capture: Capture, device: Device = DEFAULT) -> ModelAnalysis:
         capture=capture,
         plans=plans,
         cost=model_cost(list(plans), device),
-        findings=tuple(materialized_findings(list(plans), device)),
+        findings=tuple(materialized_findings(list(plans), device)) + tuple(composite_findings(list(plans))),
     )
 
 
