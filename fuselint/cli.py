@@ -19,7 +19,7 @@ import click
 from fuselint import __version__
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
-from fuselint.findings import Finding
+from fuselint.findings import Finding, with_display_path
 from fuselint.source.lint import (
     Cache,
     PathError,
@@ -196,7 +196,7 @@ def check(
             analyses = trace_entries(entries, device, train, target)
         from fuselint.graph.breaks import break_findings, merge_findings
 
-        traced = [f for a in analyses for f in (*break_findings(a.capture), *a.findings)]
+        traced = [with_display_path(f) for a in analyses for f in (*break_findings(a.capture), *a.findings)]
         traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
         findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
         models = [a.summary() for a in analyses]

@@ -9,7 +9,9 @@ editors and ruff's JSON do. An end column points one past the last character.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 
 @dataclass(frozen=True, order=True)
@@ -93,3 +95,17 @@ class Finding:
     @property
     def sort_key(self) -> tuple:
         return (self.span.path, self.span.line, self.span.column, self.code)
+
+
+def display_path(file: str) -> str:
+    """Relative to the working directory when the file is under it, as paths given on the command line are."""
+    try:
+        return os.path.relpath(file) if Path(file).resolve().is_relative_to(Path.cwd()) else file
+    except (ValueError, OSError):
+        return file
+
+
+def with_display_path(finding: Finding) -> Finding:
+    """The finding with its path as `display_path` writes it (traced findings carry absolute paths)."""
+    path = display_path(finding.span.path)
+    return finding if path == finding.span.path else replace(finding, span=replace(finding.span, path=path))

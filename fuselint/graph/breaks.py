@@ -9,22 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from fuselint.findings import Finding, Span
+from fuselint.findings import Finding, Span, display_path
 from fuselint.graph.capture import Capture, GraphBreak
 
 CODE = "FL150"
-
-
-def _display_path(file: str) -> str:
-    """Relative to the working directory when the file is under it, as static findings are."""
-    try:
-        return os.path.relpath(file) if Path(file).resolve().is_relative_to(Path.cwd()) else file
-    except ValueError:
-        return file
 
 
 def break_details(brk: GraphBreak) -> tuple[tuple[str, str], ...]:
@@ -62,7 +53,7 @@ def break_finding(brk: GraphBreak) -> Finding:
     return Finding(
         code=CODE,
         message=break_message(brk),
-        span=Span(_display_path(brk.file), brk.line, column, brk.line, end_column),
+        span=Span(display_path(brk.file), brk.line, column, brk.line, end_column),
         source_line=stripped,
         details=break_details(brk),
     )
