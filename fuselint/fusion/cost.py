@@ -68,14 +68,11 @@ class GroupCost:
         return self.kind not in OPAQUE
 
 
-@dataclass(frozen=True)
-class GraphCost:
-    graph: str
-    calls: int
-    device: str
-    eager: Cost  # per run of the graph
+class _EagerVsFused:
+    """What a graph's or model's eager and fused costs say together."""
+
+    eager: Cost
     fused: Cost
-    groups: tuple[GroupCost, ...]
 
     @property
     def saving(self) -> Cost:
@@ -84,6 +81,16 @@ class GraphCost:
     @property
     def speedup(self) -> float:
         return _ratio(self.eager.time_us, self.fused.time_us)
+
+
+@dataclass(frozen=True)
+class GraphCost(_EagerVsFused):
+    graph: str
+    calls: int
+    device: str
+    eager: Cost  # per run of the graph
+    fused: Cost
+    groups: tuple[GroupCost, ...]
 
     @property
     def fusible_speedup(self) -> float:
@@ -94,7 +101,7 @@ class GraphCost:
 
 
 @dataclass(frozen=True)
-class ModelCost:
+class ModelCost(_EagerVsFused):
     device: str
     graphs: tuple[GraphCost, ...]
 
@@ -105,14 +112,6 @@ class ModelCost:
     @property
     def fused(self) -> Cost:
         return sum((g.fused.scaled(g.calls) for g in self.graphs), Cost())
-
-    @property
-    def saving(self) -> Cost:
-        return self.eager - self.fused
-
-    @property
-    def speedup(self) -> float:
-        return _ratio(self.eager.time_us, self.fused.time_us)
 
     @property
     def fusible_speedup(self) -> float:
