@@ -10,17 +10,9 @@ from __future__ import annotations
 
 import linecache
 
-from fuselint.findings import Finding, Gain, Span
+from fuselint.findings import Finding, Gain, Span, format_bytes
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, GraphFacts, Materialized
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def _span(path: str, line: int) -> tuple[Span, str]:
@@ -82,7 +74,7 @@ def materialized_findings(plans: list[FusionPlan], device: Device = DEFAULT) -> 
         findings.append(
             Finding(
                 code="FL301",
-                message=f"{message}; costs {_fmt_bytes(moved)} of memory traffic per call",
+                message=f"{message}; costs {format_bytes(moved)} of memory traffic per call",
                 span=span,
                 gain=gain,
                 source_line=source,

@@ -1,15 +1,16 @@
 """How a Gain reads in a report: totals over findings, and numbers in units people read.
 
-Every format says the expected saving the same way, so the wording lives here once.
-Bytes use decimal units (1 KB = 1000 B) because the cost model turns them into time
-through bandwidths quoted in decimal GB/s.
+Every format says the expected saving the same way, so the wording lives here once; the
+units themselves live beside Gain in fuselint.findings, where findings' messages use them too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fuselint.findings import Finding, Gain
+from fuselint.findings import Finding, Gain, format_bytes, format_count, format_time_us
+
+__all__ = ["describe_gain", "format_bytes", "format_count", "format_time_us", "total_gain"]
 
 
 def total_gain(findings: Iterable[Finding]) -> Gain | None:
@@ -30,39 +31,6 @@ def total_gain(findings: Iterable[Finding]) -> Gain | None:
         device=devices.pop() if len(devices) == 1 else None,
     )
     return total
-
-
-def format_count(value: float) -> str:
-    """`3`, `2.5`, `1,200`: whole numbers without a fraction, others with one decimal."""
-    if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:,.1f}"
-
-
-def format_bytes(value: float) -> str:
-    """`512 B`, `1.5 KB`, `3.2 MB`, `1.1 GB`."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(value) >= scale:
-            return f"{_three_digits(value / scale)} {unit}"
-    return f"{format_count(round(value))} B"
-
-
-def format_time_us(value: float) -> str:
-    """`0.4 µs`, `12.3 µs`, `1.25 ms`, `2.1 s`, from microseconds."""
-    if abs(value) >= 1e6:
-        return f"{_three_digits(value / 1e6)} s"
-    if abs(value) >= 1e3:
-        return f"{_three_digits(value / 1e3)} ms"
-    return f"{_three_digits(value)} µs"
-
-
-def _three_digits(value: float) -> str:
-    # Three significant digits are as many as an estimate can honestly claim.
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}".rstrip("0").rstrip(".")
-    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def describe_gain(gain: Gain | None) -> str:
