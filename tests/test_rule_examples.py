@@ -23,10 +23,10 @@ def _codes(text: str) -> set[str]:
     return {f.code for f in lint_text("example.py", text, CATALOG, Config())}
 
 
-def _cases(field: str):
+def _cases(field: str, rules=STATIC):
     return [
         pytest.param(rule, i, id=f"{rule.code}-{field}{i}")
-        for rule in STATIC
+        for rule in rules
         for i in range(len(getattr(rule, field)))
     ]
 
@@ -53,8 +53,10 @@ def test_fixed_example_is_what_fix_produces(rule, i):
     assert again.text == result.text
 
 
-def test_every_rule_has_examples():
+def test_every_rule_has_examples_and_says_what_it_is():
     for rule in CATALOG:
+        for key in ("name", "summary", "message", "why", "use_instead"):
+            assert getattr(rule, key).strip(), f"{rule.code} has an empty {key}"
         assert rule.bad, f"{rule.code} has no bad example"
         if rule.kind != "tool":
             assert rule.good, f"{rule.code} has no good example"
@@ -82,19 +84,11 @@ def _traced_codes(source: str, tmp_path, name: str) -> set[str]:
     return {f.code for f in (*break_findings(analysis.capture), *analysis.findings)}
 
 
-def _traced_cases(field: str):
-    return [
-        pytest.param(rule, i, id=f"{rule.code}-{field}{i}")
-        for rule in TRACED
-        for i in range(len(getattr(rule, field)))
-    ]
-
-
-@pytest.mark.parametrize("rule,i", _traced_cases("bad"))
+@pytest.mark.parametrize("rule,i", _cases("bad", TRACED))
 def test_traced_bad_example_is_flagged(rule, i, tmp_path):
     assert rule.code in _traced_codes(rule.bad[i], tmp_path, f"bad{i}")
 
 
-@pytest.mark.parametrize("rule,i", _traced_cases("good"))
+@pytest.mark.parametrize("rule,i", _cases("good", TRACED))
 def test_traced_good_example_is_not_flagged(rule, i, tmp_path):
     assert rule.code not in _traced_codes(rule.good[i], tmp_path, f"good{i}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
+from pathlib import Path
 
 import torch
 import torch._inductor.lowering  # max_pool's decomposition looks it up
@@ -47,3 +49,17 @@ def traced_reference(name: str) -> FusionGraph:
 
     fn, args = REFERENCES[name][0]()
     return aten_graph(fn, *args)
+
+
+def entry_of_module(source: str, tmp_path: Path, name: str):
+    """Write a rule example (a module with `def entry()`) to tmp_path, import it, call entry.
+
+    Returns (path, callable, args).
+    """
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn, args = module.entry()
+    return path, fn, args

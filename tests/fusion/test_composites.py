@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from fusion_capture import aten_graphs
+from fusion_capture import aten_graphs, entry_of_module
 
 from fuselint.catalog import load_catalog
 from fuselint.fusion.composites import composite_findings
@@ -33,12 +32,7 @@ def _line_of(fn, text: str) -> int:
 
 
 def _findings_of_module(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fn, args = module.entry()
+    path, fn, args = entry_of_module(source, tmp_path, name)
     return path, _findings(fn, *args)
 
 
@@ -142,10 +136,3 @@ def test_bad_examples_are_flagged(index, tmp_path):
 def test_good_examples_are_not_flagged(index, tmp_path):
     _path, findings = _findings_of_module(_examples("good")[index], tmp_path, f"fl230_good_{index}")
     assert findings == []
-
-
-def test_rule_file_has_the_contract_fields():
-    rule = load_catalog()["FL230"]
-    assert rule.code == "FL230" and rule.kind == "graph" and rule.fix == "none"
-    for key in ("name", "summary", "message", "why", "use_instead"):
-        assert getattr(rule, key).strip()
