@@ -468,15 +468,11 @@ def _need_torch(what: str) -> None:
 def trace_entries(entries, device: str | None, train: bool, target: str) -> list:
     """Capture and plan every entry (a progress bar on a terminal); EntryError exits 2."""
     _need_torch("tracing an entry")
-    from fuselint.fusion.devices import device as device_named
     from fuselint.fusion.model import analyse
     from fuselint.graph.capture import capture_entries
     from fuselint.graph.entry import EntryError
 
-    try:
-        table = device_named(target)
-    except KeyError as exc:
-        raise UsageFailure(str(exc.args[0])) from None
+    table = _device_of(target)
     try:
         captures = capture_entries(list(entries), device=device, train=train)
     except EntryError as exc:
@@ -613,9 +609,13 @@ def _device_for_prediction(device: str | None):
 
 
 def _device_of(target: str):
+    """The GPU table named by --target; an unknown name is a usage error (exit 2)."""
     from fuselint.fusion.devices import device as device_named
 
-    return device_named(target)
+    try:
+        return device_named(target)
+    except KeyError as exc:
+        raise UsageFailure(str(exc.args[0])) from None
 
 
 def run() -> None:

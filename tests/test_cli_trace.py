@@ -81,3 +81,10 @@ def test_graph_of_two_entries_keeps_their_graphs_apart(tmp_path):
     assert len(data["plan"]["models"]) == 2
     ids = [n["id"] for n in data["nodes"]]
     assert len(ids) == len(set(ids))
+
+
+def test_unknown_target_gpu_is_a_usage_error(tmp_path):
+    entry = f"{TRACE / 'loop_break.py'}:entry"
+    for args in (["graph", "--entry", entry, "-o", str(tmp_path / "g.json")], ["verify", "--entry", entry]):
+        result = _invoke([*args, "--target", "TPU9"])
+        assert result.exit_code == 2 and "TPU9" in result.output, args
