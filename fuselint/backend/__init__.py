@@ -33,7 +33,8 @@ def _compiler(name: str) -> Callable:
     from functorch.compile import make_boxed_func
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        return make_boxed_func(compile_graph(gm, example_inputs, name=name).forward)
+        compiled = compile_graph(gm, example_inputs, name=name, inference=name == "inference")
+        return make_boxed_func(compiled.forward)
 
     return compile_one
 

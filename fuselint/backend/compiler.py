@@ -24,6 +24,7 @@ from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.layout import gpu_conv_layout
 
 log = logging.getLogger("fuselint.backend")
 
@@ -288,9 +289,10 @@ def _has_target(gm: torch.fx.GraphModule) -> bool:
 
 
 def compile_graph(
-    gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph"
+    gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph", *, inference: bool = True
 ) -> torch.fx.GraphModule:
-    """`gm` with its fusible groups running as generated Triton kernels."""
+    """`gm` with its fusible groups running as generated Triton kernels (its convolutions laid
+    out as Inductor lays them out on a GPU, so that the plan is the one `check` prices)."""
     global _compiled_total
     report = CompileReport(name)
     history.append(report)
@@ -302,6 +304,7 @@ def compile_graph(
         )
         report.graph_module = gm
         return gm
+    gm = gpu_conv_layout(gm, inference=inference)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)
     try:

@@ -522,6 +522,8 @@ class _Planner:
 
     def _reads_ok(self, g: _Group) -> bool:
         f = self.f
+        if not self._windows_read_one_tensor(g):
+            return False
         for c, rc in g.roles.items():
             for p, v in f.reads[c]:
                 h = f.home[v]
@@ -532,6 +534,32 @@ class _Planner:
                     return False
                 if not self._pair_ok(g, c, rc, p, h, rs):
                     return False
+        return True
+
+    def _windows_read_one_tensor(self, g: _Group) -> bool:
+        """A window op reads each element of its data several times, so the data is computed
+        inside the window kernel only when that takes one load per position; data that reads
+        more tensors (a conv's peeled bias and its output) is written out first, as Inductor's
+        realize_hint does for pooling and upsampling."""
+        f = self.f
+        for c, role in g.roles.items():
+            if role != "gather" or _packet(f.fg, c) not in WINDOW_OPS:
+                continue
+            loads: set[str] = set()
+            stack = [f.value[p] for p in f.data_args(c)]
+            seen: set[str] = set()
+            while stack:
+                v = stack.pop()
+                h = f.home[v]
+                if h in seen:
+                    continue
+                seen.add(h)
+                if g.roles.get(h) == "prologue":
+                    stack.extend(u for _p, u in f.reads[h])
+                elif f.numel(v) > 1:
+                    loads.add(v)
+            if len(loads) > 1:
+                return False
         return True
 
     def _pair_ok(self, g: _Group, c: str, rc: str, p: str, h: str, rs: str) -> bool:

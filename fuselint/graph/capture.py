@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from fuselint.graph.breaks_log import RawBreak, parse_break
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.layout import gpu_conv_layout
 from fuselint.graph.progress import progress
 
 BREAK_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
@@ -417,9 +418,9 @@ def _fusion_graphs(recorder: _Recorder) -> tuple[FusionGraph, ...]:
     out = []
     for rec in recorder.graphs:
         if rec.forward is not None:
-            out.append(
-                FusionGraph.from_fx(rec.forward, name=recorder.graph_name(rec), calls=rec.forward_calls)
-            )
+            # Planned as a GPU runs it: convolutions in the layout Inductor gives them.
+            forward = gpu_conv_layout(rec.forward, inference=rec.backward is None)
+            out.append(FusionGraph.from_fx(forward, name=recorder.graph_name(rec), calls=rec.forward_calls))
         if rec.backward is not None:
             out.append(
                 FusionGraph.from_fx(

@@ -231,15 +231,32 @@ def test_symbolic_shapes_run_through_aten(data):
 
 def test_conv_relu_maxpool_fuses_relu_into_the_pooling_window():
     model = torch.nn.Sequential(
+        torch.nn.Conv2d(4, 8, 3, padding=1, bias=False), torch.nn.ReLU(), torch.nn.MaxPool2d(2)
+    ).eval()
+    x = torch.randn(2, 4, 8, 8)
+    with torch.no_grad():
+        # channels_last copies of input and weight, then ReLU inside the window kernel
+        reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=3)
+    code = reports[-1].graph_module.code
+    assert "aten.max_pool2d_with_indices" not in code and "_low_memory_max_pool" not in code
+    assert reports[-1].kernels[-1].__name__.startswith("fuselint_relu_max_pool2d_with_indices")
+
+
+def test_conv_runs_channels_last_with_its_bias_peeled_and_returns_eager_strides():
+    model = torch.nn.Sequential(
         torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2)
     ).eval()
     x = torch.randn(2, 4, 8, 8)
     with torch.no_grad():
-        reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=1)
-    code = reports[-1].graph_module.code
-    assert "aten.max_pool2d_with_indices" not in code and "_low_memory_max_pool" not in code
-    (kernel,) = reports[-1].kernels
-    assert kernel.__name__ == "fuselint_relu_max_pool2d_with_indices"
+        reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=4)
+        out = torch.compile(model, backend=fuselint_backend)(x)
+    assert out.stride() == model(x).stride()
+    gm = reports[-1].graph_module
+    (conv,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    assert conv.args[2] is None  # the bias is added by the kernel after the conv
+    assert all(a.meta["val"].is_contiguous(memory_format=torch.channels_last) for a in conv.args[:2])
+    names = [k.__name__ for k in reports[-1].kernels]
+    assert names[2] == "fuselint_add_relu", names
 
 
 def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, data):

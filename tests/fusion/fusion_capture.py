@@ -12,10 +12,12 @@ from torch._functorch.aot_autograd import aot_module_simplified
 from torch._inductor.decomposition import select_decomp_table
 
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.layout import gpu_conv_layout
 
 
 def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
-    """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad)."""
+    """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad), their
+    convolutions laid out as on a GPU (fuselint.graph.layout)."""
     graphs: list[torch.fx.GraphModule] = []
 
     def recorder(gm, example_inputs):
@@ -31,7 +33,7 @@ def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
     with torch.no_grad():
         torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
     torch._dynamo.reset()
-    fgs = [FusionGraph.from_fx(gm) for gm in graphs]
+    fgs = [FusionGraph.from_fx(gpu_conv_layout(gm, inference=True)) for gm in graphs]
     for i, fg in enumerate(fgs):
         fg.name = f"graph{i}"  # from_fx's loop over outputs overwrites its `name` argument
     return fgs

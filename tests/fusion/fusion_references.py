@@ -134,9 +134,9 @@ def mean_center():
     return (lambda x: x - x.mean()), (torch.randn(512, 512),)
 
 
-# Inductor's kernel launches per graph on a GPU (torch 2.11-2.13). Measured on CPU here with
-# bench/inductor_kernel_counts.py (CPU counts in comments where the CPU backend differs);
-# the GPU column is what that script prints on CUDA.
+# Inductor's kernel launches per graph on a GPU: generated kernels plus extern calls, measured on an
+# H100 (torch 2.11, bench/results/inductor_counts_h100.md) unless a comment says otherwise. The
+# plan must launch as many (tests/fusion/test_inductor_agreement.py).
 REFERENCES = {
     # 1 fused pointwise kernel (CPU: cpp_fused_cos_sin_0)
     "cos_sin": (cos_sin, 1),
@@ -148,36 +148,36 @@ REFERENCES = {
     "residual_layernorm": (residual_layernorm, 1),
     # extern addmm + one GELU kernel (Inductor on GPU does not fuse the epilogue into aten mm)
     "linear_gelu": (linear_gelu, 2),
-    # 6 extern mm (4 addmm + 2 bmm) + 7 kernels: LN1; q/k/v contiguous copies (horizontal);
-    # softmax; head merge copy; residual add + LN2; GELU; residual add (recomputes x + proj).
-    # Measured with Inductor's SDPA pattern rewrite off (fuselint does not rewrite to SDPA; with
-    # it on, Inductor replaces the attention by one sdpa call). CPU puts the v copy into the
-    # softmax kernel instead of the q/k one: same count.
-    "transformer_block": (transformer_block, 15),
-    # extern conv + one kernel (ReLU inlined into the max-pool windows). On GPU Inductor peels
-    # the conv bias off into that kernel; CPU adds a weight-layout kernel (3 on CPU).
+    # 6 extern mm (4 addmm + 2 bmm) + 7 kernels: LN1; the q/k/v copies into per-head buffers in one
+    # kernel (they read slices of one mm output); softmax; head merge copy; residual add + LN2;
+    # GELU; residual add (recomputes x + proj). Torch 2.12+ fuses the copies of split slices
+    # horizontally (pytorch PR 175376): 13 on 2.13 (measured on CPU, where the scheduler's rule is
+    # the same); 2.11 copies q, k and v in a kernel each (15 on the H100, see BEFORE_2_12).
+    # Inductor's SDPA pattern rewrite is off (fuselint does not rewrite to SDPA).
+    "transformer_block": (transformer_block, 13),
+    # 2 channels_last copies (input, weight; Inductor's layout heuristic says channels-last pays),
+    # extern conv without its bias, bias + ReLU (written out: the pool reads each element 4 times
+    # and that data reads 2 tensors), the max-pool window kernel.
     "conv_relu_maxpool": (conv_relu_maxpool, 5),
     # a mean over 262144 elements into one value: Inductor splits it (partial sums, then their
-    # total) and runs the subtraction as a third kernel. Derived from its split heuristic
-    # (choices.reduction_split_factor: < 2 x SMs outputs, > 8192 per output), not yet measured.
+    # total) and runs the subtraction as a third kernel (choices.reduction_split_factor).
     "mean_center": (mean_center, 3),
-    # conv, LayerNorm over permuted channels, addmm, GELU, addmm, layer scale + permute back +
-    # residual in one kernel. CPU: 7 (weight-layout kernel). GPU count expected, to confirm.
+    # channels_last copy of the input (the depthwise weight already is), extern conv, bias +
+    # LayerNorm over permuted channels, addmm, GELU, addmm, layer scale + permute back + residual.
     "convnext_block": (convnext_block, 7),
 }
-# Measured on an H100 (torch 2.11, bench/results/inductor_counts_h100.md): where Inductor's GPU
-# count differs from the plan, the difference is a layout decision, not a fusion one. The plan's
-# own count is asserted so that it cannot drift unnoticed.
-PLANNED_APART = {
-    # Inductor copies q, k and v, and the attention output, into contiguous buffers before its
-    # bmm/mm extern calls (4 clone kernels); the plan reads them through strided views (2).
-    "transformer_block": (13, "Inductor makes contiguous copies of bmm operands; the plan reads views"),
-    # Inductor converts the conv input and weight to channels_last (2 kernels) and writes the
-    # ReLU output before the pool; the plan keeps the layout and fuses ReLU into the pool.
-    "conv_relu_maxpool": (2, "Inductor converts conv input and weight to channels_last"),
-    # one channels_last conversion of the depthwise conv's input
-    "convnext_block": (6, "Inductor converts the conv input to channels_last"),
-}
+
+# Inductor before torch 2.12 launches more where it did not yet fuse copies of split slices.
+BEFORE_2_12 = {"transformer_block": 15}
+
+
+def inductor_gpu_count(name: str, version: str) -> int:
+    """Inductor's GPU launches for reference `name` under torch `version` ("2.11.0+cu130")."""
+    major, minor = (int(p) for p in version.split(".")[:2])
+    if (major, minor) < (2, 12) and name in BEFORE_2_12:
+        return BEFORE_2_12[name]
+    return REFERENCES[name][1]
+
 
 # Graphs where the plan knowingly differs from Inductor (printed by the bench, not asserted):
 # name -> (build, Inductor's count measured on CPU, why the plan differs).
@@ -188,7 +188,7 @@ DIVERGENT = {
     "llama_block": (llama_block, 17, "a gather read through a transpose is not recomputed"),
 }
 
-# Where Inductor's CPU (C++) backend launches a different number than on GPU (measured here,
-# torch 2.13 CPU): it converts the conv weight's layout in a kernel of its own, and it does
-# not split reductions (one C++ kernel loops over the mean, then the subtraction).
-CPU_COUNTS = {"transformer_block": 13, "conv_relu_maxpool": 3, "mean_center": 1, "convnext_block": 7}
+# Where Inductor's CPU (C++) backend launches a different number than on GPU (measured, torch
+# 2.13 CPU): it keeps the conv bias inside mkldnn's convolution (so ReLU fuses into the pool) and
+# copies only the input to channels_last, and it does not split reductions.
+CPU_COUNTS = {"conv_relu_maxpool": 3, "mean_center": 1}

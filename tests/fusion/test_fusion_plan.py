@@ -192,10 +192,21 @@ def test_independent_copies_of_one_tensor_fuse_horizontally():
 
 
 def test_relu_runs_inside_the_max_pool_windows():
-    p = plan(traced_reference("conv_relu_maxpool"))
-    pool = p.groups[1]
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.ReLU(), nn.MaxPool2d(2))
+    p = plan(aten_graph(model, torch.randn(2, 3, 16, 16)))
+    pool = p.groups[-1]
     assert pool.kind == "injective" and pool.role["relu"] == "prologue"
     assert pool.inputs == ("convolution",)
+
+
+def test_window_data_that_reads_two_tensors_is_written_out_first():
+    # The conv's peeled bias makes ReLU's input two loads per position; the pool reads every
+    # element four times, so bias + ReLU run once in a kernel of their own (Inductor's realize_hint).
+    p = plan(traced_reference("conv_relu_maxpool"))
+    *_, conv, bias_relu, pool = p.groups
+    assert conv.kind == "conv" and bias_relu.kind == "pointwise"
+    assert set(bias_relu.compute_nodes) == {"add_tensor", "relu"} and bias_relu.outputs == ("relu",)
+    assert pool.kind == "injective" and pool.inputs == ("relu",)
 
 
 def test_cat_takes_pointwise_prologue_and_epilogue():
@@ -224,9 +235,10 @@ def test_gelu_decomposition_is_one_kernel():
 def test_batchnorm_scale_is_broadcast_into_the_conv_epilogue_kernel():
     model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
     p = plan(aten_graph(model, torch.randn(2, 4, 8, 8)))
-    assert [g.kind for g in p.groups] == ["conv", "pointwise"]
-    roles = p.groups[1].role
-    assert roles["sqrt"] == "bcast" and roles["relu"] == "full"
+    # input and weight copied to channels_last first (see fuselint.graph.layout)
+    assert [g.kind for g in p.groups] == ["pointwise", "pointwise", "conv", "pointwise"]
+    roles = p.groups[-1].role
+    assert roles["sqrt"] == "bcast" and roles["relu"] == "full" and roles["add_tensor"] == "full"
     _check_well_formed(p)
 
 

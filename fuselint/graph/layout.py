@@ -1,0 +1,210 @@
+"""Convolutions laid out the way a GPU compiler runs them: an ATen-to-ATen rewrite.
+
+Inductor's GPU lowering of `aten.convolution` changes the graph in two ways that decide how many
+kernels run around a convolution, so the plan has to see them (and the backend, which executes
+the plan, runs them the same way):
+
+- It peels the bias off (cuDNN is slower with one): the convolution runs without bias and
+  `bias.view(C, 1, 1)` is added by a pointwise op, which fuses into the convolution's consumers.
+- When its layout heuristic says channels-last pays off, every 2-d convolution reads its input and
+  weight in channels_last. One that is not channels_last already is copied first: a kernel of its
+  own when it comes from memory (a graph input, a weight, an extern op's output), free when a fused
+  kernel produces it (the copy fuses into that kernel, which writes channels_last). The conv then
+  returns channels_last, and the pointwise ops after it keep that layout.
+
+Values leave the graph with the strides they had (a copy restores them), and a `view` that the
+new strides do not allow reads a contiguous copy, as Inductor's lowering does. The rewritten graph
+carries fresh `val` metadata; new nodes carry the source location of the convolution they serve.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+# Inductor's measured channels-last time over default-layout time per class of convolution
+# (torch/_inductor/graph.py, decide_layout_opt; < 1 is a speedup), weighted by FLOPs at inference.
+_CHANNELS_LAST_TIME = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
+# Inductor skips the layout change when convolutions are rare in a graph: >= this many nodes each.
+_NODES_PER_CONV = 300
+_INSERTED = "fuselint_layout_copy"  # meta key of the copies this pass adds (only those may go)
+_VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
+
+
+def _val(node) -> object:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _conv_class(weight: torch.Tensor, groups: int) -> str:
+    out_ch, in_ch = weight.shape[0], weight.shape[1]
+    if groups > 1 and in_ch > 1:
+        return "grouped"
+    if out_ch <= 64 and in_ch <= 64:
+        return "small"
+    if out_ch * 2 <= in_ch and weight.shape[2] > 1:
+        return "in_out"
+    return "default"
+
+
+def channels_last_pays(gm: torch.fx.GraphModule, *, inference: bool) -> bool:
+    """Inductor's decision (GPU) to run the graph's convolutions in channels_last."""
+    convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
+    if not convs or len(gm.graph.nodes) >= _NODES_PER_CONV * len(convs):
+        return False
+    weights = [_val(n.args[1]) for n in convs]
+    inputs = [_val(n.args[0]) for n in convs]
+    if not all(isinstance(t, torch.Tensor) for t in weights + inputs):
+        return False
+    if any(not isinstance(s, int) for t in weights + inputs for s in t.shape):
+        return False  # dynamic shapes: Inductor keeps the layout
+    classes = [_conv_class(w, n.args[-1]) for n, w in zip(convs, weights, strict=True)]
+    if inference:
+        flops = [2 * _val(n).numel() * math.prod(w.shape[1:]) for n, w in zip(convs, weights, strict=True)]
+        weighted = sum(f * _CHANNELS_LAST_TIME[c] for f, c in zip(flops, classes, strict=True))
+        return weighted <= sum(flops)
+    if any(c in ("grouped", "in_out") for c in classes):
+        return False
+    return not all(c == "small" for c in classes)
+
+
+def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.GraphModule:
+    """gm with its convolutions lowered as Inductor lowers them for a GPU (see the module
+    docstring); gm itself when it has none, or when its shapes or strides cannot be followed."""
+    convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
+    if not convs:
+        return gm
+    if not all(isinstance(_val(n), torch.Tensor) for n in gm.graph.nodes if n.op == "placeholder"):
+        return gm
+    channels_last = channels_last_pays(gm, inference=inference)
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, env))  # graph_copy leaves the output node out
+    new = torch.fx.GraphModule(gm, graph)
+    out = next(n for n in graph.nodes if n.op == "output")
+    before = [_val(v) for v in out.args[0]]
+    changed = False
+    for old in convs:
+        conv = env[old]
+        changed |= _peel_bias(graph, conv)
+        if channels_last and len(conv.args[1].meta["val"].shape) == 4:
+            for i in (0, 1):
+                _copy_before(graph, conv, i, torch.channels_last)
+            changed = True
+    if not changed:
+        return gm
+    try:
+        _propagate(new)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return gm
+    if not _restore_output_strides(graph, out, before):
+        return gm
+    graph.lint()
+    new.recompile()
+    return new
+
+
+def _like(node: torch.fx.Node, anchor: torch.fx.Node) -> None:
+    """A new node carries the source location of the op it was made for."""
+    for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+        if key in anchor.meta:
+            node.meta[key] = anchor.meta[key]
+
+
+def _peel_bias(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
+    bias = conv.args[2]
+    out_channels = _val(conv).shape[1] if isinstance(_val(conv), torch.Tensor) else 0
+    if bias is None or out_channels == 0:
+        return False
+    spatial = len(_val(conv).shape) - 2
+    conv.args = (*conv.args[:2], None, *conv.args[3:])
+    with graph.inserting_after(conv):
+        view = graph.call_function(aten.view.default, (bias, [out_channels] + [1] * spatial))
+        with graph.inserting_after(view):
+            add = graph.call_function(aten.add.Tensor, (conv, view))
+    conv.replace_all_uses_with(add, delete_user_cb=lambda user: user is not add)
+    _like(view, conv)
+    _like(add, conv)
+    return True
+
+
+def _copy_before(graph: torch.fx.Graph, user: torch.fx.Node, index: int, fmt: torch.memory_format) -> None:
+    """user's argument `index` read through a copy in memory format fmt (dropped later when the
+    argument already has that layout)."""
+    arg = user.args[index]
+    with graph.inserting_before(user):
+        copy = graph.call_function(aten.clone.default, (arg,), {"memory_format": fmt})
+    user.update_arg(index, copy)
+    copy.meta[_INSERTED] = True
+    _like(copy, user)
+
+
+def _propagate(gm: torch.fx.GraphModule) -> None:
+    """Recompute every node's `val` (shapes, strides) from the placeholders', dropping layout
+    copies that copy nothing and reading a contiguous copy where a view's strides fail."""
+    from torch._guards import detect_fake_mode
+
+    graph = gm.graph
+    mode = detect_fake_mode([n.meta["val"] for n in graph.nodes if n.op == "placeholder"])
+    if mode is None:
+        raise RuntimeError("no fake tensors to follow")
+    with mode:
+        for node in list(graph.nodes):
+            if node.op != "call_function":
+                continue
+            if _copies_nothing(node):
+                node.replace_all_uses_with(node.args[0])
+                graph.erase_node(node)
+                continue
+            try:
+                node.meta["val"] = _evaluate(node)
+            except (RuntimeError, ValueError):  # fake tensors raise ValueError for a bad view
+                if node.target not in _VIEWS:
+                    raise
+                _copy_before(graph, node, 0, torch.contiguous_format)
+                copy = node.args[0]
+                copy.meta["val"] = _evaluate(copy)
+                node.meta["val"] = _evaluate(node)
+
+
+def _copies_nothing(node: torch.fx.Node) -> bool:
+    if not node.meta.get(_INSERTED):
+        return False
+    src = _val(node.args[0])
+    return isinstance(src, torch.Tensor) and src.is_contiguous(memory_format=node.kwargs["memory_format"])
+
+
+def _evaluate(node: torch.fx.Node) -> object:
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
+    if node.target is operator.getitem:
+        return args[0][args[1]]
+    return node.target(*args, **kwargs)
+
+
+def _restore_output_strides(graph: torch.fx.Graph, out: torch.fx.Node, before: list) -> bool:
+    """Copy each output whose strides changed back to its old layout (`before`, by position);
+    False when that old layout is neither contiguous nor channels_last (no copy promises it)."""
+    for i, (old, value) in enumerate(zip(before, list(out.args[0]), strict=True)):
+        now = _val(value)
+        if not isinstance(old, torch.Tensor) or not isinstance(now, torch.Tensor):
+            continue
+        if old.stride() == now.stride() or old.numel() <= 1:
+            continue
+        fmt = next(
+            (f for f in (torch.contiguous_format, torch.channels_last) if old.is_contiguous(memory_format=f)),
+            None,
+        )
+        if fmt is None or (fmt is torch.channels_last and old.dim() != 4):
+            return False
+        with graph.inserting_before(out):
+            copy = graph.call_function(aten.clone.default, (value,), {"memory_format": fmt})
+        copy.meta["val"] = _evaluate(copy)
+        _like(copy, value)
+        outputs = list(out.args[0])
+        outputs[i] = copy
+        out.args = (type(out.args[0])(outputs), *out.args[1:])
+    return True

@@ -1,0 +1,135 @@
+"""Convolutions are rewritten the way Inductor lowers them for a GPU, and compute the same values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch._functorch.aot_autograd import aot_module_simplified
+from torch._inductor.decomposition import select_decomp_table
+
+from fuselint.graph.layout import channels_last_pays, gpu_conv_layout
+
+aten = torch.ops.aten
+
+
+def aten_forward(model, x):
+    """(ATen forward graph, the real arguments it was called with)."""
+    graphs, calls = [], []
+
+    def recorder(gm, example_inputs):
+        def keep(fw, _inputs):
+            graphs.append(fw)
+
+            def run(*args):
+                calls.append(args)
+                return fw(*args)
+
+            return run
+
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=keep, decompositions=select_decomp_table()
+        )
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model.eval(), backend=recorder)(x)
+    torch._dynamo.reset()
+    return graphs[0], calls[0]
+
+
+class Flatten(nn.Module):
+    """conv -> BN -> ReLU -> conv -> flatten -> linear: the flatten's view fails on channels_last."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(64, 96, 3, padding=1), nn.BatchNorm2d(96), nn.ReLU(), nn.Conv2d(96, 96, 3, padding=1)
+        )
+        self.head = nn.Linear(96 * 4 * 4, 10)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.body(x), 1))
+
+
+MODELS = {
+    "small": (
+        lambda: nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)),
+        (2, 3, 16, 16),
+    ),
+    "default": (lambda: nn.Sequential(nn.Conv2d(96, 96, 3), nn.ReLU()), (1, 96, 8, 8)),
+    "grouped": (lambda: nn.Conv2d(96, 96, 3, groups=2), (1, 96, 8, 8)),
+    "in_out": (lambda: nn.Conv2d(192, 64, 3), (1, 192, 8, 8)),
+    "depthwise": (lambda: nn.Conv2d(96, 96, 3, groups=96, padding=1), (1, 96, 8, 8)),
+    "transposed": (lambda: nn.ConvTranspose2d(96, 96, 2, stride=2), (1, 96, 4, 4)),
+    "conv1d": (lambda: nn.Conv1d(8, 16, 3), (2, 8, 20)),
+    "flatten": (Flatten, (2, 64, 4, 4)),
+}
+
+
+@pytest.mark.parametrize("inference", [True, False], ids=["inference", "training"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_channels_last_decision_is_inductors(name, inference):
+    from torch._inductor.graph import GraphLowering
+
+    build, shape = MODELS[name]
+    gm, _ = aten_forward(build(), torch.randn(shape))
+    # mkldnn off: Inductor's CPU shortcut (always channels_last) gives way to its GPU rule
+    with torch.backends.mkldnn.flags(enabled=False):
+        expected = GraphLowering.decide_layout_opt(gm, is_inference=inference)
+    assert channels_last_pays(gm, inference=inference) == expected
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_rewritten_graph_computes_the_same_values_with_the_same_output_strides(name):
+    build, shape = MODELS[name]
+    gm, args = aten_forward(build(), torch.randn(shape))
+    new = gpu_conv_layout(gm, inference=True)
+    assert new is not gm  # every model here has a bias to peel, at least
+    want, got = gm(*args), new(*args)
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+        assert g.stride() == w.stride()
+    for node in new.graph.nodes:
+        if node.target is aten.convolution.default:
+            assert node.args[2] is None, "the bias is peeled off into a pointwise add"
+
+
+def test_layout_copies_only_what_is_not_channels_last_already():
+    model = nn.Sequential(nn.Conv2d(96, 96, 3, padding=1), nn.ReLU(), nn.Conv2d(96, 96, 3, padding=1))
+    gm, args = aten_forward(model, torch.randn(1, 96, 8, 8))
+    new = gpu_conv_layout(gm, inference=True)
+    copied = [
+        n.args[0].name
+        for n in new.graph.nodes
+        if n.target is aten.clone.default and n.kwargs.get("memory_format") is torch.channels_last
+    ]
+    # the input and both weights; the second conv reads ReLU's output, channels_last already
+    assert len(copied) == 3 and all(n.startswith("arg") for n in copied)
+    convs = [n for n in new.graph.nodes if n.target is aten.convolution.default]
+    assert all(n.meta["val"].is_contiguous(memory_format=torch.channels_last) for n in convs)
+
+
+def test_a_view_that_channels_last_forbids_reads_a_contiguous_copy():
+    gm, _ = aten_forward(Flatten(), torch.randn(2, 64, 4, 4))
+    new = gpu_conv_layout(gm, inference=True)
+    views = [n for n in new.graph.nodes if n.target is aten.view.default and len(n.args[1]) == 2]
+    (flat,) = [v for v in views if v.args[1][1] == 96 * 16]
+    assert flat.args[0].target is aten.clone.default
+    assert flat.args[0].kwargs["memory_format"] is torch.contiguous_format
+
+
+def test_new_nodes_carry_the_source_line_of_their_convolution():
+    gm, _ = aten_forward(MODELS["small"][0](), torch.randn(2, 3, 16, 16))
+    new = gpu_conv_layout(gm, inference=True)
+    (conv,) = [n for n in new.graph.nodes if n.target is aten.convolution.default]
+    added = [n for n in new.graph.nodes if n.name not in {m.name for m in gm.graph.nodes}]
+    assert {n.target for n in added} >= {aten.add.Tensor, aten.view.default, aten.clone.default}
+    for n in added:
+        if n.op == "call_function" and n.target is not aten.clone.default:
+            assert n.meta.get("stack_trace") == conv.meta.get("stack_trace")
+
+
+def test_graph_without_convolutions_is_left_alone():
+    gm, _ = aten_forward(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), torch.randn(4, 8))
+    assert gpu_conv_layout(gm, inference=True) is gm
