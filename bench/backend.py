@@ -138,7 +138,8 @@ def make_case(name: str, dtype: torch.dtype, device: str, smoke: bool):
 
 def cases(smoke: bool) -> list[tuple[str, torch.dtype]]:
     out = [(name, dt) for name in MATRIX_PATTERNS for dt in (torch.float32, torch.bfloat16)]
-    out += [("conv_relu_maxpool", torch.float32), ("cos_sin_10k", torch.float32)]
+    out += [("conv_relu_maxpool", dt) for dt in (torch.float32, torch.bfloat16)]
+    out += [("cos_sin_10k", torch.float32)]
     return out
 
 

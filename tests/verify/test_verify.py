@@ -36,6 +36,21 @@ def test_fixed_variant_matches_eager_and_is_predicted_faster():
     assert "predicted" in text and "all outputs match eager" in text
 
 
+def test_conv_block_runs_channels_last_under_the_backend_and_matches_eager():
+    result = verify(
+        f"{FIXTURES / 'verify' / 'mbconv_block.py'}:entry",
+        load_catalog(),
+        Config(),
+        backends=("eager", "fuselint"),
+        device="cpu",
+        unsafe=False,
+        predict_on=H200,
+    )
+    assert result.ok, render_text(result)
+    assert sorted(result.fixed_files[0].codes) == ["FL205", "FL206"]
+    assert result.row("fixed", "fuselint") is not None and result.row("original", "fuselint") is not None
+
+
 def test_unknown_backend_and_bad_entry_exit_two(tmp_path):
     runner = CliRunner()
     entry = f"{FIXTURES / 'handwritten_llama.py'}:entry"
