@@ -84,13 +84,16 @@ class _KernelWriter:
         self.cfg = cfg
         self.reduction = bool(ir.rdims)
         self.looped = self.reduction and not cfg.persistent
-        self.rset = frozenset(ir.rdims)
+        # Reductions and transposing pointwise kernels are tiled 2-D: rows x ydims.
+        self.two_d = bool(ir.ydims)
+        self.rset = frozenset(ir.ydims)
         self.outer = _Scope(4)
+        self.shape = "[XBLOCK, RBLOCK]" if self.two_d else "[XBLOCK]"
 
     # -- index and mask pieces --------------------------------------------------------
     def _offsets(self, strides: tuple[int, ...]) -> tuple[str, str]:
         x = index_expr(self.ir.space, self.ir.xdims, strides, "xoffs")
-        r = index_expr(self.ir.space, self.ir.rdims, strides, "roffs") if self.reduction else ""
+        r = index_expr(self.ir.space, self.ir.ydims, strides, "roffs") if self.two_d else ""
         return x, r
 
     def _mask(self, has_x: bool, has_r: bool) -> str:
@@ -127,7 +130,7 @@ class _KernelWriter:
         """The index along dim d of the space, from the program or reduction offsets."""
         onehot = tuple(1 if i == d else 0 for i in range(len(self.ir.space)))
         if d in self.rset:
-            return index_expr(self.ir.space, self.ir.rdims, onehot, "roffs") or "0"
+            return index_expr(self.ir.space, self.ir.ydims, onehot, "roffs") or "0"
         return index_expr(self.ir.space, self.ir.xdims, onehot, "xoffs") or "0"
 
     def _window(self, v: Value, scope: _Scope) -> str:
@@ -148,7 +151,7 @@ class _KernelWriter:
         scope.add(f"{base}_h0 = {oh} * {sh} - {ph}" if ph else f"{base}_h0 = {oh} * {sh}")
         scope.add(f"{base}_w0 = {ow} * {sw} - {pw}" if pw else f"{base}_w0 = {ow} * {sw}")
         acc = f"{base}_max"
-        scope.add(f'{acc} = tl.full([XBLOCK], float("-inf"), tl.float32)')
+        scope.add(f'{acc} = tl.full({self.shape}, float("-inf"), tl.float32)')
         # Bounds checks only where a tap can fall outside the input.
         need_h = ph > 0 or (out_h - 1) * sh + (kh - 1) * dh >= H
         need_w = pw > 0 or (out_w - 1) * sw + (kw - 1) * dw >= W
@@ -165,7 +168,7 @@ class _KernelWriter:
                 inside = f"{base}_in{tap}"
                 if conds:
                     scope.add(f"{inside} = " + " & ".join(conds))
-                mask = "xmask" + (f" & {inside}" if conds else "")
+                mask = ("mask" if self.two_d else "xmask") + (f" & {inside}" if conds else "")
                 x = self._tap(w.source, {}, _Tap(tap, lead_idx, hi, wi, mask), scope)
                 if u_is_int(w.source):
                     x = f"{x}.to(tl.float32)"
@@ -228,16 +231,16 @@ class _KernelWriter:
 
     def store(self, s: Store, scope: _Scope) -> None:
         x, r = self._offsets(s.strides)
-        full = bool(r) or (self.reduction and any(s.strides[d] != 0 for d in self.ir.rdims))
+        full = bool(r) or (self.two_d and any(s.strides[d] != 0 for d in self.ir.ydims))
         if not x:
             x = "xoffs * 0"
-        if self.reduction and full and not r:
+        if self.two_d and full and not r:
             r = "roffs * 0"
         offs = x + (f" + {r}" if full and r else "")
-        mask = "mask" if (self.reduction and full) else "xmask"
+        mask = "mask" if (self.two_d and full) else "xmask"
         tl_dtype = TL_DTYPES[s.dtype]
         if s.value.kind == "const":
-            shape = "[XBLOCK]" if not self.reduction else ("[XBLOCK, RBLOCK]" if full else "[XBLOCK, 1]")
+            shape = "[XBLOCK]" if not self.two_d else ("[XBLOCK, RBLOCK]" if full else "[XBLOCK, 1]")
             val = f"tl.full({shape}, {s.value.expr}, {tl_dtype})"
         else:
             val = self.ref(s.value, scope)
@@ -250,7 +253,7 @@ class _KernelWriter:
         ir, o = self.ir, self.outer
         wide = self._needs_int64()
         o.add("pid = tl.program_id(0)" + (".to(tl.int64)" if wide else ""))
-        if not self.reduction:
+        if not self.two_d:
             o.add("xoffs = pid * XBLOCK + tl.arange(0, XBLOCK)")
             o.add(f"xmask = xoffs < {ir.xnumel}")
             return
@@ -258,7 +261,7 @@ class _KernelWriter:
         o.add(f"xmask = xoffs < {ir.xnumel}")
         if not self.looped:
             o.add("roffs = tl.arange(0, RBLOCK)[None, :]")
-            o.add(f"rmask = roffs < {ir.rnumel}")
+            o.add(f"rmask = roffs < {ir.ynumel}")
             o.add("mask = xmask & rmask")
 
     def _needs_int64(self) -> bool:
@@ -340,10 +343,12 @@ def generate(ir: KernelIR, cfg: LaunchConfig) -> tuple[str, str]:
     body = writer.body()
     params = [f"in{i}" for i in range(len(ir.inputs))] + [f"out{i}" for i in range(len(ir.outputs))]
     params.append("XBLOCK: tl.constexpr")
-    if ir.rdims:
+    if ir.ydims:
         params.append("RBLOCK: tl.constexpr")
     rows = f"rows {ir.xnumel} (dims {list(ir.xdims)})"
     reduced = f", reduced {ir.rnumel} (dims {list(ir.rdims)})" if ir.rdims else ""
+    if ir.tile_dim is not None:
+        reduced = f", tiled across dim {ir.tile_dim} ({ir.ynumel}) so that both layouts coalesce"
     args = [f"in{i} = {n}" for i, n in enumerate(ir.inputs)] + [
         f"out{i} = {n}" for i, n in enumerate(ir.outputs)
     ]

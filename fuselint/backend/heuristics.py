@@ -5,7 +5,9 @@ kernels take 1024 elements per program with 4 warps (Inductor's choice: it was 1
 our 2048 on every fp32 and bf16 pointwise pattern of H100 run 1, and bf16 cos->sin ran 2.4%
 faster with it); window kernels (max-pool) 256 outputs per program; reductions over the
 innermost dim run one row per program with the whole row in registers when it fits (the
-fused-softmax layout, 91% of copy bandwidth in bf16), warps growing with the row. Under the CPU interpreter each
+fused-softmax layout, 91% of copy bandwidth in bf16), warps growing with the row; a pointwise
+kernel over tensors of two layouts (NCHW beside channels_last) runs 2-D tiles, as Inductor's
+transposes do. Under the CPU interpreter each
 program instance costs ~1.7 ms, so blocks there are as large as possible.
 """
 
@@ -58,6 +60,14 @@ def choose_config(ir: KernelIR, interpret: bool, max_persistent: int | None = No
     xnumel, rnumel = ir.xnumel, ir.rnumel
     env_cap = os.environ.get("FUSELINT_MAX_PERSISTENT_RBLOCK")
     cap = max_persistent or (int(env_cap) if env_cap else MAX_PERSISTENT_RBLOCK)
+    if ir.tile_dim is not None:
+        # A transposing tile: the whole tile dim on one axis (<= MAX_TILE), rows on the other,
+        # ~2K elements a program, at least 32 rows so that row-contiguous tensors coalesce.
+        rblock = next_pow2(ir.ynumel)
+        budget = INTERPRET_TILE if interpret else 2048
+        xblock = min(next_pow2(ir.xnumel), max(1 if interpret else 32, budget // rblock))
+        warps = 8 if xblock * rblock >= 4096 else 4
+        return LaunchConfig(xblock, rblock, True, warps, _cdiv(ir.xnumel, xblock))
     if not ir.rdims:
         if interpret:
             xblock = min(next_pow2(xnumel), INTERPRET_TILE)
@@ -73,7 +83,10 @@ def choose_config(ir: KernelIR, interpret: bool, max_persistent: int | None = No
             warps = 4 if xblock >= 512 else 2
         return LaunchConfig(xblock, 1, True, warps, _cdiv(xnumel, xblock))
 
-    inner = (len(ir.space) - 1) in ir.rdims
+    # Rows are contiguous when memory's innermost dim is reduced (channels_last makes C, not
+    # W, innermost: a mean over H and W then reduces columns).
+    last = ir.contiguous_dim if ir.contiguous_dim is not None else len(ir.space) - 1
+    inner = last in ir.rdims
     full = next_pow2(rnumel)
     persistent = full <= cap
     if interpret:

@@ -29,6 +29,11 @@ import torch.fx
 
 from fuselint.backend.ops import COMPUTE_TYPES, REDUCTIONS, TL_DTYPES, VIEWS, literal, lowering_for
 
+# A tensor moving at least 1/this of the heaviest one's elements decides the layout too.
+MIXED_LAYOUT_SHARE = 8
+# The longest dim a transposing tile walks on its second axis (register budget).
+MAX_TILE = 256
+
 
 class Unsupported(Exception):
     """The group cannot become a generated kernel; it runs through ATen."""
@@ -106,14 +111,29 @@ class KernelIR:
     device: torch.device
     op_names: tuple[str, ...] = field(default=())
     # The order (outer to inner) in which program offsets walk the non-reduced dims: the
-    # memory order of the main output, so that its stores and like-laid-out loads coalesce.
+    # memory order of the tensor that moves the most bytes, so that its accesses coalesce.
     xorder: tuple[int, ...] | None = None
+    # The dim of S along which that heaviest stream is contiguous (a reduction over it reads
+    # rows; over other dims, columns).
+    contiguous_dim: int | None = None
+    # A pointwise kernel whose big tensors are laid out differently (NCHW beside channels_last)
+    # walks this dim on a second tile axis: each tensor then coalesces along one of the axes.
+    tile_dim: int | None = None
 
     @property
     def xdims(self) -> tuple[int, ...]:
         if self.xorder is not None:
             return self.xorder
-        return tuple(d for d in range(len(self.space)) if d not in self.rdims)
+        return tuple(d for d in range(len(self.space)) if d not in self.ydims)
+
+    @property
+    def ydims(self) -> tuple[int, ...]:
+        """The dims on a program's second tile axis: the reduced dims, or the tile dim."""
+        return self.rdims if self.rdims else ((self.tile_dim,) if self.tile_dim is not None else ())
+
+    @property
+    def ynumel(self) -> int:
+        return math.prod(self.space[d] for d in self.ydims)
 
     @property
     def xnumel(self) -> int:
@@ -698,6 +718,50 @@ class Lowering:
         self.values.append(v)
         return v
 
+    def _streams(self, stores: list[Store]) -> list[tuple[tuple[int, ...], int]]:
+        """(strides along each dim of S, elements moved) of every tensor the kernel reads or
+        writes, stores first. A window's source counts once per tap."""
+
+        def touched(strides: tuple[int, ...]) -> int:
+            return math.prod(self.space[d] for d, st in enumerate(strides) if st)
+
+        streams = [(s.strides, touched(s.strides)) for s in stores]
+        for v in self.values:
+            if v.kind == "load":
+                streams.append((v.strides, touched(v.strides)))
+            if v.kind == "window":
+                taps = v.window.kernel[0] * v.window.kernel[1]
+                outputs = math.prod(self.space)
+                streams += [(u.strides, outputs * taps) for u in v.window.values if u.kind == "load"]
+        return streams
+
+    def _innermost(self, strides: tuple[int, ...]) -> int | None:
+        moving = [d for d, st in enumerate(strides) if st and self.space[d] > 1]
+        return min(moving, key=lambda d: strides[d]) if moving else None
+
+    def _transpose_tile(
+        self, streams: list[tuple[tuple[int, ...], int]], main: tuple[int, ...], stores: list[Store]
+    ) -> tuple[int | None, tuple[int, ...]]:
+        """(tile dim, strides to order the other dims by) for a pointwise kernel whose heaviest
+        tensor and another big one are contiguous along different dims; (None, main) when one
+        order serves every big tensor. The shorter of the two dims goes on the tile axis, the
+        other is innermost along the first axis."""
+        q = self._innermost(main)
+        weight = max(n for _, n in streams)
+        other = [
+            (n, st)
+            for st, n in streams
+            if n * MIXED_LAYOUT_SHARE >= weight and self._innermost(st) not in (q, None)
+        ]
+        if q is None or not other:
+            return None, main
+        _, second = max(other, key=lambda o: o[0])
+        p = self._innermost(second)
+        tile, order_by = (q, second) if self.space[q] < self.space[p] else (p, main)
+        if self.space[tile] > MAX_TILE or any(not s.strides[tile] for s in stores):
+            return None, main
+        return tile, order_by
+
     @property
     def rnumel_(self) -> int:
         return math.prod(self.space[d] for d in self.rdims)
@@ -726,11 +790,15 @@ class Lowering:
             for n in self.all_nodes
             if isinstance(n.target, torch._ops.OpOverload) and n.target.overloadpacket.__name__ not in VIEWS
         )
-        natural = [d for d in range(len(self.space)) if d not in self.rset]
-        main = max(stores, key=lambda st: sum(st.strides[d] != 0 for d in natural))
-        xorder = tuple(sorted(natural, key=lambda d: (-main.strides[d], d)))
+        streams = self._streams(stores)
+        main = max(streams, key=lambda st: st[1])[0]  # max() keeps the first: stores win ties
+        tile, order_by = (None, main) if self.rset else self._transpose_tile(streams, main, stores)
+        natural = [d for d in range(len(self.space)) if d not in self.rset and d != tile]
+        xorder = tuple(sorted(natural, key=lambda d: (-order_by[d], d)))
         return KernelIR(
             xorder=xorder,
+            contiguous_dim=self._innermost(main),
+            tile_dim=tile,
             space=self.space,
             rdims=self.rdims,
             inputs=tuple(n.name for n in self.inputs),

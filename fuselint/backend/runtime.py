@@ -139,7 +139,7 @@ class FusedKernel:
         self.fn = load_kernel(source, fn_name, interpreting(ir.device))
         self.grid = (cfg.grid,)
         self.consts = {"XBLOCK": cfg.xblock}
-        if ir.rdims:
+        if ir.ydims:
             self.consts["RBLOCK"] = cfg.rblock
         self.num_warps = cfg.num_warps
         self.in_strides = tuple(m.stride for m in ir.input_meta)

@@ -27,7 +27,7 @@ def test_smoke_run_writes_json_and_markdown(tmp_path):
     assert bench.main(argv + ["--json", str(out_json), "--md", str(out_md)]) == 0
     result = json.loads(out_json.read_text())
     rows = {(r["pattern"], r["dtype"], r["backend"]): r for r in result["results"]}
-    assert len(rows) == 5 * 2  # 2 dtypes of 2 patterns + conv, eager and fuselint
+    assert len(rows) == 6 * 2  # 2 dtypes of 3 patterns, eager and fuselint
     for (pattern, _, backend), row in rows.items():
         assert "error" not in row, row
         assert row["ms"] > 0 and row["gbps"] > 0

@@ -69,6 +69,52 @@ def test_non_contiguous_input_is_read_through_its_strides():
     assert "tl.load(in0 + (xoffs)" in source and "tl.store(out0 + (xoffs)" in source
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensors_of_two_layouts_run_as_transposing_tiles(dtype):
+    # NCHW beside channels_last: the tile walks C (the shorter of C and W) on its second axis,
+    # so the NCHW tensors coalesce along rows (W innermost) and channels_last along the tile.
+    a = torch.randn(2, 16, 6, 40).to(dtype)
+    b = torch.randn(2, 16, 6, 40).to(dtype).contiguous(memory_format=torch.channels_last)
+    kernel, out, _ = run_group(lambda a, b: a * 2 + b, (a, b))
+    torch.testing.assert_close(next(iter(out.values())), a * 2 + b, **tol(dtype))
+    assert kernel.ir.tile_dim == 1 and kernel.ir.xdims[-1] == 3
+    assert "roffs" in kernel.source and "tl.store(out0" in kernel.source
+
+
+def test_one_layout_stays_one_dimensional():
+    a = torch.randn(2, 16, 6, 40).contiguous(memory_format=torch.channels_last)
+    kernel, _, _ = run_group(lambda a: torch.relu(a) + 1, (a,))
+    assert kernel.ir.tile_dim is None and kernel.ir.xdims[-1] == 1  # walks channels_last memory
+
+
+def test_window_source_decides_the_order_of_a_pool_that_changes_layout():
+    x = torch.randn(2, 8, 12, 12).contiguous(memory_format=torch.channels_last)
+
+    def pool_to_nchw(x):
+        return F.max_pool2d(x, 2).contiguous()
+
+    from fuselint.backend import fuselint_backend, history
+
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(pool_to_nchw, backend=fuselint_backend)(x), pool_to_nchw(x))
+    (kernel,) = history[-1].kernels
+    # 4 taps of channels_last source per NCHW output: rows walk C, the tile walks W
+    assert kernel.ir.xdims[-1] == 1 and kernel.ir.tile_dim == 3
+
+
+def test_mean_over_h_and_w_of_channels_last_reduces_columns_on_gpu():
+    x = torch.randn(2, 64, 56, 56).contiguous(memory_format=torch.channels_last)
+    gm = aten_graph(lambda x: x.mean((2, 3)), x)
+    names = tuple(n.name for n in gm.graph.nodes if n.op == "call_function")
+    from fuselint.backend.lowering import lower_group
+
+    group = prepare_group(gm, names)
+    ir = lower_group(group.nodes, group.inputs, group.outputs)
+    assert ir.contiguous_dim == 1
+    cfg = choose_config(ir, interpret=False)  # the contiguous C is tiled 64 wide, rows loop
+    assert (cfg.xblock, cfg.rblock, cfg.persistent) == (64, 64, False)
+
+
 def test_expanded_input_has_no_index_term():
     x = torch.randn(1, 32).expand(8, 32)
     kernel, out, _ = run_group(lambda x: x * 3, (x,))

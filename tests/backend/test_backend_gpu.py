@@ -96,11 +96,11 @@ def test_training_step_on_gpu_matches_eager_grads():
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_conv_relu_maxpool_on_gpu_is_one_window_kernel(channels_last):
+def test_conv_relu_maxpool_on_gpu_runs_relu_inside_the_window_kernel(channels_last):
     torch.manual_seed(0)
     model = (
         torch.nn.Sequential(
-            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1)
+            torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1)
         )
         .cuda()
         .eval()
@@ -114,6 +114,10 @@ def test_conv_relu_maxpool_on_gpu_is_one_window_kernel(channels_last):
         got = torch.compile(model, backend=fuselint_backend)(x)
         want = model(x)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert got.stride() == want.stride()
     kernels = [k for r in reports_since(start) for k in r.kernels]
-    assert [k.__name__ for k in kernels] == ["fuselint_relu_max_pool2d_with_indices"]
-    assert kernels[0].calls == 1 and kernels[0].broken is None
+    names = [k.__name__ for k in kernels]
+    # channels_last copies of what is not channels_last yet (the weight; the input unless it is)
+    assert names[:-1] == ["fuselint_clone"] * (1 if channels_last else 2), names
+    assert names[-1].startswith("fuselint_relu_max_pool2d_with_indices"), names
+    assert all(k.calls == 1 and k.broken is None for k in kernels)
