@@ -51,7 +51,7 @@ def profile(fn, args, top: int) -> tuple[float, list[tuple[float, int, str]]]:
     with torch.no_grad():
         fn(*args)
         torch.cuda.synchronize()
-        ms = triton.testing.do_bench(lambda: fn(*args), rep=200)
+        ms = triton.testing.do_bench(lambda: fn(*args), rep=200, return_mode="median")
         with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(CALLS):
                 fn(*args)

@@ -8,7 +8,10 @@ converted to fp32, the math, reductions, stores converted back. Three shapes of 
   reduced extent in registers, so chained reductions (softmax, var_mean) reuse the loads;
 * looped reduction: one loop over the reduced extent per reduction stage, each recomputing
   its pointwise prologue from memory (two-pass mean/var, three-pass softmax), then one
-  last loop that recomputes and stores the full-size outputs.
+  last loop that recomputes and stores the full-size outputs that need a reduction's result
+  (those that do not are stored by the first loop);
+* transposing pointwise: the 2-D tile of a reduction without one, when two big tensors are
+  laid out differently (KernelIR.tile_dim).
 
 Index expressions merge dims that are contiguous in a tensor, so a contiguous input is
 read at `xoffs` itself (which Triton vectorizes), a broadcast bias at `xoffs % N`, a
@@ -294,11 +297,20 @@ class _KernelWriter:
             for s in ir.stores:
                 self.store(s, self.outer)
             return self.outer.lines
-        passes = ir.stages + 1
+        full = [s for s in ir.stores if any(s.strides[d] != 0 for d in ir.rdims)]
+        rows = [s for s in ir.stores if s not in full]
+        # Full-size values that need no reduction's result are stored by the first pass, which
+        # loads their inputs anyway; only the rest need a last pass that recomputes them.
+        early = [s for s in full if s.value.stage == 0]
+        late = [s for s in full if s not in early]
+        passes = ir.stages + (1 if late else 0)
         for stage in range(1, ir.stages + 1):
             reds = [v for v in ir.values if v.kind == "reduce" and v.stage == stage]
             loop = self._loop(f"_{stage}")
             inits, finals = [], []
+            if stage == 1:
+                for s in early:
+                    self.store(s, loop)
             for v in reds:
                 acc = f"acc_{v.name}"
                 arg = self.ref(v.args[0], loop)
@@ -311,11 +323,9 @@ class _KernelWriter:
             for v, expr in finals:
                 self.outer.add(f"{v.name} = {expr}")
                 self.outer.cache[id(v)] = v.name
-        full = [s for s in ir.stores if any(s.strides[d] != 0 for d in ir.rdims)]
-        rows = [s for s in ir.stores if s not in full]
-        if full:
+        if late:
             loop = self._loop("_out")
-            for s in full:
+            for s in late:
                 self.store(s, loop)
             self._close_loop(loop, [], f"pass {passes} of {passes}: recompute and store")
         for s in rows:

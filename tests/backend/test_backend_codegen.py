@@ -158,6 +158,20 @@ def test_softmax_looped_takes_three_passes(persistent):
     torch.testing.assert_close(next(iter(out.values())), torch.softmax(x, -1))
 
 
+def test_looped_reduction_stores_what_needs_no_reduction_in_its_first_pass():
+    # SiLU's output and its mean (squeeze-excite): one read of x, not two.
+    x = torch.randn(6, 300)
+
+    def silu_and_mean(x):
+        y = F.silu(x)
+        return y, y.mean(-1, keepdim=True)
+
+    kernel, out, _ = run_group(silu_and_mean, (x,), max_persistent=64)
+    assert "pass 1 of 1" in kernel.source and "recompute" not in kernel.source
+    y, m = silu_and_mean(x)
+    torch.testing.assert_close(sorted(out.values(), key=lambda t: -t.numel()), [y, m])
+
+
 @pytest.mark.parametrize("max_persistent", [None, 8])
 def test_reduction_over_dim_zero(max_persistent):
     x = torch.randn(40, 24)
