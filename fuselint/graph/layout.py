@@ -93,7 +93,7 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
         changed |= _peel_bias(graph, conv)
         if channels_last and len(conv.args[1].meta["val"].shape) == 4:
             for i in (0, 1):
-                _copy_before(graph, conv, i, torch.channels_last)
+                _copy_before(graph, conv, i, torch.channels_last, conv)
             changed = True
     if not changed:
         return gm
@@ -109,10 +109,21 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
 
 
 def _like(node: torch.fx.Node, anchor: torch.fx.Node) -> None:
-    """A new node carries the source location of the op it was made for."""
+    """A new node carries the source location of the op it was made for, and the provenance
+    of the eager op whose work it does (the conv for its copies and bias add, the producer
+    for a copy of a value): the cost model counts it inside that op's eager kernel."""
     for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
         if key in anchor.meta:
             node.meta[key] = anchor.meta[key]
+    eager = anchor
+    while "original_aten" not in eager.meta and eager.op == "call_function" and eager.args:
+        is_view = getattr(eager.target, "is_view", False) or eager.target is operator.getitem
+        if not (is_view and isinstance(eager.args[0], torch.fx.Node)):
+            break
+        eager = eager.args[0]
+    for key in ("from_node", "original_aten"):
+        if key in eager.meta:
+            node.meta[key] = eager.meta[key]
 
 
 def _peel_bias(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
@@ -132,15 +143,17 @@ def _peel_bias(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
     return True
 
 
-def _copy_before(graph: torch.fx.Graph, user: torch.fx.Node, index: int, fmt: torch.memory_format) -> None:
+def _copy_before(
+    graph: torch.fx.Graph, user: torch.fx.Node, index: int, fmt: torch.memory_format, part_of: torch.fx.Node
+) -> None:
     """user's argument `index` read through a copy in memory format fmt (dropped later when the
-    argument already has that layout)."""
+    argument already has that layout); `part_of` is the op it is made for."""
     arg = user.args[index]
     with graph.inserting_before(user):
         copy = graph.call_function(aten.clone.default, (arg,), {"memory_format": fmt})
     user.update_arg(index, copy)
     copy.meta[_INSERTED] = True
-    _like(copy, user)
+    _like(copy, part_of)
 
 
 def _propagate(gm: torch.fx.GraphModule) -> None:
@@ -165,7 +178,7 @@ def _propagate(gm: torch.fx.GraphModule) -> None:
             except (RuntimeError, ValueError):  # fake tensors raise ValueError for a bad view
                 if node.target not in _VIEWS:
                     raise
-                _copy_before(graph, node, 0, torch.contiguous_format)
+                _copy_before(graph, node, 0, torch.contiguous_format, node.args[0])
                 copy = node.args[0]
                 copy.meta["val"] = _evaluate(copy)
                 node.meta["val"] = _evaluate(node)

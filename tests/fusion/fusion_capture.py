@@ -15,7 +15,7 @@ from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout
 
 
-def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
+def aten_graphs(fn, *args, dynamic: bool = False, layout: bool = True) -> list[FusionGraph]:
     """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad), their
     convolutions laid out as on a GPU (fuselint.graph.layout)."""
     graphs: list[torch.fx.GraphModule] = []
@@ -33,14 +33,14 @@ def aten_graphs(fn, *args, dynamic: bool = False) -> list[FusionGraph]:
     with torch.no_grad():
         torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
     torch._dynamo.reset()
-    fgs = [FusionGraph.from_fx(gpu_conv_layout(gm, inference=True)) for gm in graphs]
+    fgs = [FusionGraph.from_fx(gpu_conv_layout(gm, inference=True) if layout else gm) for gm in graphs]
     for i, fg in enumerate(fgs):
         fg.name = f"graph{i}"  # from_fx's loop over outputs overwrites its `name` argument
     return fgs
 
 
-def aten_graph(fn, *args, dynamic: bool = False) -> FusionGraph:
-    (fg,) = aten_graphs(fn, *args, dynamic=dynamic)
+def aten_graph(fn, *args, dynamic: bool = False, layout: bool = True) -> FusionGraph:
+    (fg,) = aten_graphs(fn, *args, dynamic=dynamic, layout=layout)
     return fg
 
 

@@ -54,6 +54,23 @@ def test_matmul_copies_stay_separate_eager_kernels():
     assert graph_cost(plan(fg)).eager.launches == 3  # two contiguous copies and the bmm
 
 
+@pytest.mark.parametrize("name", ["conv_relu_maxpool", "convnext_block"])
+def test_conv_layout_changes_the_plan_not_what_eager_costs(name):
+    # Eager runs the conv with its bias in NCHW: the copies and bias add that the GPU layout
+    # adds are part of that one eager kernel, and only the plan pays for them.
+    build = REFERENCES[name][0]
+    laid_out = graph_cost(plan(traced_reference(name)))
+    as_written = graph_cost(plan(aten_graph(*_call(build), layout=False)))
+    assert laid_out.eager.launches == as_written.eager.launches
+    assert laid_out.eager.bytes == as_written.eager.bytes
+    assert laid_out.fused.launches > as_written.fused.launches
+
+
+def _call(build):
+    fn, args = build()
+    return (fn, *args)
+
+
 def test_matmul_flops_come_from_the_flop_counter():
     fg = aten_graph(lambda a, b: a @ b, torch.randn(16, 32), torch.randn(32, 8))
     cost = graph_cost(plan(fg), UNIT)
