@@ -198,6 +198,13 @@ def _evaluate(node: torch.fx.Node) -> object:
     return node.target(*args, **kwargs)
 
 
+def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same strides wherever they matter (a size-1 dim's stride never does)."""
+    return a.shape == b.shape and all(
+        n == 1 or x == y for n, x, y in zip(a.shape, a.stride(), b.stride(), strict=True)
+    )
+
+
 def _restore_output_strides(graph: torch.fx.Graph, out: torch.fx.Node, before: list) -> bool:
     """Copy each output whose strides changed back to its old layout (`before`, by position);
     False when that old layout is neither contiguous nor channels_last (no copy promises it)."""
@@ -205,7 +212,7 @@ def _restore_output_strides(graph: torch.fx.Graph, out: torch.fx.Node, before: l
         now = _val(value)
         if not isinstance(old, torch.Tensor) or not isinstance(now, torch.Tensor):
             continue
-        if old.stride() == now.stride() or old.numel() <= 1:
+        if _same_layout(old, now):
             continue
         fmt = next(
             (f for f in (torch.contiguous_format, torch.channels_last) if old.is_contiguous(memory_format=f)),

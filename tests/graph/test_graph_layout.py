@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._inductor.lowering  # noqa: F401  (max_pool's decomposition looks it up)
 from torch import nn
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._inductor.decomposition import select_decomp_table
@@ -128,6 +129,16 @@ def test_new_nodes_carry_the_source_line_of_their_convolution():
     for n in added:
         if n.op == "call_function" and n.target is not aten.clone.default:
             assert n.meta.get("stack_trace") == conv.meta.get("stack_trace")
+
+
+def test_outputs_whose_strides_differ_only_along_size_one_dims_are_not_copied():
+    # The conv's (N, C, 1, 1) output is channels_last after the rewrite: the same layout.
+    model = nn.Sequential(nn.Conv2d(96, 96, 8), nn.ReLU())
+    gm, args = aten_forward(model, torch.randn(2, 96, 8, 8))
+    new = gpu_conv_layout(gm, inference=True)
+    (out,) = next(n for n in new.graph.nodes if n.op == "output").args[0]
+    assert out.target is not aten.clone.default
+    torch.testing.assert_close(new(*args)[0], gm(*args)[0], atol=1e-5, rtol=1e-5)
 
 
 def test_graph_without_convolutions_is_left_alone():
