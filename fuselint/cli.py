@@ -196,7 +196,11 @@ def check(
             analyses = trace_entries(entries, device, train, target)
         from fuselint.graph.breaks import break_findings, merge_findings
 
-        traced = [with_display_path(f) for a in analyses for f in (*break_findings(a.capture), *a.findings)]
+        traced = [
+            with_display_path(f)
+            for a in analyses
+            for f in (*break_findings(a.capture, a.break_gains), *a.findings)
+        ]
         traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
         findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
         models = [a.summary() for a in analyses]

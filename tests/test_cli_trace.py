@@ -27,6 +27,17 @@ def test_check_entry_merges_the_dynamo_break_into_the_static_finding():
     assert at_print[0]["code"] == "FL103" and at_print[0]["details"]["gb_id"] == "gb0059"
 
 
+def test_a_graph_break_carries_its_fusion_saving_into_the_report_and_the_gate(tmp_path):
+    fixture = TRACE / "item_branch.py"
+    args = ["check", "--no-cache", "--entry", f"{fixture}:entry", str(fixture)]
+    rows = json.loads(_invoke([*args, "--format", "json"]).output)
+    (at_item,) = [r for r in rows if r["details"].get("gb_id") == "gb0124"]
+    assert at_item["code"] == "FL101" and at_item["gain"]["launches"] == 1
+    # a threshold gate now sees the break's saving
+    assert _invoke([*args, "--fail-on-gain-launches", "1"]).exit_code == 1
+    assert _invoke([*args, "--fail-on-gain-launches", "2"]).exit_code == 0
+
+
 def test_check_entry_alone_reports_traced_breaks_and_model_summary(tmp_path):
     fixture = TRACE / "loop_break.py"
     result = _invoke(

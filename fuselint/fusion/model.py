@@ -2,15 +2,16 @@
 
 One capture (every graph dynamo built for an entry, with the breaks between them) becomes
 one ModelAnalysis: a FusionPlan per graph, the model's eager and fused cost weighted by how
-often each graph runs, the FL301 findings the plans reveal, and the summary row that the
-Markdown report and `fuselint graph` print.
+often each graph runs, the FL301 findings the plans reveal, what fixing each graph break would
+save, and the summary row that the Markdown report and `fuselint graph` print.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuselint.findings import Finding
+from fuselint.findings import Finding, Gain
+from fuselint.fusion.breaks import break_gains
 from fuselint.fusion.composites import composite_findings
 from fuselint.fusion.cost import ModelCost, model_cost
 from fuselint.fusion.devices import DEFAULT, Device
@@ -26,6 +27,8 @@ class ModelAnalysis:
     plans: tuple[FusionPlan, ...]
     cost: ModelCost
     findings: tuple[Finding, ...]
+    # what fixing each of capture.breaks would save in fusion (fuselint.fusion.breaks)
+    break_gains: tuple[Gain | None, ...] = ()
 
     def summary(self) -> dict:
         """The row the Markdown report's model table reads."""
@@ -62,6 +65,7 @@ def analyse(capture: Capture, device: Device = DEFAULT) -> ModelAnalysis:
         plans=plans,
         cost=model_cost(list(plans), device),
         findings=tuple(materialized_findings(list(plans), device)) + tuple(composite_findings(list(plans))),
+        break_gains=break_gains(capture, list(plans), device),
     )
 
 

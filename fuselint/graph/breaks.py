@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from fuselint.findings import Finding, Span, display_path
+from fuselint.findings import Finding, Gain, Span, display_path
 from fuselint.graph.capture import Capture, GraphBreak
 
 CODE = "FL150"
@@ -45,7 +45,7 @@ def break_message(brk: GraphBreak) -> str:
     return message
 
 
-def break_finding(brk: GraphBreak) -> Finding:
+def break_finding(brk: GraphBreak, gain: Gain | None = None) -> Finding:
     text = linecache.getline(brk.file, brk.line) if brk.line else ""
     stripped = text.strip()
     column = len(text) - len(text.lstrip()) + 1 if stripped else 1
@@ -56,12 +56,17 @@ def break_finding(brk: GraphBreak) -> Finding:
         span=Span(display_path(brk.file), brk.line, column, brk.line, end_column),
         source_line=stripped,
         details=break_details(brk),
+        gain=gain,
     )
 
 
-def break_findings(capture: Capture) -> list[Finding]:
-    """One FL150 finding per graph break of the capture, in source order."""
-    return sorted((break_finding(b) for b in capture.breaks), key=lambda f: f.sort_key)
+def break_findings(capture: Capture, gains: Sequence[Gain | None] = ()) -> list[Finding]:
+    """One FL150 finding per graph break of the capture, in source order; `gains` (one per
+    break, priced by the planner) says what fixing each would save."""
+    gains = list(gains) or [None] * len(capture.breaks)
+    return sorted(
+        (break_finding(b, g) for b, g in zip(capture.breaks, gains, strict=True)), key=lambda f: f.sort_key
+    )
 
 
 def _place(finding: Finding) -> tuple[str, int]:
@@ -87,5 +92,7 @@ def merge_findings(static: Iterable[Finding], traced: Iterable[Finding]) -> list
         for i in hits:
             have = {k for k, _ in static[i].details}
             extra = tuple((k, v) for k, v in t.details if k not in have)
-            static[i] = dataclasses.replace(static[i], details=static[i].details + extra)
+            static[i] = dataclasses.replace(
+                static[i], details=static[i].details + extra, gain=static[i].gain or t.gain
+            )
     return sorted(static + kept, key=lambda f: f.sort_key)

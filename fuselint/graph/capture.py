@@ -20,6 +20,7 @@ import logging
 import sys
 import sysconfig
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,6 +70,17 @@ class GraphBreak:
 
 
 @dataclass(frozen=True)
+class GraphLink:
+    """A tensor one captured graph returned and a later graph took as input: a value that
+    lives across the break between them (found by identity while the model ran)."""
+
+    source: str  # graph name
+    output: int  # position among the source graph's outputs
+    target: str
+    input: int  # position among the target graph's inputs
+
+
+@dataclass(frozen=True)
 class Capture:
     entry: str
     graphs: tuple[FusionGraph, ...]
@@ -82,6 +94,7 @@ class Capture:
     error: str = ""
     # Dynamo graphs that could not be lowered to ATen: "graph3: <why>".
     unlowered: tuple[str, ...] = ()
+    links: tuple[GraphLink, ...] = ()
 
 
 # ---------------------------------------------------------------- whose frame is it
@@ -200,6 +213,9 @@ class _Recorder:
     meta: bool
     prefix: str = ""
     graphs: list[_Recorded] = field(default_factory=list)
+    links: list[GraphLink] = field(default_factory=list)
+    # id of each tensor a graph returned -> (a weak reference to it, graph name, output position)
+    returned: dict[int, tuple[weakref.ref, str, int]] = field(default_factory=dict)
 
     def graph_name(self, rec: _Recorded) -> str:
         return f"{self.prefix}graph{rec.index}"
@@ -245,10 +261,26 @@ class _Recorder:
 
         def run(*args: Any) -> Any:
             rec.forward_calls += 1
+            self._link_inputs(rec, args)
             out = compiled(*args)
-            return self._standins(out, rec) if self.meta else out
+            out = self._standins(out, rec) if self.meta else out
+            self._remember_outputs(rec, out)
+            return out
 
         return run
+
+    def _link_inputs(self, rec: _Recorded, args: tuple) -> None:
+        for position, arg in enumerate(args):
+            known = self.returned.get(id(arg)) if isinstance(arg, torch.Tensor) else None
+            if known is not None and known[0]() is arg:
+                link = GraphLink(known[1], known[2], self.graph_name(rec), position)
+                if link not in self.links:
+                    self.links.append(link)
+
+    def _remember_outputs(self, rec: _Recorded, out: Any) -> None:
+        for position, value in enumerate(out if isinstance(out, (list, tuple)) else [out]):
+            if isinstance(value, torch.Tensor):
+                self.returned[id(value)] = (weakref.ref(value), self.graph_name(rec), position)
 
     @staticmethod
     def _standins(out: Any, rec: _Recorded) -> Any:
@@ -362,6 +394,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
         unlowered=tuple(
             f"{recorder.graph_name(r)}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error
         ),
+        links=tuple(recorder.links),
     )
 
 

@@ -230,3 +230,13 @@ def test_entry_prefixes_are_distinct():
         "model#2:",
         "mod.big:",
     ]
+
+
+def test_values_living_across_a_break_are_linked_to_the_graph_that_resumes(captured):
+    # h = gelu(up(x)) leaves graph0 at the print and enters graph1, whose 3rd input it is.
+    from fuselint.graph.capture import GraphLink
+
+    assert captured("print_in_forward.py").links == (GraphLink("graph0", 0, "graph1", 2),)
+    # a loop around a break also feeds graph1's result back into the next iteration's graph0
+    links = captured("loop_break.py").links
+    assert GraphLink("graph0", 1, "graph1", 1) in links and GraphLink("graph1", 0, "graph0", 2) in links
