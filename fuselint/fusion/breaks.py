@@ -38,7 +38,11 @@ def _gain(
     brk: GraphBreak, links: tuple[GraphLink, ...], plans: dict[str, FusionPlan], device: Device
 ) -> Gain | None:
     first = plans.get(brk.after_graph)
-    crossing = [link for link in links if link.source == brk.after_graph and link.target in plans]
+    crossing = [
+        link
+        for link in links
+        if link.source == brk.after_graph and link.target in plans and link.target != link.source
+    ]
     if first is None or not crossing:
         return None
     # The graph that resumes after the break takes most of what crosses it.
@@ -61,9 +65,9 @@ def _gain(
 def merged(first: FusionGraph, second: FusionGraph, links: list[GraphLink]) -> FusionGraph | None:
     """One graph computing `first` then `second`, second reading the linked values straight from
     first's ops; every output of both stays an output. None when the two do not join cleanly."""
-    gm_a, gm_b = _module(first), _module(second)
+    gm_a, gm_b = first.gm, second.gm
     constants = _constants(gm_a, gm_b)
-    if gm_a is None or gm_b is None or constants is None:
+    if constants is None:
         return None
     graph = torch.fx.Graph()
     inputs_b = [n for n in gm_b.graph.nodes if n.op == "placeholder"]
@@ -83,23 +87,17 @@ def merged(first: FusionGraph, second: FusionGraph, links: list[GraphLink]) -> F
         env[placeholder] = value
     outs_b = _as_list(graph.graph_copy(gm_b.graph, env))
     graph.output((*outs_a, *outs_b))
-    fg = FusionGraph.from_fx(torch.fx.GraphModule(constants, graph), name=f"{first.name}+{second.name}")
-    fg.calls = min(first.calls, second.calls)
-    return fg
+    return FusionGraph.from_fx(
+        torch.fx.GraphModule(constants, graph),
+        name=f"{first.name}+{second.name}",
+        calls=min(first.calls, second.calls),
+    )
 
 
-def _module(fg: FusionGraph) -> torch.fx.GraphModule | None:
-    for _n, data in fg.dag.nodes(data=True):
-        return data["fx"].graph.owning_module
-    return None
-
-
-def _constants(*modules: torch.fx.GraphModule | None) -> dict[str, object] | None:
+def _constants(*modules: torch.fx.GraphModule) -> dict[str, object] | None:
     """The attributes the graphs' get_attr nodes read, or None when two share a name."""
     found: dict[str, object] = {}
     for gm in modules:
-        if gm is None:
-            return None
         for node in gm.graph.nodes:
             if node.op != "get_attr":
                 continue
