@@ -15,15 +15,22 @@ from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout
 
 
-def aten_graphs(fn, *args, dynamic: bool = False, layout: bool = True) -> list[FusionGraph]:
-    """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad), their
-    convolutions laid out as on a GPU (fuselint.graph.layout)."""
+def aten_forwards(fn, *args, dynamic: bool = False) -> list[tuple[torch.fx.GraphModule, tuple]]:
+    """Forward ATen graphs of fn(*args) lowered with Inductor's decompositions (no grad), each
+    with the real arguments it ran with (parameters and buffers are lifted to inputs)."""
     graphs: list[torch.fx.GraphModule] = []
+    calls: dict[int, tuple] = {}  # graph index -> the arguments of its first run
 
     def recorder(gm, example_inputs):
         def keep(fw_gm, _inputs):
+            index = len(graphs)
             graphs.append(fw_gm)
-            return fw_gm.forward
+
+            def run(*real):
+                calls.setdefault(index, real)
+                return fw_gm(*real)
+
+            return run
 
         return aot_module_simplified(
             gm, example_inputs, fw_compiler=keep, decompositions=select_decomp_table()
@@ -33,7 +40,16 @@ def aten_graphs(fn, *args, dynamic: bool = False, layout: bool = True) -> list[F
     with torch.no_grad():
         torch.compile(fn, backend=recorder, dynamic=dynamic)(*args)
     torch._dynamo.reset()
-    fgs = [FusionGraph.from_fx(gpu_conv_layout(gm, inference=True) if layout else gm) for gm in graphs]
+    return [(gm, calls.get(i, ())) for i, gm in enumerate(graphs)]
+
+
+def aten_graphs(fn, *args, dynamic: bool = False, layout: bool = True) -> list[FusionGraph]:
+    """aten_forwards' graphs as FusionGraphs, their convolutions laid out as on a GPU
+    (fuselint.graph.layout) unless layout=False."""
+    fgs = [
+        FusionGraph.from_fx(gpu_conv_layout(gm, inference=True) if layout else gm)
+        for gm, _args in aten_forwards(fn, *args, dynamic=dynamic)
+    ]
     for i, fg in enumerate(fgs):
         fg.name = f"graph{i}"  # from_fx's loop over outputs overwrites its `name` argument
     return fgs

@@ -58,17 +58,12 @@ def test_matmul_copies_stay_separate_eager_kernels():
 def test_conv_layout_changes_the_plan_not_what_eager_costs(name):
     # Eager runs the conv with its bias in NCHW: the copies and bias add that the GPU layout
     # adds are part of that one eager kernel, and only the plan pays for them.
-    build = REFERENCES[name][0]
+    fn, args = REFERENCES[name][0]()
     laid_out = graph_cost(plan(traced_reference(name)))
-    as_written = graph_cost(plan(aten_graph(*_call(build), layout=False)))
+    as_written = graph_cost(plan(aten_graph(fn, *args, layout=False)))
     assert laid_out.eager.launches == as_written.eager.launches
     assert laid_out.eager.bytes == as_written.eager.bytes
     assert laid_out.fused.launches > as_written.fused.launches
-
-
-def _call(build):
-    fn, args = build()
-    return (fn, *args)
 
 
 def test_matmul_flops_come_from_the_flop_counter():

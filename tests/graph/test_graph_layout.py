@@ -2,41 +2,25 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
-import torch._inductor.lowering  # noqa: F401  (max_pool's decomposition looks it up)
 from torch import nn
-from torch._functorch.aot_autograd import aot_module_simplified
-from torch._inductor.decomposition import select_decomp_table
 
 from fuselint.graph.layout import channels_last_pays, gpu_conv_layout
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fusion"))
+from fusion_capture import aten_forwards  # one AOT recorder for the tests of both rooms
 
 aten = torch.ops.aten
 
 
 def aten_forward(model, x):
-    """(ATen forward graph, the real arguments it was called with)."""
-    graphs, calls = [], []
-
-    def recorder(gm, example_inputs):
-        def keep(fw, _inputs):
-            graphs.append(fw)
-
-            def run(*args):
-                calls.append(args)
-                return fw(*args)
-
-            return run
-
-        return aot_module_simplified(
-            gm, example_inputs, fw_compiler=keep, decompositions=select_decomp_table()
-        )
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        torch.compile(model.eval(), backend=recorder)(x)
-    torch._dynamo.reset()
-    return graphs[0], calls[0]
+    """(ATen forward graph, the real arguments it was called with) of model.eval()(x)."""
+    ((gm, args),) = aten_forwards(model.eval(), x)
+    return gm, args
 
 
 class Flatten(nn.Module):
