@@ -46,13 +46,14 @@ class Rule:
     # kind = "pattern": the [pattern] table, read by fuselint.source.patterns.
     pattern: dict = field(default_factory=dict, compare=False, hash=False)
     path: str = ""
+    user: bool = False  # loaded from `extra-rules`, not shipped with fuselint
 
     @property
     def fixable(self) -> bool:
         return self.fix != "none"
 
 
-def _rule_from_toml(path: Path) -> Rule:
+def _rule_from_toml(path: Path, user: bool = False) -> Rule:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -69,9 +70,14 @@ def _rule_from_toml(path: Path) -> Rule:
         raise CatalogError(f"{path}: fix must be one of {', '.join(FIXES)}, not {fix!r}")
     if path.stem != data["code"]:
         raise CatalogError(f"{path}: file name must be the rule code {data['code']!r}")
+    if user and data["kind"] != "pattern":
+        raise CatalogError(
+            f'{path}: a user rule must be kind = "pattern"; kind = {data["kind"]!r} rules are '
+            "implemented inside fuselint and would never run"
+        )
     if data["kind"] == "pattern" and not isinstance(data.get("pattern"), dict):
         raise CatalogError(f"{path}: a pattern rule needs a [pattern] table")
-    known = set(Rule.__dataclass_fields__) - {"path"}
+    known = set(Rule.__dataclass_fields__) - {"path", "user"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise CatalogError(f"{path}: unknown keys: {', '.join(unknown)}")
@@ -91,6 +97,7 @@ def _rule_from_toml(path: Path) -> Rule:
         url=data.get("url", URL.format(code=data["code"])),
         pattern=data.get("pattern", {}),
         path=str(path),
+        user=user,
     )
 
 
@@ -130,12 +137,13 @@ def load_catalog(extra_dirs: tuple[str, ...] = ()) -> Catalog:
 @lru_cache(maxsize=8)
 def _load(extra_dirs: tuple[str, ...]) -> Catalog:
     rules: dict[str, Rule] = {}
-    for directory in (str(builtin_rules_dir()), *extra_dirs):
+    builtin = str(builtin_rules_dir())
+    for directory in (builtin, *extra_dirs):
         folder = Path(directory)
         if not folder.is_dir():
             raise CatalogError(f"{folder}: rule directory does not exist")
         for path in sorted(folder.glob("*.toml")):
-            rule = _rule_from_toml(path)
+            rule = _rule_from_toml(path, user=directory != builtin)
             if rule.code in rules and rules[rule.code].path != rule.path:
                 raise CatalogError(
                     f"{path}: rule code {rule.code} is already defined in {rules[rule.code].path}"

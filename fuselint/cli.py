@@ -29,6 +29,7 @@ from fuselint.source.lint import (
     read_source,
     without_suppressed,
 )
+from fuselint.source.user_rules import check_user_rules
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
 
@@ -73,6 +74,10 @@ def _check_selectors(config: Config, catalog: Catalog) -> None:
     for selector in named:
         if selector != "ALL" and not any(code.startswith(selector) for code in codes):
             raise UsageFailure(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")
+    try:
+        check_user_rules(catalog, config)
+    except CatalogError as exc:
+        raise UsageFailure(str(exc)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -373,15 +378,69 @@ def _emit(report: str, output_file: str | None) -> None:
 
 
 @main.command()
-@click.argument("code")
+@click.argument("code", required=False)
+@click.option(
+    "--test",
+    "run_tests",
+    is_flag=True,
+    help="Prove the rule instead: its examples, its fix and its numeric identity. "
+    "CODE may be a rule file or a folder of them; without it, every rule.",
+)
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read extra rules from.")
-def rule(code: str, config_path: str | None) -> None:
+def rule(code: str | None, run_tests: bool, config_path: str | None) -> None:
     """Explain one rule: what it does, why it blocks fusion, an example, what to use instead."""
+    if run_tests:
+        sys.exit(_test_rules(code, config_path))
+    if code is None:
+        raise UsageFailure("name a rule, e.g. `fuselint rule FL201`; `fuselint rules` lists them")
     catalog = _catalog(_settings(config_path, ()))
     found = catalog.by_name_or_code(code)
     if found is None:
         raise UsageFailure(f"unknown rule {code!r}; `fuselint rules` lists them")
     click.echo(explain(found))
+
+
+def _rules_to_test(target: str | None, config_path: str | None) -> tuple[Catalog, list]:
+    """The catalog and the rules that `rule --test TARGET` names: a code, a rule file, a folder, or all."""
+    config = _settings(config_path, ())
+    if target is not None and (target.endswith(".toml") or Path(target).is_dir()):
+        path = Path(target)
+        if not path.exists():
+            raise UsageFailure(f"{target}: no such rule file or folder")
+        folder = path if path.is_dir() else path.parent
+        catalog = _catalog(replace(config, extra_rules=(*config.extra_rules, str(folder))))
+        wanted = {str(p.resolve()) for p in ([path] if path.is_file() else folder.glob("*.toml"))}
+        return catalog, [r for r in catalog if str(Path(r.path).resolve()) in wanted]
+    catalog = _catalog(config)
+    if target is None:
+        return catalog, list(catalog)
+    found = catalog.by_name_or_code(target)
+    if found is None:
+        raise UsageFailure(f"unknown rule {target!r}; `fuselint rules` lists them")
+    return catalog, [found]
+
+
+def _test_rules(target: str | None, config_path: str | None) -> int:
+    catalog, chosen = _rules_to_test(target, config_path)
+    if not chosen:
+        raise UsageFailure(f"{target}: no rule files there")
+    if any(r.kind in ("pattern", "graph") for r in chosen):
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise UsageFailure("proving pattern and graph rules needs torch: pip install 'fuselint[torch]'")
+    from fuselint.verify.rule_check import check_rule
+
+    passed = failed = 0
+    for r in chosen:
+        for outcome in check_rule(r, catalog):
+            mark = "ok  " if outcome.ok else "FAIL"
+            click.echo(f"{mark} {outcome.code} {outcome.case}")
+            if not outcome.ok:
+                click.echo("     " + outcome.detail.replace("\n", "\n     "))
+            passed, failed = passed + outcome.ok, failed + (not outcome.ok)
+    click.echo(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 def explain(r) -> str:

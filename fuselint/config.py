@@ -59,6 +59,10 @@ class Config:
     entries: tuple[str, ...] = ()
     root: Path = field(default=Path("."), compare=False)
 
+    def selects(self, code: str) -> bool:
+        """Whether `select` names the code (by itself, a prefix or ALL), whatever `ignore` says."""
+        return any(p == "ALL" or code.startswith(p) for p in self.select)
+
     def enabled(self, code: str, path: str | None = None) -> bool:
         ignored = list(self.ignore)
         if path is not None and self.per_file_ignores:

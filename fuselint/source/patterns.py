@@ -119,6 +119,11 @@ def compile_rule(rule: Rule) -> CompiledRule:
     for text in alternatives:
         specs = var_specs(table.get("vars", {}), builder, tol)
         pattern = compile_pattern(text, specs, builder, tol)
+        opaque = _opaque_part(pattern.term)
+        if opaque is not None:
+            raise PatternError(
+                f"{rule.code}: pattern {text!r} can never match: the engine does not model {opaque!r}"
+            )
         if pattern.term.op in ("var", "c"):
             raise PatternError(f"{rule.code}: pattern {text!r} must have an operation at its root")
         missing = set(METAVAR.findall(replaces[len(patterns)])) - set(METAVAR.findall(text))
@@ -131,6 +136,17 @@ def compile_rule(rule: Rule) -> CompiledRule:
         patterns.append(pattern)
     fixable = rule.fix != "none" and _requirement_met(table.get("requires", ""))
     return CompiledRule(rule, patterns, fixable)
+
+
+def _opaque_part(term: Term) -> str | None:
+    """The source of a sub-term the engine lowers to an opaque value, equal only to itself."""
+    todo = [term]
+    while todo:
+        t = todo.pop()
+        if t.op == "opaque":
+            return ast.unparse(t.node).replace(PREFIX, "$") if t.node is not None else "?"
+        todo.extend(t.args)
+    return None
 
 
 @cache
@@ -193,7 +209,7 @@ def pattern_findings(sf: SourceFile, rules: list[Rule]) -> list[Finding]:
     return findings
 
 
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|@")
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|@|[<>!=]=|[<>]")
 
 
 @dataclass(frozen=True)

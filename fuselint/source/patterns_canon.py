@@ -127,6 +127,13 @@ _fn(
     "query,key,value,attn_mask=None,dropout_p=0.0,is_causal=False,scale=None",
 )
 _fn("Tensor.to", "input,dtype")
+# Comparisons: `a < b` is `b > a`, so two canonical directions cover all four operators.
+_fn("torch.gt", "input,other", "torch.greater")
+_fn("torch.ge", "input,other", "torch.greater_equal")
+_fn("torch.eq", "input,other")
+_fn("torch.ne", "input,other", "torch.not_equal")
+_fn("torch.lt", "input,other", "torch.less")
+_fn("torch.le", "input,other", "torch.less_equal")
 
 # Canonical functions that other spellings are lowered to (`F.relu6(x)` is a clamp), for the
 # engine's cheap text pre-filter: which source words can produce each canonical op.
@@ -135,6 +142,11 @@ LOWERED_FROM = {
     "torch.amax": ("max",),
     "torch.transpose": ("mT",),
     "Tensor.to": ("to", "type", "float", "double", "half", "bfloat16"),
+    # operators, and the mirrored spellings (`a < b` is `b > a`)
+    "torch.gt": (">", "<", "lt", "less"),
+    "torch.ge": (">=", "<=", "le", "less_equal"),
+    "torch.eq": ("==",),
+    "torch.ne": ("!=",),
 }
 
 
@@ -421,11 +433,18 @@ class Builder:
         if name == "torch.nn.functional.hardtanh" and n <= 3:
             full = args + [self.const(-1.0), self.const(1.0)][n - 1 :]
             return self.call("torch.clamp", full, node, stmt)
+        if name in _MIRRORED and n == 2:  # lt(a, b) is gt(b, a)
+            return self.call(_MIRRORED[name], [args[1], args[0]], node, stmt)
+        if name in ("torch.eq", "torch.ne") and n == 2 and args[0].key > args[1].key:
+            return self.make("f:" + name, (args[1], args[0]), node=node, stmt=stmt)
         if name == "torch.transpose" and n == 3 and all(is_number(a) for a in args[1:]):
             # transpose(-1, -2) is transpose(-2, -1)
             a, b = sorted((args[1], args[2]), key=lambda t: t.value)
             return self.make("f:torch.transpose", (args[0], a, b), node=node, stmt=stmt)
         return None
+
+
+_MIRRORED = {"torch.lt": "torch.gt", "torch.le": "torch.ge"}
 
 
 def normalize_call(

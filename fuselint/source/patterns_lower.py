@@ -32,6 +32,8 @@ from fuselint.source.patterns_canon import (
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "mm"}
+_COMPARE = {ast.Gt: "torch.gt", ast.GtE: "torch.ge", ast.Lt: "torch.lt", ast.LtE: "torch.le"}
+_COMPARE |= {ast.Eq: "torch.eq", ast.NotEq: "torch.ne"}
 _COUNTER = itertools.count(1)
 
 
@@ -251,6 +253,13 @@ class Lowerer:
         if kind == "pow":
             return self.b.pow(a, c, node, self.stmt)
         return self.b.make("mm", (a, c), node=node, stmt=self.stmt)
+
+    def _Compare(self, node: ast.Compare) -> Term | None:
+        """`a > b` is `torch.gt(a, b)`; a chain (`a < b < c`) stays opaque."""
+        name = _COMPARE.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if name is None:
+            return None
+        return self.b.call(name, [self.lower(node.left), self.lower(node.comparators[0])], node, self.stmt)
 
     def _Call(self, node: ast.Call) -> Term | None:
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
