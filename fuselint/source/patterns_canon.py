@@ -23,117 +23,71 @@ Every rewrite here is an identity of real arithmetic that holds for every input
 from __future__ import annotations
 
 import ast
+import json
 import math
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 REQUIRED = object()
+_HERE = Path(__file__).parent
 
 # canonical function -> its parameters in order, with defaults (REQUIRED when none).
 PARAMS: dict[str, tuple[tuple[str, object], ...]] = {}
-# any spelling's qualified name -> (canonical name, that spelling's parameter names in order)
+# any spelling's qualified name -> (canonical name, that spelling's positional parameter names)
 ALIASES: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
-def _fn(canonical: str, params: str, *spellings: str, spelled_params: dict[str, str] | None = None) -> None:
-    """Declare a canonical function `name(a, b=default, ...)` and the names it is spelled with."""
+def _parse_params(params: str) -> tuple[tuple[str, object], ...]:
+    """`"input,dim=None,keepdim=False"` -> (("input", REQUIRED), ("dim", None), ("keepdim", False))."""
     parsed: list[tuple[str, object]] = []
     for part in filter(None, (p.strip() for p in params.split(","))):
         name, _, default = part.partition("=")
         parsed.append((name, ast.literal_eval(default) if default else REQUIRED))
-    PARAMS[canonical] = tuple(parsed)
-    order = tuple(n for n, _ in parsed)
-    for spelling in (canonical, *spellings):
-        custom = (spelled_params or {}).get(spelling)
-        ALIASES[spelling] = (canonical, tuple(custom.split(",")) if custom else order)
+    return tuple(parsed)
 
 
-_UNARY = (
-    "sigmoid",
-    "exp",
-    "log",
-    "log1p",
-    "expm1",
-    "tanh",
-    "erf",
-    "erfc",
-    "abs",
-    "sqrt",
-    "rsqrt",
-    "reciprocal",
-)
-for _name in _UNARY:
-    _fn(f"torch.{_name}", "input", f"torch.special.{_name}", f"torch.nn.functional.{_name}")
-ALIASES["torch.special.expit"] = ALIASES["torch.sigmoid"]
-ALIASES["torch.absolute"] = ALIASES["torch.abs"]
-_fn("torch.square", "input")
-_fn("torch.neg", "input", "torch.negative")
-_fn("torch.pow", "input,exponent")
-_fn("torch.add", "input,other,alpha=1")
-_fn("torch.sub", "input,other,alpha=1", "torch.subtract")
-_fn("torch.mul", "input,other", "torch.multiply")
-_fn("torch.div", "input,other,rounding_mode=None", "torch.divide", "torch.true_divide")
-_fn("torch.matmul", "input,other", "torch.mm", "torch.bmm")
-_fn(
-    "torch.softmax",
-    "input,dim,dtype=None",
-    "torch.special.softmax",
-    "torch.nn.functional.softmax",
-    spelled_params={"torch.nn.functional.softmax": "input,dim,_stacklevel,dtype"},
-)
-_fn(
-    "torch.log_softmax",
-    "input,dim,dtype=None",
-    "torch.special.log_softmax",
-    "torch.nn.functional.log_softmax",
-    spelled_params={"torch.nn.functional.log_softmax": "input,dim,_stacklevel,dtype"},
-)
-_fn("torch.sum", "input,dim=None,keepdim=False,dtype=None")
-_fn("torch.mean", "input,dim=None,keepdim=False,dtype=None")
-_fn("torch.amax", "input,dim=(),keepdim=False")
-_fn("torch.max", "input,dim,keepdim=False")
-_fn("torch.logsumexp", "input,dim,keepdim=False", "torch.special.logsumexp")
-# torch.var(x, dim, unbiased, keepdim) and torch.var(x, dim, correction=, keepdim=): one form.
-_fn(
-    "torch.var",
-    "input,dim=None,correction=1,keepdim=False",
-    spelled_params={"torch.var": "input,dim,unbiased,keepdim"},
-)
-_fn(
-    "torch.std",
-    "input,dim=None,correction=1,keepdim=False",
-    spelled_params={"torch.std": "input,dim,unbiased,keepdim"},
-)
-_fn("torch.clamp", "input,min=None,max=None", "torch.clip")
-_fn("torch.clamp_min", "input,min")
-_fn("torch.relu", "input", "torch.nn.functional.relu")
-_fn("torch.nn.functional.relu6", "input,inplace=False")
-_fn("torch.nn.functional.hardtanh", "input,min_val=-1.0,max_val=1.0,inplace=False")
-_fn("torch.cat", "tensors,dim=0", "torch.concat", "torch.concatenate")
-_fn("torch.stack", "tensors,dim=0")
-_fn("torch.unsqueeze", "input,dim")
-_fn("torch.transpose", "input,dim0,dim1", "torch.swapaxes", "torch.swapdims")
-_fn("torch.t", "input")
-_fn("torch.nn.functional.softplus", "input,beta=1,threshold=20")
-_fn("torch.nn.functional.silu", "input,inplace=False")
-_fn("torch.nn.functional.mish", "input,inplace=False")
-_fn("torch.nn.functional.gelu", "input,approximate='none'")
-_fn("torch.nn.functional.hardswish", "input,inplace=False")
-_fn("torch.nn.functional.hardsigmoid", "input,inplace=False")
-_fn("torch.nn.functional.layer_norm", "input,normalized_shape,weight=None,bias=None,eps=1e-05")
-_fn("torch.nn.functional.rms_norm", "input,normalized_shape,weight=None,eps=None")
-_fn("torch.nn.functional.linear", "input,weight,bias=None")
-_fn(
-    "torch.nn.functional.scaled_dot_product_attention",
-    "query,key,value,attn_mask=None,dropout_p=0.0,is_causal=False,scale=None",
-)
-_fn("Tensor.to", "input,dtype")
-# Comparisons: `a < b` is `b > a`, so two canonical directions cover all four operators.
-_fn("torch.gt", "input,other", "torch.greater")
-_fn("torch.ge", "input,other", "torch.greater_equal")
-_fn("torch.eq", "input,other")
-_fn("torch.ne", "input,other", "torch.not_equal")
-_fn("torch.lt", "input,other", "torch.less")
-_fn("torch.le", "input,other", "torch.less_equal")
+def _generated_default(param: dict) -> object:
+    if "default" not in param:
+        return REQUIRED
+    value = param["default"]
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _load_signatures() -> frozenset[str]:
+    """Fill PARAMS and ALIASES from the data files; return the names that are also Tensor methods.
+
+    `torch_signatures.json` (generated from torch's schemas, see scripts/gen_signatures.py) gives
+    every function's own signature; `spellings.toml` (written by hand) says which names are one
+    function and fixes a signature where overloads differ. Both are data: a new spelling or a
+    new function never needs code here.
+    """
+    generated = json.loads((_HERE / "torch_signatures.json").read_text(encoding="utf-8"))
+    for qual, params in generated["functions"].items():
+        PARAMS[qual] = tuple((p["name"], _generated_default(p)) for p in params)
+        ALIASES[qual] = (qual, tuple(p["name"] for p in params if not p.get("keyword_only")))
+    methods = set(generated["methods"])
+    spellings = tomllib.loads((_HERE / "spellings.toml").read_text(encoding="utf-8"))["functions"]
+    for canonical, entry in spellings.items():
+        if "params" in entry:
+            PARAMS[canonical] = _parse_params(entry["params"])
+            ALIASES[canonical] = (canonical, tuple(n for n, _ in PARAMS[canonical]))
+        order = ALIASES[canonical][1]
+        spelled = entry.get("spelled", {})
+        for spelling in (canonical, *entry.get("spellings", ())):
+            custom = spelled.get(spelling)
+            ALIASES[spelling] = (canonical, tuple(custom.split(",")) if custom else order)
+            if spelling.startswith("torch.") and spelling.count(".") == 1:
+                methods.add(spelling.split(".")[1])
+    return frozenset(methods)
+
+
+_METHOD_NAMES = _load_signatures()
 
 # Canonical functions that other spellings are lowered to (`F.relu6(x)` is a clamp), for the
 # engine's cheap text pre-filter: which source words can produce each canonical op.
@@ -165,7 +119,7 @@ def source_words(op: str) -> frozenset[str] | None:
 
 
 # Tensor methods that are the torch function of the same name with the tensor first.
-METHODS = {q.rsplit(".", 1)[1]: q for q in ALIASES if q.startswith("torch.") and q.count(".") == 1}
+METHODS = {name: f"torch.{name}" for name in _METHOD_NAMES}
 METHODS.pop("cat", None)
 METHODS.pop("stack", None)
 METHODS["to"] = "Tensor.to"
