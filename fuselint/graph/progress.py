@@ -1,30 +1,31 @@
-"""A progress bar for tracing several entries: drawn on a terminal, silent on a pipe."""
+"""A progress bar for tracing several entries: click's, drawn on a terminal, silent on a pipe."""
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from typing import TextIO, TypeVar
+
+import click
 
 T = TypeVar("T")
 
 
-def progress(
-    items: Sequence[T], *, label: str = "tracing", stream: TextIO | None = None, width: int = 24
-) -> Iterator[T]:
-    """Yield the items, redrawing one bar line on `stream` (stderr) only when it is a terminal."""
+def progress(items: Sequence[T], *, label: str = "tracing", stream: TextIO | None = None) -> Iterator[T]:
+    """Yield the items; on a terminal (and for more than one item) click draws a bar naming each."""
     stream = stream if stream is not None else sys.stderr
-    shown = _isatty(stream) and len(items) > 1
-    start = time.monotonic()
-    for i, item in enumerate(items):
-        if shown:
-            _draw(stream, i, len(items), f"{label} {item}", start, width)
-        yield item
-    if shown:
-        _draw(stream, len(items), len(items), f"{label} done", start, width)
-        stream.write("\n")
-        stream.flush()
+    if len(items) < 2 or not _isatty(stream):
+        # click would still print its label once on a pipe; a log or CI output wants nothing.
+        yield from items
+        return
+    with click.progressbar(
+        items,
+        label=label,
+        file=stream,
+        show_pos=True,
+        item_show_func=lambda item: str(item) if item is not None else None,
+    ) as bar:
+        yield from bar
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -32,12 +33,3 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def _draw(stream: TextIO, done: int, total: int, what: str, start: float, width: int) -> None:
-    filled = width * done // total
-    bar = "#" * filled + "-" * (width - filled)
-    line = f"[{bar}] {done}/{total} {time.monotonic() - start:5.1f}s {what}"
-    # \r rewrites the line in place; the escape clears what a longer previous line left.
-    stream.write(f"\r{line[:120]}\x1b[K")
-    stream.flush()

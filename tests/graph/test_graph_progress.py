@@ -22,7 +22,7 @@ def test_bar_on_a_terminal():
     stream = _Terminal()
     assert list(progress(["a.py:e", "b.py:e", "c.py:e"], stream=stream)) == ["a.py:e", "b.py:e", "c.py:e"]
     text = stream.getvalue()
-    assert "\r[" in text and "1/3" in text and "3/3" in text and "b.py:e" in text
+    assert "\r" in text and "1/3" in text and "3/3" in text and "b.py:e" in text
     assert text.endswith("\n")
 
 
