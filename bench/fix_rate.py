@@ -1,0 +1,154 @@
+"""Fix rate on real code: how many real graph breaks do fuselint's fixes remove, changing no output?
+
+For every model of `bench/real_corpus.py`:
+1. trace the installed packages with dynamo (break sites, graphs, break events) and save the
+   eager outputs;
+2. copy the corpus packages, run `fuselint check --fix --unsafe-fixes` over the files that hold
+   the break sites (what a user fixing their model's breaks would run);
+3. trace again with the fixed copy first on the path, and compare the outputs (same seed, same
+   weights, same inputs).
+
+Each remaining site is listed with dynamo's reason: the work list for the fixes.
+
+    PYTHONPATH=. python bench/fix_rate.py [--models a,b] [--write bench/results/fix_rate.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_corpus import MODELS, ROOT, package_dirs, run_child  # noqa: E402
+
+
+def fix_copy(files: list[str], packages: dict[str, str], into: Path) -> tuple[dict[str, str], str]:
+    """Copy the packages under `into`, fix the copies of `files`; the copies' paths and fuselint's summary."""
+    moved: dict[str, str] = {}
+    for name, folder in packages.items():
+        shutil.copytree(folder, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        for f in files:
+            if f.startswith(folder + "/"):
+                moved[f] = str(into / name / f[len(folder) + 1 :])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fuselint",
+            "check",
+            "--no-cache",
+            "--exit-zero",
+            "--fix",
+            "--unsafe-fixes",
+            *sorted(moved.values()),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    summary = [line for line in done.stdout.splitlines() if line.startswith(("Found", "Fixed"))]
+    return moved, " ".join(summary) or done.stderr.strip()[-200:]
+
+
+def max_diff(a: str, b: str) -> str:
+    import torch
+
+    try:
+        left, right = torch.load(a), torch.load(b)
+    except (OSError, RuntimeError) as exc:
+        return f"n/a ({type(exc).__name__})"
+    if len(left) != len(right):
+        return f"different outputs ({len(left)} vs {len(right)} tensors)"
+    worst = 0.0
+    for x, y in zip(left, right, strict=True):
+        if x.shape != y.shape:
+            return f"shape {tuple(x.shape)} vs {tuple(y.shape)}"
+        if x.numel():
+            worst = max(worst, (x.double() - y.double()).abs().max().item())
+    return f"{worst:.2e}"
+
+
+def table(rows: list[dict], fix_summary: str) -> str:
+    import torch
+
+    before = sum(len(r["before"]["sites"]) for r in rows)
+    after = sum(len(r["after"]["sites"]) for r in rows)
+    removed = before - after
+    lines = [
+        "Fix rate on real break sites: `fuselint check --fix --unsafe-fixes` on a copy of each package,",
+        "then dynamo again (tiny configs, random seeded weights, CPU, eval, no_grad).",
+        f"torch {torch.__version__}, Python {platform.python_version()}; "
+        "command: `PYTHONPATH=. python bench/fix_rate.py --write bench/results/fix_rate.md`",
+        "",
+        f"**{removed} of {before} break sites removed ({100 * removed / max(before, 1):.0f}%)** over "
+        f"{len(rows)} models from {len({r['package'] for r in rows})} packages. fuselint said: {fix_summary}",
+        "",
+        "| model | package | sites | graphs | break events | outputs max abs diff | left (file:line gb reason) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    dirs = package_dirs()
+
+    def short(path: str) -> str:
+        for name, folder in dirs.items():
+            if folder in path or f"/{name}/" in path:
+                return name + path.split(f"/{name}", 1)[1]
+        return path
+
+    for r in rows:
+        b, a = r["before"], r["after"]
+        left = "; ".join(
+            f"`{short(s['file'])}:{s['line']}` {s['gb']} {s.get('reason', '')[:60]}" for s in a["sites"]
+        )
+        error = f" (after: {a['error']})" if a.get("error") else ""
+        lines.append(
+            f"| {r['model']}{error} | {r['package']} | {len(b['sites'])} → {len(a['sites'])} | "
+            f"{b.get('graphs', 0)} → {a.get('graphs', 0)} | {b.get('events', 0)} → {a.get('events', 0)} | "
+            f"{r['diff']} | {left or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help="comma-separated subset of bench/real_corpus.py's models")
+    parser.add_argument("--write", help="also write the Markdown table here")
+    parser.add_argument("--keep", help="keep the fixed copy of the packages in this folder")
+    args = parser.parse_args()
+    models = args.models.split(",") if args.models else list(MODELS)
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fuselint-fix-rate-"))
+    work.mkdir(parents=True, exist_ok=True)
+    before = {}
+    for model in models:
+        before[model] = run_child(model, outputs=str(work / f"{model}.before.pt"))
+        print(f"{model}: {len(before[model]['sites'])} sites before", file=sys.stderr)
+    files = sorted({s["file"] for r in before.values() for s in r["sites"]})
+    packages = {p: d for p, d in package_dirs().items() if any(f.startswith(d + "/") for f in files)}
+    fixed = work / "fixed"
+    if fixed.exists():
+        shutil.rmtree(fixed)
+    _, summary = fix_copy(files, packages, fixed)
+    rows = []
+    for model in models:
+        after = run_child(model, pythonpath=str(fixed), outputs=str(work / f"{model}.after.pt"))
+        print(f"{model}: {len(after['sites'])} sites after {after.get('error', '')}", file=sys.stderr)
+        diff = max_diff(str(work / f"{model}.before.pt"), str(work / f"{model}.after.pt"))
+        rows.append(
+            {"model": model, "package": MODELS[model], "before": before[model], "after": after, "diff": diff}
+        )
+    (work / "fix_rate.json").write_text(json.dumps(rows, indent=1))
+    text = table(rows, summary)
+    print(text)
+    if args.write:
+        Path(args.write).write_text(text)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+"""A corpus of real models from public packages that break torch.compile, and its ground truth.
+
+Not a test: needs transformers, torch_geometric, diffusers and fair-esm, which fuselint does
+not depend on. (torchvision's detection models belong here too, but its PyPI wheel needs CUDA
+torch libraries, and the development machines have the CPU torch wheel only; models that
+compile without a break, e.g. Mixtral, Funnel and DPM-Solver's step on torch 2.13, are left out.) Every model is built from a tiny config with random weights
+(seeded), so nothing is downloaded. Ground truth comes from dynamo itself, not from fuselint:
+each model runs under `torch.compile(backend=<a recorder>)` in its own process with dynamo's
+graph-break log captured, and a break *site* is the innermost frame of the break's user
+traceback that lies in the model's package (a break dynamo reports inside `copy.py` or torch is
+the package line that called it). `bench/real_breaks.py` scores static recall against these
+sites; `bench/fix_rate.py` fixes a copy of the packages and counts what is left.
+
+    PYTHONPATH=. python bench/real_corpus.py MODEL            # one model's sites, as JSON
+    PYTHONPATH=. python bench/real_corpus.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve()
+
+# ---------------------------------------------------------------- model factories
+# Each returns (model, args). Models are built under torch.manual_seed(0), inputs too, so two
+# processes (original and fixed source) build the same weights and feed the same data.
+
+
+def _ids(vocab: int, batch: int = 2, length: int = 32):
+    import torch
+
+    return torch.randint(0, vocab, (batch, length))
+
+
+def hf_longformer():
+    from transformers import LongformerConfig, LongformerModel
+
+    config = LongformerConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        attention_window=[8, 8],
+        max_position_embeddings=80,
+    )
+    return LongformerModel(config), (_ids(100, length=32),)
+
+
+def hf_big_bird():
+    from transformers import BigBirdConfig, BigBirdModel
+
+    config = BigBirdConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        attention_type="block_sparse",
+        block_size=4,
+        num_random_blocks=2,
+        max_position_embeddings=128,
+    )
+    return BigBirdModel(config), (_ids(100, length=64),)
+
+
+def hf_reformer():
+    from transformers import ReformerConfig, ReformerModel
+
+    config = ReformerConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        feed_forward_size=64,
+        attention_head_size=16,
+        axial_pos_embds=False,
+        max_position_embeddings=64,
+        local_attn_chunk_length=8,
+        lsh_attn_chunk_length=8,
+        attn_layers=["local", "lsh"],
+        is_decoder=False,
+    )
+    return ReformerModel(config), (_ids(100, length=32),)
+
+
+def hf_encodec():
+    import torch
+    from transformers import EncodecConfig, EncodecModel
+
+    config = EncodecConfig(
+        num_filters=4,
+        hidden_size=16,
+        codebook_size=16,
+        codebook_dim=16,
+        upsampling_ratios=[2, 2],
+        num_residual_layers=1,
+        target_bandwidths=[1.5],
+        sampling_rate=800,
+        chunk_length_s=None,
+    )
+    return EncodecModel(config), (torch.randn(1, 1, 256),)
+
+
+def hf_vits():
+    from transformers import VitsConfig, VitsModel
+
+    config = VitsConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        ffn_dim=32,
+        flow_size=8,
+        spectrogram_bins=9,
+        upsample_initial_channel=16,
+        upsample_rates=[2, 2],
+        upsample_kernel_sizes=[4, 4],
+        resblock_kernel_sizes=[3],
+        resblock_dilation_sizes=[[1, 3]],
+        prior_encoder_num_flows=1,
+        posterior_encoder_num_wavenet_layers=1,
+        duration_predictor_num_flows=1,
+        duration_predictor_filter_channels=16,
+        depth_separable_num_layers=1,
+        layerdrop=0.1,
+    )
+    return VitsModel(config), (_ids(40, batch=1, length=8),)
+
+
+def hf_qwen2_vl_vision():
+    import torch
+    from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
+
+    config = Qwen2VLVisionConfig(
+        depth=2,
+        embed_dim=32,
+        hidden_size=32,
+        num_heads=2,
+        mlp_ratio=2,
+        patch_size=2,
+        temporal_patch_size=2,
+        spatial_merge_size=2,
+        in_channels=3,
+    )
+    grid = torch.tensor([[1, 4, 4]])
+    pixels = torch.randn(16, 3 * 2 * 2 * 2)
+    return Qwen2VisionTransformerPretrainedModel._from_config(config), (pixels, grid)
+
+
+def hf_switch():
+    from transformers import SwitchTransformersConfig, SwitchTransformersEncoderModel
+
+    config = SwitchTransformersConfig(
+        vocab_size=100,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=2,
+        num_heads=2,
+        num_experts=4,
+        encoder_sparse_step=1,
+        expert_capacity=8,
+    )
+    return SwitchTransformersEncoderModel(config), (_ids(100, length=16),)
+
+
+def pyg_gcn():
+    import torch
+    from torch_geometric.nn import GCN
+
+    x = torch.randn(20, 8)
+    edges = torch.randint(0, 20, (2, 60))
+    return GCN(8, 16, num_layers=2, out_channels=4), (x, edges)
+
+
+def pyg_gat():
+    import torch
+    from torch_geometric.nn import GAT
+
+    x = torch.randn(20, 8)
+    edges = torch.randint(0, 20, (2, 60))
+    return GAT(8, 16, num_layers=2, out_channels=4, heads=2), (x, edges)
+
+
+def pyg_graphsage_pool():
+    import torch
+    from torch_geometric.nn import GraphSAGE, global_mean_pool
+
+    class Pooled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gnn = GraphSAGE(8, 16, num_layers=2, out_channels=4)
+
+        def forward(self, x, edge_index, batch):
+            return global_mean_pool(self.gnn(x, edge_index), batch)
+
+    x = torch.randn(20, 8)
+    edges = torch.randint(0, 20, (2, 60))
+    batch = torch.arange(20) // 10
+    return Pooled(), (x, edges, batch)
+
+
+def esm2():
+    import esm
+    import torch
+
+    alphabet = esm.data.Alphabet.from_architecture("ESM-1b")
+    model = esm.model.esm2.ESM2(num_layers=2, embed_dim=32, attention_heads=2, alphabet=alphabet)
+    tokens = torch.randint(4, 24, (2, 16))
+    return model, (tokens,)
+
+
+def _scheduler_step(scheduler_cls, **kwargs):
+    import torch
+
+    class SamplingStep(torch.nn.Module):
+        """One denoising step of a compiled sampling loop: the scheduler's `step` in forward."""
+
+        def __init__(self):
+            super().__init__()
+            self.scheduler = scheduler_cls(num_train_timesteps=100, **kwargs)
+            self.scheduler.set_timesteps(10)
+
+        def forward(self, model_output, timestep, sample):
+            return self.scheduler.step(model_output, timestep, sample).prev_sample
+
+    step = SamplingStep()
+    t = step.scheduler.timesteps[0]
+    return step, (torch.randn(1, 4, 8, 8), t, torch.randn(1, 4, 8, 8))
+
+
+def df_ddpm_step():
+    from diffusers import DDPMScheduler
+
+    return _scheduler_step(DDPMScheduler)
+
+
+def df_euler_step():
+    from diffusers import EulerDiscreteScheduler
+
+    return _scheduler_step(EulerDiscreteScheduler)
+
+
+MODELS = {
+    "hf_longformer": "transformers",
+    "hf_big_bird": "transformers",
+    "hf_reformer": "transformers",
+    "hf_encodec": "transformers",
+    "hf_vits": "transformers",
+    "hf_qwen2_vl_vision": "transformers",
+    "hf_switch": "transformers",
+    "pyg_gcn": "torch_geometric",
+    "pyg_gat": "torch_geometric",
+    "pyg_graphsage_pool": "torch_geometric",
+    "esm2": "esm",
+    "df_ddpm_step": "diffusers",
+    "df_euler_step": "diffusers",
+}
+
+# ---------------------------------------------------------------- ground truth (child process)
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_HEADER = re.compile(r"in user code at (?P<file>.+?):(?P<line>\d+)\s*$", re.MULTILINE)
+
+
+def package_dirs() -> dict[str, str]:
+    """Package name -> its folder, for every package of the corpus that is installed."""
+    import importlib.util
+
+    found = {}
+    for package in sorted(set(MODELS.values())):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            found[package] = str(Path(list(spec.submodule_search_locations)[0]).resolve())
+    return found
+
+
+def _site(text: str, roots: tuple[str, ...]) -> tuple[str, int] | None:
+    """The innermost frame of the break that lies in one of the corpus packages."""
+    _, marker, stack = text.rpartition("User code traceback:")
+    frames = [(f, int(n)) for f, n, _ in _FRAME.findall(stack if marker else text)]
+    header = _HEADER.search(text)
+    if header:
+        frames.append((header["file"], int(header["line"])))
+    for file, line in reversed(frames):
+        resolved = str(Path(file).resolve())
+        if resolved.startswith(roots):
+            return resolved, line
+    return None
+
+
+class _Breaks(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\n" + str(record.exc_info[1])
+        self.texts.append(text)
+
+
+def ground_truth(model_name: str, outputs: str | None = None) -> dict:
+    """Run one model under torch.compile with a recording backend; its break sites and graphs."""
+    import torch
+    import torch._logging
+
+    from fuselint.graph.breaks_log import parse_break
+
+    torch.manual_seed(0)
+    model, args = globals()[model_name]()
+    model.eval()
+    roots = tuple(d + os.sep for d in package_dirs().values())
+    handler = _Breaks()
+    names = [n for n in logging.root.manager.loggerDict if n.endswith("__graph_breaks")]
+    names += ["torch._dynamo.convert_frame.__graph_breaks", "torch._dynamo.symbolic_convert.__graph_breaks"]
+    torch._logging.set_logs(graph_breaks=True)
+    for n in set(names):
+        lg = logging.getLogger(n)
+        lg.addHandler(handler)
+        lg.propagate = False
+    graphs: list[int] = []
+
+    def recorder(gm, example_inputs):
+        graphs.append(len(gm.graph.nodes))
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=recorder, dynamic=False)
+    started = time.perf_counter()
+    error = ""
+    with torch.no_grad():
+        eager = model(*args)
+        try:
+            compiled(*args)
+        except Exception as exc:  # noqa: BLE001 - a model that cannot run is a row, not a crash
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    sites: dict[tuple[str, int], dict] = {}
+    for text in handler.texts:
+        if "Graph break" not in text:
+            continue
+        site = _site(text, roots)
+        if site is None:
+            continue
+        parsed = parse_break(text)  # dynamo's own text: its gb id and specific reason
+        entry = sites.setdefault(
+            site, {"file": site[0], "line": site[1], "gb": parsed.gb_id if parsed else "", "events": 0}
+        )
+        entry["events"] += 1
+        if parsed and parsed.reason and "reason" not in entry:
+            entry["reason"] = parsed.reason[:160]
+    if outputs:
+        torch.save(_tensors(eager), outputs)
+    return {
+        "model": model_name,
+        "package": MODELS[model_name],
+        "graphs": len(graphs),
+        "events": sum(s["events"] for s in sites.values()),
+        "sites": sorted(sites.values(), key=lambda s: (s["file"], s["line"])),
+        "error": error,
+        "seconds": round(time.perf_counter() - started, 1),
+        "torch": torch.__version__,
+    }
+
+
+def _tensors(value):
+    """The tensors of a model output, in a fixed order (dataclasses, dicts, tuples, objects)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k in sorted(value, key=str) for t in _tensors(value[k])]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if hasattr(value, "__dict__"):
+        return [t for k in sorted(vars(value)) for t in _tensors(vars(value)[k])]
+    return []
+
+
+def run_child(model: str, pythonpath: str = "", outputs: str | None = None, timeout: int = 600) -> dict:
+    """`ground_truth` in a fresh process; `pythonpath` first on the path (a fixed copy of the packages)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    cmd = [sys.executable, str(HERE), model, "--json"]
+    if outputs:
+        cmd += ["--outputs", outputs]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {
+            "model": model,
+            "package": MODELS[model],
+            "error": f"timed out after {timeout} s",
+            "sites": [],
+        }
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {
+        "model": model,
+        "package": MODELS[model],
+        "error": tail[:200],
+        "sites": [],
+        "graphs": 0,
+        "events": 0,
+    }
+
+
+def stdlib_dir() -> str:
+    return sysconfig.get_paths()["stdlib"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--outputs", help="save the eager outputs' tensors here (torch.save)")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args()
+    if args.list or not args.model:
+        print("\n".join(f"{m}\t{p}" for m, p in MODELS.items()))
+        return
+    result = ground_truth(args.model, args.outputs)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
