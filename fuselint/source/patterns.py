@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from fuselint.catalog import Rule
-from fuselint.findings import Applicability, Finding, Fix, Gain
+from fuselint.findings import Applicability, Edit, Finding, Fix, Gain
 from fuselint.source.module import SourceFile
 from fuselint.source.patterns_canon import Builder, Interner, Term, source_words, strip
 from fuselint.source.patterns_lower import Block, Lowerer, module_constants
@@ -279,8 +279,16 @@ class _Found:
 
 
 def _search(term: Term, i: int, index, block: Block, sf: SourceFile, names, found: list[_Found]) -> None:
-    """Top-down: the largest match wins, and what it covers is not searched again."""
-    if term.op == "inl" or term.stmt != i or term.node is None:
+    """Top-down: the largest match wins, and what it covers is not searched again.
+
+    A term the canonicaliser made up (the `-1 * b` of `a - b`) has no node to rewrite,
+    but its operands do: the search goes through it, or `a - 2 * (exp(h) - 1)` is missed.
+    """
+    if term.op == "inl" or (term.node is not None and term.stmt != i):
+        return
+    if term.node is None:
+        for arg in term.args:
+            _search(arg, i, index, block, sf, names, found)
         return
     candidates = list(index.get(term.op, ()))
     if term.op in ("add", "mul"):  # then patterns that may match one operand of a sum or product
@@ -308,7 +316,7 @@ def _finding(
         renderer = _Renderer(sf, block, i, deleted, names, pattern.vars)
         text = renderer.replacement(pattern.replace, m, root)
         if text is not None:
-            edits = [sf.replace(root.node, text)]
+            edits = [renderer.edit(root.node, text)]
             edits += [sf.delete_statement(block.statements[j].node) for j in sorted(deleted)]
             short = text if len(text) <= 80 else text[:77] + "..."
             fix = Fix(
@@ -610,6 +618,36 @@ class _Renderer:
                 return None
             return f"{_paren(base)} ** {_paren(exp)}"
         return None
+
+    def edit(self, node: ast.AST, text: str) -> Edit:
+        """Replace `node` by `text`; parentheses that only grouped the node go when `text` is
+        an atom, so `s * (exp(h) - 1)` becomes `s * expm1(h)`, not `s * (expm1(h))`."""
+        edit = self.sf.replace(node, text)
+        if not _is_atom(text) or not self._parenthesised(node):
+            return edit
+        before = self.sf.line_text(edit.line)[: edit.column - 1].rstrip()
+        after = self.sf.line_text(edit.end_line)[edit.end_column - 1 :]
+        end = edit.end_column + len(after) - len(after.lstrip()) + 1
+        if self._call_parens(node):  # `f((x - 1))`: only the inner pair groups
+            outer_before, outer_after = before[:-1].rstrip(), after.lstrip()[1:].lstrip()
+            if not (outer_before.endswith("(") and outer_after.startswith(")")):
+                return edit
+        return Edit(edit.line, len(before), edit.end_line, end, text)
+
+    def _call_parens(self, node: ast.AST) -> bool:
+        """The brackets around `node` may be its call's: `f(x - 1)`, `class A(x - 1)`."""
+        stmt = self.block.statements[self.i].node
+        for parent in ast.walk(stmt):
+            if isinstance(parent, ast.Call) and len(parent.args) + len(parent.keywords) == 1:
+                if parent.args and parent.args[0] is node:
+                    return True
+            if isinstance(parent, ast.ClassDef) and node in parent.bases:
+                return True
+            if isinstance(parent, (ast.GeneratorExp, ast.Tuple)) and any(
+                child is node for child in ast.iter_child_nodes(parent)
+            ):
+                return True
+        return False
 
     def _parenthesised(self, node: ast.AST) -> bool:
         """The source already has `(` `)` right around the node (they are outside its span)."""
