@@ -318,7 +318,7 @@ def _fix_files(
                 click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
                 unwritable.append(path)
                 continue
-        total += len(result.applied)
+        total += result.fixed
         changed[path] = result.text
         before[path] = text
         if not write:

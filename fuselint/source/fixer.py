@@ -14,6 +14,7 @@ import builtins
 import errno
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,8 +98,11 @@ def add_imports(text: str, statements: list[str]) -> str:
 @dataclass(frozen=True)
 class FixResult:
     text: str
-    applied: tuple[Finding, ...]
+    applied: tuple[Finding, ...]  # every fix applied, in every round
     rounds: int
+    # The findings of the first lint (the ones a user was shown) that the fixes removed. It
+    # differs from len(applied): a later round may fix what an earlier fix exposed or rewrote.
+    fixed: int = 0
 
 
 def allowed(finding: Finding, unsafe: bool) -> bool:
@@ -121,10 +125,15 @@ def _choose(findings: list[Finding]) -> list[Finding]:
 def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = False) -> FixResult:
     """Apply allowed fixes until none is left; every intermediate result must parse."""
     applied: list[Finding] = []
+    reported: list[Finding] = []
+    first_round: list[Finding] = []
     for round_ in range(1, MAX_ROUNDS + 1):
-        fixable = [f for f in lint(text) if allowed(f, unsafe)]
+        found = lint(text)
+        fixable = [f for f in found if allowed(f, unsafe)]
+        if round_ == 1:
+            reported = fixable
         if not fixable:
-            return FixResult(text, tuple(applied), round_ - 1)
+            return FixResult(text, tuple(applied), round_ - 1, _fixed(reported, first_round, found))
         new_text = None
         chosen = _choose(fixable)
         unbound = unbound_names(ast.parse(text))
@@ -135,10 +144,29 @@ def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = 
                 new_text, done = candidate, batch
                 break
         if new_text is None:
-            return FixResult(text, tuple(applied), round_)
+            return FixResult(text, tuple(applied), round_, _fixed(reported, first_round, found))
         applied.extend(done)
+        if round_ == 1:
+            first_round = done
         text = new_text
-    return FixResult(text, tuple(applied), MAX_ROUNDS)
+    return FixResult(text, tuple(applied), MAX_ROUNDS, _fixed(reported, first_round, lint(text)))
+
+
+def _fixed(reported: list[Finding], first_round: list[Finding], remaining: list[Finding]) -> int:
+    """How many reported findings are gone: those fixed in the first round, and those a later
+    round fixed (a finding counts as left while one of its code stays on the same text)."""
+    done = {id(f) for f in first_round}
+    left = Counter((f.code, f.source_line) for f in remaining)
+    count = len(first_round)
+    for finding in reported:
+        if id(finding) in done:
+            continue
+        key = (finding.code, finding.source_line)
+        if left[key]:
+            left[key] -= 1
+        else:
+            count += 1
+    return count
 
 
 def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]]) -> str | None:

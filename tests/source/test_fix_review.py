@@ -76,3 +76,33 @@ def test_call_parentheses_are_not_taken_for_grouping():
         """
     )
     assert "return torch.sqrt(torch.expm1(h)) + torch.sqrt(torch.expm1(h))\n" in result.text
+
+
+def test_fixed_counts_the_reported_findings_not_the_rounds():
+    # The inner `exp(x) - 1` is inside the outer match: reported once, fixed in two rounds.
+    source = """\
+    import torch
+
+
+    def g(x):
+        return torch.exp(torch.exp(x) - 1) - 1
+    """
+    assert len(_lint(textwrap.dedent(source))) == 1
+    result = _fix(source)
+    assert result.text.endswith("return torch.expm1(torch.expm1(x))\n")
+    assert len(result.applied) == 2
+    assert result.fixed == 1
+
+
+def test_cli_fixed_count_agrees_with_found(tmp_path):
+    from click.testing import CliRunner
+
+    from fuselint.cli import main
+
+    path = tmp_path / "m.py"
+    path.write_text("import torch\n\n\ndef g(x):\n    return torch.exp(torch.exp(x) - 1) - 1\n")
+    runner = CliRunner()
+    found = runner.invoke(main, ["check", "--no-cache", str(path)])
+    assert "Found 1 error." in found.output
+    fixed = runner.invoke(main, ["check", "--no-cache", "--fix", str(path)])
+    assert "Fixed 1 error." in fixed.output, fixed.output
