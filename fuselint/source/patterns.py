@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from fuselint.catalog import Rule
-from fuselint.findings import Applicability, Edit, Finding, Fix, Gain
+from fuselint.findings import Edit, Finding, Fix, Gain
+from fuselint.source.edits import applicability
 from fuselint.source.module import SourceFile
 from fuselint.source.patterns_canon import Builder, Interner, Term, source_words, strip
 from fuselint.source.patterns_lower import Block, Lowerer, module_constants
@@ -320,7 +321,7 @@ def _finding(
             edits += [sf.delete_statement(block.statements[j].node) for j in sorted(deleted)]
             short = text if len(text) <= 80 else text[:77] + "..."
             fix = Fix(
-                Applicability.SAFE if rule.fix == "safe" else Applicability.UNSAFE,
+                applicability(sf.text, edits, rule.fix),
                 f"replace with `{short}`",
                 tuple(sorted(edits)),
                 tuple(sorted(renderer.imports)),

@@ -106,3 +106,30 @@ def test_cli_fixed_count_agrees_with_found(tmp_path):
     assert "Found 1 error." in found.output
     fixed = runner.invoke(main, ["check", "--no-cache", "--fix", str(path)])
     assert "Fixed 1 error." in fixed.output, fixed.output
+
+
+NAMED_TEMPORARY = """\
+import torch
+
+
+def norm(x, eps):
+    variance = x.pow(2).mean(-1, keepdim=True)  # fp32 accumulation matters here
+    return x * torch.rsqrt(variance + eps)
+"""
+
+
+def test_a_fix_that_deletes_a_comment_is_unsafe():
+    (finding,) = [f for f in _lint(NAMED_TEMPORARY) if f.fix is not None]
+    assert finding.code == "FL214"
+    assert finding.fix.applicability.value == "unsafe"
+    assert _fix(NAMED_TEMPORARY, unsafe=False).text == NAMED_TEMPORARY
+    assert "rms_norm" in _fix(NAMED_TEMPORARY, unsafe=True).text
+
+
+def test_a_fix_that_keeps_every_comment_stays_safe():
+    source = NAMED_TEMPORARY.replace("  # fp32 accumulation matters here", "").replace(
+        "    variance", "    # fp32 accumulation matters here\n    variance"
+    )
+    (finding,) = [f for f in _lint(source) if f.fix is not None]
+    assert finding.fix.applicability.value == "safe"
+    assert "# fp32 accumulation matters here\n" in _fix(source, unsafe=False).text
