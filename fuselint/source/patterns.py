@@ -318,7 +318,7 @@ def _finding(
         text = renderer.replacement(pattern.replace, m, root)
         if text is not None:
             edits = [renderer.edit(root.node, text)]
-            edits += [sf.delete_statement(block.statements[j].node) for j in sorted(deleted)]
+            edits += _deletions(sf, block, deleted)
             short = text if len(text) <= 80 else text[:77] + "..."
             fix = Fix(
                 applicability(sf.text, edits, rule.fix),
@@ -336,6 +336,32 @@ def _finding(
         source_line=sf.line_text(node.lineno).strip(),
     )
     return _Found(finding, i, deleted if fix else set())
+
+
+def _deletions(sf: SourceFile, block: Block, deleted: set[int]) -> list[Edit]:
+    """Edits removing the consumed statements, and the blank lines that would be left doubled.
+
+    A statement between two blank lines, or first in its block before a blank line, takes
+    the blank lines after it along: otherwise two blank runs meet, or the block starts with
+    one, and a formatter would have to tidy what the fix left behind.
+    """
+    runs: list[list[int]] = []
+    for j in sorted(deleted):
+        node = block.statements[j].node
+        if runs and block.statements[runs[-1][-1]].node.end_lineno + 1 == node.lineno:
+            runs[-1].append(j)
+        else:
+            runs.append([j])
+    edits = []
+    for run in runs:
+        first = block.statements[run[0]].node.lineno
+        last = block.statements[run[-1]].node.end_lineno or first
+        blank_before = run[0] == 0 or not sf.line_text(first - 1).strip()
+        after = last + 1
+        while blank_before and after <= len(sf.lines) and not sf.line_text(after).strip():
+            after += 1
+        edits.append(Edit(first, 1, after, 1, ""))
+    return edits
 
 
 def crossed_bindings(m: Match, block: Block) -> list:

@@ -133,3 +133,35 @@ def test_a_fix_that_keeps_every_comment_stays_safe():
     (finding,) = [f for f in _lint(source) if f.fix is not None]
     assert finding.fix.applicability.value == "safe"
     assert "# fp32 accumulation matters here\n" in _fix(source, unsafe=False).text
+
+
+def test_a_deleted_statement_between_blank_lines_leaves_one_blank_run():
+    source = """\
+    import torch
+
+
+    def gaussian(x, sigma):
+        x = x + 0.5
+
+        gauss = torch.exp(-x.pow(2.0) / (2 * sigma.pow(2.0)))
+
+        return gauss / gauss.sum(-1, keepdim=True)
+    """
+    text = _fix(source, "FL201").text
+    assert "x = x + 0.5\n\n    return torch.softmax(" in text
+
+
+def test_a_deleted_first_statement_of_a_block_leaves_no_leading_blank_line():
+    source = """\
+    import torch
+
+
+    def gaussian(x, flag):
+        if flag:
+            gauss = torch.exp(x)
+
+            return gauss / gauss.sum(-1, keepdim=True)
+        return x
+    """
+    text = _fix(source, "FL201").text
+    assert "    if flag:\n        return torch.softmax(x, -1)\n" in text
