@@ -13,6 +13,7 @@ import ast
 import builtins
 import errno
 import os
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -76,23 +77,152 @@ def _has_import(table: ImportTable, statement: str) -> bool:
 
 
 def add_imports(text: str, statements: list[str]) -> str:
-    """Insert each missing import after the module's last top-level import (libcst, lossless)."""
+    """Insert each missing import into the module's import block, where isort would put it
+    (libcst, lossless): in torch's section, else the third-party one, straight imports before
+    `from` imports, by name; never after the relative imports of the local section."""
     table = ImportTable.of(ast.parse(text))
     missing = [s for s in dict.fromkeys(statements) if not _has_import(table, s)]
     if not missing:
         return text
     module = cst.parse_module(text)
     body = list(module.body)
-    position = 0
-    for index, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
-        ):
-            position = index + 1
-        elif index == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
-            position = 1  # after the module docstring
-    new = [cst.parse_statement(s) for s in missing]
-    return module.with_changes(body=body[:position] + new + body[position:]).code
+    for statement in sorted(missing, key=_sort_key, reverse=True):
+        body = _insert_import(body, cst.parse_statement(statement))
+    return module.with_changes(body=body).code
+
+
+def _import_of(stmt: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        node = stmt.body[0]
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            return node
+    return None
+
+
+def _module_name(node: cst.Import | cst.ImportFrom) -> str:
+    if isinstance(node, cst.Import):
+        return cst.Module([]).code_for_node(node.names[0].name)
+    dots = "." * len(node.relative)
+    return dots + (cst.Module([]).code_for_node(node.module) if node.module else "")
+
+
+def _sort_key(statement: str | cst.CSTNode) -> tuple[bool, str]:
+    """isort's order inside a section (ruff's default): `import x` before `from x import y`, by name."""
+    node = _import_of(cst.parse_statement(statement) if isinstance(statement, str) else statement)
+    return (isinstance(node, cst.ImportFrom), _module_name(node).lower())
+
+
+def _section(node: cst.Import | cst.ImportFrom) -> str:
+    name = _module_name(node)
+    if name.startswith("."):
+        return "local"
+    root = name.split(".")[0]
+    return "stdlib" if root in sys.stdlib_module_names or root == "__future__" else "third-party"
+
+
+def _starts_group(stmt: cst.SimpleStatementLine) -> bool:
+    return any(line.comment is None for line in stmt.leading_lines)
+
+
+def _insert_import(body: list, new: cst.SimpleStatementLine) -> list:
+    first = 1 if body and _is_docstring(body[0]) else 0
+    block: list[int] = []
+    for index in range(first, len(body)):
+        if _import_of(body[index]) is None:
+            break
+        block.append(index)
+    if not block:
+        return body[:first] + [new] + body[first:]
+    groups: list[list[int]] = []
+    for index in block:
+        if not groups or _starts_group(body[index]):
+            groups.append([])
+        groups[-1].append(index)
+
+    def roots(group: list[int]) -> set[str]:
+        return {_module_name(_import_of(body[i])).split(".")[0] for i in group}
+
+    sections = [{_section(_import_of(body[i])) for i in g} for g in groups]
+    target = next((g for g in groups if "torch" in roots(g)), None)
+    if target is None:
+        target = next((g for g, s in zip(groups, sections, strict=True) if s == {"third-party"}), None)
+    if target is not None:
+        key = _sort_key(new)
+        after = [i for i in target if _sort_key(body[i]) <= key]
+        if after:
+            return body[: after[-1] + 1] + [new] + body[after[-1] + 1 :]
+        head = body[target[0]]  # the new import opens the group: it takes the group's blank lines
+        new = new.with_changes(leading_lines=head.leading_lines)
+        return body[: target[0]] + [new, head.with_changes(leading_lines=())] + body[target[0] + 1 :]
+    # No third-party section yet: a new one after the standard library's, before the local one.
+    stdlib = [i for g, s in zip(groups, sections, strict=True) if s <= {"stdlib"} for i in g]
+    blank = (cst.EmptyLine(),)
+    if stdlib:
+        at = stdlib[-1] + 1
+        new = new.with_changes(leading_lines=blank)
+        if at < len(body) and at in block and not _starts_group(body[at]):
+            body = body[:at] + [body[at].with_changes(leading_lines=blank)] + body[at + 1 :]
+        return body[:at] + [new] + body[at:]
+    head = body[block[0]]
+    new = new.with_changes(leading_lines=head.leading_lines)
+    return body[: block[0]] + [new, head.with_changes(leading_lines=blank)] + body[block[0] + 1 :]
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def remove_unused_imports(before: str, after: str) -> str:
+    """Drop the module-level imports whose name `before` read and `after` no longer reads:
+    those the fix made unused (ruff's F401), and no other."""
+    old, new = ast.parse(before), ast.parse(after)
+    unused = _read_names(old) - _read_names(new) - _string_constants(new)
+    if not unused:
+        return after
+    module = cst.parse_module(after)
+    body = []
+    # The blank lines above a run of removed imports go to the statement after the run: the
+    # group it opened stays apart, and the file's first statement keeps no blank line on top.
+    orphaned: tuple | None = None
+    for stmt in module.body:
+        node = _import_of(stmt)
+        kept = None
+        if node is not None and not isinstance(node.names, cst.ImportStar) and not _has_comment(stmt):
+            kept = [a for a in node.names if _bound_name(a) not in unused]  # a comment is not ours
+        if kept == []:
+            orphaned = stmt.leading_lines if orphaned is None else orphaned
+            continue
+        if orphaned is not None and (not body or not stmt.leading_lines):
+            stmt = stmt.with_changes(leading_lines=orphaned)
+        orphaned = None
+        if kept is not None and len(kept) < len(node.names):
+            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            stmt = stmt.with_changes(body=[node.with_changes(names=kept)])
+        body.append(stmt)
+    return module.with_changes(body=body).code
+
+
+def _has_comment(stmt: cst.SimpleStatementLine) -> bool:
+    return stmt.trailing_whitespace.comment is not None or any(line.comment for line in stmt.leading_lines)
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None:
+        return cst.Module([]).code_for_node(alias.asname.name)
+    return cst.Module([]).code_for_node(alias.name).split(".")[0]
+
+
+def _read_names(tree: ast.Module) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+
+
+def _string_constants(tree: ast.Module) -> set[str]:
+    # A name listed in `__all__` (or otherwise spelled in a string) is kept: it may be exported.
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 @dataclass(frozen=True)
@@ -173,6 +303,7 @@ def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]]) ->
     try:
         edited = apply_edits(text, [e for f in findings for e in f.fix.edits])
         edited = add_imports(edited, [i for f in findings for i in f.fix.imports])
+        edited = remove_unused_imports(text, edited)
         tree = ast.parse(edited)
         cst.parse_module(edited)
     except (FixError, SyntaxError, ValueError, cst.ParserSyntaxError):

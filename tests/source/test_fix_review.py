@@ -165,3 +165,74 @@ def test_a_deleted_first_statement_of_a_block_leaves_no_leading_blank_line():
     """
     text = _fix(source, "FL201").text
     assert "    if flag:\n        return torch.softmax(x, -1)\n" in text
+
+
+GELU_FILE = """\
+import math
+
+import torch
+from torch import nn
+
+from .attention import Attention
+
+
+class NewGELU(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def ones():
+    return torch.ones(1)
+"""
+
+
+def test_an_import_the_fix_made_unused_is_removed():
+    text = _fix(GELU_FILE, "FL204").text
+    assert "import math" not in text
+    assert text.startswith("import torch\nfrom torch import nn\n\nfrom .attention import Attention\n")
+
+
+def test_an_import_unused_before_the_fix_is_kept():
+    source = GELU_FILE.replace("import math\n", "import math\nimport os\n")
+    text = _fix(source, "FL204").text
+    assert "import os\n" in text and "import math" not in text
+
+
+def test_an_import_with_a_comment_is_kept():
+    source = GELU_FILE.replace("import math\n", "import math  # for sqrt(2 / pi)\n")
+    assert "import math  # for sqrt(2 / pi)\n" in _fix(source, "FL204").text
+
+
+def test_a_new_import_goes_in_the_third_party_section_before_the_local_one():
+    source = """\
+    import math
+
+    import numpy as np
+    import torch
+    from transformers import AutoModel
+
+    from ...utils import logging
+    from .output import Output
+
+
+    def norm(states):
+        return states * torch.rsqrt(states.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+
+
+    def ones():
+        return torch.ones(1)
+    """
+    text = _fix(source).text
+    assert text.startswith(
+        "import math\n\nimport numpy as np\nimport torch\nimport torch.nn.functional as F\n"
+        "from transformers import AutoModel\n\nfrom ...utils import logging\n"
+    )
+
+
+def test_a_new_third_party_section_opens_after_the_standard_library():
+    from fuselint.source.fixer import add_imports
+
+    source = "import math\nfrom typing import Any\n\nfrom .utils import x\n\ny = 1\n"
+    assert add_imports(source, ["import torch"]) == (
+        "import math\nfrom typing import Any\n\nimport torch\n\nfrom .utils import x\n\ny = 1\n"
+    )
