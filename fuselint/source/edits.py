@@ -46,3 +46,44 @@ def applicability(text: str, edits: tuple[Edit, ...] | list[Edit], rule_fix: str
     if rule_fix == "safe" and not drops_comment(text, edits):
         return Applicability.SAFE
     return Applicability.UNSAFE
+
+
+# ---------------------------------------------------------------- the file's own style
+
+
+@lru_cache(maxsize=8)
+def preferred_quote(text: str) -> str:
+    """The quote most of the file's one-line strings use (`"` on a tie, as ruff-format does)."""
+    counts = {"'": 0, '"': 0}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.STRING:
+                body = token.string.lstrip("rRbBuUfF")
+                if body[:3] not in ("'''", '"""') and body[:1] in counts:
+                    counts[body[0]] += 1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return "'" if counts["'"] > counts['"'] else '"'
+
+
+def requote(code: str, quote: str) -> str:
+    """`code` (an expression) with its simple string literals, those holding no quote and no
+    backslash, in `quote`; the others are left as written."""
+    other = "'" if quote == '"' else '"'
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    pieces, cursor = [], 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            body = token.string
+            if token.type != tokenize.STRING or len(body) < 2 or body[0] != other or body[-1] != other:
+                continue
+            inner = body[1:-1]
+            if not inner.startswith(other * 2) and not any(c in inner for c in "'\\\""):
+                begin = starts[token.start[0] - 1] + token.start[1]
+                pieces.append(code[cursor:begin] + quote + inner + quote)
+                cursor = begin + len(body)
+    except (tokenize.TokenError, SyntaxError, IndexError):
+        return code
+    return "".join(pieces) + code[cursor:]

@@ -37,7 +37,7 @@ from functools import cache
 
 from fuselint.catalog import Rule
 from fuselint.findings import Edit, Finding, Fix, Gain
-from fuselint.source.edits import applicability
+from fuselint.source.edits import applicability, preferred_quote, requote
 from fuselint.source.module import SourceFile
 from fuselint.source.patterns_canon import Builder, Interner, Term, source_words, strip
 from fuselint.source.patterns_lower import Block, Lowerer, module_constants
@@ -594,7 +594,13 @@ class _Renderer:
             out.append(text)
             cursor = end
         out.append(source[cursor:])
-        return "".join(out)
+        return self.styled("".join(out))
+
+    def styled(self, code: str) -> str:
+        """Template text with its string literals in the file's quotes (`approximate="tanh"`)."""
+        if "'" not in code and '"' not in code:
+            return code
+        return requote(code, preferred_quote(self.sf.text))
 
     def var(self, name: str, bindings: dict) -> str | None:
         bound = bindings.get(name)
@@ -627,7 +633,7 @@ class _Renderer:
                 return _segment(self.sf, t.node)
             return None
         if t.op == "c":
-            return repr(t.value)
+            return self.styled(repr(t.value)) if isinstance(t.value, str) else repr(t.value)
         if t.op == "q":
             return self.spell(str(t.value))
         if t.op == "mul" and any(a.op == "c" and a.value == -1 for a in t.args):

@@ -236,3 +236,22 @@ def test_a_new_third_party_section_opens_after_the_standard_library():
     assert add_imports(source, ["import torch"]) == (
         "import math\nfrom typing import Any\n\nimport torch\n\nfrom .utils import x\n\ny = 1\n"
     )
+
+
+def test_a_replacement_uses_the_file_s_double_quotes():
+    text = _fix(GELU_FILE, "FL204").text
+    assert 'nn.functional.gelu(x, approximate="tanh")' in text
+
+
+def test_a_replacement_uses_the_file_s_single_quotes():
+    source = GELU_FILE.replace("def ones():", "NAME = 'gelu'\nMODE = 'tanh'\n\n\ndef ones():")
+    text = _fix(source, "FL204").text
+    assert "nn.functional.gelu(x, approximate='tanh')" in text
+
+
+def test_requote_leaves_strings_with_quotes_or_escapes_alone():
+    from fuselint.source.edits import requote
+
+    before = "f(a='x', b='it\\'s', c=\"y\", d='say \"hi\"')"
+    after = 'f(a="x", b=\'it\\\'s\', c="y", d=\'say "hi"\')'
+    assert requote(before, '"') == after
