@@ -12,21 +12,32 @@ from __future__ import annotations
 import ast
 import builtins
 import errno
+import io
 import os
 import sys
 import tempfile
+import tokenize
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from pathlib import Path
 
 import libcst as cst
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
 from fuselint.findings import Applicability, Edit, Finding
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import newline_of
+from fuselint.source.wrap import wrap
 
 MAX_ROUNDS = 8
+# black's and ruff-format's default, for a file whose pyproject.toml names none.
+DEFAULT_LINE_LENGTH = 88
 
 
 class FixError(Exception):
@@ -252,8 +263,15 @@ def _choose(findings: list[Finding]) -> list[Finding]:
     return chosen
 
 
-def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = False) -> FixResult:
-    """Apply allowed fixes until none is left; every intermediate result must parse."""
+def fix_text(
+    text: str,
+    lint: Callable[[str], list[Finding]],
+    *,
+    unsafe: bool = False,
+    line_length: int = DEFAULT_LINE_LENGTH,
+) -> FixResult:
+    """Apply allowed fixes until none is left; every intermediate result must parse. A line a
+    fix makes longer than `line_length` is wrapped (see `wrap`)."""
     applied: list[Finding] = []
     reported: list[Finding] = []
     first_round: list[Finding] = []
@@ -269,7 +287,7 @@ def fix_text(text: str, lint: Callable[[str], list[Finding]], *, unsafe: bool = 
         unbound = unbound_names(ast.parse(text))
         # All chosen fixes at once; if the result is broken, fall back to one at a time.
         for batch in [chosen, *([f] for f in chosen)]:
-            candidate = _apply(text, batch, unbound)
+            candidate = _apply(text, batch, unbound, line_length)
             if candidate is not None and candidate != text:
                 new_text, done = candidate, batch
                 break
@@ -299,11 +317,12 @@ def _fixed(reported: list[Finding], first_round: list[Finding], remaining: list[
     return count
 
 
-def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]]) -> str | None:
+def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]], line_length: int) -> str | None:
     try:
         edited = apply_edits(text, [e for f in findings for e in f.fix.edits])
         edited = add_imports(edited, [i for f in findings for i in f.fix.imports])
         edited = remove_unused_imports(text, edited)
+        edited = wrap_long_lines(text, edited, line_length)
         tree = ast.parse(edited)
         cst.parse_module(edited)
     except (FixError, SyntaxError, ValueError, cst.ParserSyntaxError):
@@ -313,6 +332,92 @@ def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]]) ->
     if unbound_names(tree) - unbound:
         return None
     return edited
+
+
+def wrap_long_lines(before: str, after: str, limit: int) -> str:
+    """Wrap each line of `after` that the edits made and that passes `limit`, unless the lines
+    it replaced were as long: a line the author left too long is left as the author had it."""
+    new = after.splitlines(keepends=True)
+    bare = [line.rstrip("\r\n") for line in new]
+    long = [i for i, line in enumerate(bare) if len(line) > limit]
+    if not long:
+        return after
+    old = before.splitlines()
+    longest_before: dict[int, int] = {}
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, bare, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            for j in range(j1, j2):
+                longest_before[j] = max((len(line) for line in old[i1:i2]), default=0)
+    candidates = [i for i in long if i in longest_before and len(bare[i]) > max(longest_before[i], limit)]
+    if not candidates:
+        return after
+    whole, inside = _line_kinds(after)
+    newline = newline_of(after)
+    for i in candidates:
+        if i + 1 not in whole and i + 1 not in inside:
+            continue
+        lines = wrap(bare[i], limit, statement=i + 1 in whole)
+        if lines is not None:
+            new[i] = newline.join(lines) + new[i][len(bare[i]) :]
+    return "".join(new)
+
+
+def _line_kinds(text: str) -> tuple[set[int], set[int]]:
+    """(lines holding exactly one whole simple statement, lines that start inside brackets)."""
+    tree = ast.parse(text)
+    counts = Counter(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and node.lineno == node.end_lineno
+    )
+    starts = Counter(node.lineno for node in ast.walk(tree) if isinstance(node, ast.stmt))
+    whole = {line for line, n in counts.items() if n == 1 and starts[line] == 1}
+    inside: set[int] = set()
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+            elif token.type == tokenize.NL and depth > 0:
+                inside.add(token.start[0] + 1)
+    except (tokenize.TokenError, SyntaxError):
+        return whole, set()
+    return whole, inside
+
+
+_COMPOUND = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Match,
+)
+
+
+def line_length_for(path: Path) -> int:
+    """`line-length` of `[tool.ruff]` (or `[tool.black]`) in the nearest pyproject.toml, else 88."""
+    for folder in path.resolve().parents:
+        config = folder / "pyproject.toml"
+        if not config.is_file():
+            continue
+        try:
+            tool = tomllib.loads(config.read_text(encoding="utf-8")).get("tool", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return DEFAULT_LINE_LENGTH
+        for section in ("ruff", "black"):
+            value = tool.get(section, {}).get("line-length")
+            if isinstance(value, int) and value > 0:
+                return value
+        return DEFAULT_LINE_LENGTH
+    return DEFAULT_LINE_LENGTH
 
 
 def unbound_names(tree: ast.Module) -> set[tuple[str, str]]:

@@ -255,3 +255,120 @@ def test_requote_leaves_strings_with_quotes_or_escapes_alone():
     before = "f(a='x', b='it\\'s', c=\"y\", d='say \"hi\"')"
     after = 'f(a="x", b=\'it\\\'s\', c="y", d=\'say "hi"\')'
     assert requote(before, '"') == after
+
+
+# ---------------------------------------------------------------- line length
+
+RMS_LONG = """\
+import torch
+from torch import nn
+
+
+class T5LayerNorm(nn.Module):
+    def forward(self, hidden_states):
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return hidden_states
+"""
+
+
+def test_a_line_the_fix_makes_too_long_is_wrapped_inside_the_call():
+    text = _fix(RMS_LONG, "FL215", line_length=100).text
+    assert (
+        "        hidden_states = nn.functional.rms_norm(\n"
+        "            hidden_states.float(), (hidden_states.shape[-1],), eps=self.variance_epsilon\n"
+        "        )\n"
+    ) in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_a_line_within_the_limit_is_left_on_one_line():
+    text = _fix(RMS_LONG, "FL215", line_length=130).text
+    assert (
+        "hidden_states = nn.functional.rms_norm(hidden_states.float(), (hidden_states.shape[-1],), eps="
+        in text
+    )
+
+
+def test_arguments_go_one_per_line_when_they_do_not_fit_together():
+    source = """\
+    import torch
+    from torch import nn
+
+
+    class Rope(nn.Module):
+        def forward(self, hidden_states, position_ids):
+            seq_len = torch.max(position_ids) + 1
+            if seq_len > self.limit:
+                ext_factors = torch.tensor(self.long_factor, dtype=torch.float32, device=hidden_states.device)
+            else:
+                ext_factors = torch.tensor(self.short_factor, dtype=torch.float32, device=hidden_states.device)
+            return ext_factors
+    """
+    text = _fix(source, "FL102", line_length=100).text
+    assert (
+        "        ext_factors = torch.where(\n"
+        "            seq_len > self.limit,\n"
+        "            torch.tensor(self.long_factor, dtype=torch.float32, device=hidden_states.device),\n"
+        "            torch.tensor(self.short_factor, dtype=torch.float32, device=hidden_states.device),\n"
+        "        )\n"
+    ) in text
+
+
+def test_a_method_on_a_parenthesised_product_splits_at_the_parentheses():
+    from fuselint.source.wrap import wrap
+
+    line = (
+        "        return (nn.functional.rms_norm(hidden_states, (hidden_states.shape[-1],), eps=self.eps)"
+        " * self.weight.float()).to(input_dtype)"
+    )
+    assert wrap(line, 119, statement=True) == [
+        "        return (",
+        "            nn.functional.rms_norm(hidden_states, (hidden_states.shape[-1],), eps=self.eps)"
+        " * self.weight.float()",
+        "        ).to(input_dtype)",
+    ]
+
+
+def test_an_operand_line_inside_brackets_splits_before_its_operators():
+    from fuselint.source.wrap import wrap
+
+    line = "        - 2.0 * (sigma_t * torch.expm1(h)) * model_output_with_a_rather_long_name_for_this_test"
+    assert wrap(line, 60, statement=False) == [
+        "        - 2.0",
+        "        * (sigma_t * torch.expm1(h))",
+        "        * model_output_with_a_rather_long_name_for_this_test",
+    ]
+
+
+def test_a_line_with_a_comment_is_not_wrapped():
+    from fuselint.source.wrap import wrap
+
+    assert wrap("x = f(aaaaaaaaaa, bbbbbbbbbbbb, cccccccccc)  # why", 30, statement=True) is None
+
+
+def test_line_length_comes_from_the_nearest_pyproject(tmp_path):
+    from fuselint.source.fixer import line_length_for
+
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 119\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    (tmp_path / "pkg" / "m.py").write_text("")
+    (tmp_path / "n.py").write_text("")
+    assert line_length_for(tmp_path / "pkg" / "m.py") == 100
+    assert line_length_for(tmp_path / "n.py") == 119
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert line_length_for(tmp_path / "n.py") == 88
+
+
+def test_the_cli_wraps_to_the_project_line_length(tmp_path):
+    from click.testing import CliRunner
+
+    from fuselint.cli import main
+
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    path = tmp_path / "m.py"
+    path.write_text(RMS_LONG)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--fix", "--unsafe-fixes", str(path)])
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in path.read_text().splitlines()) <= 100
