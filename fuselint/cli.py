@@ -303,7 +303,7 @@ def _fix_files(
     files that could not be written, old texts of the changed files). A file that cannot be
     written is left as it was."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
-    from fuselint.source.fixer import allowed, fix_text, write_atomically
+    from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
     total, changed, diffs, unwritable, before = 0, {}, [], [], {}
@@ -312,7 +312,10 @@ def _fix_files(
         if error is not None:
             continue
         result = fix_text(
-            text, lambda t, p=path: lint_text(p, t, catalog, config), unsafe=config.unsafe_fixes
+            text,
+            lambda t, p=path: lint_text(p, t, catalog, config),
+            unsafe=config.unsafe_fixes,
+            line_length=line_length_for(Path(path)),
         )
         if result.text == text:
             continue
@@ -323,7 +326,7 @@ def _fix_files(
                 click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
                 unwritable.append(path)
                 continue
-        total += len(result.applied)
+        total += result.fixed
         changed[path] = result.text
         before[path] = text
         if not write:

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from fuselint.catalog import Rule
-from fuselint.findings import Applicability, Finding, Fix, Gain
+from fuselint.findings import Edit, Finding, Fix, Gain
+from fuselint.source.edits import applicability, preferred_quote, requote
 from fuselint.source.module import SourceFile
 from fuselint.source.patterns_canon import Builder, Interner, Term, source_words, strip
 from fuselint.source.patterns_lower import Block, Lowerer, module_constants
@@ -295,8 +296,16 @@ class _Found:
 
 
 def _search(term: Term, i: int, index, block: Block, sf: SourceFile, names, found: list[_Found]) -> None:
-    """Top-down: the largest match wins, and what it covers is not searched again."""
-    if term.op == "inl" or term.stmt != i or term.node is None:
+    """Top-down: the largest match wins, and what it covers is not searched again.
+
+    A term the canonicaliser made up (the `-1 * b` of `a - b`) has no node to rewrite,
+    but its operands do: the search goes through it, or `a - 2 * (exp(h) - 1)` is missed.
+    """
+    if term.op == "inl" or (term.node is not None and term.stmt != i):
+        return
+    if term.node is None:
+        for arg in term.args:
+            _search(arg, i, index, block, sf, names, found)
         return
     candidates = list(index.get(term.op, ()))
     if term.op in ("add", "mul"):  # then patterns that may match one operand of a sum or product
@@ -324,11 +333,11 @@ def _finding(
         renderer = _Renderer(sf, block, i, deleted, names, pattern.vars)
         text = renderer.replacement(pattern.replace, m, root)
         if text is not None:
-            edits = [sf.replace(root.node, text)]
-            edits += [sf.delete_statement(block.statements[j].node) for j in sorted(deleted)]
+            edits = [renderer.edit(root.node, text)]
+            edits += _deletions(sf, block, deleted)
             short = text if len(text) <= 80 else text[:77] + "..."
             fix = Fix(
-                Applicability.SAFE if rule.fix == "safe" else Applicability.UNSAFE,
+                applicability(sf.text, edits, rule.fix),
                 f"replace with `{short}`",
                 tuple(sorted(edits)),
                 tuple(sorted(renderer.imports)),
@@ -343,6 +352,32 @@ def _finding(
         source_line=sf.line_text(node.lineno).strip(),
     )
     return _Found(finding, i, deleted if fix else set())
+
+
+def _deletions(sf: SourceFile, block: Block, deleted: set[int]) -> list[Edit]:
+    """Edits removing the consumed statements, and the blank lines that would be left doubled.
+
+    A statement between two blank lines, or first in its block before a blank line, takes
+    the blank lines after it along: otherwise two blank runs meet, or the block starts with
+    one, and a formatter would have to tidy what the fix left behind.
+    """
+    runs: list[list[int]] = []
+    for j in sorted(deleted):
+        node = block.statements[j].node
+        if runs and block.statements[runs[-1][-1]].node.end_lineno + 1 == node.lineno:
+            runs[-1].append(j)
+        else:
+            runs.append([j])
+    edits = []
+    for run in runs:
+        first = block.statements[run[0]].node.lineno
+        last = block.statements[run[-1]].node.end_lineno or first
+        blank_before = run[0] == 0 or not sf.line_text(first - 1).strip()
+        after = last + 1
+        while blank_before and after <= len(sf.lines) and not sf.line_text(after).strip():
+            after += 1
+        edits.append(Edit(first, 1, after, 1, ""))
+    return edits
 
 
 def crossed_bindings(m: Match, block: Block) -> list:
@@ -575,7 +610,13 @@ class _Renderer:
             out.append(text)
             cursor = end
         out.append(source[cursor:])
-        return "".join(out)
+        return self.styled("".join(out))
+
+    def styled(self, code: str) -> str:
+        """Template text with its string literals in the file's quotes (`approximate="tanh"`)."""
+        if "'" not in code and '"' not in code:
+            return code
+        return requote(code, preferred_quote(self.sf.text))
 
     def var(self, name: str, bindings: dict) -> str | None:
         bound = bindings.get(name)
@@ -608,7 +649,7 @@ class _Renderer:
                 return _segment(self.sf, t.node)
             return None
         if t.op == "c":
-            return repr(t.value)
+            return self.styled(repr(t.value)) if isinstance(t.value, str) else repr(t.value)
         if t.op == "q":
             return self.spell(str(t.value))
         if t.op == "mul" and any(a.op == "c" and a.value == -1 for a in t.args):
@@ -626,6 +667,36 @@ class _Renderer:
                 return None
             return f"{_paren(base)} ** {_paren(exp)}"
         return None
+
+    def edit(self, node: ast.AST, text: str) -> Edit:
+        """Replace `node` by `text`; parentheses that only grouped the node go when `text` is
+        an atom, so `s * (exp(h) - 1)` becomes `s * expm1(h)`, not `s * (expm1(h))`."""
+        edit = self.sf.replace(node, text)
+        if not _is_atom(text) or not self._parenthesised(node):
+            return edit
+        before = self.sf.line_text(edit.line)[: edit.column - 1].rstrip()
+        after = self.sf.line_text(edit.end_line)[edit.end_column - 1 :]
+        end = edit.end_column + len(after) - len(after.lstrip()) + 1
+        if self._call_parens(node):  # `f((x - 1))`: only the inner pair groups
+            outer_before, outer_after = before[:-1].rstrip(), after.lstrip()[1:].lstrip()
+            if not (outer_before.endswith("(") and outer_after.startswith(")")):
+                return edit
+        return Edit(edit.line, len(before), edit.end_line, end, text)
+
+    def _call_parens(self, node: ast.AST) -> bool:
+        """The brackets around `node` may be its call's: `f(x - 1)`, `class A(x - 1)`."""
+        stmt = self.block.statements[self.i].node
+        for parent in ast.walk(stmt):
+            if isinstance(parent, ast.Call) and len(parent.args) + len(parent.keywords) == 1:
+                if parent.args and parent.args[0] is node:
+                    return True
+            if isinstance(parent, ast.ClassDef) and node in parent.bases:
+                return True
+            if isinstance(parent, (ast.GeneratorExp, ast.Tuple)) and any(
+                child is node for child in ast.iter_child_nodes(parent)
+            ):
+                return True
+        return False
 
     def _parenthesised(self, node: ast.AST) -> bool:
         """The source already has `(` `)` right around the node (they are outside its span)."""

@@ -184,13 +184,20 @@ def match_root(p: Pattern, t: Term) -> Iterator[Match]:
         else:
             yield from match(p, p.term, t, Match())
     elif t.op in ("add", "mul"):
-        # The pattern may be one operand of a sum or product: `y / (1 + exp(-x))`.
+        # The pattern may be one operand of a sum or product: `y / (1 + exp(-x))`. An operand
+        # with its own source node is matched there instead, so that only it is rewritten and
+        # `2.0 * (s * (exp(h) - 1))` keeps its grouping.
         for j, operand in enumerate(t.args):
-            if strip(operand).op == p.term.op:
+            if strip(operand).op == p.term.op and not _own_node(operand, t):
                 for m in match(p, p.term, operand, Match()):
                     m.rest = [a for k, a in enumerate(t.args) if k != j]
                     m.anchor = position(operand)
                     yield m
+
+
+def _own_node(operand: Term, t: Term) -> bool:
+    node = operand.node
+    return operand.op != "inl" and node is not None and node is not t.node and operand.stmt == t.stmt
 
 
 def match(p: Pattern, pt: Term, t: Term, m: Match) -> Iterator[Match]:

@@ -17,6 +17,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.dataflow import flows
+from fuselint.source.edits import applicability
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import atom, finding
 from fuselint.source.scope import ModelFunction
@@ -51,7 +52,8 @@ def _fix(sf: SourceFile, outer: ast.Call, first: str, second: str) -> Fix | None
     inner = outer.func.value
     receiver = inner.func.value
     if first == second:  # the second cast returns its input unchanged
-        return Fix(Applicability.SAFE, "drop the repeated cast", (sf.replace(outer, sf.segment(inner)),))
+        edit = sf.replace(outer, sf.segment(inner))
+        return Fix(applicability(sf.text, [edit], "safe"), "drop the repeated cast", (edit,))
     if first == "float32" and second in ("float16", "bfloat16"):
         arguments = sf.segment(outer)[len(sf.segment(outer.func)) :]
         text = f"{atom(sf, receiver)}.{outer.func.attr}{arguments}"
