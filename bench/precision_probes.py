@@ -55,7 +55,7 @@ class ZipLists(nn.Module):
         parts = list(x.chunk(3, dim=-1))
         pads = [None, 1.0, 2.0]
         out = []
-        for part, pad in zip(parts, pads):
+        for part, pad in zip(parts, pads, strict=True):
             out.append(part if pad is None else part + pad)
         return torch.cat(out, dim=-1)
 
