@@ -85,7 +85,7 @@ class Mode(enum.Enum):
     FAST = 1
 
 class M(nn.Module):
-    def forward(self, x, kv_caches=None, mode=None, stride=None, kind=None):
+    def forward(self, x, kv_caches=None, interp=None, hop=None, kind=None):
         {test}
         return x
 """
@@ -96,10 +96,10 @@ class M(nn.Module):
     [
         "if not kv_caches: kv_caches = [None for _ in range(4)]",
         "if kv_caches: x = x * 2",
-        "if mode == Mode.FAST: x = x * 2",
-        "if stride == 1: x = x * 2",
+        "if interp == Mode.FAST: x = x * 2",
+        "if hop == 1 or hop > 2: x = x * 2",
         "if kind != 'reflect': x = x * 2",
-        "if x.dtype == Mode.FAST: x = x * 2",
+        "if x.sum() != Mode.FAST: x = x * 2",
         "if x.sum() == 'a': x = x * 2",
     ],
 )
