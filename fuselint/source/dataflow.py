@@ -26,6 +26,7 @@ and `raise` statements are not recorded.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -144,7 +145,8 @@ def _host_param_name(name: str) -> bool:
 
 def annotation_kind(annotation: ast.expr) -> str | None:
     """`torch.Tensor`, `Optional[torch.Tensor]` -> tensor; tuples of tensors -> tuple; else None."""
-    text = ast.unparse(annotation)
+    quoted = isinstance(annotation, ast.Constant) and isinstance(annotation.value, str)
+    text = annotation.value if quoted else ast.unparse(annotation)  # "int | torch.Tensor" too
     if "Tensor" not in text and "Parameter" not in text:
         return None
     head = text.replace("typing.", "")
@@ -155,7 +157,12 @@ def annotation_kind(annotation: ast.expr) -> str | None:
         return TUPLE
     if any(f"{c}[" in text for c in ("list", "List", "tuple", "Tuple")):
         return None  # `Tensor | list[tuple]`: could be either; don't guess
+    if _HOST_UNION.search(text):
+        return None  # `int | torch.Tensor`: diffusers' callers pass the int read off a shape
     return BOOL if "BoolTensor" in text else TENSOR
+
+
+_HOST_UNION = re.compile(r"(^|[\[|,]\s*)(int|float|bool|str)\s*([\]|,]|$)")
 
 
 def _is_none(default: ast.expr | None) -> bool:

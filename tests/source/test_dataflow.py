@@ -312,3 +312,16 @@ class M(nn.Module):
         function="helper",
     )
     assert "size" not in env
+
+
+def test_a_union_of_a_tensor_and_a_python_number_is_not_taken_for_a_tensor():
+    env = kinds_at_return(
+        HEADER
+        + """
+class M(nn.Module):
+    def forward(self, x: torch.Tensor | None, max_len: "int | torch.Tensor", scale: Union[float, torch.Tensor],
+                ids: torch.IntTensor):
+        return x
+"""
+    )
+    assert env == {"x": TENSOR, "ids": TENSOR}
