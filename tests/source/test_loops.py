@@ -95,6 +95,9 @@ class M(nn.Module):
         pads = [None] * 3
         for row, pad in zip(x, pads):
             out.append(row)
+        per_level = [level[0] for level in latents]
+        for level, anchors in zip(per_level, paddings):
+            out.append(level + anchors)
         return out, s
 """
 

@@ -41,8 +41,18 @@ def _rows(expr: ast.expr, flow: FunctionFlow, env) -> bool:
 
 
 def _host_list(expr: ast.expr, flow: FunctionFlow, env) -> bool:
-    """`expr` is a Python list the code built or checked (`[None] * n`, `isinstance(x, list)`)."""
-    return isinstance(expr, (ast.List, ast.ListComp)) or flow.kind(expr, env) == LIST
+    """`expr` is a Python list the code built or checked: `[None] * n`, `isinstance(x, list)`, or a
+    name bound once to a list comprehension (`per_level = [t[i] for t in levels]`)."""
+    if isinstance(expr, (ast.List, ast.ListComp)) or flow.kind(expr, env) == LIST:
+        return True
+    if not isinstance(expr, ast.Name) or flow.assigned.get(expr.id) != 1:
+        return False
+    return any(
+        isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.ListComp)
+        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+        for node in ast.walk(flow.fn.node)
+    )
 
 
 # Words in a size's name that say it grows with the input: a batch, a sequence, time.
