@@ -57,6 +57,19 @@ def _warning_text(stmt: ast.stmt) -> str | None:
     return None
 
 
+def _fails(stmt: ast.stmt) -> bool:
+    """`raise ...`, `assert False, ...` or `torch._assert(False, ...)` (TorchScript's raise)."""
+    if isinstance(stmt, ast.Raise):
+        return True
+    if isinstance(stmt, ast.Assert):
+        return isinstance(stmt.test, ast.Constant) and not stmt.test.value
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.value.args:
+        func, first = stmt.value.func, stmt.value.args[0]
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name == "_assert" and isinstance(first, ast.Constant) and first.value is False
+    return False
+
+
 def _mentions_deprecated(test: ast.expr) -> bool:
     return any(
         "deprecat" in (getattr(n, "id", "") or getattr(n, "attr", "") or "").lower()
@@ -76,7 +89,7 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt]) -> str | None:
     and inherits the outer road): a warning about the data (`"NSFW content was detected"`) leaves
     the branch normal.
     """
-    if any(isinstance(stmt, ast.Raise) for stmt in body):
+    if any(_fails(stmt) for stmt in body):
         return ERROR
     texts = [t for t in map(_warning_text, body) if t is not None]
     if (test is not None and _mentions_deprecated(test)) or any(_DEPRECATION_TEXT.search(t) for t in texts):

@@ -223,6 +223,28 @@ class M(nn.Module):
     assert deprecation["logger.warning_once"] == "misuse"
 
 
+def test_a_branch_that_always_fails_an_assert_is_an_error_path():
+    paths = _paths(
+        """
+class M(nn.Module):
+    def forward(self, boxes):
+        degenerate = boxes[:, 2:] <= boxes[:, :2]
+        if degenerate.any():
+            bad = boxes[torch.where(degenerate.any(dim=1))[0][0]].tolist()
+            torch._assert(False, f"invalid box {bad}")
+        if boxes.dim() != 2:
+            boxes.float()
+            assert False, "2-d boxes"
+        if boxes.numel() == 0:
+            boxes.half()
+            torch._assert(boxes.numel() == 0, "checked")
+        return boxes
+"""
+    )
+    assert paths["torch.where"] == "error" and paths["boxes.float"] == "error"
+    assert paths["boxes.dim"] is None and paths["boxes.half"] is None
+
+
 def test_helper_parameters_take_the_kinds_their_callers_pass():
     _, all_flows = _flows(
         HEADER
