@@ -1,12 +1,15 @@
-"""Precision of the static source rules on a real model zoo: transformers/models.
+"""Precision of the static source rules on a real model zoo (transformers/models by default).
 
 Downloads the transformers wheel (once, into /tmp/tf; not committed), lints
-`transformers/models` with `fuselint check --format json`, prints findings per rule and the
-lint speed, then draws a seeded, stable sample of findings and prints each with 6 lines of
-context so a person can judge it (real blocker or false positive). The judged table lives in
-bench/results/precision.md.
+`transformers/models` (or the folder given with `--target`, e.g. a copy of an installed
+package) with `fuselint check --format json`, prints findings per rule and the lint speed, then
+draws a seeded, stable sample of findings and prints each with 6 lines of context so a person
+can judge it (real blocker or false positive). A finding that sits on a deprecation, misuse or
+error path carries `details.path`; it is printed, and `--paths normal` leaves such findings out
+of the sample. The judged tables live in bench/results/precision*.md.
 
     PYTHONPATH=. python bench/precision.py [--sample 30] [--seed 0] [--rules FL1,FL4]
+        [--target DIR] [--paths all|normal]
 """
 
 from __future__ import annotations
@@ -75,17 +78,25 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rules", default="FL1,FL4")
+    parser.add_argument("--target", type=Path, help="folder to lint instead of transformers/models")
+    parser.add_argument("--paths", choices=("all", "normal"), default="all")
     args = parser.parse_args()
-    target = models_dir()
+    target = args.target.resolve() if args.target else models_dir()
     files = sum(1 for _ in target.rglob("*.py"))
     findings, seconds = lint(target, args.rules)
     print(f"{len(findings)} findings in {files} files, {seconds:.1f} s ({files / seconds:.0f} files/s)")
     for code, count in sorted(collections.Counter(f["code"] for f in findings).items()):
         print(f"  {code}  {count}")
+    off_path = sum(1 for f in findings if (f.get("details") or {}).get("path"))
+    print(f"  on a deprecation/misuse/error path: {off_path}")
+    if args.paths == "normal":
+        findings = [f for f in findings if not (f.get("details") or {}).get("path")]
     sample = stable_sample(findings, target, args.seed, args.sample)
     for index, finding in enumerate(sample, 1):
         where = f"{Path(finding['filename']).relative_to(target)}:{finding['location']['row']}"
-        print(f"\n#{index} {finding['code']} {where}\n  {finding['message']}\n{context(finding)}")
+        path = (finding.get("details") or {}).get("path")
+        marker = f" [path: {path}]" if path else ""
+        print(f"\n#{index} {finding['code']} {where}{marker}\n  {finding['message']}\n{context(finding)}")
 
 
 if __name__ == "__main__":

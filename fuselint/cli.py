@@ -29,6 +29,7 @@ from fuselint.source.lint import (
     read_source,
     without_suppressed,
 )
+from fuselint.source.paths import normal_path_only
 from fuselint.source.user_rules import check_user_rules
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
@@ -102,6 +103,14 @@ def main() -> None:
     help="Apply the excludes to files named on the command line too (use in pre-commit).",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option(
+    "--paths",
+    "code_paths",
+    type=click.Choice(("all", "normal")),
+    default="all",
+    show_default=True,
+    help="normal: leave out findings that break only on deprecation, misuse or error paths.",
+)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Processes to lint with.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
@@ -154,6 +163,7 @@ def check(
     exit_zero,
     force_exclude,
     no_cache,
+    code_paths,
     jobs,
     output_file,
     config_path,
@@ -192,6 +202,8 @@ def check(
 
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
     findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
+    if code_paths == "normal":
+        findings = normal_path_only(findings)
 
     models: list[dict] = []
     traced: list[Finding] = []
@@ -232,6 +244,8 @@ def check(
                 findings = merge_findings(findings, carried)
             findings.sort(key=lambda f: f.sort_key)
 
+    if code_paths == "normal":  # again: fixed files were linted anew
+        findings = normal_path_only(findings)
     from fuselint.report.gate import (
         BaselineError,
         Thresholds,

@@ -9,9 +9,13 @@ order once, keeping an environment that maps local names to a *kind*:
   return tuples); strong enough for method calls and comparisons, not for `for row in x`;
 - ``tuple``: a tuple or list of tensors (`x.chunk(2)`, `(a, b)`);
 - ``module``: a submodule (`for layer in self.layers`);
-- ``shape`` / ``dim``: a tensor's shape and a host integer read off it (`b, n, _ = x.shape`, `len(x)`).
+- ``shape`` / ``dim``: a tensor's shape and a host integer read off it (`b, n, _ = x.shape`, `len(x)`);
+- ``scalar`` / ``list``: a Python number, bool or string (`1.0 + (n > 1)`), and a Python list or
+  tuple of host values (`[None] * n`, a name narrowed by `isinstance(x, list)`): values the code
+  shows to live on the host, which rules may trust where a mere absence of kind proves nothing.
 
-Branches and loops merge environments by union (a name that may be a tensor is one).
+Branches and loops merge environments by union (a name that may be a tensor is one); a host
+kind survives a merge only where both paths agree on it.
 While walking, it records every expression node of every live statement as a `Site`
 (node, environment before the statement, statement), indexed by node type, so each
 rule reads the sites it cares about instead of walking the tree again. Statements that
@@ -22,15 +26,20 @@ and `raise` statements are not recorded.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from fuselint.source.imports import ImportTable
+from fuselint.source.paths import branch_path
 from fuselint.source.scope import FunctionNode, ModelFunction
 
 TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
 SHAPE, DIM = "shape", "dim"
+SCALAR, LIST = "scalar", "list"
+HOST = frozenset({SCALAR, LIST})  # shown by the code to be Python values on the host
+_NUMBERS = frozenset({SCALAR, DIM})  # host numbers: arithmetic and comparisons on them stay on the host
 TENSORS = frozenset({TENSOR, BOOL})  # surely a tensor
 TENSORISH = frozenset({TENSOR, BOOL, MAYBE})  # a tensor, or a tuple of them from a submodule
 
@@ -136,7 +145,8 @@ def _host_param_name(name: str) -> bool:
 
 def annotation_kind(annotation: ast.expr) -> str | None:
     """`torch.Tensor`, `Optional[torch.Tensor]` -> tensor; tuples of tensors -> tuple; else None."""
-    text = ast.unparse(annotation)
+    quoted = isinstance(annotation, ast.Constant) and isinstance(annotation.value, str)
+    text = annotation.value if quoted else ast.unparse(annotation)  # "int | torch.Tensor" too
     if "Tensor" not in text and "Parameter" not in text:
         return None
     head = text.replace("typing.", "")
@@ -147,7 +157,12 @@ def annotation_kind(annotation: ast.expr) -> str | None:
         return TUPLE
     if any(f"{c}[" in text for c in ("list", "List", "tuple", "Tuple")):
         return None  # `Tensor | list[tuple]`: could be either; don't guess
+    if _HOST_UNION.search(text):
+        return None  # `int | torch.Tensor`: diffusers' callers pass the int read off a shape
     return BOOL if "BoolTensor" in text else TENSOR
+
+
+_HOST_UNION = re.compile(r"(^|[\[|,]\s*)(int|float|bool|str)\s*([\]|,]|$)")
 
 
 def _is_none(default: ast.expr | None) -> bool:
@@ -199,27 +214,26 @@ def parameter_kinds(
     return env
 
 
+_CONTAINER_TYPES = frozenset({"list", "tuple", "List", "Tuple", "dict", "Sequence"})
+_SCALAR_TYPES = frozenset({"int", "float", "bool", "str"})
+
+
 def _narrowed(test: ast.expr) -> tuple[str, str] | None:
-    """`isinstance(x, (list, tuple))` -> ("x", ""): inside the branch the name holds no tensor."""
+    """`isinstance(x, (list, tuple))` -> ("x", "list"): inside the branch the name holds no tensor.
+
+    The kind is `list` or `scalar` when every type named is one of those, "" (unknown) when mixed.
+    """
     if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
         return None
     if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
         return None
     types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
     names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
-    if names & {
-        "list",
-        "tuple",
-        "List",
-        "Tuple",
-        "dict",
-        "Sequence",
-        "int",
-        "float",
-        "bool",
-        "str",
-        "ndarray",
-    }:
+    if names <= _CONTAINER_TYPES:
+        return test.args[0].id, LIST
+    if names <= _SCALAR_TYPES:
+        return test.args[0].id, SCALAR
+    if names & (_CONTAINER_TYPES | _SCALAR_TYPES | {"ndarray"}):
         return test.args[0].id, ""  # some host container or number: its elements are unknown too
     return None
 
@@ -257,13 +271,20 @@ _UNRECORDED = frozenset(
 
 
 def _merge(a: Env, b: Env) -> Env:
-    """Union of two environments: a name that may be a tensor on either path is one."""
+    """Union of two environments: a name that may be a tensor on either path is one.
+
+    A host kind (`scalar`, `list`) is a claim that the name is no tensor: it stays only when both
+    paths make the same claim, and gives way to whatever the other path knows."""
     if a is b:
         return a
-    out = dict(a)
+    out = {name: kind for name, kind in a.items() if kind not in HOST or b.get(name) == kind}
     for name, kind in b.items():
-        mine = out.get(name)
-        if mine is None or mine == kind:
+        mine = a.get(name)
+        if kind in HOST:
+            if mine is not None and mine not in HOST:
+                out[name] = mine
+            continue
+        if mine is None or mine in HOST or mine == kind:
             out[name] = kind
         elif mine in TENSORS and kind in TENSORS:
             out[name] = TENSOR
@@ -281,6 +302,9 @@ class Site:
     node: ast.AST
     env: Env
     stmt: ast.stmt
+    # The side road the statement is on (`fuselint.source.paths`): "deprecation", "misuse",
+    # "error", or None on the normal path.
+    path: str | None = None
 
 
 @dataclass
@@ -295,6 +319,7 @@ class FunctionFlow:
     guessed: set[str] = field(default_factory=set)
     _kinds: dict[int, str | None] = field(default_factory=dict)
     _recording: bool = True
+    _path: str | None = None
 
     @cached_property
     def assigned(self) -> dict[str, int]:
@@ -367,26 +392,34 @@ class FunctionFlow:
             if base == SHAPE:
                 return SHAPE if isinstance(expr.slice, ast.Slice) else DIM
             return None
+        if isinstance(expr, ast.Constant):
+            return SCALAR if isinstance(expr.value, (int, float, complex, str)) else None
         if isinstance(expr, ast.BinOp):
             left, right = self.kind(expr.left, env), self.kind(expr.right, env)
             if TUPLE in (left, right) or isinstance(expr.left, (ast.Tuple, ast.List)):
-                return TUPLE if (left in TENSORISH or right in TENSORISH or TUPLE in (left, right)) else None
+                if left in TENSORISH or right in TENSORISH or TUPLE in (left, right):
+                    return TUPLE
+                return LIST if left == LIST else None  # [None] * n
             if isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
                 return None
             if left in TENSORISH or right in TENSORISH:
                 bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
                 return BOOL if bitwise and left == BOOL and right in (BOOL, None) else TENSOR
-            return None
+            return SCALAR if left in _NUMBERS and right in _NUMBERS else None
         if isinstance(expr, ast.UnaryOp):
-            if isinstance(expr.op, ast.Not):
-                return None
             inner = self.kind(expr.operand, env)
+            if isinstance(expr.op, ast.Not):
+                return SCALAR if inner in _NUMBERS else None
+            if inner in _NUMBERS:
+                return SCALAR
             return inner if inner in TENSORS else (TENSOR if inner == MAYBE else None)
         if isinstance(expr, ast.Compare):
             if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops):
                 return None
-            operands = [expr.left, *expr.comparators]
-            return BOOL if any(self.kind(o, env) in TENSORISH for o in operands) else None
+            kinds = [self.kind(o, env) for o in (expr.left, *expr.comparators)]
+            if any(k in TENSORISH for k in kinds):
+                return BOOL
+            return SCALAR if all(k in _NUMBERS for k in kinds) else None
         if isinstance(expr, ast.IfExp):
             body, orelse = self.kind(expr.body, env), self.kind(expr.orelse, env)
             for k in (TENSOR, BOOL, MAYBE, TUPLE):
@@ -394,7 +427,13 @@ class FunctionFlow:
                     return k
             return None
         if isinstance(expr, (ast.Tuple, ast.List)):
-            return TUPLE if any(self.kind(e, env) in TENSORISH for e in expr.elts) else None
+            kinds = [self.kind(e, env) for e in expr.elts]
+            if any(k in TENSORISH for k in kinds):
+                return TUPLE
+            host = all(
+                k in _NUMBERS or k == LIST or _is_none(e) for k, e in zip(kinds, expr.elts, strict=True)
+            )
+            return LIST if host else None
         if isinstance(expr, ast.NamedExpr):
             return self.kind(expr.value, env)
         return None
@@ -495,8 +534,8 @@ class FunctionFlow:
     def _record(self, stmt: ast.stmt, exprs: list[ast.AST | None], env: Env, live: bool) -> None:
         if not (live and self._recording):
             return
-        add = self.sites
-        add[type(stmt)].append(Site(stmt, env, stmt))
+        add, path = self.sites, self._path
+        add[type(stmt)].append(Site(stmt, env, stmt, path))
         for expr in exprs:
             if expr is None:
                 continue
@@ -507,13 +546,22 @@ class FunctionFlow:
                 if kind is ast.Lambda:
                     continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
                 if kind not in _UNRECORDED:
-                    add[kind].append(Site(node, env, stmt))
+                    add[kind].append(Site(node, env, stmt, path))
                 stack.extend(ast.iter_child_nodes(node))
 
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:
             env = self.statement(stmt, env, live)
         return env
+
+    def branch(self, body: list[ast.stmt], env: Env, live: bool, path: str | None) -> Env:
+        """Walk a branch; its sites are on `path` unless the branch already sits on a side road."""
+        outer = self._path
+        self._path = outer or path
+        try:
+            return self.block(body, env, live)
+        finally:
+            self._path = outer
 
     def statement(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
         if isinstance(stmt, ast.Assign):
@@ -548,10 +596,12 @@ class FunctionFlow:
                     if narrowed[1]:
                         inner[narrowed[0]] = narrowed[1]
                     body_in, else_in = (env, inner) if negated else (inner, env)
-            body_env = self.block(stmt.body, body_in, live and truth is not False)
+            body_path = branch_path(stmt.test, stmt.body) if isinstance(stmt, ast.If) else None
+            body_env = self.branch(stmt.body, body_in, live and truth is not False, body_path)
             if isinstance(stmt, ast.While):
                 body_env = self.block(stmt.body, _merge(env, body_env), False)
-            else_env = self.block(stmt.orelse, else_in, live and truth is not True)
+            else_path = branch_path(None, stmt.orelse) if isinstance(stmt, ast.If) else None
+            else_env = self.branch(stmt.orelse, else_in, live and truth is not True, else_path)
             return _merge(body_env, else_env)
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             self._record(stmt, [stmt.target, stmt.iter], env, live)

@@ -27,7 +27,7 @@ class M(nn.Module):
         "if x.norm().max() > self.threshold: x = x * 2",
         "if self.training and torch.rand([]) < self.layerdrop: x = x * 2",
         "if mask is not None and (mask == 0).all(): x = x * 2",
-        "if x.sum().item() > 0: x = x * 2",
+        "if x.sum().item() > 0 or mask.any(): x = x * 2",
         "if torch.equal(x, mask): x = x * 2",
         "if not torch.isfinite(x).all(): x = x * 2",
         "while x.abs().max() > 1: x = x / 2",
@@ -60,6 +60,64 @@ def test_tests_on_tensor_values_are_flagged(test):
 )
 def test_tests_on_host_values_are_not_flagged(test):
     assert lines(MODULE.format(test=test), "FL102") == []
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "if bool(mask.all()): x = x * 2",
+        "if x.sum().item() > 0: x = x * 2",
+        "if int(x.argmax()) == 3: x = x * 2",
+        "if x.tolist()[0]: x = x * 2",
+    ],
+)
+def test_a_test_that_reads_the_tensor_explicitly_is_one_finding(test):
+    found = [(f.code, f.span.line) for f in findings(MODULE.format(test=test), "FL1")]
+    assert found == [("FL101", 8)]
+
+
+GUESSED = """
+import enum
+import torch
+from torch import nn
+
+class Mode(enum.Enum):
+    FAST = 1
+
+class M(nn.Module):
+    def forward(self, x, kv_caches=None, interp=None, hop=None, kind=None):
+        {test}
+        return x
+"""
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "if not kv_caches: kv_caches = [None for _ in range(4)]",
+        "if kv_caches: x = x * 2",
+        "if interp == Mode.FAST: x = x * 2",
+        "if hop == 1 or hop > 2: x = x * 2",
+        "if kind != 'reflect': x = x * 2",
+        "if x.sum() != Mode.FAST: x = x * 2",
+        "if x.sum() == 'a': x = x * 2",
+    ],
+)
+def test_guessed_parameters_and_enum_string_int_comparisons_are_host_values(test):
+    assert lines(GUESSED.format(test=test), "FL102") == []
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "if x.sum() == 1: x = x * 2",
+        "if (x == 1).any(): x = x * 2",
+        "if kv_caches == x.sum(): x = x * 2",
+        "kv_caches = x.sum()\n        if kv_caches: x = x * 2",
+    ],
+)
+def test_tensors_compared_with_ints_stay_flagged(test):
+    assert lines(GUESSED.format(test=test), "FL102") == [12 if "\n" in test else 11]
 
 
 def test_if_else_picking_a_tensor_becomes_torch_where():

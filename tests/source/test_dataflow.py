@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from fuselint.source.dataflow import BOOL, DIM, MAYBE, MODULE, TENSOR, flows
+from fuselint.source.dataflow import BOOL, DIM, LIST, MAYBE, MODULE, SCALAR, TENSOR, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import model_functions
 
@@ -125,7 +125,124 @@ class M(nn.Module):
         return x
 """
     )
-    assert "x" not in env
+    assert env["x"] == LIST  # a host container, not a tensor
+
+
+def test_host_values_the_code_computes_are_scalars_and_lists():
+    env = kinds_at_return(
+        HEADER
+        + """
+class M(nn.Module):
+    def forward(self, x, caches=None):
+        factor = 1.0 + 1.0 * (x.size(2) > 1)
+        flag = not (x.shape[0] > 2)
+        pads = [None] * len(x)
+        sizes = (3, 4)
+        y = x * 2.0
+        return x
+"""
+    )
+    assert env["factor"] == SCALAR and env["flag"] == SCALAR
+    assert env["pads"] == LIST and env["sizes"] == LIST
+    assert env["y"] == TENSOR
+
+
+def test_a_host_kind_survives_a_merge_only_when_both_paths_agree():
+    env = kinds_at_return(
+        HEADER
+        + """
+class M(nn.Module):
+    def forward(self, x, c: bool):
+        a = 1.0
+        b = 2
+        if c:
+            a = x.sum()
+            d = 3
+        else:
+            e = [1, 2]
+        return x
+"""
+    )
+    assert env["a"] == TENSOR  # a tensor on one path is a tensor
+    assert env["b"] == SCALAR
+    assert "d" not in env and "e" not in env  # known on one path only: no claim
+
+
+def _paths(source: str) -> dict[str, str | None]:
+    """The path of each call's site, by the called name."""
+    _, all_flows = _flows(HEADER + textwrap.dedent(source))
+    return {ast.unparse(site.node.func): site.path for flow in all_flows for site in flow.of(ast.Call)}
+
+
+def test_sites_in_deprecation_misuse_and_error_branches_carry_their_path():
+    paths = _paths(
+        """
+import logging
+logger = logging.getLogger(__name__)
+
+class M(nn.Module):
+    def forward(self, x, cross_attention_kwargs=None, use_cache=False, **kwargs):
+        if cross_attention_kwargs is not None:
+            if cross_attention_kwargs.get("scale", None) is not None:
+                logger.warning("Passing `scale` to `cross_attention_kwargs` is deprecated.")
+        unused = [k for k in kwargs if k != "a"]
+        if len(unused) > 0:
+            logger.warning(f"attention_kwargs {unused} are not expected and will be ignored.")
+        if x.dim() != 3:
+            print(x.shape)
+            raise ValueError("x must be 3-d")
+        if use_cache:
+            x.mean()
+        if torch.isnan(x).any():
+            logger.warning("NaN in the input")
+        return torch.relu(x)
+"""
+    )
+    assert paths["cross_attention_kwargs.get"] is None  # the test runs on every call
+    assert paths["logger.warning"] is None  # the last one, a warning about the data
+    assert paths["print"] == "error"
+    assert paths["x.mean"] is None
+    assert paths["torch.isnan(x).any"] is None
+    assert paths["torch.relu"] is None
+    deprecation = _paths(
+        """
+import logging
+logger = logging.getLogger(__name__)
+
+class M(nn.Module):
+    def forward(self, x, cross_attention_kwargs=None, **kwargs):
+        if cross_attention_kwargs.get("scale", None) is not None:
+            logger.warning("Passing `scale` is deprecated.")
+            x.float()
+        if kwargs:
+            logger.warning_once(f"{list(kwargs)} are not expected and will be ignored.")
+        return x
+"""
+    )
+    assert deprecation["logger.warning"] == "deprecation" and deprecation["x.float"] == "deprecation"
+    assert deprecation["logger.warning_once"] == "misuse"
+
+
+def test_a_branch_that_always_fails_an_assert_is_an_error_path():
+    paths = _paths(
+        """
+class M(nn.Module):
+    def forward(self, boxes):
+        degenerate = boxes[:, 2:] <= boxes[:, :2]
+        if degenerate.any():
+            bad = boxes[torch.where(degenerate.any(dim=1))[0][0]].tolist()
+            torch._assert(False, f"invalid box {bad}")
+        if boxes.dim() != 2:
+            boxes.float()
+            assert False, "2-d boxes"
+        if boxes.numel() == 0:
+            boxes.half()
+            torch._assert(boxes.numel() == 0, "checked")
+        return boxes
+"""
+    )
+    assert paths["torch.where"] == "error" and paths["boxes.float"] == "error"
+    assert paths["boxes.dim"] is None and paths["boxes.half"] is None
 
 
 def test_helper_parameters_take_the_kinds_their_callers_pass():
@@ -217,3 +334,16 @@ class M(nn.Module):
         function="helper",
     )
     assert "size" not in env
+
+
+def test_a_union_of_a_tensor_and_a_python_number_is_not_taken_for_a_tensor():
+    env = kinds_at_return(
+        HEADER
+        + """
+class M(nn.Module):
+    def forward(self, x: torch.Tensor | None, max_len: "int | torch.Tensor", scale: Union[float, torch.Tensor],
+                ids: torch.IntTensor):
+        return x
+"""
+    )
+    assert env == {"x": TENSOR, "ids": TENSOR}

@@ -49,6 +49,34 @@ def test_host_values_are_not_flagged():
     assert lines(src, "FL101") == []
 
 
+def test_item_on_a_value_the_code_computed_as_a_python_float_is_not_flagged():
+    # diffusers' kvae video VAE: the isinstance guard is never true, dynamo traces it clean.
+    src = body(
+        "time_factor = 1.0 + 1.0 * (x.size(2) > 1)",
+        "if isinstance(time_factor, torch.Tensor):",
+        "    time_factor = time_factor.item()",
+        "return x.repeat_interleave(int(time_factor), dim=2)",
+    )
+    assert lines(src, "FL101") == []
+
+
+def test_item_on_a_tensor_under_the_same_guard_is_flagged():
+    src = body(
+        "factor = x.sum()",
+        "if isinstance(factor, torch.Tensor):",
+        "    factor = factor.item()",
+        "return x * factor",
+    )
+    assert lines(src, "FL101") == [11]
+
+
+def test_a_size_parameter_guessed_from_its_name_is_not_a_host_read():
+    src = MODULE.replace("lengths, n_heads: int = 4", "bs, lengths").format(
+        body="        y = x.view(bs, -1)\n        return y.view(lengths.sum(), -1)"
+    )
+    assert lines(src, "FL101") == [10]
+
+
 def test_code_outside_model_functions_is_not_flagged():
     src = """
 import torch

@@ -68,3 +68,70 @@ class M(nn.Module):
 
 def test_loops_over_modules_lists_shapes_and_chunks_are_not_flagged():
     assert [line for line in lines(SRC, "FL107") if line > 20] == []
+
+
+STATIC = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, ids: torch.Tensor, w_kv: torch.Tensor, x: torch.Tensor, latents: torch.Tensor,
+                paddings: torch.Tensor):
+        n_axes = ids.shape[-1]
+        out = []
+        for i in range(n_axes):
+            out.append(ids[:, i].float())
+        c_len = w_kv.shape[2]
+        s = w_kv[:, :, 0]
+        for t in range(c_len):
+            s = s @ w_kv[:, :, t]
+        for coord in ids.unbind(-1):
+            out.append(coord)
+        for i in range(self.num_layers):
+            x = x + ids[i]
+        if isinstance(latents, list):
+            for latent, pad in zip(latents, paddings):
+                out.append(latent + pad)
+        pads = [None] * 3
+        for row, pad in zip(x, pads):
+            out.append(row)
+        per_level = [level[0] for level in latents]
+        for level, anchors in zip(per_level, paddings):
+            out.append(level + anchors)
+        return out, s
+"""
+
+
+def test_loops_over_small_static_dims_and_python_lists_are_not_flagged():
+    # dynamo unrolls each into the same few ops at every input size (bench/precision_probes.py).
+    assert lines(STATIC, "FL107") == []
+
+
+DATA_SIZED = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x: torch.Tensor, v: torch.Tensor):
+        out = torch.empty_like(x)
+        bsz = x.shape[0]
+        for i in range(bsz):
+            out[i] = x[i] * 2
+        for t in range(x.size(1)):
+            out[:, t] = x[:, t] * 2
+        for i in range(len(x)):
+            out[i] = out[i] + 1
+        B, C, T, H, W = v.shape
+        for t in range(T):
+            v[:, :, t] = v[:, :, t] * 2
+        *_, seq_len, dim = x.shape
+        for t in range(seq_len):
+            out[..., t, :] = x[..., t, :]
+        for step in x.unbind(1):
+            out = out + step
+        return out, v
+"""
+
+
+def test_loops_over_batch_sequence_and_time_dims_are_flagged():
+    assert lines(DATA_SIZED, "FL107") == [9, 11, 13, 16, 19, 21]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from source_rules_helpers import lines
+import json
+
+from click.testing import CliRunner
+from source_rules_helpers import findings, lines
+
+from fuselint.cli import main
+from fuselint.source.paths import normal_path_only
 
 SRC = """
 import logging
@@ -48,3 +54,58 @@ def test_prints_loggers_and_warnings_in_traced_code_are_flagged():
 def test_calls_in_untraced_branches_init_and_error_paths_are_not_flagged():
     flagged = set(lines(SRC, "FL103"))
     assert not flagged & {14, 24, 26, 28, 29}
+
+
+OFF_PATH = """
+import logging
+import warnings
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+class M(nn.Module):
+    def forward(self, x, cross_attention_kwargs=None, use_cache=False, **kwargs):
+        if cross_attention_kwargs is not None:
+            if cross_attention_kwargs.get("scale", None) is not None:
+                logger.warning("Passing `scale` to `cross_attention_kwargs` is deprecated.")
+        unused = [k for k in kwargs if k != "mask"]
+        if len(unused) > 0:
+            logger.warning(f"attention_kwargs {unused} are not expected and will be ignored.")
+        if x.dim() != 3:
+            print(x.shape)
+            raise ValueError("x must be 3-d")
+        if use_cache:
+            warnings.warn("use_cache is incompatible with gradient checkpointing")
+        if x.shape[0] > 8:
+            logger.info("a large batch")
+        return x
+"""
+
+
+def test_findings_off_the_normal_path_say_so_and_carry_their_path():
+    found = {f.span.line: f for f in findings(OFF_PATH, "FL103")}
+    assert sorted(found) == [13, 16, 18, 21, 23]
+    paths = {line: dict(f.details).get("path") for line, f in found.items()}
+    assert paths == {13: "deprecation", 16: "misuse", 18: "error", 21: "misuse", 23: None}
+    assert found[13].message.endswith("(only on a deprecated-argument path)")
+    assert "only on" not in found[23].message
+
+
+def test_normal_path_only_keeps_the_findings_on_the_normal_path():
+    kept = normal_path_only(findings(OFF_PATH, "FL103"))
+    assert [f.span.line for f in kept] == [23]
+
+
+def test_check_paths_normal_leaves_side_roads_out(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text(OFF_PATH)
+    runner = CliRunner()
+    every = runner.invoke(main, ["check", "--no-cache", "--select", "FL103", "--format", "json", str(model)])
+    normal = runner.invoke(
+        main,
+        ["check", "--no-cache", "--select", "FL103", "--format", "json", "--paths", "normal", str(model)],
+    )
+    assert every.exit_code == 1 and normal.exit_code == 1
+    assert len(json.loads(every.output)) == 5
+    assert [f["location"]["row"] for f in json.loads(normal.output)] == [23]

@@ -7,17 +7,29 @@ import ast
 from fuselint.catalog import Rule
 from fuselint.findings import Finding, Fix
 from fuselint.source.module import SourceFile
+from fuselint.source.paths import PATH_KEY, path_note
 
 _ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.Tuple, ast.List)
 
 
-def finding(sf: SourceFile, rule: Rule, node: ast.AST, message: str, fix: Fix | None = None) -> Finding:
+def finding(
+    sf: SourceFile,
+    rule: Rule,
+    node: ast.AST,
+    message: str,
+    fix: Fix | None = None,
+    path: str | None = None,
+    end: ast.AST | None = None,
+) -> Finding:
+    """A finding spanning `node` (to `end` when given); one on a side road (`path`, see
+    `fuselint.source.paths`) says so in its message and carries it in `details["path"]`."""
     return Finding(
         code=rule.code,
-        message=message,
-        span=sf.span(node),
+        message=message if path is None else f"{message} ({path_note(path)})",
+        span=sf.span(node) if end is None else sf.span(node, end),
         fix=fix,
         source_line=sf.line_text(node.lineno).strip(),
+        details=() if path is None else ((PATH_KEY, path),),
     )
 
 

@@ -5,7 +5,12 @@ and `self.training and torch.rand([]) < self.layerdrop` all call `bool()` on a t
 the value must reach the host before Python can pick a branch, so dynamo ends the graph
 there (a "generic_jump" break) and the kernels on either side cannot fuse. Tests on
 shapes, dtypes, `is None`, flags, `self.training` or Python numbers are host values and
-are not flagged.
+are not flagged. Neither are tests on a parameter that is only guessed to be a tensor from
+its name (`if not kv_caches:`, `if stride == 1:`, `if mode == Mode.FAST:`): an optional
+argument tested for presence, or compared with an int, a string or an enum member, is a
+host value far more often than a tensor, and a multi-element tensor could not be tested so.
+A test that reads the tensor explicitly (`if bool(mask.all()):`, `if t.item() > 0:`) is
+FL101's finding at the read: one finding per site.
 
 The fix turns a branch that only picks one of two tensors into `torch.where`, which
 computes both and selects per element, inside one graph.
@@ -21,6 +26,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.dataflow import (
     BOOL,
+    HOST,
     TENSORISH,
     TENSORS,
     Env,
@@ -35,16 +41,57 @@ from fuselint.source.rules._shared import finding, has_comment, torch_name
 from fuselint.source.scope import ModelFunction
 
 # Calls that turn a tensor into a Python value (so a test on them depends on tensor values).
-_SYNC_METHODS = frozenset({"item", "tolist", "equal", "allclose", "is_nonzero"})
+# `.item()`, `.tolist()`, `bool(t)`, `int(t)` and `float(t)` are left to FL101, which reports the
+# read itself; these are the reads FL101 does not report.
+_SYNC_METHODS = frozenset({"equal", "allclose", "is_nonzero"})
 _SYNC_TORCH = frozenset({"torch.equal", "torch.allclose", "torch.is_nonzero"})
-_SYNC_BUILTINS = frozenset({"bool", "int", "float", "any", "all"})
+_SYNC_BUILTINS = frozenset({"any", "all"})
 # Calls with hidden effects (random state, in-place updates) that a branch must keep.
 _RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "bernoulli", "multinomial",
                      "dropout", "normal", "uniform_", "poisson", "randperm", "exponential_"})  # fmt: skip
 
 
+def _only_guessed(expr: ast.expr, flow: FunctionFlow, at: ast.AST) -> bool:
+    """`expr` is a parameter taken for a tensor on its name alone, not rebound before `at`."""
+    if not (isinstance(expr, ast.Name) and expr.id in flow.guessed):
+        return False
+    stores = (
+        n
+        for n in ast.walk(flow.fn.node)
+        if isinstance(n, ast.Name) and n.id == expr.id and isinstance(n.ctx, ast.Store)
+    )
+    return all(n.lineno >= at.lineno for n in stores)
+
+
+def _host_operand(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
+    """A string, a number, None or an enum member (`Mode.FAST`, `cls.MODE`): no tensor."""
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and flow.kind(expr, env) is None:
+        owner = expr.value.id
+        return owner[:1].isupper() and not flow.imports.qualname(expr.value) and owner not in env
+    return flow.kind(expr, env) in HOST
+
+
+def _host_comparison(test: ast.Compare, flow: FunctionFlow, env: Env) -> bool:
+    """Compares a string or an enum member, or a merely guessed parameter with host values only."""
+    operands = [test.left, *test.comparators]
+    if any(
+        (isinstance(o, ast.Constant) and isinstance(o.value, str))
+        or (isinstance(o, ast.Attribute) and _host_operand(o, flow, env) and not isinstance(o, ast.Constant))
+        for o in operands
+    ):
+        return True  # a tensor is never equal to a string or an enum member: no tensor op here
+    guessed = [o for o in operands if _only_guessed(o, flow, test)]
+    return bool(guessed) and all(o in guessed or _host_operand(o, flow, env) for o in operands)
+
+
 def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | None:
     """The part of `test` whose truth depends on tensor values, or None when it is a host value."""
+    if _only_guessed(test, flow, test):
+        return None  # `if kv_caches:` on an optional argument: a list or None far more often
+    if isinstance(test, ast.Compare) and _host_comparison(test, flow, env):
+        return None
     kind = flow.kind(test, env)
     if kind in TENSORS:
         return test
@@ -185,4 +232,5 @@ def data_dependent_control_flow(
                 node.test,
                 f"{what[type(node)]} on tensor values (`{describe(culprit, 40)}`) forces a host sync: {rule.message}",
                 fix,
+                path=site.path,
             )

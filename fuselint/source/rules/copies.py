@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.dataflow import TENSORS, FunctionFlow, flows
+from fuselint.source.dataflow import HOST, TENSORS, FunctionFlow, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
@@ -39,7 +39,7 @@ def _mutates_in_place(flow: FunctionFlow) -> bool:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if any(isinstance(t, (ast.Subscript, ast.Attribute)) for t in targets):
             return True
-        if isinstance(stmt, ast.AugAssign) and flow.kind(stmt.target, site.env) is not None:
+        if isinstance(stmt, ast.AugAssign) and flow.kind(stmt.target, site.env) not in (None, *HOST):
             return True
     return False
 

@@ -81,9 +81,8 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
         for site in flow.of(ast.Call):
             what = _dynamic_call(site, flow, sf)
             if what is not None:
-                yield finding(
-                    sf, rule, site.node, f"{what} has a data-dependent output shape: {rule.message}"
-                )
+                message = f"{what} has a data-dependent output shape: {rule.message}"
+                yield finding(sf, rule, site.node, message, path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
@@ -91,4 +90,4 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
                     f"indexing `{describe(site.node.value, 30)}` with boolean mask `{describe(mask, 30)}` "
                     f"has a data-dependent output shape: {rule.message}"
                 )
-                yield finding(sf, rule, site.node, message)
+                yield finding(sf, rule, site.node, message, path=site.path)

@@ -80,7 +80,15 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         and flow.is_tensorish(func.value, site.env)
     ):
         sizes = call.args[:1] if func.attr == "new_full" else call.args
-        bad = [a for a in sizes if flow.is_tensor(a, site.env) and not isinstance(a, ast.Starred)]
+        # A size parameter taken for a tensor on its name alone (`x.view(bs, -1)`) is a Python int far
+        # more often than not: a guess is not enough to call it a host read.
+        bad = [
+            a
+            for a in sizes
+            if flow.is_tensor(a, site.env)
+            and not isinstance(a, ast.Starred)
+            and not (isinstance(a, ast.Name) and a.id in flow.guessed and flow.assigned.get(a.id) == 1)
+        ]
         if func.attr in ("view", "reshape", "expand", "repeat") and len(call.args) == 1:
             return None  # x.view(other) may be a shape tuple or view-as-dtype; x.repeat(t) rare
         if bad:
@@ -160,13 +168,12 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                     parents = parents if parents is not None else _parents(fn.node)
                     fix = _item_fix(site, flow, sf, parents)
                 subject = describe(site.node.func.value, 40)
-                yield finding(
-                    sf, rule, site.node, f"{what} on `{subject}` copies it to the host: {rule.message}", fix
-                )
+                message = f"{what} on `{subject}` copies it to the host: {rule.message}"
+                yield finding(sf, rule, site.node, message, fix, path=site.path)
                 continue
             what = _sync_call(site, flow, sf)
             if what is not None:
-                yield finding(sf, rule, site.node, f"{what}: {rule.message}")
+                yield finding(sf, rule, site.node, f"{what}: {rule.message}", path=site.path)
         for site in flow.of(ast.Subscript):
             bound = _slice_bound(site, flow)
             if bound is not None:
@@ -175,4 +182,5 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                     rule,
                     bound,
                     f"tensor `{describe(bound, 30)}` as a slice bound is an implicit `.item()`: {rule.message}",
+                    path=site.path,
                 )

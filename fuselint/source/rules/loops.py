@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
-from fuselint.source.dataflow import DIM, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
+from fuselint.source.dataflow import DIM, LIST, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
 
 
@@ -39,6 +40,101 @@ def _rows(expr: ast.expr, flow: FunctionFlow, env) -> bool:
     return flow.kind(expr, env) in TENSORS
 
 
+def _host_list(expr: ast.expr, flow: FunctionFlow, env) -> bool:
+    """`expr` is a Python list the code built or checked: `[None] * n`, `isinstance(x, list)`, or a
+    name bound once to a list comprehension (`per_level = [t[i] for t in levels]`)."""
+    if isinstance(expr, (ast.List, ast.ListComp)) or flow.kind(expr, env) == LIST:
+        return True
+    if not isinstance(expr, ast.Name) or flow.assigned.get(expr.id) != 1:
+        return False
+    return any(
+        isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.ListComp)
+        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+        for node in ast.walk(flow.fn.node)
+    )
+
+
+# Words in a size's name that say it grows with the input: a batch, a sequence, time.
+_DATA_WORDS = ("seq", "batch", "bsz", "time", "frame", "token", "step", "length")
+_DATA_LETTERS = frozenset({"B", "N", "T", "L", "S"})
+
+
+def _constant_index(node: ast.expr | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _constant_index(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _shape_position(expr: ast.expr) -> int | None:
+    """Which dim `x.shape[k]`, `x.size(k)` or `len(x)` reads (negative from the end), or None."""
+    if (
+        isinstance(expr, ast.Subscript)
+        and isinstance(expr.value, ast.Attribute)
+        and expr.value.attr == "shape"
+    ):
+        return _constant_index(expr.slice)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size":
+        return _constant_index(expr.args[0]) if len(expr.args) == 1 else None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len":
+        return 0
+    return None
+
+
+def _unpacked_position(target: ast.Tuple | ast.List, name: str) -> int | None:
+    """`b, n, c = x.shape` -> the index of `name`, counted from the end after a starred name."""
+    names = target.elts
+    star = next((i for i, e in enumerate(names) if isinstance(e, ast.Starred)), None)
+    for index, element in enumerate(names):
+        if isinstance(element, ast.Name) and element.id == name:
+            return index if star is None or index < star else index - len(names)
+    return None
+
+
+def _dim_position(end: ast.expr, flow: FunctionFlow) -> int | None:
+    """The dim of a tensor that a `range` end reads, following a name to its one binding."""
+    if not isinstance(end, ast.Name):
+        return _shape_position(end)
+    bindings = [
+        node
+        for node in ast.walk(flow.fn.node)
+        if isinstance(node, ast.Assign)
+        and any(end.id in {n.id for n in ast.walk(t) if isinstance(n, ast.Name)} for t in node.targets)
+    ]
+    if len(bindings) != 1 or len(bindings[0].targets) != 1:
+        return None
+    target, value = bindings[0].targets[0], bindings[0].value
+    if isinstance(target, ast.Name):
+        return _shape_position(value)
+    is_shape = (isinstance(value, ast.Attribute) and value.attr == "shape") or (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size"
+        and not value.args
+    )  # fmt: skip
+    if isinstance(target, (ast.Tuple, ast.List)) and is_shape:
+        return _unpacked_position(target, end.id)
+    return None
+
+
+def _named_data_sized(end: ast.expr) -> bool:
+    if not isinstance(end, ast.Name):
+        return False
+    if end.id in _DATA_LETTERS:
+        return True
+    return any(word.startswith(_DATA_WORDS) for word in end.id.lower().split("_"))
+
+
+def _data_sized(end: ast.expr, flow: FunctionFlow) -> bool:
+    """A size read off a tensor that grows with the input: its batch (dim 0) or sequence (dim 1),
+    or one whose name says batch, sequence or time. A trailing dim (`ids.shape[-1]`: 3 rope axes)
+    or a later one (`w.shape[2]`: a chunk of fixed length) is a small static size: dynamo unrolls
+    the loop into the same few ops at every call (bench/precision_probes.py)."""
+    position = _dim_position(end, flow)
+    return position is None or position in (0, 1) or _named_data_sized(end)
+
+
 def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
     loop = site.node
     iterable, env = loop.iter, site.env
@@ -47,6 +143,8 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
     if isinstance(iterable, ast.Call):
         func = iterable.func
         if isinstance(func, ast.Name) and func.id in ("enumerate", "zip", "reversed"):
+            if func.id == "zip" and any(_host_list(arg, flow, env) for arg in iterable.args):
+                return None  # zip stops at the end of the Python list: a fixed count
             for arg in iterable.args:
                 if _rows(arg, flow, env):
                     return f"`{func.id}({describe(arg, 30)})` iterates over a tensor's rows"
@@ -56,7 +154,10 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
             and func.attr == "unbind"
             and flow.kind(func.value, env) in TENSORS
         ):
-            return f"`for ... in {describe(iterable, 30)}` iterates over a tensor's slices"
+            dim = _constant_index(iterable.args[0]) if iterable.args else 0
+            if dim is None or dim in (0, 1):
+                return f"`for ... in {describe(iterable, 30)}` iterates over a tensor's slices"
+            return None
         if (
             isinstance(func, ast.Name)
             and func.id == "range"
@@ -64,7 +165,11 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
             and isinstance(loop.target, ast.Name)
         ):
             end = iterable.args[0] if len(iterable.args) == 1 else iterable.args[1]
-            if flow.kind(end, env) == DIM and _indexes_with(loop.body, loop.target.id, flow, env):
+            if (
+                flow.kind(end, env) == DIM
+                and _data_sized(end, flow)
+                and _indexes_with(loop.body, loop.target.id, flow, env)
+            ):
                 return f"`range({describe(end, 30)})` runs once per row of a tensor"
     return None
 
@@ -76,9 +181,4 @@ def python_loop_over_tensor(sf: SourceFile, functions: list[ModelFunction], rule
             what = _row_loop(site, flow)
             if what is not None:
                 loop = site.node
-                yield Finding(
-                    code=rule.code,
-                    message=f"{what}: {rule.message}",
-                    span=sf.span(loop, loop.iter),
-                    source_line=sf.line_text(loop.lineno).strip(),
-                )
+                yield finding(sf, rule, loop, f"{what}: {rule.message}", path=site.path, end=loop.iter)

@@ -29,7 +29,7 @@ def deepcopy_in_forward(sf: SourceFile, functions: list[ModelFunction], rule: Ru
             if sf.imports.qualname(site.node.func) == "copy.deepcopy":
                 subject = describe(site.node.args[0], 40) if site.node.args else "an object"
                 message = f"`copy.deepcopy({subject})` in `{fn.node.name}`: {rule.message}"
-                yield finding(sf, rule, site.node, message)
+                yield finding(sf, rule, site.node, message, path=site.path)
 
 
 def _requires_grad_targets(stmt: ast.stmt) -> list[ast.Attribute]:
@@ -49,9 +49,9 @@ def requires_grad_in_forward(sf: SourceFile, functions: list[ModelFunction], rul
         for site in flow.of(ast.Assign, ast.AnnAssign, ast.AugAssign):
             for target in _requires_grad_targets(site.node):
                 message = f"setting `{describe(target, 40)}` in `{fn.node.name}`: {rule.message}"
-                yield finding(sf, rule, target, message)
+                yield finding(sf, rule, target, message, path=site.path)
         for site in flow.of(ast.Call):
             func = site.node.func
             if isinstance(func, ast.Attribute) and func.attr == "requires_grad_":
                 message = f"`{describe(func, 40)}()` in `{fn.node.name}`: {rule.message}"
-                yield finding(sf, rule, site.node, message)
+                yield finding(sf, rule, site.node, message, path=site.path)

@@ -58,4 +58,4 @@ def host_side_effects(sf: SourceFile, functions: list[ModelFunction], rule: Rule
             what = _side_effect(site.node, sf)
             if what:
                 message = f"{what} in `{fn.node.name}` ends the compiled graph: {rule.message}"
-                yield finding(sf, rule, site.node, message)
+                yield finding(sf, rule, site.node, message, path=site.path)
