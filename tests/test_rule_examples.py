@@ -19,8 +19,10 @@ CATALOG = load_catalog()
 STATIC = [r for r in CATALOG if r.kind in ("tool", "source", "pattern")]
 
 
-def _codes(text: str) -> set[str]:
-    return {f.code for f in lint_text("example.py", text, CATALOG, Config())}
+def _codes(text: str, rule) -> set[str]:
+    # The rule selected by name as well as the defaults: an opt-in rule (FL001) is off otherwise.
+    config = Config(select=("FL", rule.code))
+    return {f.code for f in lint_text("example.py", text, CATALOG, config)}
 
 
 def _cases(field: str, rules=STATIC):
@@ -33,12 +35,12 @@ def _cases(field: str, rules=STATIC):
 
 @pytest.mark.parametrize("rule,i", _cases("bad"))
 def test_bad_example_is_flagged(rule, i):
-    assert rule.code in _codes(rule.bad[i])
+    assert rule.code in _codes(rule.bad[i], rule)
 
 
 @pytest.mark.parametrize("rule,i", _cases("good"))
 def test_good_example_is_not_flagged(rule, i):
-    assert rule.code not in _codes(rule.good[i])
+    assert rule.code not in _codes(rule.good[i], rule)
 
 
 @pytest.mark.parametrize("rule,i", _cases("fixed"))
