@@ -59,7 +59,9 @@ def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
             if not Path(config_path).is_file():
                 raise UsageFailure(f"{config_path}: no such config file")
             return load_config(Path(config_path))
-        start = Path(paths[0]) if paths and Path(paths[0]).exists() else Path.cwd()
+        # The nearest folder that exists: --stdin-filename may name a file not yet saved.
+        named = Path(paths[0]) if paths else Path.cwd()
+        start = next((p for p in (named, *named.parents) if p.exists()), Path.cwd())
         return load_config(find_pyproject(start))
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from None
@@ -271,12 +273,12 @@ def check(
     output = _output_level(quiet, silent, verbose)
     _refuse_conflicts(
         add_noqa=add_noqa,
-        fix=config.fix,
+        fix=fix is True,  # `fix = true` in the settings file does not forbid --add-noqa
         diff=diff,
         stdin_filename=stdin_filename,
         entries=entries,
-        baseline=baseline,
-        update_baseline=update_baseline,
+        baseline=baseline or update_baseline,
+        gated=any(t is not None for t in (fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)),
     )
     if stdin_filename:
         if named_paths:
@@ -330,7 +332,7 @@ def check(
             findings, catalog, config, write=not diff
         )
         if diff:
-            _emit("".join(diffs), output_file)
+            _emit_report("".join(diffs), output_file, output)
             if not exit_zero and diffs:
                 sys.exit(1)
             return
@@ -536,11 +538,14 @@ def _note(output: int, message: str, *, always: bool = False) -> None:
         click.echo(message, err=True)
 
 
-def _refuse_conflicts(*, add_noqa, fix, diff, stdin_filename, entries, baseline, update_baseline) -> None:
+def _refuse_conflicts(*, add_noqa, fix, diff, stdin_filename, entries, baseline, gated) -> None:
+    """Options that cannot mean anything together: one line and exit 2, never a silent pick."""
     if add_noqa and (fix or diff or stdin_filename):
         raise UsageFailure("--add-noqa cannot be used with --fix, --diff or --stdin-filename")
-    if stdin_filename and (entries or baseline or update_baseline):
-        raise UsageFailure("--stdin-filename cannot be used with --entry, --baseline or --update-baseline")
+    if stdin_filename and (entries or baseline or gated):
+        raise UsageFailure(
+            "--stdin-filename cannot be used with --entry, --baseline, --update-baseline or --fail-on-gain-*"
+        )
 
 
 @dataclass(frozen=True)

@@ -327,3 +327,30 @@ def test_clean_removes_every_cache_under_the_folder_and_says_so(tmp_path):
 def test_clean_of_a_missing_folder_is_a_usage_error(tmp_path):
     result = _run(["clean", "nope"], tmp_path)
     assert result.exit_code == 2 and "nope" in result.stderr
+
+
+def test_stdin_name_of_an_unsaved_file_reads_the_settings_of_its_folder(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "pyproject.toml").write_text('[tool.fuselint]\nignore = ["FL103"]\n')
+    result = _run(["check", "--stdin-filename", "pkg/new/unsaved.py"], tmp_path, stdin=PRINTING)
+    assert result.exit_code == 0, result.output
+
+
+def test_stdin_with_a_gate_or_baseline_is_a_usage_error(tmp_path):
+    for extra in (["--fail-on-gain-launches", "1"], ["--baseline", "b.json"]):
+        result = _run(["check", "--stdin-filename", "m.py", *extra], tmp_path, stdin=PRINTING)
+        assert result.exit_code == 2 and "--stdin-filename cannot be used" in result.stderr
+
+
+def test_add_noqa_runs_when_the_settings_file_asks_for_fixes(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.fuselint]\nfix = true\n")
+    (tmp_path / "m.py").write_text(SILU)
+    result = _run(["check", "--no-cache", "--add-noqa", "m.py"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "return x * torch.sigmoid(x)  # noqa: FL205" in (tmp_path / "m.py").read_text()
+
+
+def test_silent_diff_prints_nothing_and_keeps_the_exit_code(tmp_path):
+    (tmp_path / "m.py").write_text(SILU)
+    result = _run(["check", "--no-cache", "--diff", "-s", "m.py"], tmp_path)
+    assert result.exit_code == 1 and result.output == ""

@@ -299,9 +299,10 @@ def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
     if not enabled:
         return []
     findings = _rule_findings(sf, enabled, config) if sf.imports.imports_torch() else []
-    if _mentions_noqa(sf.text):
+    judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
+    if (findings or judge_noqa) and _mentions_noqa(sf.text):
         notes = noqa_map(sf.text)
-        if config.enabled(UNUSED_NOQA, sf.path):
+        if judge_noqa:
             findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
         findings = [f for f in findings if not suppressed(f, notes)]
     unique = {(f.code, f.span): f for f in findings}
