@@ -354,3 +354,22 @@ def test_silent_diff_prints_nothing_and_keeps_the_exit_code(tmp_path):
     (tmp_path / "m.py").write_text(SILU)
     result = _run(["check", "--no-cache", "--diff", "-s", "m.py"], tmp_path)
     assert result.exit_code == 1 and result.output == ""
+
+
+def test_every_option_the_readme_usage_shows_exists():
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    usage = readme.split("## Usage", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    shown = 0
+    for line in usage.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words[:1] != ["fuselint"]:
+            continue
+        command = main.commands[words[1]]
+        known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        for word in words[2:]:
+            for option in re.findall(r"(?:^|\|)(--?[a-z][a-z-]*)", word):
+                assert option in known, f"README shows `fuselint {words[1]} {option}`, which does not exist"
+                shown += 1
+    assert shown >= 15  # the block was found and read
