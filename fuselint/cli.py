@@ -25,6 +25,7 @@ from fuselint.findings import Finding, with_display_path
 from fuselint.source.lint import (
     Cache,
     PathError,
+    ambiguous_lines,
     decode_source,
     discover,
     excluded_anywhere,
@@ -622,6 +623,11 @@ def _add_noqa(findings: list[Finding]) -> tuple[int, list[str]]:
     for path in sorted(by_path):
         text, encoding, error = read_source(Path(path))
         if error is not None:
+            continue
+        if ambiguous_lines(text):
+            click.echo(
+                f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", err=True
+            )
             continue
         new_text, count = with_noqa(text, by_path[path])
         if not count:

@@ -209,10 +209,21 @@ def _noqa_removal(
     return Fix(Applicability.SAFE, "Remove the unused `noqa` directive", (edit,))
 
 
+_LONE_CR = re.compile("\r(?!\n)")
+
+
+def ambiguous_lines(text: str) -> bool:
+    """A lone carriage return ends a line for Python but not for a split on newlines: such a
+    file's line numbers cannot be trusted for an edit by line, so `with_noqa` leaves it alone."""
+    return _LONE_CR.search(text) is not None
+
+
 def with_noqa(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
     """`text` with `# noqa: CODE` on the line that carries each finding, and the number of
     lines that gained a code. An existing directive is extended; another comment keeps its
     words and gets the directive after them."""
+    if ambiguous_lines(text):
+        return text, 0
     notes = noqa_map(text)
     wanted: dict[int, set[str]] = {}
     for f in findings:

@@ -84,3 +84,8 @@ def test_with_noqa_merges_into_an_existing_directive_and_skips_a_bare_one():
     new, added = with_noqa(text, findings)
     assert new == "a = 1  # noqa: E501, FL101 reason\nb = 2  # noqa\nc = 3  # noqa: FL101, FL103\n"
     assert added == 2
+
+
+def test_with_noqa_leaves_a_file_with_lone_carriage_returns_alone():
+    text = "a = 1\rb = 2\n"
+    assert with_noqa(text, [Finding("FL101", "m", Span("m.py", 2, 1, 2, 2))]) == (text, 0)
