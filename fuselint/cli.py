@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import shutil
 import sys
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -23,16 +25,22 @@ from fuselint.findings import Finding, with_display_path
 from fuselint.source.lint import (
     Cache,
     PathError,
+    ambiguous_lines,
+    decode_source,
     discover,
+    excluded_anywhere,
     lint_paths,
     lint_text,
     read_source,
+    with_noqa,
     without_suppressed,
 )
 from fuselint.source.paths import normal_path_only
 from fuselint.source.user_rules import check_user_rules
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
+# ruff's names for its two text layouts: `full` (with the source line) and `concise` (without).
+TEXT_STYLES = {"full": True, "concise": False}
 
 
 class UsageFailure(click.ClickException):
@@ -54,10 +62,50 @@ def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
             if not Path(config_path).is_file():
                 raise UsageFailure(f"{config_path}: no such config file")
             return load_config(Path(config_path))
-        start = Path(paths[0]) if paths and Path(paths[0]).exists() else Path.cwd()
+        # The nearest folder that exists: --stdin-filename may name a file not yet saved.
+        named = Path(paths[0]) if paths else Path.cwd()
+        start = next((p for p in (named, *named.parents) if p.exists()), Path.cwd())
         return load_config(find_pyproject(start))
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from None
+
+
+def _with_options(
+    config: Config,
+    *,
+    select=(),
+    extend_select=(),
+    ignore=(),
+    exclude=(),
+    extend_exclude=(),
+    fix=None,
+    unsafe_fixes=None,
+    force_exclude=None,
+) -> Config:
+    """The settings file overridden by the command line, as ruff layers them: --select and
+    --exclude replace the file's lists, --extend-select, --ignore and --extend-exclude add."""
+    if select:
+        config = replace(config, select=_split(select))
+    if extend_select:
+        config = replace(config, select=config.select + _split(extend_select))
+    if ignore:
+        config = replace(config, ignore=config.ignore + _split(ignore))
+    if exclude:
+        config = replace(config, exclude=_globs(exclude))
+    if extend_exclude:
+        config = replace(config, extend_exclude=config.extend_exclude + _globs(extend_exclude))
+    if fix is not None:
+        config = replace(config, fix=fix)
+    if unsafe_fixes is not None:
+        config = replace(config, unsafe_fixes=unsafe_fixes)
+    if force_exclude is not None:
+        config = replace(config, force_exclude=force_exclude)
+    return config
+
+
+def _globs(values: tuple[str, ...]) -> tuple[str, ...]:
+    # Paths keep their case (unlike rule codes).
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
 def _catalog(config: Config) -> Catalog:
@@ -92,9 +140,40 @@ def main() -> None:
 @click.option("--fix/--no-fix", default=None, help="Apply safe fixes in place.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply (and count) unsafe fixes.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option(
+    "--format",
+    "--output-format",
+    "fmt",
+    type=click.Choice(FORMATS + tuple(TEXT_STYLES)),
+    default="text",
+    show_default=True,
+    help="Report format (ruff's `full` and `concise` are text with and without the source line).",
+)
 @click.option("--select", multiple=True, help="Codes or prefixes to enable (comma-separated).")
+@click.option(
+    "--extend-select", multiple=True, help="Codes or prefixes to enable on top of --select (comma-separated)."
+)
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable (comma-separated).")
+@click.option(
+    "--exclude",
+    multiple=True,
+    help="Paths or globs to skip, replacing the default excludes (comma-separated).",
+)
+@click.option(
+    "--extend-exclude", multiple=True, help="Paths or globs to skip on top of the excludes (comma-separated)."
+)
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding; exit 0.")
+@click.option(
+    "--show-fixes/--no-show-fixes", default=False, help="List the fixes applied, per file and rule."
+)
+@click.option(
+    "--stdin-filename",
+    type=click.Path(),
+    help="Read the source from stdin and report it under this name; with --fix, print the fixed source.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings and nothing else.")
+@click.option("-s", "--silent", is_flag=True, help="Print nothing; only the exit code speaks.")
+@click.option("-v", "--verbose", is_flag=True, help="Also say which settings and files were used, on stderr.")
 @click.option("--statistics", is_flag=True, help="Count findings per rule instead of listing them.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option(
@@ -158,7 +237,16 @@ def check(
     diff,
     fmt,
     select,
+    extend_select,
     ignore,
+    exclude,
+    extend_exclude,
+    add_noqa,
+    show_fixes,
+    stdin_filename,
+    quiet,
+    silent,
+    verbose,
     statistics,
     exit_zero,
     force_exclude,
@@ -179,31 +267,58 @@ def check(
     target,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
-    paths = paths or (".",)
-    config = _settings(config_path, paths)
-    if select:
-        config = replace(config, select=_split(select))
-    if ignore:
-        config = replace(config, ignore=config.ignore + _split(ignore))
-    if fix is not None:
-        config = replace(config, fix=fix)
-    if unsafe_fixes is not None:
-        config = replace(config, unsafe_fixes=unsafe_fixes)
-    if force_exclude is not None:
-        config = replace(config, force_exclude=force_exclude)
+    named_paths, paths = paths, paths or (".",)
+    if fmt in TEXT_STYLES:
+        fmt, show_source = "text", TEXT_STYLES[fmt]
+    config = _settings(config_path, (stdin_filename,) if stdin_filename else paths)
+    config = _with_options(
+        config,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        exclude=exclude,
+        extend_exclude=extend_exclude,
+        fix=fix,
+        unsafe_fixes=unsafe_fixes,
+        force_exclude=force_exclude,
+    )
     catalog = _catalog(config)
     _check_selectors(config, catalog)
     if statistics and fmt not in ("text", "json"):
         raise UsageFailure("--statistics works with --format text or json")
+    output = _output_level(quiet, silent, verbose)
+    _refuse_conflicts(
+        add_noqa=add_noqa,
+        fix=fix is True,  # `fix = true` in the settings file does not forbid --add-noqa
+        diff=diff,
+        stdin_filename=stdin_filename,
+        entries=entries,
+        baseline=baseline or update_baseline,
+        gated=any(t is not None for t in (fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)),
+    )
+    if stdin_filename:
+        if named_paths:
+            _note(output, f"fuselint: warning: ignoring {' '.join(named_paths)} in favour of stdin")
+        report = StdinReport(fmt, statistics, show_source, show_fixes, output_file, output)
+        code = _check_stdin(stdin_filename, catalog, config, report, diff=diff)
+        if code and not exit_zero:
+            sys.exit(code)
+        return
     try:
         files = discover(paths, config)
     except PathError as exc:
         raise UsageFailure(str(exc)) from None
 
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
+    started = time.perf_counter()
     findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
     if code_paths == "normal":
         findings = normal_path_only(findings)
+    if output == VERBOSE:
+        where = config.root / "pyproject.toml" if config_path is None else Path(config_path)
+        source = where if where.is_file() else "defaults (no pyproject.toml)"
+        _note(output, f"fuselint: settings: {source}; cache: {cache.path if cache else 'off'}")
+        _note(output, f"fuselint: checked {len(files)} file(s) in {time.perf_counter() - started:.2f} s")
 
     models: list[dict] = []
     traced: list[Finding] = []
@@ -222,14 +337,20 @@ def check(
         findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
         models = [a.summary() for a in analyses]
 
+    if add_noqa:
+        added, unwritable = _add_noqa(findings)
+        _note(output, f"Added {added} noqa directive{'s' if added != 1 else ''}.", always=True)
+        sys.exit(2 if unwritable else 0)
+
     fixed_count = 0
     unwritable: list[str] = []
+    applied: dict[str, tuple[Finding, ...]] = {}
     if diff or config.fix:
-        fixed_count, changed, diffs, unwritable, before = _fix_files(
+        fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
             findings, catalog, config, write=not diff
         )
         if diff:
-            _emit("".join(diffs), output_file)
+            _emit_report("".join(diffs), output_file, output)
             if not exit_zero and diffs:
                 sys.exit(1)
             return
@@ -263,7 +384,7 @@ def check(
         except BaselineError as exc:
             raise UsageFailure(str(exc)) from None
         n = len(findings)
-        click.echo(f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}", err=True)
+        _note(output, f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}")
         return
     hidden = 0
     if baseline:
@@ -276,10 +397,25 @@ def check(
     thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
     verdict = gate(findings, thresholds)
 
-    _emit(_render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models), output_file)
+    fixes = _fixes_listing(applied, catalog) if show_fixes else ""
+    if fixes and fmt != "text":
+        _note(output, fixes.rstrip("\n"))  # stdout holds a machine-readable report
+    report = _render(
+        fmt,
+        findings,
+        catalog,
+        config,
+        statistics,
+        show_source,
+        fixed_count,
+        models,
+        quiet=output <= QUIET,
+        fixes=fixes,
+    )
+    _emit_report(report, output_file, output)
     if hidden or thresholds.any:
         shown = f" ({hidden} known in {baseline})" if hidden else ""
-        click.echo(f"fuselint: {verdict.reason}{shown}", err=True)
+        _note(output, f"fuselint: {verdict.reason}{shown}")
     if unwritable:
         sys.exit(2)  # asked to fix, could not: not a pass, whatever --exit-zero says
     if verdict.exit_code and not exit_zero:
@@ -312,15 +448,15 @@ def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str
 
 def _fix_files(
     findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
-) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str]]:
+) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
-    files that could not be written, old texts of the changed files). A file that cannot be
-    written is left as it was."""
+    files that could not be written, old texts of the changed files, the findings fixed in
+    each). A file that cannot be written is left as it was."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
-    total, changed, diffs, unwritable, before = 0, {}, [], [], {}
+    total, changed, diffs, unwritable, before, applied = 0, {}, [], [], {}, {}
     for path in paths:
         text, encoding, error = read_source(Path(path))
         if error is not None:
@@ -343,21 +479,39 @@ def _fix_files(
         total += result.fixed
         changed[path] = result.text
         before[path] = text
+        applied[path] = result.applied
         if not write:
-            diffs.append(
-                "".join(
-                    difflib.unified_diff(
-                        text.splitlines(keepends=True),
-                        result.text.splitlines(keepends=True),
-                        fromfile=f"a/{path}",
-                        tofile=f"b/{path}",
-                    )
-                )
-            )
-    return total, changed, diffs, unwritable, before
+            diffs.append(_unified_diff(text, result.text, path))
+    return total, changed, diffs, unwritable, before, applied
 
 
-def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count, models=()) -> str:
+def _unified_diff(before: str, after: str, path: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{path}",
+            tofile=f"b/{path}",
+        )
+    )
+
+
+def _render(
+    fmt,
+    findings,
+    catalog,
+    config,
+    statistics,
+    show_source,
+    fixed_count,
+    models=(),
+    *,
+    quiet: bool = False,
+    fixes: str = "",
+    texts: dict[str, str] | None = None,
+) -> str:
+    """The report. Text only: `quiet` leaves out the summary (ruff's -q), `fixes` (the
+    --show-fixes listing) goes before it, and `texts` gives sources not on disk (stdin)."""
     from fuselint.report import github, json_format, markdown, sarif, text
     from fuselint.report.fingerprint import repository_root
 
@@ -372,14 +526,168 @@ def _render(fmt, findings, catalog, config, statistics, show_source, fixed_count
         if show_source:
             sources = {}
             for path in {f.span.path for f in findings}:
-                source, _enc, _err = read_source(Path(path))
+                source = (texts or {}).get(path)
+                if source is None:
+                    source, _enc, _err = read_source(Path(path))
                 sources[path] = source.splitlines() if source is not None else []
-        return text.render_text(findings, sources, unsafe=config.unsafe_fixes, fixed=fixed_count)
+        full = text.render_text(findings, sources, unsafe=config.unsafe_fixes, fixed=fixed_count)
+        tail = text.summary(findings, unsafe=config.unsafe_fixes, fixed=fixed_count) + "\n"
+        body = full[: len(full) - len(tail)] if full.endswith(tail) else full
+        if quiet:
+            return body
+        if fixes and body and not body.endswith("\n\n"):
+            fixes = "\n" + fixes
+        return body + fixes + tail
     if fmt == "sarif":
         return sarif.render_sarif(findings, catalog, repository_root(config.root))
     if fmt == "github":
         return github.render_github(findings, catalog, repository_root(config.root))
     return markdown.render_markdown(findings, catalog, list(models) or None)
+
+
+# How much `check` says: -s nothing, -q the findings only, default, -v also settings and files.
+SILENT, QUIET, NORMAL, VERBOSE = range(4)
+
+
+def _output_level(quiet: bool, silent: bool, verbose: bool) -> int:
+    if quiet + silent + verbose > 1:
+        raise UsageFailure("choose one of -q/--quiet, -s/--silent and -v/--verbose")
+    return SILENT if silent else QUIET if quiet else VERBOSE if verbose else NORMAL
+
+
+def _note(output: int, message: str, *, always: bool = False) -> None:
+    """A line for the user on stderr: hidden by -q unless `always`, and always by -s."""
+    if output > QUIET or (always and output > SILENT):
+        click.echo(message, err=True)
+
+
+def _refuse_conflicts(*, add_noqa, fix, diff, stdin_filename, entries, baseline, gated) -> None:
+    """Options that cannot mean anything together: one line and exit 2, never a silent pick."""
+    if add_noqa and (fix or diff or stdin_filename):
+        raise UsageFailure("--add-noqa cannot be used with --fix, --diff or --stdin-filename")
+    if stdin_filename and (entries or baseline or gated):
+        raise UsageFailure(
+            "--stdin-filename cannot be used with --entry, --baseline, --update-baseline or --fail-on-gain-*"
+        )
+
+
+@dataclass(frozen=True)
+class StdinReport:
+    """How `check --stdin-filename` reports: the report options of a normal run."""
+
+    fmt: str
+    statistics: bool
+    show_source: bool
+    show_fixes: bool
+    output_file: str | None
+    output: int
+
+
+def _check_stdin(name: str, catalog: Catalog, config: Config, report: StdinReport, *, diff: bool) -> int:
+    """Lint the source on stdin as the file `name` (editors, formatter pipes); returns the exit code.
+
+    The findings are reported under `name`, with its settings (per-file-ignores). With --fix
+    stdout carries the fixed source, as ruff does, and the report moves to stderr; with --diff
+    stdout carries the diff. A name that --force-exclude excludes is passed through untouched.
+    """
+    raw = sys.stdin.buffer.read()
+    text, encoding, error = decode_source(name, raw)
+    skipped = error is not None or (config.force_exclude and excluded_anywhere(Path(name), config))
+    if error is not None:
+        findings = [error] if config.enabled("FL000", name) else []
+    else:
+        findings = [] if skipped else lint_text(name, text, catalog, config)
+    applied: dict[str, tuple[Finding, ...]] = {}
+    if (config.fix or diff) and not skipped:
+        from fuselint.source.fixer import fix_text
+
+        result = fix_text(text, lambda t: lint_text(name, t, catalog, config), unsafe=config.unsafe_fixes)
+        if diff:
+            click.echo(_unified_diff(text, result.text, name), nl=False)
+            return 1 if result.text != text else 0
+        if result.applied:
+            applied[name] = result.applied
+            text, findings = result.text, lint_text(name, result.text, catalog, config)
+    if config.fix:
+        sys.stdout.flush()
+        out = sys.stdout.buffer
+        out.write(raw if text is None else text.encode(encoding))
+        out.flush()
+    fixed = sum(len(done) for done in applied.values())
+    fixes = _fixes_listing(applied, catalog) if report.show_fixes else ""
+    rendered = _render(
+        report.fmt,
+        findings,
+        catalog,
+        config,
+        report.statistics,
+        report.show_source,
+        fixed,
+        quiet=report.output <= QUIET,
+        fixes=fixes,
+        texts={name: text} if text is not None else None,
+    )
+    if report.output_file:
+        _emit(rendered, report.output_file)
+    elif report.output > SILENT:
+        click.echo(rendered, nl=False, err=config.fix)
+    return 1 if findings else 0
+
+
+def _add_noqa(findings: list[Finding]) -> tuple[int, list[str]]:
+    """Write `# noqa: CODE` for every finding into its file; (directives added, unwritable files)."""
+    from fuselint.source.fixer import write_atomically
+
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_path.setdefault(f.span.path, []).append(f)
+    added, unwritable = 0, []
+    for path in sorted(by_path):
+        text, encoding, error = read_source(Path(path))
+        if error is not None:
+            continue
+        if ambiguous_lines(text):
+            click.echo(
+                f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", err=True
+            )
+            continue
+        new_text, count = with_noqa(text, by_path[path])
+        if not count:
+            continue
+        try:
+            write_atomically(Path(path), new_text, encoding)
+        except OSError as exc:
+            click.echo(f"fuselint: error: {path}: cannot add noqa: {exc.strerror or exc}", err=True)
+            unwritable.append(path)
+            continue
+        added += count
+    return added, unwritable
+
+
+def _fixes_listing(applied: dict[str, tuple[Finding, ...]], catalog: Catalog) -> str:
+    """ruff's --show-fixes block: per file, how many of each rule were fixed."""
+    total = sum(len(done) for done in applied.values())
+    if not total:
+        return ""
+    lines = [f"Fixed {total} error{'s' if total != 1 else ''}:"]
+    for path in sorted(applied):
+        counts: dict[str, int] = {}
+        for f in applied[path]:
+            counts[f.code] = counts.get(f.code, 0) + 1
+        if not counts:
+            continue
+        lines.append(f"- {path}:")
+        for code, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+            name = catalog[code].name if code in catalog else code
+            lines.append(f"    {n} × {code} ({name})")
+    return "\n".join(lines) + "\n\n"
+
+
+def _emit_report(report: str, output_file: str | None, output: int) -> None:
+    if output_file:
+        _emit(report, output_file)
+    elif output > SILENT:
+        _emit(report, None)
 
 
 def _emit(report: str, output_file: str | None) -> None:
@@ -392,6 +700,48 @@ def _emit(report: str, output_file: str | None) -> None:
             raise UsageFailure(f"{output_file}: cannot write: {exc.strerror}") from None
     else:
         click.echo(report, nl=False)
+
+
+CACHE_DIR = ".fuselint_cache"
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+def clean(paths: tuple[str, ...]) -> None:
+    """Remove fuselint's caches (.fuselint_cache/) under PATHS (default: the current folder)."""
+    caches: list[Path] = []
+    for name in paths or (".",):
+        if not Path(name).is_dir():
+            raise UsageFailure(f"{name}: no such directory")
+        caches.extend(find_caches(Path(name)))
+    if not caches:
+        click.echo(f"No {CACHE_DIR} found.")
+        return
+    failed = False
+    for cache in caches:
+        files = sum(1 for f in cache.rglob("*") if f.is_file())
+        try:
+            shutil.rmtree(cache)
+        except OSError as exc:
+            click.echo(f"fuselint: error: {cache}: cannot remove: {exc.strerror or exc}", err=True)
+            failed = True
+            continue
+        click.echo(f"Removed {cache} ({files} file{'s' if files != 1 else ''})")
+    if failed:
+        sys.exit(2)
+
+
+def find_caches(top: Path) -> list[Path]:
+    """Every cache folder at or under `top`, sorted; links are not followed (a link to another
+    project's cache is not ours to empty)."""
+    if top.name == CACHE_DIR and not top.is_symlink():
+        return [top]
+    found = []
+    for root, dirs, _files in os.walk(top):
+        if CACHE_DIR in dirs and not (Path(root) / CACHE_DIR).is_symlink():
+            found.append(Path(root) / CACHE_DIR)
+        dirs[:] = sorted(d for d in dirs if d != CACHE_DIR)
+    return sorted(found)
 
 
 @main.command()

@@ -40,6 +40,11 @@ DEFAULT_EXCLUDE = (
 )
 
 
+# Rules that stay off unless selected by name (or a narrower prefix, or ALL), as ruff leaves
+# RUF100 out of its default set: a project that upgrades must not start failing on comments.
+OPT_IN = ("FL001",)
+
+
 class ConfigError(Exception):
     """Unusable settings; the message is one line naming the file and key."""
 
@@ -67,7 +72,10 @@ class Config:
         ignored = list(self.ignore)
         if path is not None and self.per_file_ignores:
             ignored.extend(_file_ignores(self.per_file_ignores, self.root, path))
-        best_select = max((len(p) for p in self.select if code.startswith(p) or p == "ALL"), default=-1)
+        selectors = self.select
+        if code in OPT_IN:
+            selectors = tuple(p for p in selectors if p != "FL")
+        best_select = max((len(p) for p in selectors if code.startswith(p) or p == "ALL"), default=-1)
         best_ignore = max((len(p) for p in ignored if code.startswith(p) or p == "ALL"), default=-1)
         return best_select >= 0 and best_select > best_ignore
 
@@ -132,6 +140,7 @@ def load_config(pyproject: Path | None) -> Config:
         raise ConfigError(f"{pyproject}: [tool.fuselint] must be a table")
     known = {
         "select",
+        "extend-select",
         "ignore",
         "per-file-ignores",
         "exclude",
@@ -149,6 +158,9 @@ def load_config(pyproject: Path | None) -> Config:
     config = Config(root=root)
     if "select" in table:
         config = replace(config, select=_str_list(table["select"], "select", pyproject))
+    if "extend-select" in table:
+        extra = _str_list(table["extend-select"], "extend-select", pyproject)
+        config = replace(config, select=config.select + extra)
     if "ignore" in table:
         config = replace(config, ignore=_str_list(table["ignore"], "ignore", pyproject))
     if "exclude" in table:

@@ -43,3 +43,18 @@ def test_wrong_types_raise(tmp_path, body):
     (tmp_path / "pyproject.toml").write_text(f"[tool.fuselint]\n{body}\n")
     with pytest.raises(ConfigError):
         load_config(tmp_path / "pyproject.toml")
+
+
+def test_extend_select_adds_to_select(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text("[tool.fuselint]\nselect = ['FL2']\nextend-select = ['FL103']\n")
+    config = load_config(tmp_path / "pyproject.toml")
+    assert config.enabled("FL205") and config.enabled("FL103") and not config.enabled("FL101")
+
+
+def test_unused_noqa_is_opt_in_like_ruffs_ruf100():
+    assert not Config().enabled("FL001")
+    assert not Config(select=("FL",)).enabled("FL001")
+    assert Config(select=("FL", "FL001")).enabled("FL001")
+    assert Config(select=("FL0",)).enabled("FL001")
+    assert Config(select=("ALL",)).enabled("FL001")
+    assert not Config(select=("FL", "FL001"), ignore=("FL001",)).enabled("FL001")

@@ -20,12 +20,19 @@ from pathlib import Path
 from fuselint import __version__
 from fuselint.catalog import Catalog, load_catalog
 from fuselint.config import Config
-from fuselint.findings import Finding, Span
+from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, decode
 from fuselint.source.scope import model_functions
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+# A bare noqa silences every rule; "noqa: FL101, FL2" those codes or prefixes. A code is letters
+# then digits, as ruff reads them, so words after the list ("noqa: FL101 reason") are not codes;
+# a colon followed by no code at all is an invalid directive and silences nothing.
+_NOQA = re.compile(
+    r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:(?:\s*,\s*|\s+)[A-Z]+[0-9]+)*)|(?P<invalid>:)|\b)",
+    re.IGNORECASE,
+)
+_CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
@@ -37,37 +44,236 @@ def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> Fin
     )
 
 
-def comments(text: str) -> dict[int, str]:
-    """The comment on each line (1-based) that has one; `# noqa` counts only in a comment."""
-    found: dict[int, str] = {}
+@dataclass(frozen=True)
+class NoqaMap:
+    """Where a file's `# noqa` comments are, and which line's comment covers each line.
+
+    A line inside a multi-line string, or continued with a backslash, cannot end in a comment:
+    its findings are silenced by the comment on the line that ends the string or statement,
+    as ruff maps them. `carriers` holds only those lines; every other line carries its own.
+    """
+
+    comments: dict[int, tuple[int, str]]  # line -> (0-based column of "#", the comment)
+    carriers: dict[int, int]
+
+    def carrier(self, line: int) -> int:
+        return self.carriers.get(line, line)
+
+    def comment(self, line: int) -> str:
+        found = self.comments.get(line)
+        return found[1] if found else ""
+
+
+def noqa_map(text: str) -> NoqaMap:
+    """The comments of `text` (a "# noqa" inside a string is not one) and the carrier lines."""
+    comments: dict[int, tuple[int, str]] = {}
+    ends: set[int] = set()  # lines where a comment may go: they end in NEWLINE, NL or a comment
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.type == tokenize.COMMENT:
-                found[token.start[0]] = token.string
+                comments[token.start[0]] = (token.start[1], token.string)
+                ends.add(token.start[0])
+            elif token.type in (tokenize.NEWLINE, tokenize.NL):
+                ends.add(token.start[0])
     except (tokenize.TokenError, SyntaxError):
         # The file parsed with `ast`, so this is rare; fall back to reading whole lines.
-        return {i: line for i, line in enumerate(text.splitlines(), start=1) if "#" in line}
-    return found
+        lines = text.splitlines()
+        return NoqaMap(
+            {i: (line.index("#"), line[line.index("#") :]) for i, line in enumerate(lines, 1) if "#" in line},
+            {},
+        )
+    carriers: dict[int, int] = {}
+    last = max(ends, default=0)
+    nearest = None
+    for line in range(last, 0, -1):
+        if line in ends:
+            nearest = line
+        elif nearest is not None:
+            carriers[line] = nearest
+    return NoqaMap(comments, carriers)
 
 
-def suppressed(finding: Finding, lines: list[str] | dict[int, str]) -> bool:
-    """`# noqa` or `# noqa: FL101,FL2` on the finding's first line.
+def comments(text: str) -> dict[int, str]:
+    """The comment on each line (1-based) that has one; `# noqa` counts only in a comment."""
+    return {line: comment for line, (_column, comment) in noqa_map(text).comments.items()}
 
-    `lines` is the file's lines, or better its `comments()`, so that a string holding
-    "# noqa" does not silence the line it is on.
-    """
-    if isinstance(lines, dict):
-        text = lines.get(finding.span.line, "")
-    else:
-        index = finding.span.line - 1
-        text = lines[index] if 0 <= index < len(lines) else ""
-    match = _NOQA.search(text)
-    if not match:
-        return False
+
+def _directive(comment: str) -> re.Match | None:
+    """The first valid noqa directive in a comment (an invalid one does not hide a later one)."""
+    return next((m for m in _NOQA.finditer(comment) if not m.group("invalid")), None)
+
+
+def noqa_codes(comment: str) -> tuple[str, ...] | None:
+    """None when `comment` holds no valid noqa directive; () for a bare `# noqa`; else its codes."""
+    match = _directive(comment)
+    if match is None:
+        return None
     codes = match.group("codes")
-    if not codes:
-        return True
-    return any(finding.code.startswith(c.upper()) for c in re.split(r"[\s,]+", codes.strip()) if c)
+    return tuple(c.upper() for c in _CODE.findall(codes)) if codes else ()
+
+
+_MENTIONS_NOQA = re.compile("noqa", re.IGNORECASE)
+
+
+def _mentions_noqa(text: str) -> bool:
+    # Tokenizing costs about as much as parsing: only files that mention noqa pay for it.
+    return _MENTIONS_NOQA.search(text) is not None
+
+
+# ---------------------------------------------------------------- unused and added noqa
+
+UNUSED_NOQA = "FL001"
+# Line breaks that str.splitlines() honours and the tokenizer does not: where one occurs, line
+# numbers could disagree between the finder and the splicer, so no edit is offered.
+_ODD_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]|\r(?!\n)")
+
+
+def unused_noqa(
+    path: str, text: str, notes: NoqaMap, findings: list[Finding], catalog: Catalog, config: Config
+) -> list[Finding]:
+    """FL001 for every fuselint code (`FL...`) in a `# noqa` that silences nothing on its line.
+
+    A bare `# noqa` and other tools' codes (`E501`) are shared with those tools, which alone know
+    whether they are used; codes of traced (graph) rules cannot be judged without a trace. The
+    safe fix removes the unused codes, or the directive when none is left.
+    """
+    used: dict[int, set[str]] = {}
+    for f in findings:
+        used.setdefault(notes.carrier(f.span.line), set()).add(f.code)
+    lines = text.split("\n")
+    fixable = _ODD_BREAKS.search(text) is None
+    out: list[Finding] = []
+    for line, (column, comment) in sorted(notes.comments.items()):
+        match = _directive(comment)
+        if match is None or not match.group("codes"):
+            continue
+        codes = [c.upper() for c in _CODE.findall(match.group("codes"))]
+        verdicts = [(c, _noqa_verdict(c, used.get(line, set()), path, catalog, config)) for c in codes]
+        unused = [(c, v) for c, v in verdicts if v]
+        if not unused:
+            continue
+        kept = [c for c, v in verdicts if not v]
+        line_text = lines[line - 1].rstrip("\r")
+        start, end = column + match.start(), column + match.end()
+        fix = _noqa_removal(line, line_text, column, comment, match, kept) if fixable else None
+        out.append(
+            Finding(
+                code=UNUSED_NOQA,
+                message=f"Unused `noqa` directive ({_reasons(unused)})",
+                span=Span(path, line, start + 1, line, end + 1),
+                fix=fix,
+                source_line=line_text.strip(),
+            )
+        )
+    return out
+
+
+def _noqa_verdict(code: str, used: set[str], path: str, catalog: Catalog, config: Config) -> str:
+    """Why a noqa code is unused ("unknown", "non-enabled", "unused"), or "" when it is not."""
+    if not code.startswith("FL") or code == UNUSED_NOQA:
+        return ""
+    rules = [r for r in catalog if r.code.startswith(code)]
+    if not rules:
+        return "unknown"
+    if any(r.kind == "graph" for r in rules):
+        return ""
+    if not any(config.enabled(r.code, path) for r in rules):
+        return "non-enabled"
+    return "" if any(c.startswith(code) for c in used) else "unused"
+
+
+def _reasons(unused: list[tuple[str, str]]) -> str:
+    groups: dict[str, list[str]] = {}
+    for code, reason in unused:
+        groups.setdefault(reason, []).append(f"`{code}`")
+    return "; ".join(f"{reason}: {', '.join(codes)}" for reason, codes in groups.items())
+
+
+def _noqa_removal(
+    line: int, line_text: str, column: int, comment: str, match: re.Match, kept: list[str]
+) -> Fix:
+    if kept:
+        new = comment[: match.start("codes")] + ", ".join(kept) + comment[match.end("codes") :]
+        edit = Edit(line, column + 1, line, column + len(comment) + 1, new)
+        return Fix(Applicability.SAFE, "Remove the unused codes from the `noqa` directive", (edit,))
+    before, after = comment[: match.start()].rstrip(), comment[match.end() :].strip()
+    if after and not after.startswith("#"):
+        after = f"# {after}"  # words after the codes explain the directive: keep them a comment
+    new = f"{before}  {after}" if before and after else before or after
+    if new:
+        edit = Edit(line, column + 1, line, column + len(comment) + 1, new)
+    else:
+        # The whole comment goes, with the spaces that separated it from the code.
+        code_end = len(line_text[:column].rstrip())
+        edit = Edit(line, code_end + 1, line, column + len(comment) + 1, "")
+    return Fix(Applicability.SAFE, "Remove the unused `noqa` directive", (edit,))
+
+
+_LONE_CR = re.compile("\r(?!\n)")
+
+
+def ambiguous_lines(text: str) -> bool:
+    """A lone carriage return ends a line for Python but not for a split on newlines: such a
+    file's line numbers cannot be trusted for an edit by line, so `with_noqa` leaves it alone."""
+    return _LONE_CR.search(text) is not None
+
+
+def with_noqa(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
+    """`text` with `# noqa: CODE` on the line that carries each finding, and the number of
+    lines that gained a code. An existing directive is extended; another comment keeps its
+    words and gets the directive after them."""
+    if ambiguous_lines(text):
+        return text, 0
+    notes = noqa_map(text)
+    wanted: dict[int, set[str]] = {}
+    for f in findings:
+        # FL000: the file does not parse; FL001: the fix is to remove the code, not to add one.
+        if f.code not in ("FL000", UNUSED_NOQA):
+            wanted.setdefault(notes.carrier(f.span.line), set()).add(f.code)
+    lines = text.split("\n")
+    added = 0
+    for line, codes in sorted(wanted.items()):
+        if not 1 <= line <= len(lines):
+            continue
+        column, comment = notes.comments.get(line, (0, ""))
+        match = _directive(comment)
+        body = lines[line - 1]
+        ending = "\r" if body.endswith("\r") else ""
+        body = body[: len(body) - len(ending)]
+        if match is not None and not match.group("codes"):
+            continue  # a bare noqa already silences every rule
+        if match is not None:
+            have = [c.upper() for c in _CODE.findall(match.group("codes"))]
+            new = sorted(c for c in codes if not any(c.startswith(h) for h in have))
+            if not new:
+                continue
+            start, end = column + match.start("codes"), column + match.end("codes")
+            body = body[:start] + ", ".join(have + new) + body[end:]
+        else:
+            body = body.rstrip(" \t") + "  # noqa: " + ", ".join(sorted(codes))
+        lines[line - 1] = body + ending
+        added += 1
+    return "\n".join(lines), added
+
+
+def suppressed(finding: Finding, lines: list[str] | dict[int, str] | NoqaMap) -> bool:
+    """`# noqa` or `# noqa: FL101,FL2` on the line that carries the finding's first line.
+
+    `lines` is best the file's `noqa_map()`, so that a string holding "# noqa" does not silence
+    the line it is on and a finding inside a multi-line string is silenced where it ends; the
+    file's lines or its `comments()` are also accepted (the line itself then carries).
+    """
+    line = finding.span.line
+    if isinstance(lines, NoqaMap):
+        text = lines.comment(lines.carrier(line))
+    elif isinstance(lines, dict):
+        text = lines.get(line, "")
+    else:
+        text = lines[line - 1] if 0 <= line - 1 < len(lines) else ""
+    codes = noqa_codes(text)
+    if codes is None:
+        return False
+    return not codes or any(finding.code.startswith(c) for c in codes)
 
 
 def without_suppressed(findings: Iterable[Finding]) -> list[Finding]:
@@ -78,7 +284,7 @@ def without_suppressed(findings: Iterable[Finding]) -> list[Finding]:
     for f in findings:
         if f.span.path not in notes:
             text, _encoding, error = read_source(Path(f.span.path))
-            notes[f.span.path] = comments(text) if error is None and "noqa" in text.lower() else {}
+            notes[f.span.path] = noqa_map(text) if error is None and _mentions_noqa(text) else {}
         if not suppressed(f, notes[f.span.path]):
             kept.append(f)
     return kept
@@ -101,8 +307,20 @@ def lint_text(path: str, text: str, catalog: Catalog, config: Config) -> list[Fi
 
 def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
     enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
-    if not enabled or not sf.imports.imports_torch():
+    if not enabled:
         return []
+    findings = _rule_findings(sf, enabled, config) if sf.imports.imports_torch() else []
+    judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
+    if (findings or judge_noqa) and _mentions_noqa(sf.text):
+        notes = noqa_map(sf.text)
+        if judge_noqa:
+            findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
+        findings = [f for f in findings if not suppressed(f, notes)]
+    unique = {(f.code, f.span): f for f in findings}
+    return sorted(unique.values(), key=lambda f: f.sort_key)
+
+
+def _rule_findings(sf: SourceFile, enabled: list, config: Config) -> list[Finding]:
     functions = model_functions(sf.tree, sf.imports, sf.text)
     checks = load_checks()
     findings: list[Finding] = []
@@ -128,11 +346,7 @@ def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
         findings.append(
             _parse_error(sf.path, f"file not fully checked: an expression is nested too deeply for {codes}")
         )
-    if any(_NOQA.search(sf.line_text(f.span.line)) for f in findings):
-        notes = comments(sf.text)
-        findings = [f for f in findings if not suppressed(f, notes)]
-    unique = {(f.code, f.span): f for f in findings}
-    return sorted(unique.values(), key=lambda f: f.sort_key)
+    return findings
 
 
 def _code_range(codes: list[str]) -> str:
@@ -147,10 +361,15 @@ def read_source(path: Path) -> tuple[str | None, str, Finding | None]:
         raw = path.read_bytes()
     except OSError as exc:
         return None, "", _parse_error(str(path), f"cannot read file: {exc.strerror or exc}")
+    return decode_source(str(path), raw)
+
+
+def decode_source(path: str, raw: bytes) -> tuple[str | None, str, Finding | None]:
+    """`read_source` for bytes read elsewhere (stdin), reported under `path`."""
     try:
         text, encoding = decode(raw)
     except Unreadable as exc:
-        return None, "", _parse_error(str(path), f"file is not valid text in its encoding: {exc}")
+        return None, "", _parse_error(path, f"file is not valid text in its encoding: {exc}")
     return text, encoding, None
 
 
@@ -189,7 +408,7 @@ def discover(paths: Iterable[str], config: Config) -> list[Path]:
         if not path.exists():
             raise PathError(f"{name}: no such file or directory")
         if path.is_file():
-            if not (config.force_exclude and _excluded_anywhere(path, config)):
+            if not (config.force_exclude and excluded_anywhere(path, config)):
                 found.append(path)
             continue
         for root, dirs, files in os.walk(path):
@@ -218,7 +437,7 @@ def _regular(path: Path) -> bool:
     return path.is_file() or (path.is_symlink() and not path.exists())
 
 
-def _excluded_anywhere(path: Path, config: Config) -> bool:
+def excluded_anywhere(path: Path, config: Config) -> bool:
     """The file or any folder above it (up to the project root) matches an exclude."""
     if config.excluded(path):
         return True

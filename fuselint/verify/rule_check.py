@@ -36,7 +36,8 @@ class Outcome:
 def _codes(rule: Rule, catalog: Catalog, text: str) -> set[str]:
     from fuselint.source.lint import lint_text
 
-    return {f.code for f in lint_text("example.py", text, catalog, Config(select=(rule.code,)))}
+    # The defaults plus the rule: an opt-in rule (FL001, unused noqa) judges the others' findings.
+    return {f.code for f in lint_text("example.py", text, catalog, Config(select=("FL", rule.code)))}
 
 
 def _traced_codes(text: str, name: str) -> set[str]:

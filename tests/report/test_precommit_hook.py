@@ -139,3 +139,76 @@ def test_try_repo_fails_on_a_finding_and_passes_a_clean_file(tmp_path):
     assert fixing.returncode == 1, fixing.stdout + fixing.stderr
     assert "FL103" in fixing.stdout
     assert (target / "bad.py").read_text(encoding="utf-8") == BAD
+
+
+README = ROOT / "README.md"
+
+
+def _readme_snippet() -> str:
+    """The `.pre-commit-config.yaml` block of the README's pre-commit section."""
+    section = README.read_text(encoding="utf-8").split("## pre-commit", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```yaml\n")[1:]]
+    (snippet,) = [b for b in blocks if "repos:" in b]
+    return snippet
+
+
+def test_readme_snippet_names_only_revs_that_exist():
+    yaml = pytest.importorskip("yaml")
+    repos = yaml.safe_load(_readme_snippet())["repos"]
+    assert repos, "the README's pre-commit snippet has no repos"
+    for repo in repos:
+        if repo["repo"] in ("local", "meta"):
+            continue
+        # A rev pre-commit cannot check out (a tag never made) fails every user's first commit.
+        found = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{repo['rev']}^{{commit}}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert found.returncode == 0, f"README names rev {repo['rev']!r}, which this repository does not have"
+
+
+def _fuselint_on_path() -> str | None:
+    beside = Path(sys.executable).with_name("fuselint")
+    return (
+        str(beside.parent)
+        if beside.exists()
+        else (str(Path(shutil.which("fuselint")).parent) if shutil.which("fuselint") else None)
+    )
+
+
+@needs_pre_commit
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.skipif(_fuselint_on_path() is None, reason="the fuselint command is not installed")
+def test_readme_snippet_runs_under_pre_commit(tmp_path):
+    target = tmp_path / "user-project"
+    target.mkdir()
+    (target / ".pre-commit-config.yaml").write_text(_readme_snippet(), encoding="utf-8")
+    (target / "bad.py").write_text(BAD, encoding="utf-8")
+    (target / "good.py").write_text(GOOD, encoding="utf-8")
+    _git(target, "init", "-q")
+    _git(target, "add", "-A")
+    env = {
+        **os.environ,
+        "PATH": _fuselint_on_path() + os.pathsep + os.environ.get("PATH", ""),
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "PRE_COMMIT_COLOR": "never",
+    }
+
+    def run(*files: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*PRE_COMMIT, "run", "--files", *files],
+            cwd=target,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    bad = run("bad.py")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "bad.py:7:9: FL103" in bad.stdout and "Failed" in bad.stdout
+    good = run("good.py")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Passed" in good.stdout
