@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import logging
+import os
 import sys
 import sysconfig
 import time
@@ -41,6 +43,8 @@ from fuselint.graph.progress import progress
 
 BREAK_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
 
+Frame = tuple[str, int, str]  # (file, line, function)
+
 
 @dataclass(frozen=True)
 class GraphBreak:
@@ -63,6 +67,8 @@ class GraphBreak:
     skipped_frame: bool = False
     # The captured graph that ends at this break (compiled from the same frame), if any.
     after_graph: str = ""
+    # The user's frames from the entry's forward down to the break, outermost first.
+    stack: tuple[Frame, ...] = ()
 
     @property
     def url(self) -> str:
@@ -107,28 +113,71 @@ def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return stdlib, site
 
 
+def _package_root(name: str) -> str:
+    """The folder of an installed package, found without importing it ("" when absent)."""
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return str(Path(locations[0]).resolve()) if locations else ""
+
+
 _TORCH_ROOT = str(Path(torch.__file__).resolve().parent)
 _FUSELINT_ROOT = str(Path(__file__).resolve().parent.parent)
+# The harness around the model: torch, fuselint itself and the command line it runs under.
+_HARNESS = tuple(r for r in (_TORCH_ROOT, _FUSELINT_ROOT, _package_root("click")) if r)
 _STDLIB, _SITE = _library_roots()
 
 
+def _under(path: str, roots: Sequence[str]) -> bool:
+    # With the separator: torchvision/ is not under torch/.
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _resolved(file: str) -> str:
+    return "" if not file or file.startswith("<") else str(Path(file).resolve())
+
+
+def is_harness_file(file: str) -> bool:
+    """Frames of torch, fuselint, click, or no file at all: never where a break is reported."""
+    path = _resolved(file)
+    return not path or _under(path, _HARNESS)
+
+
 def is_user_file(file: str) -> bool:
-    """Frames in torch, the standard library or fuselint are not the user's code."""
-    if not file or file.startswith("<"):
+    """Frames in torch, fuselint, click or the standard library are not the user's code.
+
+    Packages beside torch (torchvision, torchaudio, transformers) are the user's: their
+    breaks are reported in their own files."""
+    if is_harness_file(file):
         return False
-    path = str(Path(file).resolve())
-    if path.startswith((_TORCH_ROOT, _FUSELINT_ROOT)):
-        return False
-    return not (path.startswith(_STDLIB) and not path.startswith(_SITE))
+    path = _resolved(file)
+    return not (_under(path, _STDLIB) and not _under(path, _SITE))
+
+
+def model_frames(frames: Sequence[Frame]) -> tuple[Frame, ...]:
+    """The frames inside the model call: those below fuselint's own last frame, when it is
+    on the stack (what lies above it is the command line or the test runner)."""
+    ours = [i for i, (file, _line, _func) in enumerate(frames) if _under(_resolved(file), (_FUSELINT_ROOT,))]
+    return tuple(frames[ours[-1] + 1 :] if ours else frames)
+
+
+def user_stack(raw: RawBreak) -> tuple[Frame, ...]:
+    """The user's frames of the break, outermost first, ending at the break's own line."""
+    frames = [f for f in model_frames(raw.frames) if is_user_file(f[0])]
+    if is_user_file(raw.file) and (not frames or frames[-1][:2] != (raw.file, raw.line)):
+        func = next((fn for file, line, fn in raw.frames if (file, line) == (raw.file, raw.line)), "")
+        frames.append((raw.file, raw.line, func))
+    return tuple(frames)
 
 
 def user_location(raw: RawBreak) -> tuple[str, int]:
-    """The innermost user frame of the break (dynamo may name copy.py or a torch file)."""
-    if is_user_file(raw.file):
-        return raw.file, raw.line
-    for file, line, _func in reversed(raw.frames):
-        if is_user_file(file):
-            return file, line
+    """Where to report a break: the innermost user frame; with none, the innermost frame of the
+    model call outside torch and fuselint (copy.py, say); with none, where dynamo broke."""
+    stack = user_stack(raw)
+    if stack:
+        return stack[-1][0], stack[-1][1]
+    inside = [(f, n) for f, n, _fn in model_frames(raw.frames) if not is_harness_file(f)]
+    if inside:
+        return inside[-1]
     return raw.file, raw.line
 
 
@@ -475,6 +524,7 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
         if raw is None:
             continue
         file, line = user_location(raw)
+        stack = user_stack(raw)
         if not is_user_file(file):
             # A repeat that dynamo logged without its user stack: count it on the break with
             # the same id that was located, rather than report a line inside torch.
@@ -494,6 +544,8 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
                 explored=old.explored or explored,
                 skipped_frame=old.skipped_frame or raw.skipped_frame,
                 after_graph=old.after_graph or after,
+                # A frame that gave up logs a shorter stack than the compile that broke.
+                stack=stack if len(stack) > len(old.stack) else old.stack,
             )
             continue
         moved = (file, line) != (raw.file, raw.line)
@@ -509,5 +561,6 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
             explored=explored,
             skipped_frame=raw.skipped_frame,
             after_graph=after,
+            stack=stack,
         )
     return tuple(merged.values())
