@@ -99,3 +99,33 @@ def test_unknown_target_gpu_is_a_usage_error(tmp_path):
     for args in (["graph", "--entry", entry, "-o", str(tmp_path / "g.json")], ["verify", "--entry", entry]):
         result = _invoke([*args, "--target", "TPU9"])
         assert result.exit_code == 2 and "TPU9" in result.output, args
+
+
+def test_a_failing_forward_is_one_line_naming_the_users_error_and_exits_2(tmp_path):
+    fixture = TRACE / "failing_forward.py"
+    line = next(
+        n for n, text in enumerate(fixture.read_text().splitlines(), 1) if "h @ torch.ones(3, 3)" in text
+    )
+    for device in ("cpu", "meta"):  # a trace that did not complete is never a pass, meta included
+        result = _invoke(
+            ["check", "--no-cache", "--device", device, "--entry", f"{fixture}:entry", str(tmp_path)]
+        )
+        assert result.exit_code == 2, (device, result.output)
+        (only,) = result.output.strip().splitlines()
+        assert only.startswith("fuselint: error:") and f"failing_forward.py:{line} in forward" in only
+        assert "RuntimeError: a and b must have same reduction dim" in only and "--verbose" in only
+        assert "All checks passed" not in result.output
+
+
+def test_verbose_shows_the_full_log_of_a_failed_run(capsys):
+    import click
+    import pytest
+
+    from fuselint.cli import UsageFailure, check, trace_entries
+
+    with click.Context(check) as context:
+        context.params["verbose"] = True
+        with pytest.raises(UsageFailure):
+            trace_entries([f"{TRACE / 'failing_forward.py'}:entry"], None, False, "H200")
+    err = capsys.readouterr().err
+    assert "failed while attempting to run meta for aten.mm" in err and "Traceback" in err

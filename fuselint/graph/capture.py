@@ -9,6 +9,9 @@ a handler for the duration of the capture; the user's logging and dynamo state a
 On the meta device (no weight memory) a data-dependent break would stop the run: the eager code
 between graphs needs real values. Zero-dim meta outputs are handed to the host as one-element
 CPU stand-ins (ones), so the run goes on along one branch; breaks fed that way say so.
+
+A run that fails, on any device, is an EntryError: one line with the user's exception and the
+user's file:line where it was raised; torch's own log is kept off the console for --verbose.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import sys
 import sysconfig
 import time
+import traceback
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -35,6 +39,7 @@ import torch._logging._internal as torch_logs
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from torch.utils._pytree import tree_flatten, tree_map
 
+from fuselint.findings import display_path
 from fuselint.graph.breaks_log import RawBreak, parse_break
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.graph.fusion_graph import FusionGraph
@@ -96,8 +101,6 @@ class Capture:
     seconds: float
     # What the model printed while it ran (kept off fuselint's own stdout).
     stdout: str = ""
-    # On the meta device a run can still stop early; what was captured until then is kept.
-    error: str = ""
     # Dynamo graphs that could not be lowered to ATen: "graph3: <why>".
     unlowered: tuple[str, ...] = ()
     links: tuple[GraphLink, ...] = ()
@@ -373,17 +376,29 @@ def _build(entry: Entry, device: str | None) -> Built:
 
 @contextlib.contextmanager
 def _device_scope(device: str):
-    """On meta, eager `nonzero` between graphs gets a stand-in size (every element non-zero)
-    instead of raising, so the run goes on (one branch explored)."""
-    import torch.fx.experimental._config as fx_config
+    """What a meta run needs to go on where a real one would.
 
-    if device != "meta" or not hasattr(fx_config, "meta_nonzero_assume_all_nonzero"):
+    Eager `nonzero` between graphs gets a stand-in size (every element non-zero) instead of
+    raising (one branch explored). `torch.tensor(data, device="meta")` (a KV cache's empty
+    start, `torch.tensor([])`) is made as a plain meta tensor even while dynamo traces with fake
+    tensors, and the fake mode refuses it as a real input: a meta tensor holds no values, so
+    letting the fake mode take it as a constant is exact.
+    """
+    if device != "meta":
         yield
         return
-    # Not a torch.device("meta") context: dynamo would trace through its __torch_function__,
-    # which is ten times slower and reports breaks inside torch/utils/_device.py.
-    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
-        yield
+    import torch.fx.experimental._config as fx_config
+    from torch._subclasses.fake_tensor import fake_tensor_tls
+
+    saved = fake_tensor_tls.allow_non_fake_inputs_override
+    fake_tensor_tls.allow_non_fake_inputs_override = True
+    try:
+        # Not a torch.device("meta") context: dynamo would trace through its __torch_function__,
+        # which is ten times slower and reports breaks inside torch/utils/_device.py.
+        with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+            yield
+    finally:
+        fake_tensor_tls.allow_non_fake_inputs_override = saved
 
 
 def _run(compiled: Any, built: Built, train: bool) -> None:
@@ -414,19 +429,23 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
     device = device or _device_of(built)
     recorder = _Recorder(meta=device == "meta", prefix=prefix)
     printed = io.StringIO()
-    error = ""
+    torch_log = io.StringIO()
     torch._dynamo.reset()  # fresh caches, and dynamo's duplicate-break suppression forgotten
     try:
-        with _listening_to_breaks() as handler, contextlib.redirect_stdout(printed), _device_scope(device):
+        with (
+            _torch_log_kept(torch_log),
+            _listening_to_breaks() as handler,
+            contextlib.redirect_stdout(printed),
+            _device_scope(device),
+        ):
             compiled = torch.compile(model, backend=recorder, dynamic=False)
             try:
                 _run(compiled, built, train)
             except Exception as exc:
-                if device != "meta":
-                    raise EntryError(
-                        f"entry {entry.spec!r}: running the model failed: {_brief(exc)}"
-                    ) from exc
-                error = _brief(exc)
+                # A run that did not complete is never a pass, on any device: one line says
+                # why and where, the full story waits for --verbose.
+                detail = torch_log.getvalue() + "".join(traceback.format_exception(exc))
+                raise EntryError(f"entry {entry.spec!r}: {run_failure(exc, device)}", detail) from exc
     finally:
         torch._dynamo.reset()  # drop the compiled code: it holds the model's graphs alive
     graphs = _fusion_graphs(recorder)
@@ -439,7 +458,6 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
         train=train,
         seconds=time.perf_counter() - start,
         stdout=printed.getvalue(),
-        error=error,
         unlowered=tuple(
             f"{recorder.graph_name(r)}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error
         ),
@@ -478,6 +496,72 @@ def entry_prefixes(specs: Sequence[str]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         out.append(f"{label}:" if labels.count(label) == 1 else f"{label}#{seen[label]}:")
     return out
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception the model raised, under torch's wrappers around it (dynamo's
+    TorchRuntimeError wraps the fake-tensor RuntimeError that holds the real message)."""
+    seen = {id(exc)}
+    while type(exc).__module__.startswith("torch.") and (exc.__cause__ or exc.__context__):
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
+def failure_frame(exc: BaseException) -> Frame | None:
+    """The innermost frame of the user's code where the run failed: dynamo's record of the user
+    stack it was tracing, else the traceback below fuselint's own frames."""
+    chain = [exc]
+    while chain[-1].__cause__ or chain[-1].__context__:
+        nxt = chain[-1].__cause__ or chain[-1].__context__
+        if nxt is None or nxt in chain:
+            break
+        chain.append(nxt)
+    for candidate in chain:
+        real_stack = getattr(candidate, "real_stack", None) or ()
+        frames = [(f.filename, f.lineno or 0, f.name) for f in real_stack]
+        user = [f for f in frames if is_user_file(f[0])]
+        if user:
+            return user[-1]
+    for candidate in reversed(chain):
+        frames = [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(candidate.__traceback__)]
+        user = [f for f in model_frames(frames) if is_user_file(f[0])]
+        if user:
+            return user[-1]
+    return None
+
+
+def run_failure(exc: BaseException, device: str) -> str:
+    """One line: where the user's code failed and the exception it raised."""
+    cause = _brief(root_cause(exc))
+    frame = failure_frame(exc)
+    where = f" at {display_path(frame[0])}:{frame[1]} in {frame[2]}" if frame else ""
+    hint = "; meta tensors hold no values: try --device cpu" if device == "meta" and "meta" in cause else ""
+    return f"running the model failed{where}: {cause}{hint} (--verbose shows the full log)"
+
+
+@contextlib.contextmanager
+def _torch_log_kept(buffer: io.StringIO):
+    """torch's own log (a fake-tensor traceback, dynamo's warnings) goes to `buffer`, not the
+    console: the one-line error says what matters; --verbose shows the buffer."""
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    loggers = [
+        lg
+        for name, lg in list(logging.root.manager.loggerDict.items())
+        if isinstance(lg, logging.Logger) and lg.handlers and (name == "torch" or name.startswith("torch."))
+    ]
+    saved = [(lg, list(lg.handlers)) for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.handlers[:] = [handler]
+        yield buffer
+    finally:
+        for lg, handlers in saved:
+            lg.handlers[:] = handlers
 
 
 def _brief(exc: BaseException) -> str:
