@@ -486,6 +486,8 @@ def trace_entries(entries, device: str | None, train: bool, target: str) -> list
             click.echo(exc.detail.rstrip(), err=True)
         raise UsageFailure(str(exc)) from None
     for cap in captures:
+        if cap.mode_note:
+            click.echo(f"fuselint: note: {cap.entry}: {cap.mode_note}", err=True)
         for name in cap.unlowered:
             click.echo(
                 f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", err=True

@@ -104,6 +104,21 @@ class Capture:
     # Dynamo graphs that could not be lowered to ATen: "graph3: <why>".
     unlowered: tuple[str, ...] = ()
     links: tuple[GraphLink, ...] = ()
+    # The mode the factory returned the model in (None: not an nn.Module), beside `train`,
+    # the mode that was traced: the two differ when fuselint chose for the user.
+    factory_train: bool | None = None
+
+    @property
+    def mode_note(self) -> str:
+        """One line when the traced mode is not the mode the factory returned, saying why."""
+        if self.factory_train is None or self.factory_train == self.train:
+            return ""
+        if self.train:
+            return "the factory returned the model in eval mode; traced in train mode, as --train asks"
+        return (
+            "the factory returned the model in train mode; traced in eval mode (inference, the default): "
+            "pass --train to trace training with backward graphs, or call .eval() in the factory"
+        )
 
 
 # ---------------------------------------------------------------- whose frame is it
@@ -424,6 +439,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
     start = time.perf_counter()
     built = _build(entry, device)
     model = built.model
+    factory_train = model.training if isinstance(model, torch.nn.Module) else None
     if isinstance(model, torch.nn.Module):
         model.train(train)
     device = device or _device_of(built)
@@ -462,6 +478,7 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
             f"{recorder.graph_name(r)}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error
         ),
         links=tuple(recorder.links),
+        factory_train=factory_train,
     )
 
 
