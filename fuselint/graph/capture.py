@@ -295,6 +295,8 @@ class _Recorder:
             # decomposition.py does not import; importing it costs ~2 s, so only when needed.
             importlib.import_module("torch._inductor.lowering")
 
+        if self.meta:
+            _attention_as_on_cpu(gm)
         compile_id = torch._guards.CompileContext.current_compile_id()
         rec = _Recorded(index=len(self.graphs), compile_id=str(compile_id) if compile_id else "")
         self.graphs.append(rec)
@@ -360,6 +362,54 @@ class _Recorder:
             return t
 
         return tree_map(swap, out)
+
+
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_SDP_FLASH = 1  # sdp::SDPBackend::flash_attention, as _fused_sdp_choice numbers it
+
+
+def _sdpa_as_on_cpu(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """scaled_dot_product_attention lowered as on CPU tensors of the same sizes.
+
+    SDPA picks its kernel by the device of its inputs, and meta has no fused kernel: on meta
+    it decomposes into the math path (bmm, softmax, a materialized causal mask: +92 nodes in a
+    2-layer LLaMA), a graph no real device runs. The CPU kernel's choice reads only sizes,
+    strides and dtypes, so it is asked directly, and the fused op it picks has a meta kernel.
+    """
+    choice = torch.ops.aten._fused_sdp_choice.default.redispatch(
+        _CPU_KEYS, query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+    if choice != _SDP_FLASH:
+        return torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # As the CPU path turns a boolean mask into an additive one.
+        zero = torch.scalar_tensor(0.0, dtype=query.dtype, device=attn_mask.device)
+        attn_mask = torch.where(attn_mask, zero, -float("inf"))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+    )[0]
+
+
+def _attention_as_on_cpu(gm: torch.fx.GraphModule) -> None:
+    """Point the graph's SDPA calls at `_sdpa_as_on_cpu` (meta runs only)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.nn.functional.scaled_dot_product_attention:
+            node.target = _sdpa_as_on_cpu
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _uses_max_pool(gm: torch.fx.GraphModule) -> bool:

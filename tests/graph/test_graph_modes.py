@@ -5,9 +5,22 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 
 def _ops(cap) -> Counter:
     return Counter(d["op"] for g in cap.graphs for _, d in g.dag.nodes(data=True))
+
+
+def _shape(cap) -> list[tuple[list[str], int]]:
+    return [([d["op"] for _, d in g.dag.nodes(data=True)], g.dag.number_of_edges()) for g in cap.graphs]
+
+
+@pytest.mark.parametrize("fixture", ["attention_masks.py", "transformer_block.py"])
+def test_meta_lowers_attention_as_a_real_device_does(captured, fixture):
+    cpu, meta = captured(fixture, device="cpu"), captured(fixture, device="meta")
+    assert _shape(meta) == _shape(cpu)
+    assert "aten.bmm.default" not in _ops(meta)  # not SDPA's math path
 
 
 def test_meta_runs_a_kv_cache_to_the_end_with_the_graphs_of_a_cpu_run(captured):
