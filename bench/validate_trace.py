@@ -235,7 +235,6 @@ def measure_one(spec: str, train: bool) -> dict:
         "peak_mb": peak_mb,
         "explain_graphs": explain_graphs,
         "explain_breaks": explain_breaks,
-        "error": cap.error,
         "one_branch": sum(1 for b in cap.breaks if b.explored),
     }
 

@@ -906,11 +906,14 @@ def trace_entries(entries, device: str | None, train: bool, target: str) -> list
     try:
         captures = capture_entries(list(entries), device=device, train=train)
     except EntryError as exc:
+        # A trace that did not complete is never a pass: exit 2, the full log only on -v.
+        context = click.get_current_context(silent=True)
+        if exc.detail and context is not None and context.params.get("verbose"):
+            click.echo(exc.detail.rstrip(), err=True)
         raise UsageFailure(str(exc)) from None
     for cap in captures:
-        # A partial trace is still useful, but the user must know it is partial.
-        if cap.error:
-            click.echo(f"fuselint: warning: {cap.entry}: the run stopped early ({cap.error})", err=True)
+        if cap.mode_note:
+            click.echo(f"fuselint: note: {cap.entry}: {cap.mode_note}", err=True)
         for name in cap.unlowered:
             click.echo(
                 f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", err=True

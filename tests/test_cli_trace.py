@@ -21,7 +21,7 @@ def test_check_entry_merges_the_dynamo_break_into_the_static_finding():
     fixture = TRACE / "print_in_forward.py"
     result = _invoke(["check", "--no-cache", "--format", "json", "--entry", f"{fixture}:entry", str(fixture)])
     assert result.exit_code == 1
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)  # stderr may hold a note on the traced mode
     at_print = [r for r in rows if "print(" in fixture.read_text().splitlines()[r["location"]["row"] - 1]]
     assert len(at_print) == 1, "the static finding and the traced break on one line are reported once"
     assert at_print[0]["code"] == "FL103" and at_print[0]["details"]["gb_id"] == "gb0059"
@@ -30,7 +30,7 @@ def test_check_entry_merges_the_dynamo_break_into_the_static_finding():
 def test_a_graph_break_carries_its_fusion_saving_into_the_report_and_the_gate(tmp_path):
     fixture = TRACE / "item_branch.py"
     args = ["check", "--no-cache", "--entry", f"{fixture}:entry", str(fixture)]
-    rows = json.loads(_invoke([*args, "--format", "json"]).output)
+    rows = json.loads(_invoke([*args, "--format", "json"]).stdout)
     (at_item,) = [r for r in rows if r["details"].get("gb_id") == "gb0124"]
     assert at_item["code"] == "FL101" and at_item["gain"]["launches"] == 1
     # a threshold gate now sees the break's saving
@@ -99,3 +99,41 @@ def test_unknown_target_gpu_is_a_usage_error(tmp_path):
     for args in (["graph", "--entry", entry, "-o", str(tmp_path / "g.json")], ["verify", "--entry", entry]):
         result = _invoke([*args, "--target", "TPU9"])
         assert result.exit_code == 2 and "TPU9" in result.output, args
+
+
+def test_a_failing_forward_is_one_line_naming_the_users_error_and_exits_2(tmp_path):
+    fixture = TRACE / "failing_forward.py"
+    line = next(
+        n for n, text in enumerate(fixture.read_text().splitlines(), 1) if "h @ torch.ones(3, 3)" in text
+    )
+    for device in ("cpu", "meta"):  # a trace that did not complete is never a pass, meta included
+        result = _invoke(
+            ["check", "--no-cache", "--device", device, "--entry", f"{fixture}:entry", str(tmp_path)]
+        )
+        assert result.exit_code == 2, (device, result.output)
+        (only,) = result.output.strip().splitlines()
+        assert only.startswith("fuselint: error:") and f"failing_forward.py:{line} in forward" in only
+        assert "RuntimeError: a and b must have same reduction dim" in only and "--verbose" in only
+        assert "All checks passed" not in result.output
+
+
+def test_verbose_shows_the_full_log_of_a_failed_run(capsys):
+    import click
+    import pytest
+
+    from fuselint.cli import UsageFailure, check, trace_entries
+
+    with click.Context(check) as context:
+        context.params["verbose"] = True
+        with pytest.raises(UsageFailure):
+            trace_entries([f"{TRACE / 'failing_forward.py'}:entry"], None, False, "H200")
+    err = capsys.readouterr().err
+    assert "failed while attempting to run meta for aten.mm" in err and "Traceback" in err
+
+
+def test_check_says_which_mode_it_traced_when_not_the_factorys(tmp_path):
+    fixture = TRACE / "dropout_mlp.py"
+    noted = _invoke(["check", "--no-cache", "--entry", f"{fixture}:entry", str(tmp_path)])
+    assert "fuselint: note:" in noted.output and "traced in eval mode" in noted.output
+    quiet = _invoke(["check", "--no-cache", "--entry", f"{fixture}:inference", str(tmp_path)])
+    assert "note:" not in quiet.output

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from fuselint.findings import Finding, Gain, Span, display_path
-from fuselint.graph.capture import Capture, GraphBreak
+from fuselint.graph.capture import Capture, GraphBreak, is_user_file
 
 CODE = "FL150"
 
@@ -32,7 +32,21 @@ def break_details(brk: GraphBreak) -> tuple[tuple[str, str], ...]:
         details.append(("dynamo_location", f"{brk.dynamo_file}:{brk.dynamo_line}"))
     if brk.hits > 1:
         details.append(("hits", str(brk.hits)))
+    if brk.stack:
+        details.append(("stack", break_stack(brk)))
+    elif not is_user_file(brk.file):
+        details.append(
+            ("location", "no frame of the model's own code is on the stack: placed where it broke")
+        )
     return tuple((k, v) for k, v in details if v)
+
+
+def break_stack(brk: GraphBreak) -> str:
+    """The user's frames down to the break, outermost first: `path:line in function` a line."""
+    return "\n".join(
+        f"{display_path(file)}:{line} in {func}" if func else f"{display_path(file)}:{line}"
+        for file, line, func in brk.stack
+    )
 
 
 def break_message(brk: GraphBreak) -> str:

@@ -9,17 +9,23 @@ a handler for the duration of the capture; the user's logging and dynamo state a
 On the meta device (no weight memory) a data-dependent break would stop the run: the eager code
 between graphs needs real values. Zero-dim meta outputs are handed to the host as one-element
 CPU stand-ins (ones), so the run goes on along one branch; breaks fed that way say so.
+
+A run that fails, on any device, is an EntryError: one line with the user's exception and the
+user's file:line where it was raised; torch's own log is kept off the console for --verbose.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import logging
+import os
 import sys
 import sysconfig
 import time
+import traceback
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +39,7 @@ import torch._logging._internal as torch_logs
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from torch.utils._pytree import tree_flatten, tree_map
 
+from fuselint.findings import display_path
 from fuselint.graph.breaks_log import RawBreak, parse_break
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.graph.fusion_graph import FusionGraph
@@ -40,6 +47,8 @@ from fuselint.graph.layout import gpu_conv_layout
 from fuselint.graph.progress import progress
 
 BREAK_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
+
+Frame = tuple[str, int, str]  # (file, line, function)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class GraphBreak:
     skipped_frame: bool = False
     # The captured graph that ends at this break (compiled from the same frame), if any.
     after_graph: str = ""
+    # The user's frames from the entry's forward down to the break, outermost first.
+    stack: tuple[Frame, ...] = ()
 
     @property
     def url(self) -> str:
@@ -90,11 +101,24 @@ class Capture:
     seconds: float
     # What the model printed while it ran (kept off fuselint's own stdout).
     stdout: str = ""
-    # On the meta device a run can still stop early; what was captured until then is kept.
-    error: str = ""
     # Dynamo graphs that could not be lowered to ATen: "graph3: <why>".
     unlowered: tuple[str, ...] = ()
     links: tuple[GraphLink, ...] = ()
+    # The mode the factory returned the model in (None: not an nn.Module), beside `train`,
+    # the mode that was traced: the two differ when fuselint chose for the user.
+    factory_train: bool | None = None
+
+    @property
+    def mode_note(self) -> str:
+        """One line when the traced mode is not the mode the factory returned, saying why."""
+        if self.factory_train is None or self.factory_train == self.train:
+            return ""
+        if self.train:
+            return "the factory returned the model in eval mode; traced in train mode, as --train asks"
+        return (
+            "the factory returned the model in train mode; traced in eval mode (inference, the default): "
+            "pass --train to trace training with backward graphs, or call .eval() in the factory"
+        )
 
 
 # ---------------------------------------------------------------- whose frame is it
@@ -107,28 +131,71 @@ def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return stdlib, site
 
 
+def _package_root(name: str) -> str:
+    """The folder of an installed package, found without importing it ("" when absent)."""
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return str(Path(locations[0]).resolve()) if locations else ""
+
+
 _TORCH_ROOT = str(Path(torch.__file__).resolve().parent)
 _FUSELINT_ROOT = str(Path(__file__).resolve().parent.parent)
+# The harness around the model: torch, fuselint itself and the command line it runs under.
+_HARNESS = tuple(r for r in (_TORCH_ROOT, _FUSELINT_ROOT, _package_root("click")) if r)
 _STDLIB, _SITE = _library_roots()
 
 
+def _under(path: str, roots: Sequence[str]) -> bool:
+    # With the separator: torchvision/ is not under torch/.
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _resolved(file: str) -> str:
+    return "" if not file or file.startswith("<") else str(Path(file).resolve())
+
+
+def is_harness_file(file: str) -> bool:
+    """Frames of torch, fuselint, click, or no file at all: never where a break is reported."""
+    path = _resolved(file)
+    return not path or _under(path, _HARNESS)
+
+
 def is_user_file(file: str) -> bool:
-    """Frames in torch, the standard library or fuselint are not the user's code."""
-    if not file or file.startswith("<"):
+    """Frames in torch, fuselint, click or the standard library are not the user's code.
+
+    Packages beside torch (torchvision, torchaudio, transformers) are the user's: their
+    breaks are reported in their own files."""
+    if is_harness_file(file):
         return False
-    path = str(Path(file).resolve())
-    if path.startswith((_TORCH_ROOT, _FUSELINT_ROOT)):
-        return False
-    return not (path.startswith(_STDLIB) and not path.startswith(_SITE))
+    path = _resolved(file)
+    return not (_under(path, _STDLIB) and not _under(path, _SITE))
+
+
+def model_frames(frames: Sequence[Frame]) -> tuple[Frame, ...]:
+    """The frames inside the model call: those below fuselint's own last frame, when it is
+    on the stack (what lies above it is the command line or the test runner)."""
+    ours = [i for i, (file, _line, _func) in enumerate(frames) if _under(_resolved(file), (_FUSELINT_ROOT,))]
+    return tuple(frames[ours[-1] + 1 :] if ours else frames)
+
+
+def user_stack(raw: RawBreak) -> tuple[Frame, ...]:
+    """The user's frames of the break, outermost first, ending at the break's own line."""
+    frames = [f for f in model_frames(raw.frames) if is_user_file(f[0])]
+    if is_user_file(raw.file) and (not frames or frames[-1][:2] != (raw.file, raw.line)):
+        func = next((fn for file, line, fn in raw.frames if (file, line) == (raw.file, raw.line)), "")
+        frames.append((raw.file, raw.line, func))
+    return tuple(frames)
 
 
 def user_location(raw: RawBreak) -> tuple[str, int]:
-    """The innermost user frame of the break (dynamo may name copy.py or a torch file)."""
-    if is_user_file(raw.file):
-        return raw.file, raw.line
-    for file, line, _func in reversed(raw.frames):
-        if is_user_file(file):
-            return file, line
+    """Where to report a break: the innermost user frame; with none, the innermost frame of the
+    model call outside torch and fuselint (copy.py, say); with none, where dynamo broke."""
+    stack = user_stack(raw)
+    if stack:
+        return stack[-1][0], stack[-1][1]
+    inside = [(f, n) for f, n, _fn in model_frames(raw.frames) if not is_harness_file(f)]
+    if inside:
+        return inside[-1]
     return raw.file, raw.line
 
 
@@ -228,6 +295,8 @@ class _Recorder:
             # decomposition.py does not import; importing it costs ~2 s, so only when needed.
             importlib.import_module("torch._inductor.lowering")
 
+        if self.meta:
+            _attention_as_on_cpu(gm)
         compile_id = torch._guards.CompileContext.current_compile_id()
         rec = _Recorded(index=len(self.graphs), compile_id=str(compile_id) if compile_id else "")
         self.graphs.append(rec)
@@ -295,6 +364,54 @@ class _Recorder:
         return tree_map(swap, out)
 
 
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_SDP_FLASH = 1  # sdp::SDPBackend::flash_attention, as _fused_sdp_choice numbers it
+
+
+def _sdpa_as_on_cpu(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """scaled_dot_product_attention lowered as on CPU tensors of the same sizes.
+
+    SDPA picks its kernel by the device of its inputs, and meta has no fused kernel: on meta
+    it decomposes into the math path (bmm, softmax, a materialized causal mask: +92 nodes in a
+    2-layer LLaMA), a graph no real device runs. The CPU kernel's choice reads only sizes,
+    strides and dtypes, so it is asked directly, and the fused op it picks has a meta kernel.
+    """
+    choice = torch.ops.aten._fused_sdp_choice.default.redispatch(
+        _CPU_KEYS, query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+    if choice != _SDP_FLASH:
+        return torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # As the CPU path turns a boolean mask into an additive one.
+        zero = torch.scalar_tensor(0.0, dtype=query.dtype, device=attn_mask.device)
+        attn_mask = torch.where(attn_mask, zero, -float("inf"))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+    )[0]
+
+
+def _attention_as_on_cpu(gm: torch.fx.GraphModule) -> None:
+    """Point the graph's SDPA calls at `_sdpa_as_on_cpu` (meta runs only)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.nn.functional.scaled_dot_product_attention:
+            node.target = _sdpa_as_on_cpu
+            changed = True
+    if changed:
+        gm.recompile()
+
+
 def _uses_max_pool(gm: torch.fx.GraphModule) -> bool:
     for node in gm.graph.nodes:
         if node.op == "call_module":
@@ -324,17 +441,29 @@ def _build(entry: Entry, device: str | None) -> Built:
 
 @contextlib.contextmanager
 def _device_scope(device: str):
-    """On meta, eager `nonzero` between graphs gets a stand-in size (every element non-zero)
-    instead of raising, so the run goes on (one branch explored)."""
-    import torch.fx.experimental._config as fx_config
+    """What a meta run needs to go on where a real one would.
 
-    if device != "meta" or not hasattr(fx_config, "meta_nonzero_assume_all_nonzero"):
+    Eager `nonzero` between graphs gets a stand-in size (every element non-zero) instead of
+    raising (one branch explored). `torch.tensor(data, device="meta")` (a KV cache's empty
+    start, `torch.tensor([])`) is made as a plain meta tensor even while dynamo traces with fake
+    tensors, and the fake mode refuses it as a real input: a meta tensor holds no values, so
+    letting the fake mode take it as a constant is exact.
+    """
+    if device != "meta":
         yield
         return
-    # Not a torch.device("meta") context: dynamo would trace through its __torch_function__,
-    # which is ten times slower and reports breaks inside torch/utils/_device.py.
-    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
-        yield
+    import torch.fx.experimental._config as fx_config
+    from torch._subclasses.fake_tensor import fake_tensor_tls
+
+    saved = fake_tensor_tls.allow_non_fake_inputs_override
+    fake_tensor_tls.allow_non_fake_inputs_override = True
+    try:
+        # Not a torch.device("meta") context: dynamo would trace through its __torch_function__,
+        # which is ten times slower and reports breaks inside torch/utils/_device.py.
+        with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+            yield
+    finally:
+        fake_tensor_tls.allow_non_fake_inputs_override = saved
 
 
 def _run(compiled: Any, built: Built, train: bool) -> None:
@@ -360,24 +489,29 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
     start = time.perf_counter()
     built = _build(entry, device)
     model = built.model
+    factory_train = model.training if isinstance(model, torch.nn.Module) else None
     if isinstance(model, torch.nn.Module):
         model.train(train)
     device = device or _device_of(built)
     recorder = _Recorder(meta=device == "meta", prefix=prefix)
     printed = io.StringIO()
-    error = ""
+    torch_log = io.StringIO()
     torch._dynamo.reset()  # fresh caches, and dynamo's duplicate-break suppression forgotten
     try:
-        with _listening_to_breaks() as handler, contextlib.redirect_stdout(printed), _device_scope(device):
+        with (
+            _torch_log_kept(torch_log),
+            _listening_to_breaks() as handler,
+            contextlib.redirect_stdout(printed),
+            _device_scope(device),
+        ):
             compiled = torch.compile(model, backend=recorder, dynamic=False)
             try:
                 _run(compiled, built, train)
             except Exception as exc:
-                if device != "meta":
-                    raise EntryError(
-                        f"entry {entry.spec!r}: running the model failed: {_brief(exc)}"
-                    ) from exc
-                error = _brief(exc)
+                # A run that did not complete is never a pass, on any device: one line says
+                # why and where, the full story waits for --verbose.
+                detail = torch_log.getvalue() + "".join(traceback.format_exception(exc))
+                raise EntryError(f"entry {entry.spec!r}: {run_failure(exc, device)}", detail) from exc
     finally:
         torch._dynamo.reset()  # drop the compiled code: it holds the model's graphs alive
     graphs = _fusion_graphs(recorder)
@@ -390,11 +524,11 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
         train=train,
         seconds=time.perf_counter() - start,
         stdout=printed.getvalue(),
-        error=error,
         unlowered=tuple(
             f"{recorder.graph_name(r)}: {r.lowering_error}" for r in recorder.graphs if r.lowering_error
         ),
         links=tuple(recorder.links),
+        factory_train=factory_train,
     )
 
 
@@ -429,6 +563,72 @@ def entry_prefixes(specs: Sequence[str]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         out.append(f"{label}:" if labels.count(label) == 1 else f"{label}#{seen[label]}:")
     return out
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception the model raised, under torch's wrappers around it (dynamo's
+    TorchRuntimeError wraps the fake-tensor RuntimeError that holds the real message)."""
+    seen = {id(exc)}
+    while type(exc).__module__.startswith("torch.") and (exc.__cause__ or exc.__context__):
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
+def failure_frame(exc: BaseException) -> Frame | None:
+    """The innermost frame of the user's code where the run failed: dynamo's record of the user
+    stack it was tracing, else the traceback below fuselint's own frames."""
+    chain = [exc]
+    while chain[-1].__cause__ or chain[-1].__context__:
+        nxt = chain[-1].__cause__ or chain[-1].__context__
+        if nxt is None or nxt in chain:
+            break
+        chain.append(nxt)
+    for candidate in chain:
+        real_stack = getattr(candidate, "real_stack", None) or ()
+        frames = [(f.filename, f.lineno or 0, f.name) for f in real_stack]
+        user = [f for f in frames if is_user_file(f[0])]
+        if user:
+            return user[-1]
+    for candidate in reversed(chain):
+        frames = [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(candidate.__traceback__)]
+        user = [f for f in model_frames(frames) if is_user_file(f[0])]
+        if user:
+            return user[-1]
+    return None
+
+
+def run_failure(exc: BaseException, device: str) -> str:
+    """One line: where the user's code failed and the exception it raised."""
+    cause = _brief(root_cause(exc))
+    frame = failure_frame(exc)
+    where = f" at {display_path(frame[0])}:{frame[1]} in {frame[2]}" if frame else ""
+    hint = "; meta tensors hold no values: try --device cpu" if device == "meta" and "meta" in cause else ""
+    return f"running the model failed{where}: {cause}{hint} (--verbose shows the full log)"
+
+
+@contextlib.contextmanager
+def _torch_log_kept(buffer: io.StringIO):
+    """torch's own log (a fake-tensor traceback, dynamo's warnings) goes to `buffer`, not the
+    console: the one-line error says what matters; --verbose shows the buffer."""
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    loggers = [
+        lg
+        for name, lg in list(logging.root.manager.loggerDict.items())
+        if isinstance(lg, logging.Logger) and lg.handlers and (name == "torch" or name.startswith("torch."))
+    ]
+    saved = [(lg, list(lg.handlers)) for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.handlers[:] = [handler]
+        yield buffer
+    finally:
+        for lg, handlers in saved:
+            lg.handlers[:] = handlers
 
 
 def _brief(exc: BaseException) -> str:
@@ -475,6 +675,7 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
         if raw is None:
             continue
         file, line = user_location(raw)
+        stack = user_stack(raw)
         if not is_user_file(file):
             # A repeat that dynamo logged without its user stack: count it on the break with
             # the same id that was located, rather than report a line inside torch.
@@ -494,6 +695,8 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
                 explored=old.explored or explored,
                 skipped_frame=old.skipped_frame or raw.skipped_frame,
                 after_graph=old.after_graph or after,
+                # A frame that gave up logs a shorter stack than the compile that broke.
+                stack=stack if len(stack) > len(old.stack) else old.stack,
             )
             continue
         moved = (file, line) != (raw.file, raw.line)
@@ -509,5 +712,6 @@ def _locate_breaks(records: list[tuple[str, str]], recorder: _Recorder) -> tuple
             explored=explored,
             skipped_frame=raw.skipped_frame,
             after_graph=after,
+            stack=stack,
         )
     return tuple(merged.values())

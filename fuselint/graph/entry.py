@@ -19,7 +19,12 @@ from typing import Any
 
 
 class EntryError(Exception):
-    """An entry that cannot be loaded or built; str() is one line for the user."""
+    """An entry that cannot be loaded, built or run; str() is one line for the user, `detail`
+    the full story (traceback, torch's own log) for --verbose."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass(frozen=True)
