@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fuselint.findings import Gain
 from fuselint.fusion.breaks import break_gains, merged, resuming_graph
 from fuselint.fusion.cost import graph_cost
 from fuselint.fusion.devices import H200
 from fuselint.fusion.plan import plan
 from fuselint.graph.capture import GraphLink, capture
 from fuselint.graph.entry import load_entry
+from fuselint.report.gain import describe_gain
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "fixtures" / "trace"
@@ -48,7 +51,9 @@ torch.manual_seed(0)
 checked = CliRunner().invoke(
     main, ["check", "--no-cache", "--format", "json", "--entry", sys.argv[1] + ":entry", sys.argv[1]]
 )
-print(json.dumps({"planned": planned, "check": json.loads(checked.output)}, sort_keys=True))
+torch.manual_seed(0)
+as_text = CliRunner().invoke(main, ["check", "--no-cache", "--entry", sys.argv[1] + ":entry", sys.argv[1]])
+print(json.dumps({"planned": planned, "check": json.loads(checked.output), "text": as_text.output}, sort_keys=True))
 """
 
 
@@ -122,3 +127,28 @@ def test_the_resuming_graph_is_chosen_by_count_then_by_capture_order():
     assert resuming_graph("g0", links[1:2] + links[:1], ["g0", "g1", "g2"]) == "g1"
     assert resuming_graph("g0", links[1:2] + links[:1], ["g0", "g2", "g1"]) == "g2"
     assert resuming_graph("g0", links[3:], ["g0"]) is None
+
+
+_TEXT_LINE = re.compile(
+    r"^(?P<path>[^:]+):(?P<line>\d+):\d+: (?P<code>FL\d+)\b.*?(?: \(expected saving: (?P<gain>[^)]*)\))?$"
+)
+
+
+@pytest.mark.slow
+def test_text_and_json_report_the_same_gain_for_every_finding(outputs_by_seed):
+    # each run is a process of its own, as when a user runs the text and then the JSON report
+    seeds = list(outputs_by_seed)
+    for text_seed, json_seed in zip(seeds, seeds[1:] + seeds[:1]):
+        from_text = {
+            (m["path"], int(m["line"]), m["code"]): m["gain"] or ""
+            for m in map(_TEXT_LINE.match, outputs_by_seed[text_seed]["text"].splitlines())
+            if m
+        }
+        from_json = {
+            (f["filename"], f["location"]["row"], f["code"]): describe_gain(
+                Gain(**f["gain"]) if f["gain"] else None
+            )
+            for f in outputs_by_seed[json_seed]["check"]
+        }
+        assert any(from_json.values())
+        assert from_text == from_json
