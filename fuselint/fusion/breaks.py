@@ -34,21 +34,29 @@ def break_gains(
     return tuple(_gain(brk, capture.links, by_name, device) for brk in capture.breaks)
 
 
+def resuming_graph(after: str, links: tuple[GraphLink, ...], order: list[str]) -> str | None:
+    """The graph that resumes after a break that ends graph `after`: the one that takes most of
+    the values crossing it, and of those the first to run (`order` is capture order), which is
+    the one dynamo compiled right after the break. None when nothing crosses it."""
+    counts: dict[str, int] = {}
+    for link in links:
+        if link.source == after and link.target != after and link.target in order:
+            counts[link.target] = counts.get(link.target, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda t: (-counts[t], order.index(t)))
+
+
 def _gain(
     brk: GraphBreak, links: tuple[GraphLink, ...], plans: dict[str, FusionPlan], device: Device
 ) -> Gain | None:
     first = plans.get(brk.after_graph)
-    crossing = [
-        link
-        for link in links
-        if link.source == brk.after_graph and link.target in plans and link.target != link.source
-    ]
-    if first is None or not crossing:
+    target = resuming_graph(brk.after_graph, links, list(plans))
+    if first is None or target is None:
         return None
-    # The graph that resumes after the break takes most of what crosses it.
-    target = max({link.target for link in crossing}, key=lambda t: sum(link.target == t for link in crossing))
     second = plans[target]
-    both = merged(first.graph, second.graph, [link for link in crossing if link.target == target])
+    crossing = [link for link in links if link.source == brk.after_graph and link.target == target]
+    both = merged(first.graph, second.graph, crossing)
     if both is None:
         return None
     calls = min(first.graph.calls, second.graph.calls)

@@ -180,7 +180,9 @@ def kernel_cost(
         ):
             written += facts.bytes[v]
     total_flops = sum(flops[c] for c in nodes)
-    dtype = max((facts.fg.dag.nodes[c]["dtype"] for c in nodes), key=lambda d: d == "float32")
+    # The kernel's math runs at the rate of its slowest dtype (fp32 unless every op is half);
+    # the name sorts second so that the choice never depends on the order of `nodes`.
+    dtype = min({facts.fg.dag.nodes[c]["dtype"] for c in nodes}, key=lambda d: (device.tflops(d), d))
     time = device.time_us(read + written, total_flops, dtype, launches)
     return Cost(launches, read + written, total_flops, time)
 
@@ -189,19 +191,19 @@ def eager_kernels(facts: GraphFacts) -> list[set[str]]:
     """The compute nodes of each kernel eager launches: the nodes a decomposition made from one
     ATen call (same `original_aten` op and same `from_node` origin) form one kernel, so F.gelu
     is one launch while torch.matmul's copies and bmm stay separate launches."""
-    units: dict[tuple, set[str]] = {}
-    for c in facts.kind:
+    units: dict[tuple, list[str]] = {}
+    for c in facts.kind:  # graph order, so that units and kernels come out in graph order
         meta = facts.fg.dag.nodes[c]["fx"].meta
         origin, aten = meta.get("from_node") or [], meta.get("original_aten")
         key = (getattr(origin[-1], "name", None), str(aten)) if origin and aten is not None else (c,)
-        units.setdefault(key, set()).add(c)
+        units.setdefault(key, []).append(c)
     # one call's nodes are connected: torch.matmul's two operand copies are two kernels
     kernels = []
     for unit in units.values():
         links = nx.Graph()
         links.add_nodes_from(unit)
         links.add_edges_from(
-            (c, facts.home[v]) for c in unit for _p, v in facts.reads[c] if facts.home[v] in unit
+            (c, facts.home[v]) for c in unit for _p, v in facts.reads[c] if facts.home[v] in links
         )
         kernels.extend(set(part) for part in nx.connected_components(links))
     return kernels

@@ -325,11 +325,12 @@ class GraphFacts:
             dims = range(len(shape))
         return shape, tuple(sorted({d % len(shape) for d in dims}))
 
-    def data_args(self, c: str) -> set[str]:
-        """Nodes an injective anchor reads at computed positions (its first argument)."""
+    def data_args(self, c: str) -> tuple[str, ...]:
+        """Nodes an injective anchor reads at computed positions (its first argument), in
+        argument order: walks over them must not depend on set order."""
         a0 = self.fg.dag.nodes[c]["fx"].args[0]
         items = a0 if isinstance(a0, (list, tuple)) else [a0]
-        return {a.name for a in items if isinstance(a, torch.fx.Node)}
+        return tuple(dict.fromkeys(a.name for a in items if isinstance(a, torch.fx.Node)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,7 +515,7 @@ class _Planner:
                     continue
                 if user not in g.roles:
                     return False
-                gather_data = f.data_args(user) if g.roles[user] == "gather" else set()
+                gather_data = f.data_args(user) if g.roles[user] == "gather" else ()
                 if any(v == c and f.flat[p] and p not in gather_data for p, v in f.reads[user]):
                     return False  # a same-position read: pw belongs in g's space, not before it
                 feeds = True

@@ -19,6 +19,7 @@ from fuselint.catalog import Catalog
 from fuselint.findings import Finding
 from fuselint.report.fingerprint import repo_path
 from fuselint.report.gain import saving_suffix
+from fuselint.report.traced import note_lines
 
 
 def escape_data(text: str) -> str:
@@ -44,8 +45,11 @@ def annotation(finding: Finding, catalog: Catalog, root: Path | None = None) -> 
         "endColumn": s.end_column,
     }
     head = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
-    message = (
-        f"{path}:{s.line}:{s.column}: {finding.code}{name} {finding.message}{saving_suffix(finding.gain)}"
+    message = "\n".join(
+        [
+            f"{path}:{s.line}:{s.column}: {finding.code}{name} {finding.message}{saving_suffix(finding.gain)}",
+            *note_lines(finding),  # dynamo's facts; GitHub shows an escaped newline as a line break
+        ]
     )
     return f"::error {head}::{escape_data(message)}"
 

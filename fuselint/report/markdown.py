@@ -1,7 +1,8 @@
 """A Markdown summary for a CI job page (`$GITHUB_STEP_SUMMARY`).
 
 Totals first, then a table of findings by rule with what fixing each rule's findings
-would save, then, when the planner's model summaries are given, a table of models
+would save, then the graph breaks dynamo confirmed (with their gb id's page and the calls
+that led there), then, when the planner's model summaries are given, a table of models
 with eager against fused launches, bytes and time. A summary is read by people
 skimming a job page, so numbers come in readable units (KB/MB, µs/ms).
 """
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from fuselint.catalog import Catalog
 from fuselint.findings import Applicability, Finding, Gain
 from fuselint.report.gain import describe_gain, format_bytes, format_count, format_time_us, total_gain
+from fuselint.report.traced import traced_break
 
 DASH = "–"
 
@@ -95,11 +97,36 @@ def _models_table(models: Sequence[dict]) -> list[str]:
     return rows + [""]
 
 
+def _breaks_table(findings: Sequence[Finding]) -> list[str]:
+    """One row per finding behind which dynamo saw a graph break; none when no entry was traced."""
+    rows = []
+    for f in findings:
+        brk = traced_break(f)
+        if brk is None:
+            continue
+        gb = f"[{brk.gb_id}]({brk.url})" if brk.gb_id and brk.url else brk.gb_id or DASH
+        called_from = " → ".join(str(frame) for frame in brk.stack[:-1]) or DASH
+        rows.append(
+            f"| {_cell(f'{f.span.path}:{f.span.line}')} | {f.code} | {gb} | {_cell(brk.reason) or DASH} "
+            f"| {_cell(called_from)} |"
+        )
+    if not rows:
+        return []
+    head = [
+        "### Graph breaks seen by dynamo",
+        "",
+        "| Where | Finding | Dynamo | Reason | Called from |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    return head + rows + [""]
+
+
 def render_markdown(findings: Sequence[Finding], catalog: Catalog, models: list[dict] | None = None) -> str:
     out = ["## fuselint", ""]
     if findings:
         out += _totals(findings)
         out += _rules_table(findings, catalog)
+        out += _breaks_table(findings)
     else:
         out += ["No findings: nothing stops fusion in the checked files.", ""]
     if models:

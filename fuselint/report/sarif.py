@@ -4,7 +4,8 @@ One run, whose driver lists every rule of the catalog (so a result's `ruleIndex`
 into it and code scanning can show the rule's help beside an alert). Paths are
 repository-relative URIs against `%SRCROOT%`, columns count Unicode code points
 (`columnKind`), and `primaryLocationLineHash` is the same line-move-proof fingerprint
-the baseline uses, so an alert keeps its identity when code above it changes.
+the baseline uses, so an alert keeps its identity when code above it changes. A traced graph
+break adds dynamo's notes to the message and the user's stack as the result's `stacks`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fuselint.catalog import Catalog, Rule
 from fuselint.findings import Applicability, Finding, Span
 from fuselint.report.fingerprint import fingerprints, repo_path
 from fuselint.report.gain import saving_suffix
+from fuselint.report.traced import Frame, note_lines, traced_break
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/fuselint/fuselint"
@@ -114,6 +116,29 @@ def _fix(finding: Finding, location: dict) -> dict | None:
     }
 
 
+def _stack(finding: Finding, root: Path) -> dict | None:
+    """The user's stack down to a traced graph break, as a SARIF stack (innermost frame first)."""
+    brk = traced_break(finding)
+    frames = [f for f in brk.stack if isinstance(f, Frame)] if brk is not None else []
+    if not frames:
+        return None
+    return {
+        "message": {"text": "user stack where dynamo broke the graph"},
+        "frames": [
+            {
+                "location": {
+                    "physicalLocation": {
+                        "artifactLocation": artifact_location(f.path, root),
+                        "region": {"startLine": f.line},
+                    },
+                    "message": {"text": f.function},
+                }
+            }
+            for f in reversed(frames)
+        ],
+    }
+
+
 def sarif_log(findings: Sequence[Finding], catalog: Catalog, root: Path) -> dict:
     """The SARIF log as a dict (render_sarif serializes it)."""
     descriptors = [_rule_descriptor(rule) for rule in catalog]
@@ -129,12 +154,17 @@ def sarif_log(findings: Sequence[Finding], catalog: Catalog, root: Path) -> dict
             "ruleId": finding.code,
             "ruleIndex": index[finding.code],
             "level": LEVEL,
-            "message": {"text": finding.message + saving_suffix(finding.gain)},
+            "message": {
+                "text": "\n".join([finding.message + saving_suffix(finding.gain), *note_lines(finding)])
+            },
             "locations": [
                 {"physicalLocation": {"artifactLocation": location, "region": _region(finding.span)}}
             ],
             "partialFingerprints": {"primaryLocationLineHash": fingerprint.line_hash},
         }
+        stack = _stack(finding, root)
+        if stack is not None:
+            result["stacks"] = [stack]
         fix = _fix(finding, location)
         if fix is not None:
             result["fixes"] = [fix]

@@ -1,7 +1,9 @@
 """ruff-style text: `path:line:col: CODE [*] message`, a source excerpt, and a summary.
 
 A finding that carries a Gain ends with `(expected saving: ...)`, and the summary adds
-the total saving when any finding has one; without gains the output is ruff's.
+the total saving when any finding has one; without gains the output is ruff's. A finding
+behind which dynamo saw a graph break is followed by `= note:`/`= help:` lines (as ruff and
+rustc print notes): dynamo's confirmation and explanation, the user's stack, the break's page.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections import Counter
 from fuselint.catalog import Catalog
 from fuselint.findings import Applicability, Finding
 from fuselint.report.gain import describe_gain, saving_suffix, total_gain
+from fuselint.report.traced import notes
 
 
 def _marker(finding: Finding, unsafe: bool) -> str:
@@ -31,6 +34,15 @@ def _excerpt(finding: Finding, lines: list[str]) -> list[str]:
     return [f"{gutter}{text}", " " * (len(gutter) + span.column - 1) + "^" * max(width, 1)]
 
 
+def _notes(finding: Finding) -> list[str]:
+    """rustc/ruff-style `  = note: ...` lines with what dynamo said about a traced break."""
+    lines = []
+    for label, (first, *rest) in notes(finding):
+        lines.append(f"  = {label}: {first}")
+        lines.extend(" " * (len(label) + 6) + line for line in rest)
+    return lines
+
+
 def render_text(
     findings: list[Finding],
     sources: dict[str, list[str]] | None = None,
@@ -44,9 +56,10 @@ def render_text(
         out.append(
             f"{s.path}:{s.line}:{s.column}: {f.code}{_marker(f, unsafe)} {f.message}{saving_suffix(f.gain)}"
         )
-        if sources is not None and s.path in sources:
-            out.extend(_excerpt(f, sources[s.path]))
-            out.append("")
+        shown = _excerpt(f, sources[s.path]) if sources is not None and s.path in sources else []
+        shown += _notes(f)
+        if shown:
+            out.extend([*shown, ""])
     out.append(summary(findings, unsafe=unsafe, fixed=fixed))
     return "\n".join(out) + "\n"
 
