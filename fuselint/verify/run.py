@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.utils._pytree import tree_map
 
 from fuselint.catalog import Catalog
 from fuselint.config import Config
@@ -93,13 +94,7 @@ def _under(module, root: Path) -> bool:
 
 
 def _to(value, device: str):
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
-    return value
+    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
 
 
 def _prepare(built: Built, device: str) -> Built:
