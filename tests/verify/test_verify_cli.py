@@ -3,6 +3,7 @@ that cannot take the model."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -76,3 +77,63 @@ def test_what_the_model_prints_is_counted_not_shown(tmp_path, printing_model):
     assert verbose.exit_code == 0
     assert "importing the model file" in verbose.stderr and verbose.stderr.count("forward ran") > 2
     assert "forward ran" not in verbose.stdout, "stdout carries only the report"
+
+
+TORCHSCRIPT_MODELS = """\
+import torch
+from torch import nn
+
+
+class Scriptable(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+class OnlyTraceable(nn.Module):
+    def forward(self, *xs):  # TorchScript takes no *args
+        return torch.relu(xs[0]) * 2
+
+
+class Holder:
+    def __init__(self, t):
+        self.t = t
+
+
+class Neither(nn.Module):
+    def forward(self, *xs):  # not scriptable, and its output is no tensor container: not traceable
+        return Holder(torch.relu(xs[0]))
+
+
+def scriptable():
+    return Scriptable(), (torch.randn(3, 4),)
+
+
+def only_traceable():
+    return OnlyTraceable(), (torch.randn(3, 4),)
+
+
+def neither():
+    return Neither(), (torch.randn(3, 4),)
+"""
+
+
+def _torchscript_row(tmp_path, factory: str):
+    (tmp_path / "ts.py").write_text(TORCHSCRIPT_MODELS)
+    args = ["verify", "--device", "cpu", "--backend", "torchscript", "--no-fixed", "--format", "json"]
+    result = _run([*args, "--entry", f"ts.py:{factory}"], tmp_path)
+    rows = {r["backend"]: r for r in json.loads(result.stdout)["rows"]}
+    return result, rows["torchscript"]
+
+
+@pytest.mark.parametrize(("factory", "how"), [("scriptable", "scripted"), ("only_traceable", "traced")])
+def test_torchscript_rows_script_or_trace_and_match_eager(tmp_path, factory, how):
+    result, row = _torchscript_row(tmp_path, factory)
+    assert result.exit_code == 0, result.output
+    assert row["ok"] is True and row["how"] == how and row["ms"] > 0
+
+
+def test_a_model_torchscript_cannot_take_is_a_reason_in_its_row(tmp_path):
+    result, row = _torchscript_row(tmp_path, "neither")
+    assert result.exit_code == 0, "the other rows still stand"
+    assert row["ms"] is None
+    assert row["problem"].startswith("cannot be scripted (") and ") nor traced (" in row["problem"]
