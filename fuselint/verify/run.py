@@ -117,6 +117,7 @@ def _one_line(exc: BaseException) -> str:
         return type(exc).__name__
     # The tracer quotes the whole output it could not type, tensors and all: keep its name.
     first = re.sub(r"(cannot infer type of \w+)\(.*", r"\1", text.splitlines()[0])
+    first = re.sub(r" at 0x[0-9a-fA-F]+", "", first)  # object addresses change from run to run
     return f"{type(exc).__name__}: {first}"
 
 
@@ -252,8 +253,11 @@ def verify(
     entry = load_entry(spec)
     torch.manual_seed(seed)
     original = _prepare(build(entry), device)
-    with torch.no_grad():
-        reference = original.model(*original.args, **original.kwargs)
+    try:
+        with torch.no_grad():
+            reference = original.model(*original.args, **original.kwargs)
+    except Exception as exc:  # the user's model fails on its own: nothing to compare against
+        raise EntryError(f"entry {spec!r}: running the model failed: {_one_line(exc)}") from exc
     variants = [("original", original)]
     specs = [("original", spec)]
     fixed_files: list[FixedFile] = []

@@ -137,3 +137,16 @@ def test_a_model_torchscript_cannot_take_is_a_reason_in_its_row(tmp_path):
     assert result.exit_code == 0, "the other rows still stand"
     assert row["ms"] is None
     assert row["problem"].startswith("cannot be scripted (") and ") nor traced (" in row["problem"]
+
+
+def test_a_model_that_fails_on_its_own_is_a_usage_error(tmp_path):
+    (tmp_path / "broken.py").write_text(
+        "import torch\n\n\nclass Broken(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x.last_hidden_state\n\n\ndef entry():\n    return Broken(), (torch.ones(2),)\n"
+    )
+    result = _run(["verify", "--device", "cpu", "--backend", "eager", "--entry", "broken.py:entry"], tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "fuselint: error: entry 'broken.py:entry': running the model failed: "
+        "AttributeError: 'Tensor' object has no attribute 'last_hidden_state'\n"
+    )
