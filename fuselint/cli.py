@@ -979,9 +979,9 @@ def graph(entries, output, device, train, target) -> None:
     "backends",
     default="eager,fuselint,inductor",
     show_default=True,
-    help="Comma-separated: eager, fuselint, inductor, inductor-max-autotune, cudagraphs.",
+    help="Comma-separated: eager, fuselint, inductor, inductor-max-autotune, cudagraphs, torchscript.",
 )
-@click.option("--device", default=None, help="cuda or cpu (default: cuda when available).")
+@click.option("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available).")
 @click.option("--unsafe-fixes", is_flag=True, help="Build the fixed variant with unsafe fixes too.")
 @click.option("--no-fixed", is_flag=True, help="Run only the original source.")
 @click.option(
@@ -990,7 +990,10 @@ def graph(entries, output, device, train, target) -> None:
 @click.option("--target", default=None, help="GPU table for the prediction (default: from the device).")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
-def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, target, fmt, config_path) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Show what the model printed while it was built and run.")
+def verify(
+    entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, target, fmt, config_path, verbose
+) -> None:
     """Prove it: original vs fixed source under eager, fuselint and Inductor; numerics and time."""
     _need_torch("verify")
     from fuselint.graph.entry import EntryError
@@ -1001,14 +1004,15 @@ def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, targ
     unknown = [b for b in chosen if b not in verify_run.BACKENDS]
     if unknown:
         raise UsageFailure(f"unknown backend {unknown[0]!r}; choose from {', '.join(verify_run.BACKENDS)}")
+    _check_verify_device(device)
     config = _settings(config_path, ())
     catalog = _catalog(config)
     verify_run.dump_dir(dump_kernels)
     table = _device_of(target) if target else _device_for_prediction(device)
     failed = False
     for spec in entries:
-        try:
-            with _user_output_to_stderr():
+        with _model_output_held(spec, verbose):
+            try:
                 result = verify_run.verify(
                     spec,
                     catalog,
@@ -1019,12 +1023,59 @@ def verify(entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, targ
                     with_fixed=not no_fixed,
                     predict_on=table,
                 )
-        except EntryError as exc:
-            raise UsageFailure(str(exc)) from None
+            except EntryError as exc:
+                raise UsageFailure(str(exc)) from None
         click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)
         failed |= not result.ok
     if failed:
         sys.exit(1)
+
+
+def _check_verify_device(device: str | None) -> None:
+    """A device torch cannot use here is a usage error before anything is built."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise UsageFailure(f"--device {device!r}: not a device; use cpu, cuda or cuda:N") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise UsageFailure(f"--device {device!r}: verify runs on cpu or cuda")
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (
+                "torch was built without CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+            )
+            raise UsageFailure(f"--device {device!r}: {why}; use --device cpu")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise UsageFailure(f"--device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+
+
+@contextlib.contextmanager
+def _model_output_held(spec: str, verbose: bool):
+    """Hold what the model writes to stdout and stderr while verify builds and runs it (a
+    chatty forward, run hundreds of times, would bury the report); then say how many lines it
+    wrote, or, with --verbose, show them on stderr. stdout keeps only fuselint's report."""
+    import io
+
+    held = io.StringIO()
+    sys.stdout.flush()
+    try:
+        with contextlib.redirect_stdout(held), contextlib.redirect_stderr(held):
+            yield
+    finally:
+        text = held.getvalue()
+        if text:
+            lines = text.count("\n") + (not text.endswith("\n"))
+            if verbose:
+                click.echo(f"fuselint: {spec}: the model printed {lines} line(s):", err=True)
+                click.echo(text, err=True, nl=not text.endswith("\n"))
+            else:
+                click.echo(
+                    f"fuselint: {spec}: the model printed {lines} line(s); --verbose shows them", err=True
+                )
 
 
 def _device_for_prediction(device: str | None):

@@ -107,7 +107,11 @@ def test_user_prints_do_not_corrupt_json_from_verify(tmp_path):
     result = _run([*args, "--entry", "noisy.py:entry"], tmp_path)
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
-    assert "forward ran" in result.stderr
+    assert "forward ran" not in result.stderr, "a model run many times must not flood stderr"
+    assert "the model printed" in result.stderr and "--verbose shows them" in result.stderr
+    verbose = _run([*args, "--verbose", "--entry", "noisy.py:entry"], tmp_path)
+    json.loads(verbose.stdout)
+    assert "importing the model file" in verbose.stderr and "forward ran" in verbose.stderr
 
 
 def test_force_exclude_applies_the_config_excludes_to_named_files(tmp_path):

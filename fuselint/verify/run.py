@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -17,15 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.utils._pytree import tree_map
 
 from fuselint.catalog import Catalog
 from fuselint.config import Config
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.verify.numerics import Comparison, compare
-from fuselint.verify.timing import measure
+from fuselint.verify.timing import measure_together
 from fuselint.verify.variants import FixedFile, copy_with_fixes
 
-BACKENDS = ("eager", "fuselint", "inductor", "inductor-max-autotune", "cudagraphs")
+BACKENDS = ("eager", "fuselint", "inductor", "inductor-max-autotune", "cudagraphs", "torchscript")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Row:
     compile_s: float | None
     check: Comparison | None
     error: str = ""
+    how: str = ""  # how the backend took the model ("traced" for TorchScript), when it says
+    spread: float = 1.0  # on a CPU: median / fastest run of the row's timed calls
 
 
 @dataclass(frozen=True)
@@ -93,13 +97,7 @@ def _under(module, root: Path) -> bool:
 
 
 def _to(value, device: str):
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
-    return value
+    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
 
 
 def _prepare(built: Built, device: str) -> Built:
@@ -109,37 +107,89 @@ def _prepare(built: Built, device: str) -> Built:
     return Built(model, _to(built.args, device), _to(built.kwargs, device))
 
 
-def _compiled(model, backend: str):
+class BackendRefused(Exception):
+    """The backend cannot take this model; the message is the row's reason."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    # The tracer quotes the whole output it could not type, tensors and all: keep its name.
+    first = re.sub(r"(cannot infer type of \w+)\(.*", r"\1", text.splitlines()[0])
+    first = re.sub(r" at 0x[0-9a-fA-F]+", "", first)  # object addresses change from run to run
+    return f"{type(exc).__name__}: {first}"
+
+
+def _torchscript(built: Built):
+    """torch.jit.script, else torch.jit.trace on the example inputs; PyTorch's own fuser
+    settings (NNC on the GPU) are left as they are. Returns (module, how)."""
+    try:
+        return torch.jit.script(built.model), "scripted"
+    except Exception as exc:  # scripting rejects most real models: try tracing
+        script_error = _one_line(exc)
+    try:
+        traced = torch.jit.trace(
+            built.model,
+            built.args if built.args or not built.kwargs else None,
+            example_kwarg_inputs=built.kwargs or None,
+            strict=False,  # dict outputs (a ModelOutput) are allowed
+            check_trace=False,  # verify checks the numerics itself, against eager
+        )
+    except Exception as exc:
+        raise BackendRefused(
+            f"cannot be scripted ({script_error[:120]}) nor traced ({_one_line(exc)[:120]})"
+        ) from exc
+    return traced, "traced"
+
+
+def _compiled(built: Built, backend: str):
+    """The callable for `backend`, and how it was made (shown in the row)."""
+    model = built.model
     if backend == "eager":
-        return model
+        return model, ""
+    if backend == "torchscript":
+        return _torchscript(built)
     if backend == "inductor-max-autotune":
-        return torch.compile(model, mode="max-autotune-no-cudagraphs")
+        return torch.compile(model, mode="max-autotune-no-cudagraphs"), ""
     if backend == "fuselint":
         import fuselint.backend  # noqa: F401  (registers the backend name)
-    return torch.compile(model, backend=backend)
+    return torch.compile(model, backend=backend), ""
 
 
-def _run_variant(variant: str, built: Built, backends: tuple[str, ...], device: str, reference) -> list[Row]:
-    rows = []
-    for backend in backends:
-        torch._dynamo.reset()
+def _error_row(variant: str, backend: str, exc: BaseException) -> Row:
+    reason = str(exc) if isinstance(exc, BackendRefused) else _one_line(exc)
+    return Row(variant, backend, None, None, None, reason[:300])
+
+
+def _run_backend(variants: list[tuple[str, Built]], backend: str, device: str, reference) -> list[Row]:
+    """Every variant under one backend: compile, check against eager, then time the variants
+    together (interleaved on a CPU, so that they are compared under the same load)."""
+    torch._dynamo.reset()
+    ready, rows = [], {}
+    for variant, built in variants:
         try:
-            fn = _compiled(built.model, backend)
             with torch.no_grad():
                 start = time.perf_counter()
+                fn, how = _compiled(built, backend)
                 out = fn(*built.args, **built.kwargs)
                 if device.startswith("cuda"):
                     torch.cuda.synchronize()
                 compile_s = time.perf_counter() - start
-                check = compare(out, reference)
-                timing = measure(lambda fn=fn: fn(*built.args, **built.kwargs), device)
-            rows.append(
-                Row(variant, backend, timing.median_ms, compile_s if backend != "eager" else None, check)
-            )
+            check = compare(out, reference)
+            ready.append((variant, built, fn, how, None if backend == "eager" else compile_s, check))
         except Exception as exc:  # a backend that fails is reported, not fatal
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            rows.append(Row(variant, backend, None, None, None, f"{type(exc).__name__}: {first}"[:300]))
-    return rows
+            rows[variant] = _error_row(variant, backend, exc)
+    try:
+        with torch.no_grad():
+            timings = measure_together(
+                [lambda fn=fn, b=b: fn(*b.args, **b.kwargs) for _, b, fn, *_ in ready], device
+            )
+    except Exception as exc:
+        return [rows.get(v) or _error_row(v, backend, exc) for v, _ in variants]
+    for (variant, _, _, how, compile_s, check), timing in zip(ready, timings, strict=True):
+        rows[variant] = Row(variant, backend, timing.ms, compile_s, check, how=how, spread=timing.spread)
+    return [rows[v] for v, _ in variants]
 
 
 def _predict(spec: str, variant: str, device_table) -> Prediction | None:
@@ -152,6 +202,36 @@ def _predict(spec: str, variant: str, device_table) -> Prediction | None:
         return None
     c = analysis.cost
     return Prediction(variant, c.eager.time_us, c.fused.time_us, c.eager.launches, c.fused.launches)
+
+
+def _build_fixed(
+    spec: str, entry: Entry, original: Built, tmp: Path, catalog, config, unsafe, device, seed, notes
+) -> tuple[str, Built, list[FixedFile]] | None:
+    """The fixed variant, built from a fixed copy of the entry's folder under `tmp` (to be
+    called inside `_isolated_modules`); None when no fix applies."""
+    root = _entry_root(entry)
+    fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe)
+    if not fixed_files:
+        notes.append("no fix applies to the entry's source: only the original was run")
+        return None
+    target, _, factory = spec.rpartition(":")
+    fixed_spec = f"{tmp / Path(target).resolve().relative_to(root)}:{factory}"
+    torch.manual_seed(seed)
+    fixed = build(load_entry(fixed_spec))
+    if isinstance(original.model, torch.nn.Module) and isinstance(fixed.model, torch.nn.Module):
+        # Same weights as the original: the fix rewrites code, not parameters.
+        try:
+            fixed.model.load_state_dict(original.model.state_dict())
+        except RuntimeError:
+            notes.append("the fixed model's parameters differ; both were built from one seed")
+    # Report the fixes in files the model really runs, not every file copied.
+    used = {
+        Path(m.__file__).resolve().relative_to(tmp.resolve()).as_posix()
+        for m in list(sys.modules.values())
+        if _under(m, tmp.resolve())
+    }
+    fixed_files = [f for f in fixed_files if Path(f.path).as_posix() in used]
+    return fixed_spec, _prepare(Built(fixed.model, original.args, original.kwargs), device), fixed_files
 
 
 def verify(
@@ -173,51 +253,37 @@ def verify(
     entry = load_entry(spec)
     torch.manual_seed(seed)
     original = _prepare(build(entry), device)
-    with torch.no_grad():
-        reference = original.model(*original.args, **original.kwargs)
-    rows = _run_variant("original", original, backends, device, reference)
-    predictions = []
-    if predict_on is not None:
-        p = _predict(spec, "original", predict_on)
-        if p:
-            predictions.append(p)
-
+    try:
+        with torch.no_grad():
+            reference = original.model(*original.args, **original.kwargs)
+    except Exception as exc:  # the user's model fails on its own: nothing to compare against
+        raise EntryError(f"entry {spec!r}: running the model failed: {_one_line(exc)}") from exc
+    variants = [("original", original)]
+    specs = [("original", spec)]
     fixed_files: list[FixedFile] = []
-    notes = []
-    if with_fixed and ":" in spec and Path(spec.rpartition(":")[0]).suffix == ".py":
-        root = _entry_root(entry)
-        with tempfile.TemporaryDirectory(prefix="fuselint-verify-") as tmp:
-            fixed_files = copy_with_fixes(root, Path(tmp), catalog, config, unsafe=unsafe)
-            if fixed_files:
-                target, _, factory = spec.rpartition(":")
-                fixed_spec = f"{Path(tmp) / Path(target).resolve().relative_to(root)}:{factory}"
-                with _isolated_modules(root):
-                    torch.manual_seed(seed)
-                    fixed = build(load_entry(fixed_spec))
-                    if isinstance(original.model, torch.nn.Module) and isinstance(
-                        fixed.model, torch.nn.Module
-                    ):
-                        # Same weights as the original: the fix rewrites code, not parameters.
-                        try:
-                            fixed.model.load_state_dict(original.model.state_dict())
-                        except RuntimeError:
-                            notes.append("the fixed model's parameters differ; both were built from one seed")
-                    # Report the fixes in files the model really runs, not every file copied.
-                    used = {
-                        Path(m.__file__).resolve().relative_to(Path(tmp).resolve()).as_posix()
-                        for m in list(sys.modules.values())
-                        if _under(m, Path(tmp).resolve())
-                    }
-                    fixed_files = [f for f in fixed_files if Path(f.path).as_posix() in used]
-                    fixed = Built(fixed.model, original.args, original.kwargs)
-                    fixed = _prepare(fixed, device)
-                    rows += _run_variant("fixed", fixed, backends, device, reference)
-                    if predict_on is not None:
-                        p = _predict(fixed_spec, "fixed", predict_on)
-                        if p:
-                            predictions.append(p)
-            else:
-                notes.append("no fix applies to the entry's source: only the original was run")
+    notes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        if with_fixed and ":" in spec and Path(spec.rpartition(":")[0]).suffix == ".py":
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuselint-verify-")))
+            # The fixed copy stays importable, under the original's module names, until the end.
+            stack.enter_context(_isolated_modules(_entry_root(entry)))
+            made = _build_fixed(spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes)
+            if made:
+                fixed_spec, fixed, fixed_files = made
+                variants.append(("fixed", fixed))
+                specs.append(("fixed", fixed_spec))
+        by_backend = [_run_backend(variants, backend, device, reference) for backend in backends]
+        rows = [
+            row for variant, _ in variants for group in by_backend for row in group if row.variant == variant
+        ]
+        # Predictions come after every timing: capturing resets dynamo, dropping compiled code.
+        # The fixed source is predicted while its copy is importable under the original's names,
+        # the original once they are back.
+        fixed_prediction = (
+            _predict(specs[1][1], "fixed", predict_on) if predict_on is not None and len(specs) > 1 else None
+        )
+    original_prediction = _predict(spec, "original", predict_on) if predict_on is not None else None
+    predictions = [p for p in (original_prediction, fixed_prediction) if p]
     return Verification(spec, device, tuple(rows), tuple(fixed_files), tuple(predictions), tuple(notes))
 
 

@@ -29,6 +29,7 @@ def render_text(v: Verification) -> str:
             continue
         err = f"{r.check.max_rel_error:.1e}" if r.check else "–"
         status = "ok" if r.check and r.check.ok else f"MISMATCH: {r.check.problem if r.check else ''}"
+        status += f" ({r.how})" if r.how else ""
         compile_s = f"{r.compile_s:.2f}" if r.compile_s is not None else "–"
         lines.append(
             f"{r.variant:<9} {r.backend:<22} {r.ms:>9.4f} {_speedup(base_ms, r.ms):>9} {compile_s:>10} {err:>12}  {status}"
@@ -41,6 +42,12 @@ def render_text(v: Verification) -> str:
         ]
     for note in v.notes:
         lines.append(f"note: {note}")
+    spread = max((r.spread for r in v.rows if r.ms is not None), default=1.0)
+    if not v.device.startswith("cuda") and spread > 2:
+        lines.append(
+            f"note: the CPU was busy while timing (a row's median run took {spread:.0f}x its fastest); "
+            "each row shows its fastest run, timed in rounds interleaved with the other variant"
+        )
     by_variant = {p.variant: p for p in v.predictions}
     if by_variant:
         lines += ["", "predicted vs measured:"]
@@ -80,6 +87,8 @@ def render_json(v: Verification) -> str:
                         "ok": r.check.ok if r.check else None,
                         "max_rel_error": r.check.max_rel_error if r.check else None,
                         "problem": r.check.problem if r.check else r.error,
+                        "how": r.how,
+                        "spread": r.spread,
                     }
                     for r in v.rows
                 ],
