@@ -374,9 +374,12 @@ def to_html(
 
 
 def title_for(entries: Sequence[str]) -> str:
-    """ "fuselint graph: tiny_llama" from entry specs "path/to/models.py:tiny_llama"."""
-    names = list(dict.fromkeys(spec.rpartition(":")[2] or spec for spec in entries))
-    return f"fuselint graph: {', '.join(names)}" if names else "fuselint graph"
+    """ "fuselint graph: tiny_llama (models.py)" from entry specs "path/to/models.py:tiny_llama"."""
+    names = []
+    for spec in entries:
+        target, _, factory = spec.rpartition(":")
+        names.append(f"{factory} ({Path(target).name})" if target else spec)
+    return f"fuselint graph: {', '.join(dict.fromkeys(names))}" if names else "fuselint graph"
 
 
 # ---------------------------------------------------------------- files
