@@ -236,7 +236,7 @@ def _graph_data(
         "groups": [
             {
                 "path": g.path,
-                "label": g.path.removeprefix(f"{g.parent}.") if g.parent else g.path,
+                "label": _relative(g.path, g.parent),
                 "cls": g.cls,
                 "parent": g.parent,
                 "n": g.ops,
@@ -247,6 +247,14 @@ def _graph_data(
             for g in groups
         ],
     }
+
+
+def _relative(path: str, parent: str | None) -> str:
+    """A folded module's name inside its open parent: "mlp", or "layer1.0" rather than "0"."""
+    if not parent:
+        return path
+    rest = path.removeprefix(f"{parent}.")
+    return f"{parent.rsplit('.', 1)[-1]}.{rest}" if rest.isdigit() else rest
 
 
 def _kernel_of(graph: FusionGraph, groups: Mapping[str, int] | None, single: bool) -> dict[str, int | None]:
@@ -283,7 +291,8 @@ td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left; font-size: 
 .layout { display: flex; gap: 1.5em; align-items: flex-start; }
 #legend { flex: 0 0 380px; font-size: 13px; position: sticky; top: 0.5em; max-height: 95vh; overflow: auto; }
 #legend svg { vertical-align: middle; }
-#legend .kernels td { padding: 1px 6px; }
+#legend .kernels td { padding: 1px 6px; white-space: nowrap; }
+#legend .kernels td:last-child { max-width: 170px; overflow: hidden; text-overflow: ellipsis; }
 .swatch { width: 26px; }
 .figures { flex: 1 1 auto; min-width: 0; }
 .drawing { overflow: auto; border: 1px solid #ddd; max-height: 85vh; }
@@ -293,13 +302,13 @@ g.module, g.frame-head { cursor: pointer; }
 g.node:hover rect, g.module:hover rect { stroke: #d00; stroke-width: 3; }
 """
 
-# Layered layout in the page: rank = longest path through the drawn (folded) graph, each row
-# ordered by its predecessors' mean x so that chains run straight down.
+# Layered layout in the page: an op's row is its longest path from the inputs through the drawn
+# (folded) graph; each open module is a band of columns of its own (see `size` below).
 _JS = r"""
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("fuselint-data").textContent);
-  var W = 150, H = 36, DX = 26, DY = 50, PAD = 30, NS = "http://www.w3.org/2000/svg";
+  var W = 150, H = 36, DX = 26, DY = 50, PAD = 24, FX = 12, FY = 17, NS = "http://www.w3.org/2000/svg";
   var hash = decodeURIComponent(location.hash.replace(/^#/, ""));
   var asked = hash.indexOf("open=") === 0 ? hash.slice(5).split(",") : [];
   var state = data.graphs.map(function (g) {
@@ -366,61 +375,76 @@ _JS = r"""
       if (it.node && it.node.kind === "input" && !it.preds.length && it.succs.length)
         rank[i] = Math.max(0, Math.min.apply(null, it.succs.map(function (s) { return rank[s]; })) - 1);
     });
-    var rows = [];
-    done.forEach(function (i) { (rows[rank[i]] = rows[rank[i]] || []).push(i); });
-    var x = {};
-    function mean(list) {
-      var xs = list.filter(function (j) { return j in x; }).map(function (j) { return x[j]; });
-      return xs.length ? xs.reduce(function (a, b) { return a + b; }, 0) / xs.length : null;
-    }
-    function place(row, wantOf) {
-      var want = {};
-      row.forEach(function (i) { want[i] = wantOf(i); });
-      row.sort(function (a, b) {
-        var wa = want[a] === null ? 1e12 : want[a], wb = want[b] === null ? 1e12 : want[b];
-        return wa - wb || items[a].order - items[b].order;
+    // Each open module is a frame holding a band of columns of its own, so that no frame
+    // covers an op from outside it: a frame's units (its ops, folded modules and open
+    // sub-frames) are packed leftmost-first where their rows are free.
+    var root = { path: "", units: [], sub: {} };
+    done.forEach(function (i) {
+      var it = items[i], f = root;
+      it.frames.forEach(function (p) {
+        if (!f.sub[p]) { f.sub[p] = { path: p, units: [], sub: {} }; f.units.push(f.sub[p]); }
+        f = f.sub[p];
       });
-      var cur = -Infinity;
-      row.forEach(function (i) {
-        cur = Math.max(want[i] === null ? 0 : want[i], cur + W + DX);
-        x[i] = cur;
-      });
-    }
-    rows.forEach(function (row) { if (row) place(row, function (i) { return mean(items[i].preds); }); });
-    rows.forEach(function (row) {
-      if (row && row.some(function (i) { return !items[i].preds.length; }))
-        place(row, function (i) { return mean(items[i].preds.length ? items[i].preds : items[i].succs); });
+      f.units.push(it);
+      it.r0 = it.r1 = rank[i];
     });
-    var minX = Infinity;
-    items.forEach(function (it, i) { minX = Math.min(minX, x[i]); });
+    function size(f) {
+      f.r0 = Infinity; f.r1 = -Infinity; f.top = 0; f.bottom = 0;
+      f.units.forEach(function (u) {
+        if (u.units) { size(u); u.w = u.inner + 2 * FX; } else { u.w = W; }
+        f.r0 = Math.min(f.r0, u.r0); f.r1 = Math.max(f.r1, u.r1);
+      });
+      f.units.forEach(function (u) {
+        // Nested frames that start (end) on one row stack their edges: room for each.
+        if (u.units && u.r0 === f.r0) f.top = Math.max(f.top, u.top + 1);
+        if (u.units && u.r1 === f.r1) f.bottom = Math.max(f.bottom, u.bottom + 1);
+      });
+      var placed = [];
+      f.units.forEach(function (u) {
+        var near = placed.filter(function (p) { return p.r0 <= u.r1 && u.r0 <= p.r1; });
+        var starts = [0].concat(near.map(function (p) { return p.dx + p.w + DX; }));
+        starts.sort(function (a, b) { return a - b; });
+        var x0 = 0;
+        for (var c = 0; c < starts.length; c++) {
+          x0 = starts[c];
+          if (near.every(function (p) { return x0 >= p.dx + p.w + DX || p.dx >= x0 + u.w + DX; })) break;
+        }
+        u.dx = x0;
+        placed.push(u);
+      });
+      f.inner = Math.max.apply(null, placed.map(function (u) { return u.dx + u.w; }).concat([W]));
+    }
+    size(root);
+    var frameList = [];
+    function put(f, left) {
+      f.units.forEach(function (u) {
+        u.x = left + u.dx;
+        if (u.units) { u.width = u.w; frameList.push(u); put(u, u.x + FX); }
+      });
+    }
+    put(root, PAD);
     var depth = 0;
-    items.forEach(function (it) { depth = Math.max(depth, it.frames.length); });
-    var left = PAD + 14 * depth;
-    items.forEach(function (it, i) { it.x = x[i] - minX + left; it.y = PAD + 20 * depth + rank[i] * (H + DY); });
-    return items;
-  }
-
-  function frames(g, items, open) {
-    var boxes = {};
-    items.forEach(function (it) {
-      it.frames.forEach(function (p, d) {
-        var b = boxes[p] || (boxes[p] = { x0: 1e12, y0: 1e12, x1: -1e12, y1: -1e12, inner: 0 });
-        b.x0 = Math.min(b.x0, it.x); b.y0 = Math.min(b.y0, it.y);
-        b.x1 = Math.max(b.x1, it.x + W); b.y1 = Math.max(b.y1, it.y + H);
-        b.inner = Math.max(b.inner, it.frames.length - 1 - d);
-      });
+    frameList.forEach(function (f) { depth = Math.max(depth, f.top + 1); });
+    var top = PAD + FY * depth;
+    items.forEach(function (it, i) { it.y = top + rank[i] * (H + DY); });
+    frameList.forEach(function (f) {
+      f.y = top + f.r0 * (H + DY) - FY * (f.top + 1);
+      f.height = (f.r1 - f.r0) * (H + DY) + H + FY * (f.top + 1) + 8 * (f.bottom + 1);
     });
-    return boxes;
+    return { items: items, frames: frameList };
   }
 
   function draw(gi) {
     var g = data.graphs[gi], open = state[gi];
     var holder = document.getElementById("drawing-" + gi);
     holder.textContent = "";
-    var items = layout(g, open), boxes = frames(g, items, open);
+    var drawn = layout(g, open), items = drawn.items;
     var maxX = 0, maxY = 0;
     items.forEach(function (it) { maxX = Math.max(maxX, it.x + W); maxY = Math.max(maxY, it.y + H); });
-    var width = Math.ceil(maxX + PAD + 14 * 4), height = Math.ceil(maxY + PAD + 14 * 4);
+    drawn.frames.forEach(function (f) {
+      maxX = Math.max(maxX, f.x + f.width); maxY = Math.max(maxY, f.y + f.height);
+    });
+    var width = Math.ceil(maxX + PAD), height = Math.ceil(maxY + PAD);
     var svg = el("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height,
                           "class": "graph-drawing", "data-graph": g.name }, holder);
     var defs = el("defs", {}, svg);
@@ -428,16 +452,15 @@ _JS = r"""
                                 markerWidth: 7, markerHeight: 7, orient: "auto" }, defs);
     el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#777" }, marker);
     el("rect", { width: "100%", height: "100%", fill: "white" }, svg);
-    Object.keys(boxes).forEach(function (p) {
-      var b = boxes[p], pad = 8 + 12 * b.inner, grp = g.groups.filter(function (q) { return q.path === p; })[0];
+    drawn.frames.forEach(function (b) {
+      var p = b.path, grp = g.groups.filter(function (q) { return q.path === p; })[0];
       var f = el("g", { "class": "frame", "data-path": p }, svg);
-      el("rect", { x: b.x0 - pad, y: b.y0 - pad - 14, width: b.x1 - b.x0 + 2 * pad,
-                   height: b.y1 - b.y0 + 2 * pad + 14, rx: 8, fill: "none", stroke: "#8a8a8a",
+      el("rect", { x: b.x, y: b.y, width: b.width, height: b.height, rx: 8, fill: "none", stroke: "#8a8a8a",
                    "stroke-dasharray": "5 3" }, f);
       var head = el("g", { "class": "frame-head", "data-path": p }, f);
       el("title", {}, head, "click to fold " + p);
-      el("text", { x: b.x0 - pad + 6, y: b.y0 - pad - 2, "font-size": 11, fill: "#444" }, head,
-         "\u25be " + p + " \u00b7 " + grp.cls);
+      el("text", { x: b.x + 6, y: b.y + 12, "font-size": 11, fill: "#444" }, head,
+         fit("\u25be " + p + " \u00b7 " + grp.cls, b.width - 8, 11));
       head.addEventListener("click", function () { state[gi][p] = false; draw(gi); });
     });
     items.forEach(function (it) {
@@ -469,7 +492,7 @@ _JS = r"""
         return;
       }
       var n = it.node;
-      var attrs = { "class": "node", "data-id": n.id, "data-kind": n.kind };
+      var attrs = { "class": "node", "data-id": n.id, "data-kind": n.kind, "data-modules": n.m.join(" ") };
       if (n.k !== null) attrs["data-kernel"] = n.k;
       var node = el("g", attrs, svg);
       el("title", {}, node, n.tip + (n.w.length ? "\nreads " + n.w.join(", ") : ""));
@@ -536,7 +559,7 @@ _LEGEND_ITEMS = (
 
 def _tail(path: str) -> str:
     parts = path.split(".")
-    return "…" + ".".join(parts[-2:]) if len(parts) > 2 else path
+    return "…" + ".".join(parts[-3:]) if len(parts) > 3 else path
 
 
 def _legend(kernel_rows: Sequence[dict], colours: Mapping[int, str], by_graph: bool) -> str:

@@ -86,7 +86,7 @@ def test_opened_page_draws_every_op_in_its_kernel_colour(stack_page, captured, t
     }
     dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=all")
     legend = dict(re.findall(r'<tr class="kernel" data-kernel="(\d+)" data-colour="(#[0-9a-f]{6})"', dom))
-    nodes = re.findall(r'<g class="node" data-id="([^"]+)" data-kind="(\w+)"(?: data-kernel="(\d+)")?>\s*'
+    nodes = re.findall(r'<g class="node" data-id="([^"]+)" data-kind="(\w+)" data-modules="[^"]*"(?: data-kernel="(\d+)")?>\s*'
                        r'<title>[^<]*</title><rect [^>]*fill="([^"]+)"', dom)  # fmt: skip
     assert not _tags(dom, "module")  # every module open
     frames = {_attr(t, "data-path") for t in re.findall(r'<g class="frame"[^>]*>', dom)}
@@ -97,6 +97,30 @@ def test_opened_page_draws_every_op_in_its_kernel_colour(stack_page, captured, t
     in_kernel = [(kernel, fill) for _, _, kernel, fill in nodes if kernel]
     assert dict(in_kernel) == legend  # every kernel drawn, each in its legend colour
     assert len({f for _, f in in_kernel}) == len(legend)
+
+
+def _box(tag: str) -> tuple[float, float, float, float]:
+    x, y, w, h = (float(_attr(tag, k)) for k in (r"\bx", r"\by", "width", "height"))
+    return x, y, x + w, y + h
+
+
+@pytest.mark.parametrize("fragment", ["#open=layers.0", "#open=all"])
+def test_an_open_module_frames_its_own_ops_and_no_other(stack_page, tmp_path, fragment):
+    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment=fragment)
+    frames = {
+        path: _box(rect)
+        for path, rect in re.findall(r'<g class="frame" data-path="([^"]+)"><rect ([^>]*)>', dom)
+    }
+    nodes = re.findall(r'<g class="node" data-id="([^"]+)"[^>]*data-modules="([^"]*)"[^>]*>\s*<title>[^<]*</title>'
+                       r"<rect ([^>]*)>", dom)  # fmt: skip
+    assert frames and nodes
+    for node, modules, rect in nodes:
+        x0, y0, x1, y1 = _box(rect)
+        for path, (fx0, fy0, fx1, fy1) in frames.items():
+            inside = fx0 <= x0 and x1 <= fx1 and fy0 <= y0 and y1 <= fy1
+            overlaps = x0 < fx1 and fx0 < x1 and y0 < fy1 and fy0 < y1
+            member = path in modules.split()
+            assert inside if member else not overlaps, (node, path)
 
 
 def _png_size(path: Path) -> tuple[int, int]:
