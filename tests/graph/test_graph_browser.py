@@ -33,6 +33,12 @@ def _browser() -> str:
     pytest.skip(why)
 
 
+@pytest.fixture(scope="module")
+def browser() -> str:
+    """The browser's path; asked for first, so that a skip costs no trace."""
+    return _browser()
+
+
 def _chromium(page: Path, profile: Path, *args: str, fragment: str = "") -> str:
     # A profile per run: parallel test workers must not share Chromium's profile lock.
     done = subprocess.run(
@@ -45,7 +51,7 @@ def _chromium(page: Path, profile: Path, *args: str, fragment: str = "") -> str:
 
 
 @pytest.fixture(scope="module")
-def stack_page(trace_fixtures, tmp_path_factory) -> Path:
+def stack_page(browser, trace_fixtures, tmp_path_factory) -> Path:
     """The page `fuselint graph` writes for the 2-layer decoder stack fixture."""
     out = tmp_path_factory.mktemp("page") / "g.html"
     entry = f"{trace_fixtures / 'transformer_stack.py'}:entry"
