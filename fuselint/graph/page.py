@@ -302,20 +302,19 @@ g.module, g.frame-head { cursor: pointer; }
 g.node:hover rect, g.module:hover rect { stroke: #d00; stroke-width: 3; }
 """
 
-# Layered layout in the page: an op's row is its longest path from the inputs through the drawn
-# (folded) graph; each open module is a band of columns of its own (see `size` below).
+# The page lays the drawing out itself (see `layout` below): what is drawn changes each time the
+# reader opens or folds a module.
 _JS = r"""
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("fuselint-data").textContent);
-  var W = 150, H = 36, DX = 26, DY = 50, PAD = 24, FX = 12, FY = 17, NS = "http://www.w3.org/2000/svg";
+  var W = 150, H = 36, DX = 26, DY = 50, PAD = 24, FX = 12, FY = 20, NS = "http://www.w3.org/2000/svg";
   var hash = decodeURIComponent(location.hash.replace(/^#/, ""));
   var asked = hash.indexOf("open=") === 0 ? hash.slice(5).split(",") : [];
   var state = data.graphs.map(function (g) {
-    var s = {};
-    g.groups.forEach(function (grp) {
-      s[grp.path] = asked.indexOf("all") >= 0 || asked.indexOf(grp.path) >= 0 ? true : grp.open;
-    });
+    var s = {}, parent = {};
+    g.groups.forEach(function (grp) { s[grp.path] = asked.indexOf("all") >= 0 || grp.open; parent[grp.path] = grp.parent; });
+    asked.forEach(function (p) { for (; p in s; p = parent[p]) s[p] = true; });  // and the modules around it
     return s;
   });
 
@@ -331,6 +330,12 @@ _JS = r"""
     return text.length <= room ? text : text.slice(0, room - 1) + "\u2026";
   }
 
+  // A compound layout: each open module is a frame laid out on its own, as one block inside
+  // its parent, so no frame covers an op from outside it. At every level the units (ops,
+  // folded modules, open sub-frames) stack below the units they read from, then move down to
+  // just above their first reader (inputs, and ops that read only weights, like a norm's
+  // rsqrt(var + eps), would otherwise crowd the top), then take the leftmost columns free over
+  // their height.
   function layout(g, open) {
     var byPath = {};
     g.groups.forEach(function (grp) { byPath[grp.path] = grp; });
@@ -342,7 +347,7 @@ _JS = r"""
         items.push({ key: key, order: items.length, node: key[0] === "n" ? n : null,
                      group: key[0] === "m" ? byPath[key.slice(2)] : null,
                      frames: key[0] === "n" ? n.m.slice() : n.m.slice(0, n.m.indexOf(key.slice(2))),
-                     preds: [], succs: [] });
+                     preds: [], succs: [], w: W, h: H });
       }
       return itemOf[key];
     });
@@ -353,55 +358,59 @@ _JS = r"""
       seen[key] = true;
       items[a].succs.push(b); items[b].preds.push(a);
     });
-    // Topological order of the folded graph; folding can close a cycle, which is cut at the
-    // earliest item so that the layout still ends.
-    var indeg = items.map(function (it) { return it.preds.length; }), done = [], placed = {};
-    while (done.length < items.length) {
-      var pick = -1;
-      for (var i = 0; i < items.length; i++) if (!placed[i] && indeg[i] === 0) { pick = i; break; }
-      if (pick < 0) for (i = 0; i < items.length; i++) if (!placed[i]) { pick = i; break; }
-      placed[pick] = true; done.push(pick);
-      items[pick].succs.forEach(function (s) { indeg[s]--; });
-    }
-    var rank = {};
-    done.forEach(function (i) {
-      var r = 0;
-      items[i].preds.forEach(function (p) { if (p in rank) r = Math.max(r, rank[p] + 1); });
-      rank[i] = r;
-    });
-    // Inputs read by several ops sit just above the first of them, not all on the top row.
-    done.forEach(function (i) {
-      var it = items[i];
-      if (it.node && it.node.kind === "input" && !it.preds.length && it.succs.length)
-        rank[i] = Math.max(0, Math.min.apply(null, it.succs.map(function (s) { return rank[s]; })) - 1);
-    });
-    // Each open module is a frame holding a band of columns of its own, so that no frame
-    // covers an op from outside it: a frame's units (its ops, folded modules and open
-    // sub-frames) are packed leftmost-first where their rows are free.
-    var root = { path: "", units: [], sub: {} };
-    done.forEach(function (i) {
-      var it = items[i], f = root;
-      it.frames.forEach(function (p) {
-        if (!f.sub[p]) { f.sub[p] = { path: p, units: [], sub: {} }; f.units.push(f.sub[p]); }
+    var root = { path: "", depth: 0, units: [], sub: {}, all: [], order: 0 };
+    items.forEach(function (it, i) {
+      var f = root;
+      root.all.push(i);
+      it.frames.forEach(function (p, d) {
+        if (!f.sub[p]) {
+          f.sub[p] = { path: p, depth: d + 1, units: [], sub: {}, all: [], order: it.order };
+          f.units.push(f.sub[p]);
+        }
         f = f.sub[p];
+        f.all.push(i);
       });
       f.units.push(it);
-      it.r0 = it.r1 = rank[i];
     });
+    function unitOf(f, i) {
+      var it = items[i];
+      return it.frames.length > f.depth ? f.sub[it.frames[f.depth]] : it;
+    }
     function size(f) {
-      f.r0 = Infinity; f.r1 = -Infinity; f.top = 0; f.bottom = 0;
-      f.units.forEach(function (u) {
-        if (u.units) { size(u); u.w = u.inner + 2 * FX; } else { u.w = W; }
-        f.r0 = Math.min(f.r0, u.r0); f.r1 = Math.max(f.r1, u.r1);
+      f.units.forEach(function (u) { if (u.units) size(u); u.up = []; u.down = []; });
+      var inside = {};
+      f.all.forEach(function (i) { inside[i] = true; });
+      var linked = {};
+      f.all.forEach(function (i) {
+        items[i].succs.forEach(function (s) {
+          if (!inside[s]) return;
+          var a = unitOf(f, i), b = unitOf(f, s), key = a.order + ">" + b.order + (a.units ? "f" : "") + (b.units ? "f" : "");
+          if (a === b || linked[key]) return;
+          linked[key] = true;
+          a.down.push(b); b.up.push(a);
+        });
       });
-      f.units.forEach(function (u) {
-        // Nested frames that start (end) on one row stack their edges: room for each.
-        if (u.units && u.r0 === f.r0) f.top = Math.max(f.top, u.top + 1);
-        if (u.units && u.r1 === f.r1) f.bottom = Math.max(f.bottom, u.bottom + 1);
+      // Topological order of the units; folding can close a cycle, cut at the earliest unit.
+      var left = f.units.slice(), done = [];
+      left.forEach(function (u) { u.wait = u.up.length; u.y = undefined; });
+      while (left.length) {
+        var k = 0;
+        for (var j = 0; j < left.length; j++) if (left[j].wait === 0) { k = j; break; }
+        var u = left.splice(k, 1)[0];
+        done.push(u);
+        u.down.forEach(function (d) { d.wait--; });
+      }
+      done.forEach(function (u) {
+        u.y = 0;
+        u.up.forEach(function (p) { if (p.y !== undefined) u.y = Math.max(u.y, p.y + p.h + DY); });
       });
+      for (var d = done.length - 1; d >= 0; d--) {
+        var v = done[d], below = v.down.filter(function (s) { return s.y > v.y; });
+        if (below.length) v.y = Math.max(v.y, Math.min.apply(null, below.map(function (s) { return s.y; })) - DY - v.h);
+      }
       var placed = [];
-      f.units.forEach(function (u) {
-        var near = placed.filter(function (p) { return p.r0 <= u.r1 && u.r0 <= p.r1; });
+      done.forEach(function (u) {
+        var near = placed.filter(function (p) { return p.y < u.y + u.h + DY && u.y < p.y + p.h + DY; });
         var starts = [0].concat(near.map(function (p) { return p.dx + p.w + DX; }));
         starts.sort(function (a, b) { return a - b; });
         var x0 = 0;
@@ -412,25 +421,29 @@ _JS = r"""
         u.dx = x0;
         placed.push(u);
       });
-      f.inner = Math.max.apply(null, placed.map(function (u) { return u.dx + u.w; }).concat([W]));
+      var innerW = W, innerH = H;
+      placed.forEach(function (u) { innerW = Math.max(innerW, u.dx + u.w); innerH = Math.max(innerH, u.y + u.h); });
+      f.w = innerW + 2 * FX;
+      f.h = innerH + FY + FX;
+      f.innerW = innerW; f.innerH = innerH;
     }
     size(root);
     var frameList = [];
-    function put(f, left) {
+    function put(f, left, top) {
       f.units.forEach(function (u) {
         u.x = left + u.dx;
-        if (u.units) { u.width = u.w; frameList.push(u); put(u, u.x + FX); }
+        var y = top + u.y;
+        if (u.units) {
+          u.width = u.w; u.height = u.h; u.yy = y;
+          frameList.push(u);
+          put(u, u.x + FX, y + FY);
+        } else {
+          u.y = y;
+        }
       });
     }
-    put(root, PAD);
-    var depth = 0;
-    frameList.forEach(function (f) { depth = Math.max(depth, f.top + 1); });
-    var top = PAD + FY * depth;
-    items.forEach(function (it, i) { it.y = top + rank[i] * (H + DY); });
-    frameList.forEach(function (f) {
-      f.y = top + f.r0 * (H + DY) - FY * (f.top + 1);
-      f.height = (f.r1 - f.r0) * (H + DY) + H + FY * (f.top + 1) + 8 * (f.bottom + 1);
-    });
+    put(root, PAD, PAD);
+    frameList.forEach(function (f) { f.y = f.yy; });
     return { items: items, frames: frameList };
   }
 

@@ -129,6 +129,24 @@ def test_an_open_module_frames_its_own_ops_and_no_other(stack_page, tmp_path, fr
             assert inside if member else not overlaps, (node, path)
 
 
+def test_open_layers_stack_one_below_the_other(stack_page, tmp_path):
+    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=all")
+    frames = {p: _box(r) for p, r in re.findall(r'<g class="frame" data-path="([^"]+)"><rect ([^>]*)>', dom)}
+    first, second = frames["layers.0"], frames["layers.1"]
+    assert first[3] < second[1]  # layer 1 starts below the end of layer 0
+    assert first[0] == second[0]  # in the same columns
+    width = re.search(r'<svg width="(\d+)"[^>]*class="graph-drawing"', dom)
+    assert int(width.group(1)) <= 4 * 176 + 100  # every op drawn, still at most 4 columns wide
+
+
+def test_opening_a_module_by_address_opens_the_modules_around_it(stack_page, tmp_path):
+    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=layers.0.attn_norm")
+    frames = set(re.findall(r'<g class="frame" data-path="([^"]+)">', dom))
+    folded = set(re.findall(r'<g class="module" data-path="([^"]+)"', dom))
+    assert frames == {"layers.0", "layers.0.attn_norm"}
+    assert {"layers.0.qkv", "layers.1", "norm"} <= folded
+
+
 def _png_size(path: Path) -> tuple[int, int]:
     head = path.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
