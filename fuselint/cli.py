@@ -957,7 +957,8 @@ def graph(entries, output, device, train, target) -> None:
     breaks = [b for a in analyses for b in a.capture.breaks]
     plan = plan_json(analyses, _device_of(target)) if suffix == ".json" else None
     try:
-        path = render.write(output, graphs, breaks, kernel_numbers(analyses), plan=plan)
+        title = render.title_for([a.capture.entry for a in analyses])
+        path = render.write(output, graphs, breaks, kernel_numbers(analyses), plan=plan, title=title)
     except OSError as exc:
         raise UsageFailure(f"{output}: cannot write: {exc.strerror}") from None
     for a in analyses:

@@ -23,14 +23,12 @@ import networkx as nx
 
 from fuselint.graph.capture import GraphBreak
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.page import BREAK_FILL, INPUT_FILL, kernel_colours
+from fuselint.graph.page import to_html as _page
 
 FORMATS = (".dot", ".json", ".svg", ".html")
-_PALETTE = (
-    "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
-    "#bc80bd", "#ccebc5", "#ffed6f", "#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#e5c494",
-)  # fmt: skip
-_INPUT_FILL = "#eeeeee"
-_BREAK_FILL = "#e41a1c"
+_INPUT_FILL = INPUT_FILL
+_BREAK_FILL = BREAK_FILL
 
 
 def _short_op(op: str) -> str:
@@ -54,10 +52,15 @@ def _group_of(groups: Mapping[str, int] | None, graph: FusionGraph, node: str, s
     return groups.get(node) if single else None
 
 
-def _fill(data: Mapping, group: int | None, graph_index: int) -> str:
+def _colours(graphs: Sequence[FusionGraph], groups: Mapping[str, int] | None) -> dict[int, str]:
+    """One distinct colour per kernel, or per graph when there is no plan."""
+    return kernel_colours(groups.values() if groups else range(len(graphs)))
+
+
+def _fill(data: Mapping, group: int | None, graph_index: int, colours: Mapping[int, str]) -> str:
     if data["kind"] == "input":
         return _INPUT_FILL
-    return _PALETTE[(group if group is not None else graph_index) % len(_PALETTE)]
+    return colours.get(group if group is not None else graph_index, "#f4f4f4")
 
 
 def _tooltip(graph: FusionGraph, node: str, data: Mapping, group: int | None) -> str:
@@ -139,6 +142,7 @@ def to_dot(
     groups: Mapping[str, int] | None = None,
 ) -> str:
     single = len(graphs) == 1
+    colours = _colours(graphs, groups)
     out = [
         "digraph fuselint {",
         "  rankdir=TB;",
@@ -153,7 +157,7 @@ def to_dot(
             attrs = {
                 "label": _label(name, data),
                 "tooltip": _tooltip(g, name, data, group),
-                "fillcolor": _fill(data, group, gi),
+                "fillcolor": _fill(data, group, gi, colours),
             }
             if data["kind"] == "input":
                 attrs["shape"] = "ellipse"
@@ -190,9 +194,7 @@ _W, _H, _DX, _DY, _PAD = 150, 36, 24, 34, 30
 
 def _layers(dag: nx.DiGraph) -> list[list[str]]:
     """Nodes by rank (longest path from a source), each rank ordered to cut edge crossings."""
-    rank: dict[str, int] = {}
-    for n in nx.topological_sort(dag):
-        rank[n] = 1 + max((rank[p] for p in dag.predecessors(n)), default=-1)
+    rank = {n: r for r, generation in enumerate(nx.topological_generations(dag)) for n in generation}
     for n in dag.nodes:
         # Inputs sit just above their first consumer rather than all on the top row.
         if dag.in_degree(n) == 0 and dag.out_degree(n) > 0:
@@ -233,6 +235,7 @@ def svg_python(
 ) -> str:
     """A layered drawing of the graphs side by side, breaks below the graph they end."""
     single = len(graphs) == 1
+    colours = _colours(graphs, groups)
     body: list[str] = []
     x0 = _PAD
     height = 0.0
@@ -275,7 +278,7 @@ def svg_python(
                 f'<g class="node" id="{html.escape(f"{g.name}/{n}")}" data-kind="{data["kind"]}"{group_attr}>'
                 f"<title>{html.escape(_tooltip(g, n, data, group))}</title>"
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{_W}" height="{_H}" rx="{rx}" '
-                f'fill="{_fill(data, group, gi)}" {stroke}/>'
+                f'fill="{_fill(data, group, gi, colours)}" {stroke}/>'
             )
             if len(label) == 1:
                 body.append(_text(x + _W / 2, y + _H / 2 + 4, _fit(label[0])))
@@ -357,57 +360,26 @@ def svg(
 
 # ---------------------------------------------------------------- HTML
 
-_CSS = """
-body { font-family: Helvetica, Arial, sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
-.drawing { overflow: auto; border: 1px solid #ddd; }
-.node:hover rect, .node:hover polygon, g.node:hover path, .break:hover polygon { stroke: #d00; stroke-width: 3; }
-"""
-
-
-def _break_row(brk: GraphBreak) -> str:
-    link = f'<a href="{html.escape(brk.url)}">{brk.gb_id}</a>' if brk.url else brk.gb_id
-    reason = html.escape(brk.reason)
-    if brk.explored:
-        reason += f" (only {html.escape(brk.explored)} explored)"
-    return f"<tr><td>{html.escape(brk.file)}:{brk.line}</td><td>{link}</td><td>{reason}</td><td>{brk.hits}</td></tr>"
-
-
-def _strip_xml_prolog(svg_text: str) -> str:
-    start = svg_text.find("<svg")
-    return svg_text[start:] if start >= 0 else svg_text
-
 
 def to_html(
     graphs: Sequence[FusionGraph],
     breaks: Sequence[GraphBreak] = (),
     groups: Mapping[str, int] | None = None,
     *,
-    engine: str = "auto",
     title: str = "fuselint graph",
 ) -> str:
-    """A page with the graphs and breaks tables and the SVG inline (hover any op for its source)."""
-    rows = "".join(
-        f"<tr><td>{html.escape(g.name)}</td><td>{g.calls}</td><td>{len(g.dag)}</td>"
-        f"<td>{sum(1 for _, d in g.dag.nodes(data=True) if d['kind'] not in ('input', 'view'))}</td></tr>"
-        for g in graphs
-    )
-    break_rows = "".join(_break_row(b) for b in breaks)
-    breaks_table = (
-        f"<table><tr><th>where</th><th>id</th><th>reason</th><th>hits</th></tr>{break_rows}</table>"
-        if breaks
-        else "<p>No graph breaks.</p>"
-    )
-    drawing = _strip_xml_prolog(svg(graphs, breaks, groups, engine=engine))
-    return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{_CSS}</style></head><body>\n<h1>{html.escape(title)}</h1>\n"
-        f"<h2>Graphs</h2><table><tr><th>graph</th><th>runs per call</th><th>nodes</th><th>ops</th></tr>"
-        f"{rows}</table>\n<h2>Graph breaks</h2>{breaks_table}\n"
-        f'<h2>Drawing</h2><p>Hover an op for its shape, dtype and source line.</p><div class="drawing">{drawing}</div>\n'
-        "</body></html>\n"
-    )
+    """A page with a legend and one foldable drawing per graph (see `fuselint.graph.page`)."""
+    fills = [] if groups else [_colours(graphs, None)[i] for i in range(len(graphs))]
+    return _page(graphs, breaks, groups, title=title, graph_fills=fills)
+
+
+def title_for(entries: Sequence[str]) -> str:
+    """ "fuselint graph: tiny_llama (models.py)" from entry specs "path/to/models.py:tiny_llama"."""
+    names = []
+    for spec in entries:
+        target, _, factory = spec.rpartition(":")
+        names.append(f"{factory} ({Path(target).name})" if target else spec)
+    return f"fuselint graph: {', '.join(dict.fromkeys(names))}" if names else "fuselint graph"
 
 
 # ---------------------------------------------------------------- files
@@ -421,8 +393,12 @@ def write(
     *,
     engine: str = "auto",
     plan: Mapping | None = None,
+    title: str | None = None,
 ) -> Path:
-    """Write the drawing in the format the suffix names (.dot, .json, .svg, .html)."""
+    """Write the drawing in the format the suffix names (.dot, .json, .svg, .html).
+
+    `title` heads the HTML page; name the model there (`title_for(entry specs)`): without it
+    the page falls back to the file's name."""
     path = Path(path)
     if isinstance(graphs, FusionGraph):
         graphs = [graphs]
@@ -434,7 +410,7 @@ def write(
     elif suffix == ".svg":
         text = svg(graphs, breaks, groups, engine=engine)
     elif suffix in (".html", ".htm"):
-        text = to_html(graphs, breaks, groups, engine=engine, title=f"fuselint graph: {path.stem}")
+        text = to_html(graphs, breaks, groups, title=title or f"fuselint graph: {path.stem}")
     else:
         raise ValueError(f"unknown graph format {path.suffix!r}: use one of {', '.join(FORMATS)}")
     path.write_text(text, encoding="utf-8")

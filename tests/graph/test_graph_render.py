@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -53,14 +54,24 @@ def test_groups_colour_nodes(captured, tmp_path):
     assert {row["group"] for row in data["nodes"] if row["name"] in groups} == {0, 1}
 
 
-def test_html_embeds_svg_and_break_table(captured, tmp_path):
+def test_html_puts_each_break_after_its_graph_and_embeds_the_drawing_data(captured, tmp_path):
     cap = captured("print_in_forward.py")
     out = render.write(tmp_path / "g.html", cap.graphs, cap.breaks, engine="python")
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>")
     assert "gb0059.html" in text and "print_in_forward.py" in text
-    svg = text[text.index("<svg") : text.index("</svg>") + 6]
-    ET.fromstring(svg)  # the embedded drawing is well-formed XML
+    brk = cap.breaks[0]
+    after = [g.name for g in cap.graphs].index(brk.after_graph)
+    block = text.index('<div class="break">')
+    assert text.index(f'data-graph="{brk.after_graph}"') < block
+    if after + 1 < len(cap.graphs):
+        assert block < text.index(f'data-graph="{cap.graphs[after + 1].name}"')
+    start = text.index('id="fuselint-data">') + len('id="fuselint-data">')
+    data = json.loads(text[start : text.index("</script>", start)].replace("<\\/", "</"))
+    assert [g["name"] for g in data["graphs"]] == [g.name for g in cap.graphs]
+    # Works offline: no resource to fetch; the only address in the script is SVG's namespace.
+    assert "<script src" not in text and "<link" not in text and 'src="http' not in text
+    assert set(re.findall(r"https?://[^\"' ]+", text.split("<script>")[-1])) == {"http://www.w3.org/2000/svg"}
 
 
 def test_dot_and_json(captured, tmp_path):
