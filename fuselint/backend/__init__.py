@@ -17,7 +17,14 @@ from collections.abc import Callable
 
 import torch
 
-from fuselint.backend.compiler import CompileReport, compile_graph, history, history_mark, reports_since
+from fuselint.backend.compiler import (
+    CompileReport,
+    _static,
+    compile_graph,
+    history,
+    history_mark,
+    reports_since,
+)
 from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
 
 __all__ = [
@@ -43,7 +50,8 @@ def _compiler(name: str, cudagraphs: bool) -> Callable:
         compiled = compile_graph(gm, example_inputs, name=name, inference=name == "inference")
         if not cudagraphs:
             return make_boxed_func(compiled.forward)
-        replay = GraphReplay(compiled.forward, name, why_not_recordable(compiled, example_inputs))
+        static = _static(example_inputs)
+        replay = GraphReplay(compiled.forward, name, why_not_recordable(compiled, example_inputs), static)
         history[-1].replay = replay
         return make_boxed_func(replay)
 

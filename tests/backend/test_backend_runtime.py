@@ -73,12 +73,10 @@ def test_input_free_nodes_are_the_constants():
     assert not any("sigmoid" in n or "mul" == n.split("::")[-1].split(".")[0] for n in names if "x" in n)
 
 
-@needs_interpreter
-def test_compiled_call_makes_no_constants_and_moves_nothing(monkeypatch):
-    x, w = _inputs()
-    gm = compile_graph(aten_graph(positions, x, w), [x, w])
-    # Triton's interpreter emulates a launch with torch ops of its own (on a GPU the launch is
-    # one C call): the log leaves those out and sees what the compiled call itself runs.
+@pytest.fixture
+def unlogged_launches(monkeypatch):
+    """Triton's interpreter emulates a launch with torch ops of its own (on a GPU the launch is
+    one C call): the op log leaves those out and sees what the compiled call itself runs."""
     launch = FusedKernel._launch_jit
 
     def launch_unlogged(self, args, outs):
@@ -86,6 +84,12 @@ def test_compiled_call_makes_no_constants_and_moves_nothing(monkeypatch):
             return launch(self, args, outs)
 
     monkeypatch.setattr(FusedKernel, "_launch_jit", launch_unlogged)
+
+
+@needs_interpreter
+def test_compiled_call_makes_no_constants_and_moves_nothing(unlogged_launches):
+    x, w = _inputs()
+    gm = compile_graph(aten_graph(positions, x, w), [x, w])
     with OpLog() as log:
         got = gm(x, w)
     assert PER_CALL_BANNED.isdisjoint(log.ops), log.ops
@@ -145,3 +149,40 @@ def test_cudagraphs_option_off_the_gpu_runs_normally_and_says_why(caplog):
     assert "runs without CUDA graphs: inputs are not all CUDA tensors" in caplog.text
     (report,) = reports_since(mark)
     assert report.replay is not None and report.replay.replays == 0
+
+
+def batch_norm_like(x, w, b):
+    # Inductor's batch-norm decomposition reads its parameters through unsqueeze pairs.
+    return torch.relu(x * w.unsqueeze(-1).unsqueeze(-1) + b[:, None, None]).permute(0, 2, 3, 1)
+
+
+def _bn_inputs():
+    gen = torch.Generator().manual_seed(1)
+    return (
+        torch.randn(2, 8, 4, 4, generator=gen),
+        torch.randn(8, generator=gen),
+        torch.randn(8, generator=gen),
+    )
+
+
+@needs_interpreter
+def test_kernels_read_views_of_their_inputs_without_view_ops(unlogged_launches):
+    x, w, b = _bn_inputs()
+    gm = compile_graph(aten_graph(batch_norm_like, x, w, b), [x, w, b])
+    with OpLog() as log:
+        got = gm(x, w, b)
+    views = [op for op in log.ops if op in {"aten.unsqueeze", "aten.slice", "aten.view", "aten.expand"}]
+    assert not views, log.ops
+    torch.testing.assert_close(got, batch_norm_like(x, w, b))
+
+
+@needs_interpreter
+def test_a_kernel_falling_back_redoes_the_folded_views():
+    x, w, b = _bn_inputs()
+    gm = compile_graph(aten_graph(batch_norm_like, x, w, b), [x, w, b])
+    wide = torch.stack([w, torch.zeros_like(w)], 1).reshape(-1)[::2]  # w's values at stride 2
+    assert wide.stride() == (2,)
+    kernels = [n.target for n in gm.graph.nodes if isinstance(n.target, FusedKernel)]
+    assert kernels and any(k.views for k in kernels)
+    torch.testing.assert_close(gm(x, wide, b), batch_norm_like(x, w, b))
+    assert sum(k.fallback_calls for k in kernels) == 1
