@@ -318,7 +318,48 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
             f"| {_fmt(r['kernels'], '.0f')} | {_fmt(r['gpu_us'], '.0f')} | {_fmt(r['compile_s'], '.1f')} "
             f"| {_fmt(r['max_err'], '.3g')} | {_fmt(syncs, '.0f')} |"
         )
+    lines += ["", *ratio_lines(rows)]
     return "\n".join(lines) + "\n"
+
+
+def ratio_lines(rows: list[dict]) -> list[str]:
+    """Per model, one backend's wall time over another's, and their geomean."""
+    wall = {
+        (r["model"], r["dtype"], r["train"], r["backend"]): r["wall_ms"] for r in rows if "error" not in r
+    }
+    out = []
+    for num, den in (
+        ("fuselint", "inductor"),
+        ("fuselint", "eager"),
+        ("fuselint-cudagraphs", "inductor-reduce-overhead"),
+    ):
+        pairs = sorted(
+            (m, d, t, wall[(m, d, t, num)] / wall[(m, d, t, den)])
+            for (m, d, t, b) in wall
+            if b == num and (m, d, t, den) in wall
+        )
+        if pairs:
+            geo = math.exp(sum(math.log(r) for *_, r in pairs) / len(pairs))
+            each = ", ".join(f"{m} {r:.2f}" for m, _, _, r in pairs)
+            out.append(f"- {num} / {den} wall: {each}; geomean {geo:.2f}")
+    return out
+
+
+def write(rows: list[dict], a: argparse.Namespace, argv: list[str] | None) -> str:
+    env = f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
+    try:
+        import triton
+
+        env += f", triton {triton.__version__}"
+    except ImportError:
+        pass
+    command = "python bench/models.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    md = markdown(rows, env, command)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"env": env, "command": command, "rows": rows}, indent=1))
+    if a.md:
+        Path(a.md).write_text(md)
+    return md
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,20 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
         torch.cuda.empty_cache()
-    env = f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
-    try:
-        import triton
-
-        env += f", triton {triton.__version__}"
-    except ImportError:
-        pass
-    command = "python bench/models.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = markdown(rows, env, command)
-    print(md)
-    if a.json:
-        Path(a.json).write_text(json.dumps({"env": env, "rows": rows}, indent=1))
-    if a.md:
-        Path(a.md).write_text(md)
+        write(rows, a, argv)  # after every row: a run cut short keeps what it measured
+    print(write(rows, a, argv))
     return 0
 
 
