@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.compiler import compile_graph
 from fuselint.backend.constants import constant_nodes
+from fuselint.backend.cudagraphs import why_not_recordable
 from fuselint.backend.runtime import FusedKernel
 
 # Ops that, run on every call, rebuild a constant or move a value between host and device.
@@ -186,3 +187,23 @@ def test_a_kernel_falling_back_redoes_the_folded_views():
     assert kernels and any(k.views for k in kernels)
     torch.testing.assert_close(gm(x, wide, b), batch_norm_like(x, w, b))
     assert sum(k.fallback_calls for k in kernels) == 1
+
+
+def test_graphs_that_cannot_be_recorded_say_why():
+    x = torch.randn(4)
+
+    def bump(t):
+        t.add_(1)
+        return t * 2
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():  # CUDA tensors as the compiler sees them, on any machine
+        cuda_x = torch.empty(4, device="cuda")
+    gm = torch.fx.symbolic_trace(lambda t: torch.ops.aten.add_.Tensor(t, 1) * 2)
+    for n in gm.graph.nodes:
+        n.meta["val"] = cuda_x
+    assert "writes to a tensor in place" in why_not_recordable(gm, [cuda_x])
+    assert why_not_recordable(aten_graph(torch.exp, x), [x]) == "inputs are not all CUDA tensors"
+    with pytest.raises(ValueError, match="fuselint backend options are"):
+        fuselint_backend(aten_graph(bump, x), [x], options="cudagraphs")
