@@ -2,6 +2,7 @@
 
     torch.compile(model, backend="fuselint")        # after `import fuselint.backend`
     torch.compile(model, backend=fuselint_backend)  # or pass the function itself
+    torch.compile(model, backend="fuselint", options={"cudagraphs": True})  # replay CUDA graphs
 
 Dynamo's graph goes through AOTAutograd with Inductor's decomposition table, so each
 forward and backward graph arrives as ATen ops; the planner's groups become one kernel
@@ -16,9 +17,18 @@ from collections.abc import Callable
 
 import torch
 
-from fuselint.backend.compiler import CompileReport, compile_graph, history, history_mark, reports_since
+from fuselint.backend.compiler import (
+    CompileReport,
+    _static,
+    compile_graph,
+    history,
+    history_mark,
+    reports_since,
+)
+from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
 
 __all__ = [
+    "OPTIONS",
     "CompileReport",
     "decompositions",
     "fuselint_backend",
@@ -29,14 +39,31 @@ __all__ = [
 ]
 
 
-def _compiler(name: str) -> Callable:
+# What `options=` may hold, with its default.
+OPTIONS = {"cudagraphs": False}
+
+
+def _compiler(name: str, cudagraphs: bool) -> Callable:
     from functorch.compile import make_boxed_func
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         compiled = compile_graph(gm, example_inputs, name=name, inference=name == "inference")
-        return make_boxed_func(compiled.forward)
+        if not cudagraphs:
+            return make_boxed_func(compiled.forward)
+        static = _static(example_inputs)
+        replay = GraphReplay(compiled.forward, name, why_not_recordable(compiled, example_inputs), static)
+        history[-1].replay = replay
+        return make_boxed_func(replay)
 
     return compile_one
+
+
+def _options(options: object) -> dict:
+    if options is None:
+        return dict(OPTIONS)
+    if not isinstance(options, dict) or set(options) - set(OPTIONS):
+        raise ValueError(f"fuselint backend options are {sorted(OPTIONS)}; got {options!r}")
+    return {**OPTIONS, **options}
 
 
 def decompositions(table: dict) -> dict:
@@ -47,8 +74,14 @@ def decompositions(table: dict) -> dict:
     return {op: fn for op, fn in table.items() if "pool" not in str(op)}
 
 
-def fuselint_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: object) -> Callable:
-    """torch.compile backend: AOTAutograd to ATen, then fused Triton kernels per group."""
+def fuselint_backend(
+    gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: object
+) -> Callable:
+    """torch.compile backend: AOTAutograd to ATen, then fused Triton kernels per group.
+
+    ``options={"cudagraphs": True}`` replays each compiled graph as a CUDA graph
+    (:mod:`fuselint.backend.cudagraphs`)."""
+    cudagraphs = bool(_options(options)["cudagraphs"])
     # Some of Inductor's decompositions (max_pool2d's) call into its lowering module.
     import torch._inductor.lowering  # noqa: F401
     from torch._dynamo.backends.common import aot_autograd
@@ -56,9 +89,9 @@ def fuselint_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: o
     from torch._inductor.decomposition import select_decomp_table
 
     backend = aot_autograd(
-        fw_compiler=_compiler("forward"),
-        bw_compiler=_compiler("backward"),
-        inference_compiler=_compiler("inference"),
+        fw_compiler=_compiler("forward", cudagraphs),
+        bw_compiler=_compiler("backward", cudagraphs),
+        inference_compiler=_compiler("inference", cudagraphs),
         decompositions=decompositions(select_decomp_table()),
         partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,

@@ -19,10 +19,12 @@ import torch
 import torch.fx
 
 from fuselint.backend.codegen import generate
+from fuselint.backend.constants import fold_constants
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
+from fuselint.backend.views import fold_input_views
 from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout
 
@@ -52,6 +54,9 @@ class CompileReport:
     kernels: list[FusedKernel] = field(default_factory=list)
     fallbacks: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
     graph_module: torch.fx.GraphModule | None = None
+    constants: list[str] = field(default_factory=list)  # nodes computed once, at compile time
+    folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
+    replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
 
 
 # The latest compiled graphs, for tests, `verify` and the benchmark to inspect.
@@ -314,6 +319,12 @@ def compile_graph(
         report.kernels.clear()
         report.fallbacks.append((tuple(n.name for n in gm.graph.nodes), "cycle between groups"))
         new_gm = gm
+    else:
+        try:
+            report.constants = fold_constants(new_gm)
+        except Exception as exc:  # a constant that cannot run now: it stays per call
+            log.warning("fuselint: constants stay per call (%s: %s)", type(exc).__name__, exc)
+        report.folded_views = fold_input_views(new_gm)
     # Kernels of dead code were compiled but are not called; the report lists live ones.
     live = {id(n.target) for n in new_gm.graph.nodes if n.op == "call_function"}
     report.kernels = [k for k in report.kernels if id(k) in live]

@@ -144,6 +144,8 @@ class FusedKernel:
         self.num_warps = cfg.num_warps
         self.in_strides = tuple(m.stride for m in ir.input_meta)
         self._in_sizes = tuple(m.shape for m in ir.input_meta)
+        # Inputs passed as the base of the view the kernel reads: index -> the view ops, for the fallback.
+        self.views: dict[int, Callable] = {}
         self.out_specs = tuple((m.shape, m.stride, m.dtype) for m in ir.output_meta)
         self.device = ir.device
         # Triton reads TRITON_INTERPRET while it compiles, too: a GPU kernel launched in a
@@ -162,8 +164,20 @@ class FusedKernel:
                 return False
         return True
 
+    def read_through_view(self, index: int, base_shape: tuple, base_stride: tuple, view: Callable) -> None:
+        """Take input `index` as the base tensor of the view the kernel was generated for (a view
+        at the base's own storage offset): the kernel's baked strides already index the view, so
+        only the base's layout is checked per call, and no view op runs. `view` redoes the view
+        on the base, for the ATen fallback."""
+        self.views[index] = view
+        strides, sizes = list(self.in_strides), list(self._in_sizes)
+        strides[index], sizes[index] = tuple(base_stride), tuple(base_shape)
+        self.in_strides, self._in_sizes = tuple(strides), tuple(sizes)
+
     def _run_fallback(self, args: tuple) -> tuple:
         self.fallback_calls += 1
+        if self.views:
+            args = tuple(self.views[i](a) if i in self.views else a for i, a in enumerate(args))
         return tuple(self.fallback(*args))
 
     def _launch_jit(self, args: tuple, outs: tuple) -> object:
@@ -176,9 +190,13 @@ class FusedKernel:
     def __call__(self, *args: torch.Tensor) -> tuple:
         fast = self._fast
         if fast is not None and FAST_LAUNCH and fast.matches(args, self.in_strides):
-            outs = tuple(
-                torch.empty_strided(s, st, dtype=dt, device=self.device) for s, st, dt in self.out_specs
-            )
+            alloc = fast.alloc
+            if alloc is not None:
+                outs = tuple(alloc(s, st, dt) for s, st, dt in self.out_specs)
+            else:
+                outs = tuple(
+                    torch.empty_strided(s, st, dtype=dt, device=self.device) for s, st, dt in self.out_specs
+                )
             try:
                 fast.launch(args, outs)
             except Exception as exc:  # the launcher refused the arguments before launching
@@ -223,7 +241,17 @@ class FastLaunch:
     path, which recompiles as needed). Launch hooks (profilers) also send calls back to it.
     """
 
-    __slots__ = ("run", "grid", "function", "packed", "consts", "stream_of", "device_index", "aligned")
+    __slots__ = (
+        "run",
+        "grid",
+        "function",
+        "packed",
+        "consts",
+        "stream_of",
+        "device_index",
+        "aligned",
+        "alloc",
+    )
 
     def __init__(self, compiled: object, grid: tuple, consts: tuple, device_index: int, aligned: tuple):
         self.run = compiled.run  # the launcher (loads the binary's handles on first access)
@@ -236,6 +264,11 @@ class FastLaunch:
         # What triton's driver itself calls for the current stream when torch is loaded.
         self.stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self.aligned = aligned  # per input: was its pointer 16-byte aligned when compiled?
+        # Outputs: the C allocator Inductor's own generated code calls, which skips
+        # torch.empty_strided's argument parsing; it allocates on the current device, so only
+        # where there is one device (else None: the kernel's device through empty_strided).
+        fast_empty = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
+        self.alloc = fast_empty if fast_empty is not None and torch.cuda.device_count() == 1 else None
 
     @staticmethod
     def build(compiled: object, kernel: FusedKernel, args: tuple, outs: tuple) -> FastLaunch | None:

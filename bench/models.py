@@ -1,0 +1,420 @@
+"""Benchmark the fuselint backend on real models (HF transformers and timm) against eager and Inductor.
+
+    python bench/models.py --md out.md --json out.json       # on a GPU
+    python bench/models.py --diagnose gpt2 --out DIR         # syncs, copies and op counts of one call
+
+For each model (built from its library's config, random weights, no download) and backend
+(eager, fuselint, fuselint with CUDA graphs, Inductor, Inductor ``reduce-overhead``) it
+records: wall ms per call (``triton.testing.do_bench`` median), kernels per call and their
+summed GPU time (torch.profiler over a few calls), host µs per call (the Python time to
+issue one call, measured while the GPU is kept busy so that a call that waits for the GPU
+shows it), first-call (compile) seconds and the max abs error against eager in float32.
+One failing model or backend is recorded as an error and the run goes on; --budget skips
+what would not fit. transformers and timm are needed here only (the tests never need them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+if __name__ == "__main__":  # compile caches off for honest compile times (before torch and triton load)
+    import tempfile
+
+    _root = tempfile.mkdtemp(prefix="fuselint-models-")
+    os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+    os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_root, "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_root, "triton"))
+    os.environ.setdefault("FUSELINT_CACHE", "0")
+
+import torch  # noqa: E402
+
+BACKENDS = ("eager", "fuselint", "fuselint-cudagraphs", "inductor", "inductor-reduce-overhead")
+
+
+# -- the model suite ----------------------------------------------------------------------
+def _hf(name: str, small: bool):
+    import transformers as tf
+
+    if name == "gpt2":
+        cfg = tf.GPT2Config(n_layer=4, n_embd=768, n_head=12)
+        batch, seq = (8, 512) if not small else (2, 64)
+        model = tf.GPT2Model(cfg)
+    elif name == "llama":
+        cfg = tf.LlamaConfig(
+            hidden_size=1024,
+            intermediate_size=2816,
+            num_hidden_layers=4,
+            num_attention_heads=16,
+            num_key_value_heads=16,
+            vocab_size=32000,
+        )
+        batch, seq = (4, 1024) if not small else (2, 64)
+        model = tf.LlamaModel(cfg)
+    elif name == "bert":
+        cfg = tf.BertConfig(num_hidden_layers=4)
+        batch, seq = (16, 256) if not small else (2, 64)
+        model = tf.BertModel(cfg)
+    elif name == "t5enc":
+        cfg = tf.T5Config(d_model=512, d_ff=2048, num_layers=4, num_heads=8)
+        batch, seq = (16, 256) if not small else (2, 64)
+        model = tf.T5EncoderModel(cfg)
+    else:
+        raise KeyError(name)
+    ids = torch.randint(0, min(cfg.vocab_size, 30000), (batch, seq))
+    return model, (ids,)
+
+
+TIMM = {
+    "resnet50": ("resnet50", {}, 32),
+    "vit": ("vit_base_patch16_224", {"depth": 4}, 32),
+    "convnext": ("convnext_tiny", {}, 32),
+    "efficientnet": ("efficientnet_b0", {}, 64),
+    "mobilenetv3": ("mobilenetv3_large_100", {}, 64),
+}
+HF = ("gpt2", "llama", "bert", "t5enc")
+# The issue's suite, the five it asks for first.
+MODELS = ("gpt2", "llama", "bert", "resnet50", "vit", "t5enc", "convnext", "efficientnet", "mobilenetv3")
+
+
+def build(name: str, small: bool = False):
+    """(model, inputs) on CPU in float32; the caller moves and casts them."""
+    torch.manual_seed(0)
+    if name in HF:
+        model, args = _hf(name, small)
+    else:
+        import timm
+
+        arch, kw, batch = TIMM[name]
+        model = timm.create_model(arch, pretrained=False, **kw)
+        args = (torch.randn(batch if not small else 2, 3, 224, 224),)
+    return model.eval(), args
+
+
+def _to(model, args, device: str, dtype: torch.dtype):
+    model = model.to(device=device, dtype=dtype)
+    args = tuple(a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device) for a in args)
+    return model, args
+
+
+def _first_tensor(out) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "last_hidden_state"):
+        return out.last_hidden_state
+    if isinstance(out, (tuple, list)):
+        return _first_tensor(out[0])
+    raise TypeError(type(out))
+
+
+def compile_with(backend: str, model):
+    import fuselint.backend  # noqa: F401  (registers "fuselint")
+
+    if backend == "eager":
+        return model
+    if backend == "fuselint":
+        return torch.compile(model, backend="fuselint")
+    if backend == "fuselint-cudagraphs":
+        return torch.compile(model, backend="fuselint", options={"cudagraphs": True})
+    if backend == "inductor":
+        return torch.compile(model)
+    if backend == "inductor-reduce-overhead":
+        return torch.compile(model, mode="reduce-overhead")
+    raise KeyError(backend)
+
+
+# -- measurements -------------------------------------------------------------------------
+def host_us(fn, calls: int = 30) -> float:
+    """Python time to issue one call while the GPU has a long queue ahead of it: a call that
+    waits for the GPU (a sync, a copy to the host) pays the whole queue here."""
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(calls):
+        torch.cuda._sleep(2_000_000)  # ~1 ms of GPU work queued ahead of the call
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def gpu_profile(fn, calls: int = 5) -> tuple[float, float, dict]:
+    """(kernels per call, summed GPU kernel µs per call, host-side counts of interest per call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels, gpu_us = 0, 0.0
+    counts: dict[str, float] = {}
+    watch = (
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpyAsync",
+        "cudaMemcpy",
+        "aten::_local_scalar_dense",
+        "aten::_to_copy",
+        "aten::copy_",
+        "aten::arange",
+        "aten::lift_fresh",
+    )
+    for ev in prof.events():
+        dev_type = getattr(ev, "device_type", None)
+        if dev_type == torch.autograd.DeviceType.CUDA:
+            if "Memset" in ev.name or "Memcpy" in ev.name:
+                continue
+            kernels += 1
+            gpu_us += ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
+        elif ev.name in watch:
+            counts[ev.name] = counts.get(ev.name, 0) + 1
+    return kernels / calls, gpu_us / calls, {k: v / calls for k, v in sorted(counts.items())}
+
+
+def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return (out.float() - ref.float()).abs().max().item()
+
+
+def measure(name: str, backend: str, dtype: torch.dtype, train: bool = False) -> dict:
+    import triton.testing
+
+    import fuselint.backend as fb
+
+    model, args = build(name)
+    model, args = _to(model, args, "cuda", dtype)
+    with torch.no_grad():
+        ref = _first_tensor(model(*args)).float()
+    torch._dynamo.reset()
+    compiled = compile_with(backend, model)
+    mark = fb.history_mark()
+
+    if train:
+        model.train()
+
+        def call():
+            out = _first_tensor(compiled(*args))
+            out.float().mean().backward()
+            return out
+    else:
+
+        def call():
+            with torch.no_grad():
+                return _first_tensor(compiled(*args))
+
+    t0 = time.perf_counter()
+    out = call()
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    for _ in range(3):
+        out = call()
+    torch.cuda.synchronize()
+    err = max_error(out, ref) if not train else float("nan")
+    wall = triton.testing.do_bench(call, warmup=50, rep=300, return_mode="median")
+    host = host_us(call)
+    kernels, gpu_us, counts = gpu_profile(call)
+    reports = fb.reports_since(mark) if backend.startswith("fuselint") else []
+    return {
+        "model": name,
+        "backend": backend,
+        "dtype": str(dtype).removeprefix("torch."),
+        "train": train,
+        "wall_ms": wall,
+        "host_us": host,
+        "kernels": kernels,
+        "gpu_us": gpu_us,
+        "compile_s": compile_s,
+        "max_err": err,
+        "counts": counts,
+        "fuselint_kernels": sum(len(r.kernels) for r in reports),
+        "fuselint_fallbacks": sum(len(r.fallbacks) for r in reports),
+    }
+
+
+# -- diagnosis ----------------------------------------------------------------------------
+def diagnose(name: str, out_dir: Path, small: bool) -> None:
+    """Where one compiled call waits for the GPU: the Python stack of each synchronising call
+    (``set_sync_debug_mode``), the profiler's host-side op counts, and the compiled graphs."""
+    import fuselint.backend as fb
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model, args = build(name, small)
+    model, args = _to(model, args, "cuda", torch.bfloat16)
+    for backend in ("fuselint", "inductor"):
+        torch._dynamo.reset()
+        mark = fb.history_mark()
+        compiled = compile_with(backend, model)
+        with torch.no_grad():
+            for _ in range(3):
+                compiled(*args)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                compiled(*args)
+                print(f"[{name} {backend}] no synchronising call in one call")
+            except RuntimeError:
+                print(f"[{name} {backend}] a call synchronises here:")
+                traceback.print_exc(limit=-12)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    compiled(*args)
+                torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by="count", row_limit=40)
+        (out_dir / f"{name}-{backend}-ops.txt").write_text(table)
+        print(table[:4000])
+        host = host_us(lambda c=compiled: c(*args))
+        print(f"[{name} {backend}] host µs/call with the GPU busy: {host:.0f}")
+        if backend == "fuselint":
+            code = "\n\n".join(r.graph_module.code for r in fb.reports_since(mark) if r.graph_module)
+            (out_dir / f"{name}-fuselint-graphs.py").write_text(code)
+
+
+# -- report -------------------------------------------------------------------------------
+def _fmt(v, spec=".2f") -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def markdown(rows: list[dict], env: str, command: str) -> str:
+    lines = [
+        f"Measured with `{command}` on {env}.",
+        "",
+        "wall: do_bench median ms per call; host: µs of Python per call with the GPU busy; kernels and GPU µs:",
+        "torch.profiler, per call; err: max abs error vs eager (same dtype); compile: first call, s (compile",
+        "caches off; fuselint-cudagraphs and inductor-reduce-overhead reuse the kernels their plain form built",
+        "in the same process); syncs: cudaStream/Device/EventSynchronize calls per call (profiler).",
+        "",
+        "| model | mode | backend | wall ms | host µs | kernels | GPU µs | compile s | err | syncs/call |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        mode = f"{r.get('dtype', '?')}{' train' if r.get('train') else ''}"
+        if "error" in r:
+            lines.append(f"| {r['model']} | {mode} | {r['backend']} | error: {r['error'][:80]} |||||||")
+            continue
+        c = r["counts"]
+        syncs = (
+            c.get("cudaStreamSynchronize", 0)
+            + c.get("cudaDeviceSynchronize", 0)
+            + c.get("cudaEventSynchronize", 0)
+        )
+        lines.append(
+            f"| {r['model']} | {mode} | {r['backend']} | {_fmt(r['wall_ms'], '.3f')} | {_fmt(r['host_us'], '.0f')} "
+            f"| {_fmt(r['kernels'], '.0f')} | {_fmt(r['gpu_us'], '.0f')} | {_fmt(r['compile_s'], '.1f')} "
+            f"| {_fmt(r['max_err'], '.3g')} | {_fmt(syncs, '.0f')} |"
+        )
+    lines += ["", *ratio_lines(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def ratio_lines(rows: list[dict]) -> list[str]:
+    """Per model, one backend's wall time over another's, and their geomean."""
+    wall = {
+        (r["model"], r["dtype"], r["train"], r["backend"]): r["wall_ms"] for r in rows if "error" not in r
+    }
+    out = []
+    for num, den in (
+        ("fuselint", "inductor"),
+        ("fuselint", "eager"),
+        ("fuselint-cudagraphs", "inductor-reduce-overhead"),
+    ):
+        pairs = sorted(
+            (m, d, t, wall[(m, d, t, num)] / wall[(m, d, t, den)])
+            for (m, d, t, b) in wall
+            if b == num and (m, d, t, den) in wall
+        )
+        if pairs:
+            geo = math.exp(sum(math.log(r) for *_, r in pairs) / len(pairs))
+            each = ", ".join(f"{m} {r:.2f}" for m, _, _, r in pairs)
+            out.append(f"- {num} / {den} wall: {each}; geomean {geo:.2f}")
+    return out
+
+
+def write(rows: list[dict], a: argparse.Namespace, argv: list[str] | None) -> str:
+    env = f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
+    try:
+        import triton
+
+        env += f", triton {triton.__version__}"
+    except ImportError:
+        pass
+    command = "python bench/models.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    md = markdown(rows, env, command)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"env": env, "command": command, "rows": rows}, indent=1))
+    if a.md:
+        Path(a.md).write_text(md)
+    return md
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--dtypes", default="bfloat16")
+    p.add_argument("--train", default="", help="comma list of models to also time a training step of")
+    p.add_argument("--budget", type=float, default=540.0, help="seconds; what would not fit is skipped")
+    p.add_argument("--json")
+    p.add_argument("--md")
+    p.add_argument("--diagnose", help="model name: print where a call synchronises")
+    p.add_argument("--small", action="store_true")
+    p.add_argument("--out", default="diagnose")
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench/models.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if a.diagnose:
+        for name in a.diagnose.split(","):
+            diagnose(name, Path(a.out), a.small)
+        return 0
+    start = time.perf_counter()
+    rows: list[dict] = []
+    plan = [
+        (m, b, getattr(torch, d), False)
+        for d in a.dtypes.split(",")
+        for m in a.models.split(",")
+        for b in a.backends.split(",")
+    ]
+    plan += [
+        (m, b, torch.bfloat16, True) for m in filter(None, a.train.split(",")) for b in a.backends.split(",")
+    ]
+    for model, backend, dtype, train in plan:
+        if time.perf_counter() - start > a.budget:
+            print(f"skip {model} {backend}: over budget", flush=True)
+            continue
+        try:
+            row = measure(model, backend, dtype, train)
+        except Exception as exc:  # one model or backend failing must not lose the rest
+            traceback.print_exc(limit=-6)
+            row = {
+                "model": model,
+                "backend": backend,
+                "dtype": str(dtype).removeprefix("torch."),
+                "train": train,
+                "error": f"{type(exc).__name__}: {exc}".replace("\n", " "),
+            }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        torch.cuda.empty_cache()
+        write(rows, a, argv)  # after every row: a run cut short keeps what it measured
+    print(write(rows, a, argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Replay a compiled graph as a CUDA graph: ``options={"cudagraphs": True}``.
+
+A CUDA graph launches every kernel of a call with one host call, so the host cost per
+call no longer grows with the kernel count. :class:`GraphReplay` wraps one compiled
+graph (PyTorch's ``torch.cuda.CUDAGraph`` does the recording):
+
+- the first call per input layout runs the graph normally (kernels compile, launchers are
+  built) and notes where each input lives; the second records on a side stream, after one
+  more warm-up there, and every later call replays;
+- an input found at the same address on the first two calls (a parameter, a buffer) is
+  read in place; any other input is copied into a buffer the recording owns; if an input
+  read in place moves later, it becomes a copied one and the graph is recorded again;
+- a new input layout (shape, stride, dtype) is recorded separately;
+- outputs are cloned after each replay, since the recording's own output memory is
+  overwritten by the next replay (a training forward's saved activations must survive
+  a second forward before the backward);
+- where recording is impossible (CPU tensors, a graph that writes to its inputs, a
+  capture error) the graph runs normally and the reason is logged once, at WARNING on
+  logger ``fuselint.backend``, and kept in :attr:`GraphReplay.disabled`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+log = logging.getLogger("fuselint.backend")
+
+
+def why_not_recordable(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:
+    """The reason `gm` cannot be recorded as a CUDA graph, or None."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if not tensors or any(t.device.type != "cuda" for t in tensors):
+        return "inputs are not all CUDA tensors"
+    for n in gm.graph.nodes:
+        target = n.target
+        if n.op == "call_function" and isinstance(target, torch._ops.OpOverload):
+            if target._schema.is_mutable:
+                return f"the graph writes to a tensor in place ({n.name}: {target})"
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.device.type != "cuda":
+                return f"{n.name} makes a tensor on {val.device}"
+    return None
+
+
+def _layout(args: tuple) -> tuple:
+    return tuple(
+        (tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else (type(a), a)
+        for a in args
+    )
+
+
+@dataclass
+class Recording:
+    graph: torch.cuda.CUDAGraph
+    inputs: list  # what the recording reads: the caller's tensor (in place) or its own buffer
+    copied: tuple[int, ...]  # indices of the inputs copied into the recording's buffers
+    in_place: tuple[tuple[int, int], ...]  # (index, address) of the inputs read where they are
+    outputs: tuple
+
+
+class GraphReplay:
+    """Callable running `fn` (a compiled graph) as recorded CUDA graphs, one per input layout.
+
+    A graph of static shapes (no SymInt among its inputs) has one layout, which Dynamo's
+    guards keep fixed, so its calls skip computing one: the per-call host work is one address
+    check per input read in place, one copy per moving input, the replay and one clone per
+    output."""
+
+    def __init__(
+        self, fn: Callable, name: str = "graph", disabled: str | None = None, static: bool = True
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.disabled = disabled
+        self.static = static
+        self.replays = 0
+        self.recordings = 0
+        self._first_ptrs: dict[tuple | None, tuple] = {}
+        self._moved: dict[tuple | None, set[int]] = {}
+        self._recorded: dict[tuple | None, Recording] = {}
+        self._pool = None
+        if disabled:
+            log.warning("fuselint: %s runs without CUDA graphs: %s", name, disabled)
+
+    def __call__(self, *args: object) -> object:
+        if self.disabled:
+            return self.fn(*args)
+        key = None if self.static else _layout(args)
+        rec = self._recorded.get(key)
+        if rec is not None:
+            moved = [i for i, ptr in rec.in_place if args[i].data_ptr() != ptr]
+            if not moved:
+                return self._replay(rec, args)
+            self._moved[key].update(moved)  # read in place no more: record again, copying it
+            del self._recorded[key]
+        elif key not in self._first_ptrs:
+            self._first_ptrs[key] = tuple(_ptr(a) for a in args)
+            self._moved[key] = set()
+            return self.fn(*args)
+        first = self._first_ptrs[key]
+        self._moved[key].update(i for i, a in enumerate(args) if _ptr(a) != first[i])
+        try:
+            rec = self._record(args, self._moved[key])
+        except Exception as exc:  # capture refused (a sync, a host read...): run normally from now on
+            self.disabled = f"recording failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            log.warning("fuselint: %s runs without CUDA graphs: %s", self.name, self.disabled)
+            torch.cuda.synchronize()
+            return self.fn(*args)
+        self._recorded[key] = rec
+        return self._replay(rec, args)
+
+    def _record(self, args: tuple, moved: set[int]) -> Recording:
+        copied = tuple(i for i in sorted(moved) if isinstance(args[i], torch.Tensor))
+        inputs = [
+            torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+            if i in moved
+            else a
+            for i, a in enumerate(args)
+        ]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # libraries set up per-stream state (cuBLAS workspaces) here
+            self.fn(*inputs)
+        torch.cuda.current_stream().wait_stream(stream)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, stream=stream):
+            outputs = self.fn(*inputs)
+        self.recordings += 1
+        in_place = tuple(
+            (i, a.data_ptr()) for i, a in enumerate(args) if i not in moved and isinstance(a, torch.Tensor)
+        )
+        return Recording(graph, inputs, copied, in_place, tuple(outputs))
+
+    def _replay(self, rec: Recording, args: tuple) -> list:
+        inputs = rec.inputs
+        for i in rec.copied:
+            if args[i].data_ptr() != inputs[i].data_ptr():
+                inputs[i].copy_(args[i])
+        rec.graph.replay()
+        self.replays += 1
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+
+
+def _ptr(x: object) -> int | None:
+    return x.data_ptr() if isinstance(x, torch.Tensor) else None
