@@ -34,17 +34,6 @@ class Block(nn.Module):
         return x * torch.sigmoid(x)
 """
 
-SILU_FIXED = """\
-import torch
-from torch import nn
-
-
-class Block(nn.Module):
-    def forward(self, x):
-        print(x.shape)
-        return nn.functional.silu(x)
-"""
-
 
 def _run(args, cwd: Path, stdin: str | bytes | None = None):
     runner = CliRunner()
@@ -239,12 +228,18 @@ def test_stdin_gives_the_findings_of_the_file_under_its_name(tmp_path):
     assert json.loads(from_stdin.stdout) == json.loads(from_file.stdout)
 
 
-def test_stdin_with_fix_prints_the_fixed_source_and_reports_on_stderr(tmp_path):
+def test_stdin_with_fix_prints_what_fixing_the_file_writes_and_reports_on_stderr(tmp_path):
     result = _run(["check", "--fix", "--stdin-filename", "m.py"], tmp_path, stdin=SILU)
-    assert result.stdout == SILU_FIXED
-    assert "m.py:7:9: FL103" in result.stderr and "Fixed 1 error." in result.stderr
-    assert result.exit_code == 1
     assert not (tmp_path / "m.py").exists()
+    (tmp_path / "on_disk.py").write_text(SILU)
+    _run(["check", "--no-cache", "--fix", "on_disk.py"], tmp_path)
+    fixed = (tmp_path / "on_disk.py").read_text()
+    assert "nn.functional.silu(x)" in fixed
+    assert result.stdout == fixed
+    # The print is left: reported under the stdin name, on its line in the fixed source.
+    line = fixed.splitlines().index("        print(x.shape)") + 1
+    assert f"m.py:{line}:9: FL103" in result.stderr and "Fixed 1 error." in result.stderr
+    assert result.exit_code == 1
 
 
 def test_stdin_with_diff_prints_a_diff(tmp_path):

@@ -41,7 +41,7 @@ def measure_together(
     *,
     warmup_ms: float = 25,
     rep_ms: float = 100,
-    min_rounds: int = 10,
+    min_rounds: int = 20,
     max_rounds: int = 1000,
 ) -> list[Timing]:
     """One Timing per callable, in order; on a CPU they are timed in the same rounds."""
