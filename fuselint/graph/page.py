@@ -168,7 +168,7 @@ def module_groups(
 def short_op(op: str) -> str:
     """ "aten.addmm.default" -> "addmm"; a non-default overload stays visible ("add.Tensor")."""
     parts = op.split(".")
-    if parts[0] == "aten" and len(parts) >= 2:
+    if parts[0] in ("aten", "prims") and len(parts) >= 2:
         return parts[1] if len(parts) == 2 or parts[2] == "default" else f"{parts[1]}.{parts[2]}"
     return op
 
