@@ -60,6 +60,20 @@ def stack_page(browser, trace_fixtures, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def dom_of(stack_page, tmp_path_factory):
+    """dom_of("#open=all") -> the page's DOM after its script ran, one browser run per address."""
+    cache: dict[str, str] = {}
+
+    def get(fragment: str = "") -> str:
+        if fragment not in cache:
+            profile = tmp_path_factory.mktemp("profile")
+            cache[fragment] = _chromium(stack_page, profile, "--dump-dom", fragment=fragment)
+        return cache[fragment]
+
+    return get
+
+
 def _tags(dom: str, cls: str) -> list[str]:
     return re.findall(rf'<g class="{cls}"[^>]*>', dom)
 
@@ -69,8 +83,8 @@ def _attr(tag: str, name: str) -> str | None:
     return found.group(1) if found else None
 
 
-def test_page_opens_with_legend_title_and_layers_folded(stack_page, tmp_path):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom")
+def test_page_opens_with_legend_title_and_layers_folded(dom_of):
+    dom = dom_of()
     assert 'data-drawn="yes"' in dom  # the script ran to its end
     assert re.search(r"<h1>fuselint graph: entry \(transformer_stack\.py\)</h1>", dom)
     assert '<aside id="legend">' in dom
@@ -85,12 +99,12 @@ def test_page_opens_with_legend_title_and_layers_folded(stack_page, tmp_path):
     assert size and int(size.group(1)) <= 800 and int(size.group(2)) <= 800
 
 
-def test_opened_page_draws_every_op_in_its_kernel_colour(stack_page, captured, tmp_path):
+def test_opened_page_draws_every_op_in_its_kernel_colour(dom_of, captured):
     dag = captured("transformer_stack.py").graphs[0].dag
     weights = {
         n: next(iter(dag.successors(n))) for n in dag if dag.in_degree(n) == 0 and dag.out_degree(n) == 1
     }
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=all")
+    dom = dom_of("#open=all")
     legend = dict(re.findall(r'<tr class="kernel" data-kernel="(\d+)" data-colour="(#[0-9a-f]{6})"', dom))
     nodes = re.findall(r'<g class="node" data-id="([^"]+)" data-kind="(\w+)" data-modules="[^"]*"(?: data-kernel="(\d+)")?>\s*'
                        r'<title>[^<]*</title><rect [^>]*fill="([^"]+)"', dom)  # fmt: skip
@@ -111,8 +125,8 @@ def _box(tag: str) -> tuple[float, float, float, float]:
 
 
 @pytest.mark.parametrize("fragment", ["#open=layers.0", "#open=all"])
-def test_an_open_module_frames_its_own_ops_and_no_other(stack_page, tmp_path, fragment):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment=fragment)
+def test_an_open_module_frames_its_own_ops_and_no_other(dom_of, fragment):
+    dom = dom_of(fragment)
     frames = {
         path: _box(rect)
         for path, rect in re.findall(r'<g class="frame" data-path="([^"]+)"><rect ([^>]*)>', dom)
@@ -129,8 +143,8 @@ def test_an_open_module_frames_its_own_ops_and_no_other(stack_page, tmp_path, fr
             assert inside if member else not overlaps, (node, path)
 
 
-def test_open_layers_stack_one_below_the_other(stack_page, tmp_path):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=all")
+def test_open_layers_stack_one_below_the_other(dom_of):
+    dom = dom_of("#open=all")
     frames = {p: _box(r) for p, r in re.findall(r'<g class="frame" data-path="([^"]+)"><rect ([^>]*)>', dom)}
     first, second = frames["layers.0"], frames["layers.1"]
     assert first[3] < second[1]  # layer 1 starts below the end of layer 0
@@ -139,8 +153,8 @@ def test_open_layers_stack_one_below_the_other(stack_page, tmp_path):
     assert int(width.group(1)) <= 4 * 176 + 100  # every op drawn, still at most 4 columns wide
 
 
-def test_opening_a_module_by_address_opens_the_modules_around_it(stack_page, tmp_path):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=layers.0.attn_norm")
+def test_opening_a_module_by_address_opens_the_modules_around_it(dom_of):
+    dom = dom_of("#open=layers.0.attn_norm")
     frames = set(re.findall(r'<g class="frame" data-path="([^"]+)">', dom))
     folded = set(re.findall(r'<g class="module" data-path="([^"]+)"', dom))
     assert frames == {"layers.0", "layers.0.attn_norm"}
