@@ -7,6 +7,8 @@ Without Chromium the tests skip on a developer's machine and fail in CI (`CI=tru
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -159,6 +161,46 @@ def test_opening_a_module_by_address_opens_the_modules_around_it(dom_of):
     folded = set(re.findall(r'<g class="module" data-path="([^"]+)"', dom))
     assert frames == {"layers.0", "layers.0.attn_norm"}
     assert {"layers.0.qkv", "layers.1", "norm"} <= folded
+
+
+# Clicks as a reader makes them, after the page's own script; each step notes what is drawn.
+_CLICKS = """<pre id="probe"></pre><script>
+var steps = [];
+function note(what) {
+  var paths = function (sel) {
+    return Array.prototype.map.call(document.querySelectorAll(sel), function (e) { return e.getAttribute("data-path"); });
+  };
+  steps.push({ what: what, frames: paths("g.frame"), folded: paths("g.module") });
+}
+function click(el) { el.dispatchEvent(new MouseEvent("click", { bubbles: true })); }
+try {
+  click(document.querySelector('g.module[data-path="layers.1"]')); note("open layers.1");
+  click(document.querySelector('g.frame-head[data-path="layers.1"]')); note("fold layers.1");
+  click(document.getElementById("open-all")); note("open all");
+  click(document.getElementById("fold-default")); note("fold to blocks");
+} catch (e) {
+  steps.push({ what: "error", error: String(e) });
+}
+document.getElementById("probe").textContent = JSON.stringify(steps);
+</script>"""
+
+
+def test_clicks_open_and_fold_modules(stack_page, tmp_path):
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(stack_page.read_text().replace("</body>", _CLICKS + "</body>"))
+    dom = _chromium(clicked, tmp_path / "profile", "--dump-dom")
+    steps = {
+        s["what"]: s
+        for s in json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1)))
+    }
+    assert "error" not in steps, steps["error"]
+    assert steps["open layers.1"]["frames"] == ["layers.1"]
+    assert {"layers.0", "layers.1.attn_norm", "norm"} <= set(steps["open layers.1"]["folded"])
+    assert "layers.1" not in steps["open layers.1"]["folded"]
+    assert steps["fold layers.1"]["frames"] == []
+    assert set(steps["fold layers.1"]["folded"]) == {"layers.0", "layers.1", "norm"}
+    assert steps["open all"]["folded"] == [] and "layers.1.down" in steps["open all"]["frames"]
+    assert set(steps["fold to blocks"]["folded"]) == {"layers.0", "layers.1", "norm"}
 
 
 def _png_size(path: Path) -> tuple[int, int]:
