@@ -220,6 +220,16 @@ def _contiguous_meta(shape) -> torch.Tensor | None:
     return torch.empty(tuple(shape), device="meta")
 
 
+def _live(dag: nx.DiGraph) -> set[str]:
+    """The outputs and their ancestors: dead code (no path to an output) runs nowhere. Outputs
+    are taken last first, so an output that feeds a later one costs no search of its own."""
+    live: set[str] = set()
+    for n in reversed(list(dag.nodes)):
+        if dag.nodes[n]["is_output"] and n not in live:
+            live |= nx.ancestors(dag, n) | {n}
+    return live
+
+
 class GraphFacts:
     """What planning and costing read off a FusionGraph: each node's value (views look through
     to the tensor they show), who writes each value, who reads it, through which view."""
@@ -278,14 +288,7 @@ class GraphFacts:
                 self.flat[n] = True
         self.shape = {n: d["shape"] for n, d in dag.nodes(data=True)}
         self.bytes = {n: d["bytes"] for n, d in dag.nodes(data=True)}
-        # dead code (no path to an output) runs nowhere
-        live = {n for n, d in dag.nodes(data=True) if d["is_output"]}
-        stack = list(live)
-        while stack:
-            for p in dag.predecessors(stack.pop()):
-                if p not in live:
-                    live.add(p)
-                    stack.append(p)
+        live = _live(dag)
         self.kind = {c: k for c, k in self.kind.items() if c in live}
         # reads[c] = [(node read, value)] for compute node c; consumers[value] = compute nodes
         self.reads: dict[str, list[tuple[str, str]]] = {}
@@ -299,6 +302,12 @@ class GraphFacts:
                 if c not in self.consumers[v]:
                     self.consumers[v].append(c)
             self.reads[c] = rs
+        # compute node -> compute nodes that read a value it writes (views looked through)
+        self.deps = nx.DiGraph()
+        self.deps.add_nodes_from(self.kind)
+        self.deps.add_edges_from(
+            (self.home[v], c) for c, rs in self.reads.items() for _p, v in rs if self.home[v] in self.kind
+        )
         self.values_of: dict[str, list[str]] = {}  # compute node -> the values it writes
         for v, h in self.home.items():
             if h in self.kind:
@@ -706,17 +715,9 @@ class _Planner:
     def _cone(self, v: str, home: int) -> list[str]:
         """v's home node and its ancestors inside its group, in FX order."""
         f = self.f
-        g = self.groups[home]
-        seen, stack = set(), [f.home[v]]
-        while stack:
-            c = stack.pop()
-            if c in seen:
-                continue
-            seen.add(c)
-            for _p, u in f.reads[c]:
-                if f.home[u] in g.roles:
-                    stack.append(f.home[u])
-        return sorted(seen, key=lambda n: f.order[n])
+        h = f.home[v]
+        inside = f.deps.subgraph(self.groups[home].roles)
+        return sorted(nx.ancestors(inside, h) | {h}, key=lambda n: f.order[n])
 
     def _recompute_plan(self, v: str, outside: list[int]) -> tuple[dict[int, dict[str, str]], str] | str:
         """(roles to add per reading group, why) when each reader can recompute v; else why not."""

@@ -615,6 +615,8 @@ def _torch_log_kept(buffer: io.StringIO):
     """torch's own log (a fake-tensor traceback, dynamo's warnings) goes to `buffer`, not the
     console: the one-line error says what matters; --verbose shows the buffer."""
     handler = logging.StreamHandler(buffer)
+    # INFO and up: torch's structured-trace artifacts (torch.__trace) log empty DEBUG records.
+    handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     loggers = [
         lg

@@ -165,9 +165,10 @@ def module_groups(
 # ---------------------------------------------------------------- the page's data
 
 
-def _short_op(op: str) -> str:
+def short_op(op: str) -> str:
+    """ "aten.addmm.default" -> "addmm"; a non-default overload stays visible ("add.Tensor")."""
     parts = op.split(".")
-    if parts[0] == "aten" and len(parts) >= 2:
+    if parts[0] in ("aten", "prims") and len(parts) >= 2:
         return parts[1] if len(parts) == 2 or parts[2] == "default" else f"{parts[1]}.{parts[2]}"
     return op
 
@@ -212,7 +213,7 @@ def _graph_data(
             colour, label, where = INPUT_FILL, n, _shape_text(data)
         else:
             colour = colours[kernel] if kernel is not None else (fill if not colours else NO_KERNEL_FILL)
-            label = _short_op(data["op"])
+            label = short_op(data["op"])
         nodes.append(
             {
                 "id": n,

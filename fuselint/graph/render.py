@@ -23,20 +23,12 @@ import networkx as nx
 
 from fuselint.graph.capture import GraphBreak
 from fuselint.graph.fusion_graph import FusionGraph
-from fuselint.graph.page import BREAK_FILL, INPUT_FILL, kernel_colours
+from fuselint.graph.page import BREAK_FILL, INPUT_FILL, kernel_colours, short_op
 from fuselint.graph.page import to_html as _page
 
 FORMATS = (".dot", ".json", ".svg", ".html")
 _INPUT_FILL = INPUT_FILL
 _BREAK_FILL = BREAK_FILL
-
-
-def _short_op(op: str) -> str:
-    # "aten.addmm.default" -> "addmm"; keep a non-default overload visible ("add.Tensor").
-    parts = op.split(".")
-    if parts[0] == "aten" and len(parts) >= 2:
-        return parts[1] if len(parts) == 2 or parts[2] == "default" else f"{parts[1]}.{parts[2]}"
-    return op
 
 
 def _where(data: Mapping) -> str:
@@ -85,7 +77,7 @@ def _label(node: str, data: Mapping) -> str:
             else node
         )
     where = _where(data)
-    return f"{_short_op(data['op'])}\n{where}" if where else _short_op(data["op"])
+    return f"{short_op(data['op'])}\n{where}" if where else short_op(data["op"])
 
 
 def _break_label(brk: GraphBreak) -> str:

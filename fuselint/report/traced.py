@@ -3,7 +3,7 @@
 A traced break reaches the reports as a Finding whose `details` carry dynamo's facts (see
 fuselint/graph/breaks.py): `gb_id`, `reason`, `explanation`, `url`, `stack` (frames joined by
 newlines, each `path:line in function`, outermost first), `dynamo_location`, `hits`, `explored`,
-`frame`. An FL150 finding is the break itself and its message already says the id, the reason,
+`frame`, and `hints` when the capture passes them on. An FL150 finding is the break itself and its message already says the id, the reason,
 whether the frame fell back to eager and what was explored; a static finding (FL101, FL103, ...)
 that a break was merged into says none of it, so its notes start with dynamo's confirmation.
 """
@@ -37,6 +37,7 @@ class TracedBreak:
     url: str
     stack: tuple[Frame | str, ...]  # outermost first; a frame that does not parse stays text
     facts: tuple[str, ...]  # the rest, each a short clause: where dynamo broke, hits, ...
+    hints: tuple[str, ...] = ()  # dynamo's hints (key `hints`, one a line) when the capture gives them
 
 
 def _frame(text: str) -> Frame | str:
@@ -68,6 +69,7 @@ def traced_break(finding: Finding) -> TracedBreak | None:
         d.get("url", ""),
         stack,
         tuple(facts),
+        tuple(h.strip() for h in d.get("hints", "").splitlines() if h.strip()),
     )
 
 
@@ -95,6 +97,7 @@ def notes(finding: Finding) -> list[tuple[str, list[str]]]:
         out.append(("note", ["; ".join(brk.facts)]))
     if brk.stack:
         out.append(("note", ["user stack, outermost first:", *(str(f) for f in brk.stack)]))
+    out.extend(("help", [hint]) for hint in brk.hints)
     if brk.url:
         out.append(("help", [f"see {brk.url}"]))
     return out

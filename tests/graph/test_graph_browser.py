@@ -7,6 +7,8 @@ Without Chromium the tests skip on a developer's machine and fail in CI (`CI=tru
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -60,6 +62,20 @@ def stack_page(browser, trace_fixtures, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def dom_of(stack_page, tmp_path_factory):
+    """dom_of("#open=all") -> the page's DOM after its script ran, one browser run per address."""
+    cache: dict[str, str] = {}
+
+    def get(fragment: str = "") -> str:
+        if fragment not in cache:
+            profile = tmp_path_factory.mktemp("profile")
+            cache[fragment] = _chromium(stack_page, profile, "--dump-dom", fragment=fragment)
+        return cache[fragment]
+
+    return get
+
+
 def _tags(dom: str, cls: str) -> list[str]:
     return re.findall(rf'<g class="{cls}"[^>]*>', dom)
 
@@ -69,8 +85,8 @@ def _attr(tag: str, name: str) -> str | None:
     return found.group(1) if found else None
 
 
-def test_page_opens_with_legend_title_and_layers_folded(stack_page, tmp_path):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom")
+def test_page_opens_with_legend_title_and_layers_folded(dom_of):
+    dom = dom_of()
     assert 'data-drawn="yes"' in dom  # the script ran to its end
     assert re.search(r"<h1>fuselint graph: entry \(transformer_stack\.py\)</h1>", dom)
     assert '<aside id="legend">' in dom
@@ -85,12 +101,12 @@ def test_page_opens_with_legend_title_and_layers_folded(stack_page, tmp_path):
     assert size and int(size.group(1)) <= 800 and int(size.group(2)) <= 800
 
 
-def test_opened_page_draws_every_op_in_its_kernel_colour(stack_page, captured, tmp_path):
+def test_opened_page_draws_every_op_in_its_kernel_colour(dom_of, captured):
     dag = captured("transformer_stack.py").graphs[0].dag
     weights = {
         n: next(iter(dag.successors(n))) for n in dag if dag.in_degree(n) == 0 and dag.out_degree(n) == 1
     }
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=all")
+    dom = dom_of("#open=all")
     legend = dict(re.findall(r'<tr class="kernel" data-kernel="(\d+)" data-colour="(#[0-9a-f]{6})"', dom))
     nodes = re.findall(r'<g class="node" data-id="([^"]+)" data-kind="(\w+)" data-modules="[^"]*"(?: data-kernel="(\d+)")?>\s*'
                        r'<title>[^<]*</title><rect [^>]*fill="([^"]+)"', dom)  # fmt: skip
@@ -111,8 +127,8 @@ def _box(tag: str) -> tuple[float, float, float, float]:
 
 
 @pytest.mark.parametrize("fragment", ["#open=layers.0", "#open=all"])
-def test_an_open_module_frames_its_own_ops_and_no_other(stack_page, tmp_path, fragment):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment=fragment)
+def test_an_open_module_frames_its_own_ops_and_no_other(dom_of, fragment):
+    dom = dom_of(fragment)
     frames = {
         path: _box(rect)
         for path, rect in re.findall(r'<g class="frame" data-path="([^"]+)"><rect ([^>]*)>', dom)
@@ -129,8 +145,8 @@ def test_an_open_module_frames_its_own_ops_and_no_other(stack_page, tmp_path, fr
             assert inside if member else not overlaps, (node, path)
 
 
-def test_open_layers_stack_one_below_the_other(stack_page, tmp_path):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=all")
+def test_open_layers_stack_one_below_the_other(dom_of):
+    dom = dom_of("#open=all")
     frames = {p: _box(r) for p, r in re.findall(r'<g class="frame" data-path="([^"]+)"><rect ([^>]*)>', dom)}
     first, second = frames["layers.0"], frames["layers.1"]
     assert first[3] < second[1]  # layer 1 starts below the end of layer 0
@@ -139,12 +155,52 @@ def test_open_layers_stack_one_below_the_other(stack_page, tmp_path):
     assert int(width.group(1)) <= 4 * 176 + 100  # every op drawn, still at most 4 columns wide
 
 
-def test_opening_a_module_by_address_opens_the_modules_around_it(stack_page, tmp_path):
-    dom = _chromium(stack_page, tmp_path / "profile", "--dump-dom", fragment="#open=layers.0.attn_norm")
+def test_opening_a_module_by_address_opens_the_modules_around_it(dom_of):
+    dom = dom_of("#open=layers.0.attn_norm")
     frames = set(re.findall(r'<g class="frame" data-path="([^"]+)">', dom))
     folded = set(re.findall(r'<g class="module" data-path="([^"]+)"', dom))
     assert frames == {"layers.0", "layers.0.attn_norm"}
     assert {"layers.0.qkv", "layers.1", "norm"} <= folded
+
+
+# Clicks as a reader makes them, after the page's own script; each step notes what is drawn.
+_CLICKS = """<pre id="probe"></pre><script>
+var steps = [];
+function note(what) {
+  var paths = function (sel) {
+    return Array.prototype.map.call(document.querySelectorAll(sel), function (e) { return e.getAttribute("data-path"); });
+  };
+  steps.push({ what: what, frames: paths("g.frame"), folded: paths("g.module") });
+}
+function click(el) { el.dispatchEvent(new MouseEvent("click", { bubbles: true })); }
+try {
+  click(document.querySelector('g.module[data-path="layers.1"]')); note("open layers.1");
+  click(document.querySelector('g.frame-head[data-path="layers.1"]')); note("fold layers.1");
+  click(document.getElementById("open-all")); note("open all");
+  click(document.getElementById("fold-default")); note("fold to blocks");
+} catch (e) {
+  steps.push({ what: "error", error: String(e) });
+}
+document.getElementById("probe").textContent = JSON.stringify(steps);
+</script>"""
+
+
+def test_clicks_open_and_fold_modules(stack_page, tmp_path):
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(stack_page.read_text().replace("</body>", _CLICKS + "</body>"))
+    dom = _chromium(clicked, tmp_path / "profile", "--dump-dom")
+    steps = {
+        s["what"]: s
+        for s in json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1)))
+    }
+    assert "error" not in steps, steps["error"]
+    assert steps["open layers.1"]["frames"] == ["layers.1"]
+    assert {"layers.0", "layers.1.attn_norm", "norm"} <= set(steps["open layers.1"]["folded"])
+    assert "layers.1" not in steps["open layers.1"]["folded"]
+    assert steps["fold layers.1"]["frames"] == []
+    assert set(steps["fold layers.1"]["folded"]) == {"layers.0", "layers.1", "norm"}
+    assert steps["open all"]["folded"] == [] and "layers.1.down" in steps["open all"]["frames"]
+    assert set(steps["fold to blocks"]["folded"]) == {"layers.0", "layers.1", "norm"}
 
 
 def _png_size(path: Path) -> tuple[int, int]:

@@ -123,8 +123,9 @@ def test_meta_device_explores_one_branch(captured, line_of):
     brk = _only_break(cap)
     assert brk.explored == "one branch"
     assert brk.line == line_of("item_branch.py", "peak = h.abs().max().item()")
-    # The stand-in (1.0) does not exceed 1.0: the run went on past the branch to the end.
-    assert len(cap.graphs) == 2 and cap.error == ""
+    # The stand-in (1.0) does not exceed 1.0: the run went on past the branch to the end
+    # (a run that stops early raises, see test_graph_failures.py).
+    assert len(cap.graphs) == 2
     assert cap.graphs[1].ops("pointwise")
 
 

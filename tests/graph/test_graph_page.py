@@ -189,3 +189,10 @@ def test_layers_rank_each_op_by_its_longest_path_from_the_inputs():
     layers = render._layers(dag)
     rank = {n: r for r, layer in enumerate(layers) for n in layer}
     assert rank == {"a": 0, "b": 1, "w": 1, "c": 2, "d": 3}  # the input w sits just above its consumer
+
+
+def test_op_names_drop_their_namespace_and_default_overload():
+    assert page.short_op("aten.addmm.default") == "addmm"
+    assert page.short_op("aten.add.Tensor") == "add.Tensor"
+    assert page.short_op("prims.convert_element_type.default") == "convert_element_type"
+    assert page.short_op("getitem") == "getitem"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -108,3 +109,11 @@ def test_markdown_lists_the_breaks_dynamo_confirmed(merged, traced, catalog):
     assert "### Graph breaks seen by dynamo" in md
     assert f"[gb0170]({URL})" in md
     assert "src/layers.py:4" in md and "Data-dependent branching" in md
+
+
+def test_text_prints_dynamo_hints_before_the_page(merged):
+    hinted = dataclasses.replace(
+        merged, details=(*merged.details, ("hints", "Use torch.cond.\nMove it out."))
+    )
+    lines = render_text([hinted]).splitlines()
+    assert lines[-5:-2] == ["  = help: Use torch.cond.", "  = help: Move it out.", f"  = help: see {URL}"]
