@@ -53,7 +53,7 @@ checked = CliRunner().invoke(
 )
 torch.manual_seed(0)
 as_text = CliRunner().invoke(main, ["check", "--no-cache", "--entry", sys.argv[1] + ":entry", sys.argv[1]])
-print(json.dumps({"planned": planned, "check": json.loads(checked.output), "text": as_text.output}, sort_keys=True))
+print(json.dumps({"planned": planned, "check": json.loads(checked.stdout), "text": as_text.stdout}, sort_keys=True))
 """
 
 
