@@ -428,13 +428,10 @@ class _Planner:
         for i, c in enumerate(self.f.kind):
             self.groups[i] = _seed(self.f, c)
             self.gid[c] = i
-        # group graph: succ[a] holds the groups that read a value group a computes
-        self.succ: dict[int, set[int]] = {g: set() for g in self.groups}
-        self.pred: dict[int, set[int]] = {g: set() for g in self.groups}
-        for c in self.f.kind:
-            for a, b in self._deps(c):
-                self.succ[a].add(b)
-                self.pred[b].add(a)
+        # group graph: an edge a -> b when group b reads a value group a computes
+        self.links = nx.DiGraph()
+        self.links.add_nodes_from(self.groups)
+        self.links.add_edges_from(dep for c in self.f.kind for dep in self._deps(c))
 
     def _deps(self, c: str):
         for _p, v in self.f.reads[c]:
@@ -446,17 +443,8 @@ class _Planner:
 
     def _no_cycle(self, a: int, b: int) -> bool:
         """Merging a and b keeps the group graph acyclic: no path between them via a third group."""
-        for x, y in ((a, b), (b, a)):
-            stack = [s for s in self.succ[x] if s != y]
-            seen = set(stack)
-            while stack:
-                for s in self.succ[stack.pop()]:
-                    if s == y:
-                        return False
-                    if s not in seen:
-                        seen.add(s)
-                        stack.append(s)
-        return True
+        others = nx.restricted_view(self.links, (), ((a, b), (b, a)))
+        return not (nx.has_path(others, a, b) or nx.has_path(others, b, a))
 
     def _combine(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
         """The group a+b, or None when no single kernel computes both (b may read a)."""
@@ -637,18 +625,9 @@ class _Planner:
         del self.groups[drop]
         for c in g.roles:
             self.gid[c] = keep
-        for s in self.succ.pop(drop):
-            self.pred[s].discard(drop)
-            if s != keep:
-                self.pred[s].add(keep)
-                self.succ[keep].add(s)
-        for s in self.pred.pop(drop):
-            self.succ[s].discard(drop)
-            if s != keep:
-                self.succ[s].add(keep)
-                self.pred[keep].add(s)
-        self.succ[keep].discard(keep)
-        self.pred[keep].discard(keep)
+        self.links.add_edges_from((keep, s) for s in self.links.successors(drop) if s != keep)
+        self.links.add_edges_from((p, keep) for p in self.links.predecessors(drop) if p != keep)
+        self.links.remove_node(drop)
         return True
 
     def vertical(self) -> None:
