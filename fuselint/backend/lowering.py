@@ -28,6 +28,7 @@ import torch
 import torch.fx
 
 from fuselint.backend.ops import COMPUTE_TYPES, REDUCTIONS, TL_DTYPES, VIEWS, literal, lowering_for
+from fuselint.graph.op_facts import GENERATED_WINDOWS
 
 # A tensor moving at least 1/this of the heaviest one's elements decides the layout too.
 MIXED_LAYOUT_SHARE = 8
@@ -460,7 +461,7 @@ class Lowering:
             self._placement(node, packet)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
-        elif packet in WINDOWS:
+        elif packet in GENERATED_WINDOWS:
             self._window(node)
         else:
             self._pointwise(node)
@@ -813,15 +814,14 @@ class Lowering:
         )
 
 
-WINDOWS = frozenset({"max_pool2d_with_indices"})
-
-
 def _split_window(
     nodes: list[torch.fx.Node], outputs: list[torch.fx.Node]
 ) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
     """(prologue, rest): the nodes that only feed a window op's source, computed per tap."""
     pools = [
-        n for n in nodes if getattr(getattr(n.target, "overloadpacket", None), "__name__", "") in WINDOWS
+        n
+        for n in nodes
+        if getattr(getattr(n.target, "overloadpacket", None), "__name__", "") in GENERATED_WINDOWS
     ]
     if not pools:
         return [], nodes

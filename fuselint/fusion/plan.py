@@ -77,24 +77,8 @@ import networkx as nx
 import torch
 
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.op_facts import ELEMENTWISE_COPIES, FLAT_VIEWS, WINDOW_OPS
 
-# Views that keep the row-major order of their input: reading through them is a flat read.
-FLAT_VIEWS = frozenset({"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "alias", "lift_fresh"})
-# Window ops that Inductor lowers to loads at computed positions: fusible as gather anchors.
-WINDOW_OPS = frozenset(
-    {
-        "_low_memory_max_pool_with_offsets",
-        "_low_memory_max_pool2d_with_offsets",
-        "max_pool2d_with_indices",
-        "max_pool3d_with_indices",
-        "avg_pool2d",
-        "avg_pool3d",
-        "upsample_nearest2d",
-        "_adaptive_avg_pool2d",
-    }
-)
-# Casts and copies that FusionGraph calls injective but that are elementwise (same shape).
-ELEMENTWISE_COPIES = frozenset({"_to_copy", "copy", "clone", "lift_fresh_copy"})
 OPAQUE = ("matmul", "conv", "other")
 
 

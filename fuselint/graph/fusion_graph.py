@@ -24,31 +24,10 @@ import torch
 import torch.fx
 from torch.utils.flop_counter import flop_registry
 
+from fuselint.graph.op_facts import KIND_OF
+
 KINDS = ("input", "pointwise", "reduction", "matmul", "conv", "view", "injective", "other")
 
-# Ops that move data to new positions without arithmetic: no tag marks them.
-_INJECTIVE = frozenset(
-    {
-        "cat",
-        "clone",
-        "_to_copy",
-        "copy",
-        "constant_pad_nd",
-        "index_select",
-        "gather",
-        "index",
-        "slice_scatter",
-        "select_scatter",
-        "roll",
-        "flip",
-        "repeat",
-        "_unsafe_view",
-        "embedding",
-    }
-)
-# Factory ops that compute values from indices: fusible like pointwise ops.
-_GENERATORS = frozenset({"full", "scalar_tensor", "iota", "arange", "zeros", "ones", "full_like"})
-_CONV = frozenset({"convolution", "convolution_backward", "_convolution"})
 _FLOP_PACKETS = frozenset(getattr(op, "__name__", str(op)).split(".")[-1] for op in flop_registry)
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -68,7 +47,7 @@ def op_kind(node: torch.fx.Node) -> str:
     name = target.overloadpacket.__name__
     if target.is_view:
         return "view"
-    if name in _CONV:
+    if KIND_OF.get(name) == "conv":
         return "conv"
     if name in _FLOP_PACKETS:
         return "matmul"
@@ -77,11 +56,7 @@ def op_kind(node: torch.fx.Node) -> str:
         return "pointwise"
     if torch.Tag.reduction in tags:
         return "reduction"
-    if name in _GENERATORS:
-        return "pointwise"
-    if name in _INJECTIVE:
-        return "injective"
-    return "other"
+    return KIND_OF.get(name, "other")
 
 
 def _concrete(n) -> int:
