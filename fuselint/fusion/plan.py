@@ -776,7 +776,15 @@ def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> Fusi
     for gid in sorted(live, key=first.get):
         for c in live[gid]:
             where.setdefault(c, []).append(gid)
-    # Each value read from memory is written by the first group that computes it.
+    # Each value read from memory is written by its home group, the one the planner put its node
+    # in; another group may also compute it (recomputed as a prologue), and taking that one as the
+    # writer can make two groups wait on each other (bilinear upsampling: the lerp group recomputes
+    # the gather's indices and reads the gathered values). The first group that computes it serves
+    # only when the home group no longer does.
+    def writer(h: str) -> int:
+        home = p.gid.get(h)
+        return home if home in live and h in live[home] else where[h][0]
+
     dag = nx.DiGraph()
     dag.add_nodes_from(live)
     written: dict[int, set[str]] = {gid: set() for gid in live}
@@ -788,13 +796,13 @@ def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> Fusi
                 if h in cs:
                     continue
                 if h in where:
-                    dag.add_edge(where[h][0], gid)
-                    written[where[h][0]].add(v)
+                    dag.add_edge(writer(h), gid)
+                    written[writer(h)].add(v)
                 if v not in inputs[gid]:
                     inputs[gid].append(v)
     for v in f.graph_outputs:
         if f.home.get(v) in where:
-            written[where[f.home[v]][0]].add(v)
+            written[writer(f.home[v])].add(v)
     order = list(nx.lexicographical_topological_sort(dag, key=first.get))
     new_id = {old: i for i, old in enumerate(order)}
     groups = []

@@ -274,3 +274,17 @@ def test_dynamic_shapes_plan_like_static_ones():
     p = plan(fg)
     assert p.launches == 1
     _check_well_formed(p)
+
+
+def test_bilinear_upsampling_plans_without_a_cycle():
+    """The lerp kernel recomputes the gathers' indices as a prologue; the gathers must read the
+    indices their home kernel writes, not the lerp kernel's copy, which reads the gathered values
+    (taking that copy as the writer made two kernels wait on each other: a crash in FPN heads)."""
+
+    def upsample_add(x, y):
+        return F.interpolate(x, size=y.shape[-2:], mode="bilinear", align_corners=False) + y
+
+    p = plan(aten_graph(upsample_add, torch.randn(1, 4, 5, 5), torch.randn(1, 4, 10, 10)))
+    _check_well_formed(p)
+    lerp = p.groups[-1]
+    assert lerp.kind == "pointwise" and lerp.recomputed, "the indices are recomputed in the lerp kernel"
