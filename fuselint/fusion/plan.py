@@ -776,6 +776,7 @@ def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> Fusi
     for gid in sorted(live, key=first.get):
         for c in live[gid]:
             where.setdefault(c, []).append(gid)
+
     # Each value read from memory is written by its home group, the one the planner put its node
     # in; another group may also compute it (recomputed as a prologue), and taking that one as the
     # writer can make two groups wait on each other (bilinear upsampling: the lerp group recomputes
