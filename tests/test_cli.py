@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from fuselint.cli import main
+from cli_runner import run as _run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,16 +32,6 @@ class Block(nn.Module):
     def forward(self, x):
         return torch.relu(x)
 """
-
-
-def _run(args, cwd: Path):
-    runner = CliRunner()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 def test_clean_tree_exits_zero(tmp_path):

@@ -7,20 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from fuselint.cli import main
+from cli_runner import run as _run
 
 EXPM1 = "import torch\n\n\ndef f(x):\n    return torch.exp(x) - 1\n"
-
-
-def _run(args, cwd: Path):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 def test_fix_on_a_read_only_file_is_an_error_and_leaves_it_untouched(tmp_path):

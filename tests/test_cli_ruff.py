@@ -5,10 +5,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from click.testing import CliRunner
+from cli_runner import run as _run
 
 from fuselint.cli import main
 
@@ -33,16 +32,6 @@ class Block(nn.Module):
         print(x.shape)
         return x * torch.sigmoid(x)
 """
-
-
-def _run(args, cwd: Path, stdin: str | bytes | None = None):
-    runner = CliRunner()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(main, args, input=stdin, catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 # ---------------------------------------------------------------- --output-format

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import run as _run
 
 from fuselint.catalog import CatalogError, load_catalog
-from fuselint.cli import main
 from fuselint.config import Config
 from fuselint.source.lint import lint_text
 
@@ -57,15 +55,6 @@ def _rules(tmp_path: Path, replace: str = "torch.relu($x)", **edits: str) -> Pat
         text = text.replace(old, new)
     (folder / "XL001.toml").write_text(text)
     return folder
-
-
-def _run(args, cwd: Path):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 def test_rule_test_passes_on_a_builtin_rule(tmp_path):

@@ -4,15 +4,11 @@ that cannot take the model."""
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
-
-from fuselint.cli import main
+from cli_runner import run as _run
 
 PRINTING_MODEL = """\
 import torch
@@ -30,15 +26,6 @@ class Chatty(nn.Module):
 def entry():
     return Chatty(), (torch.randn(2, 4),)
 """
-
-
-def _run(args, cwd: Path):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 @pytest.fixture
