@@ -32,6 +32,8 @@ def break_details(brk: GraphBreak) -> tuple[tuple[str, str], ...]:
         details.append(("dynamo_location", f"{brk.dynamo_file}:{brk.dynamo_line}"))
     if brk.hits > 1:
         details.append(("hits", str(brk.hits)))
+    if brk.hints:
+        details.append(("hints", "\n".join(brk.hints)))
     if brk.stack:
         details.append(("stack", break_stack(brk)))
     elif not is_user_file(brk.file):

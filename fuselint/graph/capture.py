@@ -484,7 +484,17 @@ def capture(entry: Entry, *, device: str | None = None, train: bool = False, pre
     (or the factory's own `fuselint_device`). train: run in train mode and backward on the sum
     of the outputs, which adds backward graphs. prefix: put before every graph name
     ("item_branch:graph0"), so graphs of several entries keep distinct names.
+
+    Same entry, same report: the factory's random weights and inputs (and so the branch a
+    data-dependent `if` takes) come from one fixed seed, and the caller's RNG state is put back.
     """
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(0)
+        return _capture(entry, device=device, train=train, prefix=prefix)
+
+
+def _capture(entry: Entry, *, device: str | None, train: bool, prefix: str) -> Capture:
     device = device or entry.device
     start = time.perf_counter()
     built = _build(entry, device)
