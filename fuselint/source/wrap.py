@@ -6,7 +6,8 @@ when it has several operators of the same kind, else the last bracket pair that 
 short enough first line is split (`f(` / args / `)`); a body still too long is split at its
 commas (one per line, with a trailing comma) or before its operators, and so on down.
 This is black's right-hand split and delimiter split, cut to what replacements produce: a
-line holding a comment, a string that spans lines or an unbalanced bracket is left alone.
+trailing comment follows the last line; a string that spans lines or an unbalanced bracket
+leaves the line alone.
 """
 
 from __future__ import annotations
@@ -93,13 +94,30 @@ def wrap(line: str, limit: int, *, statement: bool) -> list[str] | None:
     if len(line) <= limit:
         return [line]
     indent = line[: len(line) - len(line.lstrip())]
-    content = line.strip()
-    if _leaves(content) is None:
+    content, comment = _trailing_comment(line.strip())
+    if content is None or _leaves(content) is None:
         return None
     lines = _split(indent, content, limit, statement=statement, inside=not statement)
+    if comment:  # it stays with the last leaf, the closing bracket, as ruff-format keeps it
+        lines[-1] += "  " + comment
     if lines == [line] or not _same_code(line, lines, statement):
         return None
     return lines
+
+
+def _trailing_comment(content: str) -> tuple[str | None, str]:
+    """(code, comment) of a line that may end in a comment; (None, "") when it does not tokenize."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(content).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None, ""
+    comments = [t for t in tokens if t.type == tokenize.COMMENT]
+    if not comments:
+        return content, ""
+    first = comments[0]
+    if len(comments) > 1 or first.start[0] != 1:
+        return None, ""
+    return content[: first.start[1]].rstrip(), first.string
 
 
 def _same_code(line: str, lines: list[str], statement: bool) -> bool:

@@ -341,10 +341,19 @@ def test_an_operand_line_inside_brackets_splits_before_its_operators():
     ]
 
 
-def test_a_line_with_a_comment_is_not_wrapped():
+def test_a_trailing_comment_follows_the_last_line():
     from fuselint.source.wrap import wrap
 
-    assert wrap("x = f(aaaaaaaaaa, bbbbbbbbbbbb, cccccccccc)  # why", 30, statement=True) is None
+    line = (
+        "        return (F.rms_norm(hidden_states, (hidden_states.shape[-1],), eps=self.variance_epsilon)"
+        " * self.weight).to(input_dtype)  # main diff with Llama"
+    )
+    assert wrap(line, 119, statement=True) == [
+        "        return (F.rms_norm(hidden_states, (hidden_states.shape[-1],), eps=self.variance_epsilon)"
+        " * self.weight).to(",
+        "            input_dtype",
+        "        )  # main diff with Llama",
+    ]
 
 
 def test_line_length_comes_from_the_nearest_pyproject(tmp_path):
