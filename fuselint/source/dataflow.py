@@ -721,33 +721,37 @@ def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
 
 
 Callees = dict[tuple[str | None, str], FunctionNode]
+# callee node (by id) -> parameter -> the kinds its callers passed
+Passed = dict[int, dict[str, list[str]]]
 
 
-def analyze(fn: ModelFunction, imports: ImportTable, callees: Callees | None = None) -> FunctionFlow:
-    """The flow of one model function, computed once and kept on its node for the other rules.
+def analyze(
+    fn: ModelFunction,
+    imports: ImportTable,
+    callees: Callees | None = None,
+    passed: Passed | None = None,
+) -> FunctionFlow:
+    """The flow of one model function.
 
-    With `callees` (the in-scope functions by (class, name)), the kinds this function passes
-    to each of them are recorded on the callee, for its own analysis.
+    `passed` holds, per callee node (by id), the kinds its callers gave each parameter; with
+    `callees` (the in-scope functions by (class, name)), this function's calls add to it.
     """
-    cached = getattr(fn.node, "_fuselint_flow", None)
-    if cached is not None:
-        return cached
+    passed = {} if passed is None else passed
     methods = frozenset()
     if fn.cls is not None:
         methods = frozenset(
             s.name for s in fn.cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         )
     flow = FunctionFlow(fn=fn, imports=imports, methods=methods)
-    passed = getattr(fn.node, "_fuselint_passed", None) if fn.reason == "called" else None
-    flow.block(fn.node.body, parameter_kinds(fn.node, passed, flow.guessed), True)
-    fn.node._fuselint_flow = flow  # type: ignore[attr-defined]
+    given = passed.get(id(fn.node)) if fn.reason == "called" else None
+    flow.block(fn.node.body, parameter_kinds(fn.node, given, flow.guessed), True)
     if callees:
-        _record_calls(flow, callees)
+        _record_calls(flow, callees, passed)
     return flow
 
 
-def _record_calls(flow: FunctionFlow, callees: Callees) -> None:
-    """Note on each same-file callee the kinds of the arguments this flow passes it."""
+def _record_calls(flow: FunctionFlow, callees: Callees, passed: Passed) -> None:
+    """Note for each same-file callee the kinds of the arguments this flow passes it."""
     cls = flow.fn.cls.name if flow.fn.cls is not None else None
     for site in flow.of(ast.Call):
         func = site.node.func
@@ -764,33 +768,49 @@ def _record_calls(flow: FunctionFlow, callees: Callees) -> None:
             continue
         if callee is None:
             continue
-        passed = callee.__dict__.setdefault("_fuselint_passed", {})
+        given = passed.setdefault(id(callee), {})
         params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][skip:]
         for name, arg in zip(params, site.node.args, strict=False):
             if isinstance(arg, ast.Starred):
                 break
-            passed.setdefault(name, []).append(flow.kind(arg, site.env))
+            given.setdefault(name, []).append(flow.kind(arg, site.env))
         for keyword in site.node.keywords:
             if keyword.arg is not None:
-                passed.setdefault(keyword.arg, []).append(flow.kind(keyword.value, site.env))
+                given.setdefault(keyword.arg, []).append(flow.kind(keyword.value, site.env))
+
+
+class _LastFile:
+    """The flows of the file being checked, shared by every rule that asks for them.
+
+    Each rule of a file gets the same `functions` list from the linter; the flows are computed
+    on its first request and kept until another file's list arrives, so no state is written
+    onto the (shared) AST nodes and nothing outlives the next file.
+    """
+
+    functions: list[ModelFunction] | None = None
+    flows: list[FunctionFlow] = []
 
 
 def flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:
     """The flows of a file's model functions, callers before callees so that arguments' kinds reach helpers."""
-    if functions and getattr(functions[0].node, "_fuselint_flow", None) is not None:
-        return [analyze(fn, imports) for fn in functions]
+    if _LastFile.functions is functions:
+        return _LastFile.flows
     callees: Callees = {}
     for fn in functions:
         callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
+    passed: Passed = {}
+    done: dict[int, FunctionFlow] = {}
     for fn in functions:
         if fn.reason != "called":
-            analyze(fn, imports, callees)
+            done[id(fn)] = analyze(fn, imports, callees, passed)
     pending = [fn for fn in functions if fn.reason == "called"]
     while pending:
-        ready = next((fn for fn in pending if hasattr(fn.node, "_fuselint_passed")), pending[0])
-        analyze(ready, imports, callees)
+        ready = next((fn for fn in pending if id(fn.node) in passed), pending[0])
+        done[id(ready)] = analyze(ready, imports, callees, passed)
         pending.remove(ready)
-    return [analyze(fn, imports) for fn in functions]
+    result = [done[id(fn)] for fn in functions]
+    _LastFile.functions, _LastFile.flows = functions, result
+    return result
 
 
 def describe(node: ast.AST, limit: int = 60) -> str:
