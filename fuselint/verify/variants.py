@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fuselint.catalog import Catalog
 from fuselint.config import Config
-from fuselint.source.fixer import fix_text
+from fuselint.source.fixer import fix_text, line_length_for
 from fuselint.source.lint import discover, lint_text, read_source
 
 
@@ -37,10 +37,15 @@ def copy_with_fixes(
         if error is not None:
             shutil.copy2(path, target)
             continue
-        result = fix_text(text, lambda t, p=str(path): lint_text(p, t, catalog, config), unsafe=unsafe)
+        result = fix_text(
+            text,
+            lambda t, p=str(path): lint_text(p, t, catalog, config),
+            unsafe=unsafe,
+            line_length=line_length_for(path),
+        )
         target.write_text(result.text, encoding=encoding, newline="")
         if result.applied:
-            fixed.append(
-                FixedFile(str(rel), len(result.applied), tuple(sorted({f.code for f in result.applied})))
-            )
+            # As `check --fix` counts: the findings a user was shown that the fixes removed.
+            codes = tuple(sorted({f.code for f in result.applied}))
+            fixed.append(FixedFile(str(rel), result.fixed, codes))
     return fixed
