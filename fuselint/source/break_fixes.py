@@ -1,0 +1,139 @@
+"""Fixes that remove a graph break at its root cause, each one checked against dynamo.
+
+Every builder takes what a rule check already has (the parsed file and the flagged site) and
+returns a `Fix`, or None where the rewrite could not be justified at that site. What each
+rewrite does to the graph was measured with torch 2.13 (see `tests/source/test_break_fixes.py`
+and the fixtures under `fixtures/breaks/`):
+
+- a host side effect (print, a logger call, `warnings.warn`) under
+  `if not torch.compiler.is_compiling():` is never traced: dynamo folds the test to False;
+- `if not mask.any(): mask = None` reads a tensor value to pick a path; without the shortcut
+  the masked path runs with an all-False mask and the graph goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from fuselint.findings import Applicability, Edit, Fix
+from fuselint.source.dataflow import Site
+from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import torch_name
+
+GUARD_MESSAGE = (
+    "skip it while compiling with `if not torch.compiler.is_compiling():` "
+    "(assumes the message is not needed in compiled runs: it is shown in eager runs only)"
+)
+SHORTCUT_MESSAGE = (
+    "drop the shortcut and always take the masked path "
+    "(assumes the code computes the same with an all-False mask as with None)"
+)
+
+
+# ---------------------------------------------------------------- FL103: host side effects
+
+
+def _whole_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
+    """`stmt` starts its first line and ends its last (a comment may follow): no `a; b`."""
+    first = sf.line_text(stmt.lineno)
+    before = first.encode("utf-8")[: stmt.col_offset].decode("utf-8", errors="replace")
+    last = sf.line_text(stmt.end_lineno or stmt.lineno).encode("utf-8")
+    after = last[stmt.end_col_offset or 0 :].decode("utf-8", errors="replace").strip()
+    return before.strip() == "" and (after == "" or after.startswith("#"))
+
+
+def _indent_unit(indent: str) -> str:
+    return "\t" if "\t" in indent else "    "
+
+
+def _spans_string(stmt: ast.stmt) -> bool:
+    """A string literal over several lines: re-indenting its lines would change its text."""
+    return any(
+        isinstance(n, (ast.Constant, ast.JoinedStr)) and (n.end_lineno or n.lineno) > n.lineno
+        for n in ast.walk(stmt)
+    )
+
+
+def guard_side_effect(sf: SourceFile, site: Site) -> Fix | None:
+    """Wrap the statement that is only the flagged call in `if not torch.compiler.is_compiling():`.
+
+    Unsafe: the model's outputs are unchanged for every input, but the message is no longer
+    printed, logged or warned in compiled runs (ruff calls a fix that removes output unsafe).
+    """
+    stmt = site.stmt
+    if not (isinstance(stmt, ast.Expr) and stmt.value is site.node and _whole_lines(sf, stmt)):
+        return None  # the call's value is used (`x = warn(...)`) or shares its line
+    first = sf.line_text(stmt.lineno)
+    indent = first[: len(first) - len(first.lstrip())]
+    unit = _indent_unit(indent)
+    lines = sf.segment(stmt).split("\n")
+    if len(lines) > 1 and not _spans_string(stmt):
+        # Continuation lines sit inside the call's brackets: any indentation parses, so they
+        # move with the call only where no string literal spans them.
+        lines = [lines[0]] + [unit + line if line.strip() else line for line in lines[1:]]
+    torch, imports = torch_name(sf)
+    body = "\n".join(lines)
+    content = f"if not {torch}.compiler.is_compiling():\n{indent}{unit}{body}"
+    return Fix(Applicability.UNSAFE, GUARD_MESSAGE, (sf.replace(stmt, content),), imports)
+
+
+# ---------------------------------------------------------------- FL102: `mask = None` shortcuts
+
+
+def _any_of(sf: SourceFile, test: ast.expr) -> str | None:
+    """The name in `not x.any()` or `not torch.any(x)`, else None."""
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+        return None
+    call = test.operand
+    if not isinstance(call, ast.Call) or call.keywords:
+        return None
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "any" and not call.args:
+        target = func.value
+    elif isinstance(func, ast.Attribute) and func.attr == "any" and len(call.args) == 1:
+        target = call.args[0]  # torch.any(x)
+        if sf.imports.qualname(func) != "torch.any":
+            return None
+    else:
+        return None
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _alone_in_block(tree: ast.AST, stmt: ast.stmt) -> bool:
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return len(block) == 1
+    return True
+
+
+def drop_none_shortcut(sf: SourceFile, site: Site) -> Fix | None:
+    """Delete `if not mask.any(): mask = None` (nothing else in the `if`).
+
+    Unsafe: it assumes that every later use of `mask` gives the same result for an all-False
+    mask as for None (masked_fill of no position, a padding mask that pads nothing), which is
+    what such a shortcut is written for; the masked path may cost a little more in eager runs.
+    """
+    stmt = site.node
+    if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
+        return None
+    name = _any_of(sf, stmt.test)
+    then = stmt.body[0]
+    if name is None or not isinstance(then, ast.Assign) or len(then.targets) != 1:
+        return None
+    target = then.targets[0]
+    if not (isinstance(target, ast.Name) and target.id == name):
+        return None
+    if not (isinstance(then.value, ast.Constant) and then.value.value is None):
+        return None
+    if not sf.line_text(stmt.lineno)[: stmt.col_offset].strip() == "" or not _whole_lines(sf, stmt):
+        return None
+    if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
+        return None  # an `elif`: deleting it would leave the chain broken
+    if any("#" in sf.line_text(n) for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+        return None  # a comment the deletion would take with it
+    if _alone_in_block(sf.tree, stmt):
+        return None  # deleting it would leave an empty block
+    edit: Edit = sf.delete_statement(stmt)
+    return Fix(Applicability.UNSAFE, SHORTCUT_MESSAGE, (edit,))

@@ -1,0 +1,151 @@
+"""Fixes that remove graph breaks (`fuselint.source.break_fixes`), each one checked against dynamo.
+
+Every fixture under `fixtures/breaks/` breaks the graph as written; `--fix --unsafe-fixes`
+must leave one graph with no break and the same outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config
+from fuselint.findings import Applicability
+from fuselint.source.fixer import fix_text
+from fuselint.source.lint import lint_text
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
+CATALOG = load_catalog()
+
+
+def _lint(text: str, select: tuple[str, ...] = ("FL102", "FL103")):
+    return lint_text("example.py", text, CATALOG, Config(select=select))
+
+
+def _fixed(text: str) -> str:
+    return fix_text(text, _lint, unsafe=True).text
+
+
+def _load(text: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    return module
+
+
+def _trace(model, *args, compiled: bool = True) -> tuple[int, object]:
+    """(graphs dynamo made, eager outputs) of one call; every graph after the first is a break."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        try:
+            eager = model(*args)
+            if compiled:
+                torch.compile(model, backend=backend)(*args)
+        finally:
+            logging.disable(logging.NOTSET)
+    return len(graphs), eager
+
+
+def _before_after(name: str, cls: str, *args, compiled: bool = True):
+    text = (ROOT / name).read_text()
+    fixed = _fixed(text)
+    assert fixed != text
+    torch.manual_seed(0)
+    before = getattr(_load(text, "before"), cls)().eval()
+    torch.manual_seed(0)
+    after = getattr(_load(fixed, "after"), cls)().eval()
+    return _trace(before, *args, compiled=compiled), _trace(after, *args, compiled=compiled)
+
+
+def test_guarding_host_side_effects_removes_every_break_and_keeps_outputs():
+    sample, out = torch.randn(2, 8), torch.randn(2, 8)
+    (g0, y0), (g1, y1) = _before_after("log_in_forward.py", "Scheduler", sample, out, 0)
+    assert g0 == 4  # the logger, print and warnings.warn each end a graph
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+
+
+def test_dropping_the_mask_shortcut_removes_the_break_and_keeps_outputs():
+    x = torch.randn(2, 5, 16)
+    tokens = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 1, 1]])  # one row padded
+    unpadded = torch.tensor([[5, 6, 7, 8, 9], [4, 6, 7, 3, 2]])
+    (g0, y0), (g1, y1) = _before_after("mask_shortcut.py", "Encoder", x, unpadded)
+    assert g0 == 2
+    assert g1 == 1
+    assert torch.allclose(y0, y1, atol=1e-6)  # the all-False mask path vs the None path
+    (_, p0), (_, p1) = _before_after("mask_shortcut.py", "Encoder", x, tokens, compiled=False)
+    assert torch.equal(p0, p1)  # with padding both take the masked path
+
+
+def test_guard_fix_is_unsafe_and_says_why():
+    found = _lint((ROOT / "log_in_forward.py").read_text(), ("FL103",))
+    assert len(found) == 3
+    for f in found:
+        assert f.fix is not None and f.fix.applicability is Applicability.UNSAFE
+        assert "is_compiling" in f.fix.message and "eager runs only" in f.fix.message
+
+
+def test_guard_keeps_indentation_comments_and_multiline_strings():
+    text = (
+        "import torch\nfrom torch import nn\nimport logging\nlogger = logging.getLogger(__name__)\n\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        logger.warning(  # why\n"
+        '            """two\n'
+        'lines"""\n'
+        "        )\n"
+        "        return x\n"
+    )
+    fixed = _fixed(text)
+    assert "        if not torch.compiler.is_compiling():\n            logger.warning(  # why\n" in fixed
+    assert '"""two\nlines"""' in fixed  # the string's text is unchanged
+    assert _fixed(fixed) == fixed
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        y = print(x)\n        return x\n",  # the call's value is used
+        "        x = x + 1; print(x)\n        return x\n",  # shares its line
+    ],
+)
+def test_guard_is_not_offered_where_wrapping_would_change_the_code(body):
+    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n{body}"
+    found = _lint(text, ("FL103",))
+    assert found and all(f.fix is None for f in found)
+
+
+@pytest.mark.parametrize(
+    "shortcut",
+    [
+        "        if not mask.any():\n            mask = None\n            x = x + 1\n",  # more than the shortcut
+        "        if not mask.any():\n            other = None\n",  # another name
+        "        if not mask.any():\n            mask = None\n        else:\n            x = x + 1\n",
+        "        if not mask.any():  # keep\n            mask = None\n",  # a comment would go
+        "        if not mask.all():\n            mask = None\n",  # not the all-False test
+    ],
+)
+def test_mask_shortcut_fix_only_for_the_exact_shortcut(shortcut):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, tokens):\n"
+        "        mask = tokens.eq(1)\n"
+        f"{shortcut}"
+        "        return x if mask is None else x.masked_fill(mask, 0)\n"
+    )
+    shortcut_findings = [f for f in _lint(text, ("FL102",)) if f.span.line == 7]
+    assert shortcut_findings and all(f.fix is None for f in shortcut_findings)
