@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
 CATALOG = load_catalog()
 
 
-def _lint(text: str, select: tuple[str, ...] = ("FL102", "FL103")):
+def _lint(text: str, select: tuple[str, ...] = ("FL101", "FL102", "FL103")):
     return lint_text("example.py", text, CATALOG, Config(select=select))
 
 
@@ -89,6 +89,41 @@ def test_dropping_the_mask_shortcut_removes_the_break_and_keeps_outputs():
     assert torch.allclose(y0, y1, atol=1e-6)  # the all-False mask path vs the None path
     (_, p0), (_, p1) = _before_after("mask_shortcut.py", "Encoder", x, tokens, compiled=False)
     assert torch.equal(p0, p1)  # with padding both take the masked path
+
+
+def test_numpy_on_config_numbers_becomes_math_and_random_and_the_breaks_go():
+    x = torch.randn(2, 10, 12)
+    (g0, y0), (g1, y1) = _before_after("numpy_config.py", "Encoder", x)
+    assert g0 >= 2  # the branch on np.lcm's result and the numpy draw each end a graph
+    assert g1 == 1
+    assert torch.equal(y0, y1)  # eval: the draw is never used
+
+
+def test_numpy_fixes_are_unsafe_and_state_their_assumption():
+    found = [f for f in _lint((ROOT / "numpy_config.py").read_text(), ("FL101",)) if f.fix]
+    assert [f.source_line for f in found] == [
+        "return np.lcm(config.lsh_chunk_length, config.local_chunk_length)",
+        "dropout_probability = np.random.uniform(0, 1)",
+    ]
+    assert all(f.fix.applicability is Applicability.UNSAFE for f in found)
+    assert "Python ints" in found[0].fix.message and "random` stream" in found[1].fix.message
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "np.lcm(x.shape[0], 4)",  # not shown to be a host number: left alone
+        "np.lcm(t, 4)",  # a tensor: FL101's numpy-on-tensor finding, no fix
+        "np.random.uniform(0, 1, size=3)",  # an array, not one number
+        "np.sum(self.config.sizes)",  # no exact standard-library twin offered
+    ],
+)
+def test_numpy_fix_is_not_offered_where_the_values_could_differ(call):
+    text = (
+        "import numpy as np\nimport torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        f"    def forward(self, x, t):\n        n = {call}\n        return x * 2\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL101",)))
 
 
 def test_guard_fix_is_unsafe_and_says_why():
