@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from fuselint.findings import Applicability, Edit, Fix
-from fuselint.source.dataflow import Site
+from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
 from fuselint.source.module import SourceFile
 from fuselint.source.rules._shared import torch_name
 
@@ -137,3 +137,59 @@ def drop_none_shortcut(sf: SourceFile, site: Site) -> Fix | None:
         return None  # deleting it would leave an empty block
     edit: Edit = sf.delete_statement(stmt)
     return Fix(Applicability.UNSAFE, SHORTCUT_MESSAGE, (edit,))
+
+
+# ---------------------------------------------------------------- FL102: `if <tensor test>: raise`
+
+CHECK_MESSAGE = (
+    "check it inside the graph with `torch._assert_async` "
+    "(assumes callers do not catch the exception: a failed check raises RuntimeError, on CUDA asynchronously)"
+)
+
+
+def _message_only(sf: SourceFile, raise_: ast.Raise) -> str | None:
+    """The text of `raise E("message")` or `raise E`, when nothing else is computed; else None."""
+    exc = raise_.exc
+    if raise_.cause is not None or exc is None:
+        return None
+    if isinstance(exc, ast.Name):
+        return '""'
+    if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and not exc.keywords):
+        return None
+    if not exc.args:
+        return '""'
+    if len(exc.args) == 1 and isinstance(exc.args[0], ast.Constant) and isinstance(exc.args[0].value, str):
+        return sf.segment(exc.args[0])
+    return None
+
+
+def assert_instead_of_raise(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
+    """`if <tensor test>: raise E("msg")` -> `torch._assert_async(<not test>, "msg")`.
+
+    dynamo records `_assert_async` in the graph (no break); the `if` on a tensor ends it.
+    Unsafe: the error type becomes RuntimeError (an `except ValueError:` would no longer catch
+    it) and on CUDA it surfaces at the next synchronization. Only where the test (or what
+    `not` negates) is surely a tensor, so that `torch.logical_not` and `_assert_async` apply.
+    """
+    stmt = site.node
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1):
+        return None
+    test = stmt.test
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if flow.kind(test.operand if negated else test, site.env) not in TENSORS:
+        return None
+    raise_ = stmt.body[0]
+    message = _message_only(sf, raise_) if isinstance(raise_, ast.Raise) else None
+    if message is None or not _whole_lines(sf, stmt):
+        return None
+    if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
+        return None  # an `elif`
+    if any("#" in sf.line_text(n) for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+        return None
+    torch, imports = torch_name(sf)
+    if negated:
+        holds = sf.segment(test.operand)
+    else:
+        holds = f"{torch}.logical_not({sf.segment(test)})"
+    content = f"{torch}._assert_async({holds}, {message})"
+    return Fix(Applicability.UNSAFE, CHECK_MESSAGE, (sf.replace(stmt, content),), imports)

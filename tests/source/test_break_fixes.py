@@ -126,6 +126,41 @@ def test_numpy_fix_is_not_offered_where_the_values_could_differ(call):
     assert all(f.fix is None for f in _lint(text, ("FL101",)))
 
 
+def test_raise_on_tensor_values_becomes_an_in_graph_assert():
+    x = torch.randn(2, 8)
+    (g0, y0), (g1, y1) = _before_after("raise_on_values.py", "Sampler", x)
+    assert g0 == 3  # each `if ...: raise` on a tensor value ends a graph
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+
+
+def test_the_in_graph_assert_still_fails_on_bad_values():
+    fixed = _fixed((ROOT / "raise_on_values.py").read_text())
+    model = _load(fixed, "after").Sampler()
+    with torch.no_grad():
+        model.proj.bias.fill_(float("nan"))
+        with pytest.raises(RuntimeError, match="must be finite"):
+            model(torch.randn(2, 8))
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        '        if (x < 0).any():\n            raise ValueError(f"bad {x}")\n',  # the message reads the tensor
+        "        if (x < 0).any():\n            raise ValueError(msg)\n",  # a message computed elsewhere
+        "        if (x < 0).any():\n            x = x.abs()\n            raise ValueError()\n",  # more work
+        "        if (x < 0).any():\n            raise ValueError()\n        else:\n            x = x + 1\n",
+        "        if flag:\n            raise ValueError()\n",  # not a tensor test (not flagged either)
+    ],
+)
+def test_raise_fix_only_for_a_bare_raise_on_a_tensor_test(check):
+    text = (
+        "import torch\nfrom torch import nn\nmsg = 'x'\n\nclass M(nn.Module):\n"
+        f"    def forward(self, x, flag: bool = False):\n{check}        return x\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL102",)))
+
+
 def test_guard_fix_is_unsafe_and_says_why():
     found = _lint((ROOT / "log_in_forward.py").read_text(), ("FL103",))
     assert len(found) == 3
