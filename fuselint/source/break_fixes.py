@@ -14,6 +14,8 @@ and the fixtures under `fixtures/breaks/`):
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
@@ -46,11 +48,18 @@ def _indent_unit(indent: str) -> str:
     return "\t" if "\t" in indent else "    "
 
 
-def _spans_string(stmt: ast.stmt) -> bool:
-    """A string literal over several lines: re-indenting its lines would change its text."""
+def _spans_string(code: str) -> bool:
+    """A string token over several lines (triple-quoted, or continued with a backslash):
+    re-indenting its lines would change its text. Adjacent literals on separate lines
+    (implicit concatenation) are separate tokens and move freely."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    middle = getattr(tokenize, "FSTRING_MIDDLE", -1)  # Python 3.12+: an f-string's text pieces
     return any(
-        isinstance(n, (ast.Constant, ast.JoinedStr)) and (n.end_lineno or n.lineno) > n.lineno
-        for n in ast.walk(stmt)
+        (t.type == tokenize.STRING and t.end[0] > t.start[0]) or (t.type == middle and "\n" in t.string)
+        for t in tokens
     )
 
 
@@ -67,7 +76,7 @@ def guard_side_effect(sf: SourceFile, site: Site) -> Fix | None:
     indent = first[: len(first) - len(first.lstrip())]
     unit = _indent_unit(indent)
     lines = sf.segment(stmt).split("\n")
-    if len(lines) > 1 and not _spans_string(stmt):
+    if len(lines) > 1 and not _spans_string(sf.segment(stmt)):
         # Continuation lines sit inside the call's brackets: any indentation parses, so they
         # move with the call only where no string literal spans them.
         lines = [lines[0]] + [unit + line if line.strip() else line for line in lines[1:]]

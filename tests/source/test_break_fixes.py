@@ -186,6 +186,28 @@ def test_guard_keeps_indentation_comments_and_multiline_strings():
     assert _fixed(fixed) == fixed
 
 
+def test_guard_moves_implicitly_concatenated_strings_with_the_call():
+    # diffusers' scheduling_euler_discrete.py:742: one string literal made of two lines
+    text = (
+        "import torch\nfrom torch import nn\nimport logging\nlogger = logging.getLogger(__name__)\n\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        logger.warning(\n"
+        '            "call scale_model_input "\n'
+        '            "before step"\n'
+        "        )\n"
+        "        return x\n"
+    )
+    fixed = _fixed(text)
+    assert (
+        "        if not torch.compiler.is_compiling():\n"
+        "            logger.warning(\n"
+        '                "call scale_model_input "\n'
+        '                "before step"\n'
+        "            )\n"
+    ) in fixed
+
+
 @pytest.mark.parametrize(
     "body",
     [
