@@ -19,7 +19,7 @@ import tokenize
 
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
-from fuselint.source.module import SourceFile
+from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.rules._shared import torch_name
 
 GUARD_MESSAGE = (
@@ -82,7 +82,8 @@ def guard_side_effect(sf: SourceFile, site: Site) -> Fix | None:
         lines = [lines[0]] + [unit + line if line.strip() else line for line in lines[1:]]
     torch, imports = torch_name(sf)
     body = "\n".join(lines)
-    content = f"if not {torch}.compiler.is_compiling():\n{indent}{unit}{body}"
+    newline = newline_of(sf.text)  # a CRLF file keeps CRLF
+    content = f"if not {torch}.compiler.is_compiling():{newline}{indent}{unit}{body}"
     return Fix(Applicability.UNSAFE, GUARD_MESSAGE, (sf.replace(stmt, content),), imports)
 
 

@@ -241,3 +241,10 @@ def test_mask_shortcut_fix_only_for_the_exact_shortcut(shortcut):
     )
     shortcut_findings = [f for f in _lint(text, ("FL102",)) if f.span.line == 7]
     assert shortcut_findings and all(f.fix is None for f in shortcut_findings)
+
+
+def test_guard_keeps_crlf_line_endings():
+    text = "import torch\r\nfrom torch import nn\r\n\r\nclass M(nn.Module):\r\n    def forward(self, x):\r\n"
+    text += "        print(x)\r\n        return x\r\n"
+    (found,) = _lint(text, ("FL103",))
+    assert found.fix.edits[0].content == "if not torch.compiler.is_compiling():\r\n            print(x)"
