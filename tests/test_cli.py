@@ -152,7 +152,7 @@ def test_json_format_has_ruff_fields(tmp_path):
     assert rows[0]["code"] == "FL103"
     assert rows[0]["location"] == {"row": 7, "column": 9}
     assert rows[0]["end_location"] == {"row": 7, "column": 23}
-    assert rows[0]["fix"] is None and rows[0]["url"]
+    assert rows[0]["fix"]["applicability"] == "unsafe" and rows[0]["url"]  # the is_compiling guard
 
 
 def test_cache_gives_same_findings_and_sees_edits(tmp_path):

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
+from fuselint.source.break_fixes import assert_instead_of_raise, drop_none_shortcut
 from fuselint.source.checks import check
 from fuselint.source.dataflow import (
     BOOL,
@@ -222,7 +223,11 @@ def data_dependent_control_flow(
             }
             fix = None
             if isinstance(node, ast.If):
-                fix = _if_fix(site, flow, sf)
+                fix = (
+                    _if_fix(site, flow, sf)
+                    or drop_none_shortcut(sf, site)
+                    or assert_instead_of_raise(sf, site, flow)
+                )
             elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
                 where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
                 fix = _fix(sf, sf.replace(node, where)) if where else None

@@ -17,6 +17,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.numpy_numbers import numpy_on_numbers
 from fuselint.source.rules._shared import atom, finding
 from fuselint.source.scope import ModelFunction
 
@@ -160,6 +161,7 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
     for flow in flows(functions, sf.imports):
         fn = flow.fn
         parents: dict[int, ast.AST] | None = None
+        yield from numpy_on_numbers(sf, flow, rule)
         for site in flow.of(ast.Call):
             what = _sync_method(site, flow, sf)
             if what is not None:

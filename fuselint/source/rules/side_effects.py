@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
+from fuselint.source.break_fixes import guard_side_effect
 from fuselint.source.checks import check
 from fuselint.source.dataflow import flows
 from fuselint.source.module import SourceFile
@@ -58,4 +59,4 @@ def host_side_effects(sf: SourceFile, functions: list[ModelFunction], rule: Rule
             what = _side_effect(site.node, sf)
             if what:
                 message = f"{what} in `{fn.node.name}` ends the compiled graph: {rule.message}"
-                yield finding(sf, rule, site.node, message, path=site.path)
+                yield finding(sf, rule, site.node, message, guard_side_effect(sf, site), path=site.path)

@@ -1,0 +1,205 @@
+"""Fixes that remove a graph break at its root cause, each one checked against dynamo.
+
+Every builder takes what a rule check already has (the parsed file and the flagged site) and
+returns a `Fix`, or None where the rewrite could not be justified at that site. What each
+rewrite does to the graph was measured with torch 2.13 (see `tests/source/test_break_fixes.py`
+and the fixtures under `fixtures/breaks/`):
+
+- a host side effect (print, a logger call, `warnings.warn`) under
+  `if not torch.compiler.is_compiling():` is never traced: dynamo folds the test to False;
+- `if not mask.any(): mask = None` reads a tensor value to pick a path; without the shortcut
+  the masked path runs with an all-False mask and the graph goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+from fuselint.findings import Applicability, Edit, Fix
+from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
+from fuselint.source.module import SourceFile, newline_of
+from fuselint.source.rules._shared import torch_name
+
+GUARD_MESSAGE = (
+    "skip it while compiling with `if not torch.compiler.is_compiling():` "
+    "(assumes the message is not needed in compiled runs: it is shown in eager runs only)"
+)
+SHORTCUT_MESSAGE = (
+    "drop the shortcut and always take the masked path "
+    "(assumes the code computes the same with an all-False mask as with None)"
+)
+
+
+# ---------------------------------------------------------------- FL103: host side effects
+
+
+def _whole_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
+    """`stmt` starts its first line and ends its last (a comment may follow): no `a; b`."""
+    first = sf.line_text(stmt.lineno)
+    before = first.encode("utf-8")[: stmt.col_offset].decode("utf-8", errors="replace")
+    last = sf.line_text(stmt.end_lineno or stmt.lineno).encode("utf-8")
+    after = last[stmt.end_col_offset or 0 :].decode("utf-8", errors="replace").strip()
+    return before.strip() == "" and (after == "" or after.startswith("#"))
+
+
+def _indent_unit(indent: str) -> str:
+    return "\t" if "\t" in indent else "    "
+
+
+def _spans_string(code: str) -> bool:
+    """A string token over several lines (triple-quoted, or continued with a backslash):
+    re-indenting its lines would change its text. Adjacent literals on separate lines
+    (implicit concatenation) are separate tokens and move freely."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    middle = getattr(tokenize, "FSTRING_MIDDLE", -1)  # Python 3.12+: an f-string's text pieces
+    return any(
+        (t.type == tokenize.STRING and t.end[0] > t.start[0]) or (t.type == middle and "\n" in t.string)
+        for t in tokens
+    )
+
+
+def guard_side_effect(sf: SourceFile, site: Site) -> Fix | None:
+    """Wrap the statement that is only the flagged call in `if not torch.compiler.is_compiling():`.
+
+    Unsafe: the model's outputs are unchanged for every input, but the message is no longer
+    printed, logged or warned in compiled runs (ruff calls a fix that removes output unsafe).
+    """
+    stmt = site.stmt
+    if not (isinstance(stmt, ast.Expr) and stmt.value is site.node and _whole_lines(sf, stmt)):
+        return None  # the call's value is used (`x = warn(...)`) or shares its line
+    first = sf.line_text(stmt.lineno)
+    indent = first[: len(first) - len(first.lstrip())]
+    unit = _indent_unit(indent)
+    lines = sf.segment(stmt).split("\n")
+    if len(lines) > 1 and not _spans_string(sf.segment(stmt)):
+        # Continuation lines sit inside the call's brackets: any indentation parses, so they
+        # move with the call only where no string literal spans them.
+        lines = [lines[0]] + [unit + line if line.strip() else line for line in lines[1:]]
+    torch, imports = torch_name(sf)
+    body = "\n".join(lines)
+    newline = newline_of(sf.text)  # a CRLF file keeps CRLF
+    content = f"if not {torch}.compiler.is_compiling():{newline}{indent}{unit}{body}"
+    return Fix(Applicability.UNSAFE, GUARD_MESSAGE, (sf.replace(stmt, content),), imports)
+
+
+# ---------------------------------------------------------------- FL102: `mask = None` shortcuts
+
+
+def _any_of(sf: SourceFile, test: ast.expr) -> str | None:
+    """The name in `not x.any()` or `not torch.any(x)`, else None."""
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+        return None
+    call = test.operand
+    if not isinstance(call, ast.Call) or call.keywords:
+        return None
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "any" and not call.args:
+        target = func.value
+    elif isinstance(func, ast.Attribute) and func.attr == "any" and len(call.args) == 1:
+        target = call.args[0]  # torch.any(x)
+        if sf.imports.qualname(func) != "torch.any":
+            return None
+    else:
+        return None
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _alone_in_block(tree: ast.AST, stmt: ast.stmt) -> bool:
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return len(block) == 1
+    return True
+
+
+def drop_none_shortcut(sf: SourceFile, site: Site) -> Fix | None:
+    """Delete `if not mask.any(): mask = None` (nothing else in the `if`).
+
+    Unsafe: it assumes that every later use of `mask` gives the same result for an all-False
+    mask as for None (masked_fill of no position, a padding mask that pads nothing), which is
+    what such a shortcut is written for; the masked path may cost a little more in eager runs.
+    """
+    stmt = site.node
+    if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
+        return None
+    name = _any_of(sf, stmt.test)
+    then = stmt.body[0]
+    if name is None or not isinstance(then, ast.Assign) or len(then.targets) != 1:
+        return None
+    target = then.targets[0]
+    if not (isinstance(target, ast.Name) and target.id == name):
+        return None
+    if not (isinstance(then.value, ast.Constant) and then.value.value is None):
+        return None
+    if not sf.line_text(stmt.lineno)[: stmt.col_offset].strip() == "" or not _whole_lines(sf, stmt):
+        return None
+    if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
+        return None  # an `elif`: deleting it would leave the chain broken
+    if any("#" in sf.line_text(n) for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+        return None  # a comment the deletion would take with it
+    if _alone_in_block(sf.tree, stmt):
+        return None  # deleting it would leave an empty block
+    edit: Edit = sf.delete_statement(stmt)
+    return Fix(Applicability.UNSAFE, SHORTCUT_MESSAGE, (edit,))
+
+
+# ---------------------------------------------------------------- FL102: `if <tensor test>: raise`
+
+CHECK_MESSAGE = (
+    "check it inside the graph with `torch._assert_async` "
+    "(assumes callers do not catch the exception: a failed check raises RuntimeError, on CUDA asynchronously)"
+)
+
+
+def _message_only(sf: SourceFile, raise_: ast.Raise) -> str | None:
+    """The text of `raise E("message")` or `raise E`, when nothing else is computed; else None."""
+    exc = raise_.exc
+    if raise_.cause is not None or exc is None:
+        return None
+    if isinstance(exc, ast.Name):
+        return '""'
+    if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and not exc.keywords):
+        return None
+    if not exc.args:
+        return '""'
+    if len(exc.args) == 1 and isinstance(exc.args[0], ast.Constant) and isinstance(exc.args[0].value, str):
+        return sf.segment(exc.args[0])
+    return None
+
+
+def assert_instead_of_raise(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
+    """`if <tensor test>: raise E("msg")` -> `torch._assert_async(<not test>, "msg")`.
+
+    dynamo records `_assert_async` in the graph (no break); the `if` on a tensor ends it.
+    Unsafe: the error type becomes RuntimeError (an `except ValueError:` would no longer catch
+    it) and on CUDA it surfaces at the next synchronization. Only where the test (or what
+    `not` negates) is surely a tensor, so that `torch.logical_not` and `_assert_async` apply.
+    """
+    stmt = site.node
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1):
+        return None
+    test = stmt.test
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if flow.kind(test.operand if negated else test, site.env) not in TENSORS:
+        return None
+    raise_ = stmt.body[0]
+    message = _message_only(sf, raise_) if isinstance(raise_, ast.Raise) else None
+    if message is None or not _whole_lines(sf, stmt):
+        return None
+    if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
+        return None  # an `elif`
+    if any("#" in sf.line_text(n) for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+        return None
+    torch, imports = torch_name(sf)
+    if negated:
+        holds = sf.segment(test.operand)
+    else:
+        holds = f"{torch}.logical_not({sf.segment(test)})"
+    content = f"{torch}._assert_async({holds}, {message})"
+    return Fix(Applicability.UNSAFE, CHECK_MESSAGE, (sf.replace(stmt, content),), imports)

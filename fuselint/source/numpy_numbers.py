@@ -1,0 +1,92 @@
+"""numpy applied to Python numbers inside traced code, and the standard-library call that replaces it.
+
+dynamo traces numpy through `torch._numpy`: `np.lcm(config.a, config.b)` is not a number to it
+but a 0-d tensor, so `if length % np.lcm(...) != 0:` branches on a tensor value (gb0170) and
+`np.random.uniform(0, 1)` is a data-dependent operator (gb0033): the graph ends there. On
+Python numbers, `math` and `random` compute the same values as plain Python objects, which
+dynamo folds into constants. Measured with torch 2.13: reformer's
+`_get_least_common_mult_chunk_len` (`np.lcm`) costs three break sites, vits' LayerDrop draw
+(`np.random.uniform`) one; the rewritten calls none.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fuselint.catalog import Rule
+from fuselint.findings import Applicability, Finding, Fix
+from fuselint.source.dataflow import SCALAR, FunctionFlow, Site
+from fuselint.source.module import SourceFile
+from fuselint.source.rules._shared import finding
+
+
+@dataclass(frozen=True)
+class Replacement:
+    module: str  # the standard-library module the new call needs
+    call: str  # its spelling, `{args}` standing for the arguments
+    arity: tuple[int, ...]  # the numbers of positional arguments it accepts
+    assumption: str  # what the unsafe fix assumes
+
+
+_INTS = "the arguments are Python ints and the result is used as a number (an `int`, no longer `numpy.int64`)"
+_DRAW = "the draw may come from Python's `random` stream instead of numpy's: same distribution, other numbers"
+REPLACEMENTS = {
+    "numpy.lcm": Replacement("math", "math.lcm({args})", (2,), _INTS),
+    "numpy.gcd": Replacement("math", "math.gcd({args})", (2,), _INTS),
+    "numpy.random.uniform": Replacement("random", "random.uniform({args})", (0, 2), _DRAW),
+    "numpy.random.random": Replacement("random", "random.random()", (0,), _DRAW),
+    "numpy.random.rand": Replacement("random", "random.random()", (0,), _DRAW),
+}
+
+
+def _host_number(expr: ast.expr, flow: FunctionFlow, site: Site) -> bool:
+    """A number the code shows to be on the host: a literal, a known scalar, or a config field."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        return _host_number(expr.operand, flow, site)
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if flow.kind(expr, site.env) == SCALAR:
+        return True
+    chain = []
+    while isinstance(expr, ast.Attribute):
+        chain.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        chain.append(expr.id)
+    return len(chain) >= 2 and any("config" in part.lower() for part in chain[1:])
+
+
+def _free(sf: SourceFile, module: str) -> bool:
+    """`module` names that module in this file, or nothing yet (so `import module` can bind it)."""
+    bound = sf.imports.aliases.get(module)
+    return bound is None or bound == module
+
+
+def numpy_on_numbers(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """FL101 findings for numpy calls on Python numbers, each with its standard-library fix."""
+    for site in flow.of(ast.Call):
+        call = site.node
+        qual = sf.imports.qualname(call.func)
+        swap = REPLACEMENTS.get(qual or "")
+        if swap is None or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        if len(call.args) not in swap.arity or not all(_host_number(a, flow, site) for a in call.args):
+            continue
+        short = sf.segment(call.func)
+        message = (
+            f"`{short}(...)` on Python numbers makes a numpy value that dynamo traces as a tensor; "
+            f"a branch, a size or a draw on it breaks the graph; use `{swap.module}`, whose result is a Python number"
+        )
+        fix = None
+        if _free(sf, swap.module):
+            args = ", ".join(sf.segment(a) for a in call.args) or "0.0, 1.0"
+            text = swap.call.format(args=args)
+            fix = Fix(
+                Applicability.UNSAFE,
+                f"use `{text.split('(')[0]}` (assumes {swap.assumption})",
+                (sf.replace(call, text),),
+                (f"import {swap.module}",),
+            )
+        yield finding(sf, rule, call, message, fix, path=site.path)

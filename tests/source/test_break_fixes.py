@@ -1,0 +1,250 @@
+"""Fixes that remove graph breaks (`fuselint.source.break_fixes`), each one checked against dynamo.
+
+Every fixture under `fixtures/breaks/` breaks the graph as written; `--fix --unsafe-fixes`
+must leave one graph with no break and the same outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config
+from fuselint.findings import Applicability
+from fuselint.source.fixer import fix_text
+from fuselint.source.lint import lint_text
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
+CATALOG = load_catalog()
+
+
+def _lint(text: str, select: tuple[str, ...] = ("FL101", "FL102", "FL103")):
+    return lint_text("example.py", text, CATALOG, Config(select=select))
+
+
+def _fixed(text: str) -> str:
+    return fix_text(text, _lint, unsafe=True).text
+
+
+def _load(text: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    return module
+
+
+def _trace(model, *args, compiled: bool = True) -> tuple[int, object]:
+    """(graphs dynamo made, eager outputs) of one call; every graph after the first is a break."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        try:
+            eager = model(*args)
+            if compiled:
+                torch.compile(model, backend=backend)(*args)
+        finally:
+            logging.disable(logging.NOTSET)
+    return len(graphs), eager
+
+
+def _before_after(name: str, cls: str, *args, compiled: bool = True):
+    text = (ROOT / name).read_text()
+    fixed = _fixed(text)
+    assert fixed != text
+    torch.manual_seed(0)
+    before = getattr(_load(text, "before"), cls)().eval()
+    torch.manual_seed(0)
+    after = getattr(_load(fixed, "after"), cls)().eval()
+    return _trace(before, *args, compiled=compiled), _trace(after, *args, compiled=compiled)
+
+
+def test_guarding_host_side_effects_removes_every_break_and_keeps_outputs():
+    sample, out = torch.randn(2, 8), torch.randn(2, 8)
+    (g0, y0), (g1, y1) = _before_after("log_in_forward.py", "Scheduler", sample, out, 0)
+    assert g0 == 4  # the logger, print and warnings.warn each end a graph
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+
+
+def test_dropping_the_mask_shortcut_removes_the_break_and_keeps_outputs():
+    x = torch.randn(2, 5, 16)
+    tokens = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 1, 1]])  # one row padded
+    unpadded = torch.tensor([[5, 6, 7, 8, 9], [4, 6, 7, 3, 2]])
+    (g0, y0), (g1, y1) = _before_after("mask_shortcut.py", "Encoder", x, unpadded)
+    assert g0 == 2
+    assert g1 == 1
+    assert torch.allclose(y0, y1, atol=1e-6)  # the all-False mask path vs the None path
+    (_, p0), (_, p1) = _before_after("mask_shortcut.py", "Encoder", x, tokens, compiled=False)
+    assert torch.equal(p0, p1)  # with padding both take the masked path
+
+
+def test_numpy_on_config_numbers_becomes_math_and_random_and_the_breaks_go():
+    x = torch.randn(2, 10, 12)
+    (g0, y0), (g1, y1) = _before_after("numpy_config.py", "Encoder", x)
+    assert g0 >= 2  # the branch on np.lcm's result and the numpy draw each end a graph
+    assert g1 == 1
+    assert torch.equal(y0, y1)  # eval: the draw is never used
+
+
+def test_numpy_fixes_are_unsafe_and_state_their_assumption():
+    found = [f for f in _lint((ROOT / "numpy_config.py").read_text(), ("FL101",)) if f.fix]
+    assert [f.source_line for f in found] == [
+        "return np.lcm(config.lsh_chunk_length, config.local_chunk_length)",
+        "dropout_probability = np.random.uniform(0, 1)",
+    ]
+    assert all(f.fix.applicability is Applicability.UNSAFE for f in found)
+    assert "Python ints" in found[0].fix.message and "random` stream" in found[1].fix.message
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "np.lcm(x.shape[0], 4)",  # not shown to be a host number: left alone
+        "np.lcm(t, 4)",  # a tensor: FL101's numpy-on-tensor finding, no fix
+        "np.random.uniform(0, 1, size=3)",  # an array, not one number
+        "np.sum(self.config.sizes)",  # no exact standard-library twin offered
+    ],
+)
+def test_numpy_fix_is_not_offered_where_the_values_could_differ(call):
+    text = (
+        "import numpy as np\nimport torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        f"    def forward(self, x, t):\n        n = {call}\n        return x * 2\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL101",)))
+
+
+def test_raise_on_tensor_values_becomes_an_in_graph_assert():
+    x = torch.randn(2, 8)
+    (g0, y0), (g1, y1) = _before_after("raise_on_values.py", "Sampler", x)
+    assert g0 == 3  # each `if ...: raise` on a tensor value ends a graph
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+
+
+def test_the_in_graph_assert_still_fails_on_bad_values():
+    fixed = _fixed((ROOT / "raise_on_values.py").read_text())
+    model = _load(fixed, "after").Sampler()
+    with torch.no_grad():
+        model.proj.bias.fill_(float("nan"))
+        with pytest.raises(RuntimeError, match="must be finite"):
+            model(torch.randn(2, 8))
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        '        if (x < 0).any():\n            raise ValueError(f"bad {x}")\n',  # the message reads the tensor
+        "        if (x < 0).any():\n            raise ValueError(msg)\n",  # a message computed elsewhere
+        "        if (x < 0).any():\n            x = x.abs()\n            raise ValueError()\n",  # more work
+        "        if (x < 0).any():\n            raise ValueError()\n        else:\n            x = x + 1\n",
+        "        if flag:\n            raise ValueError()\n",  # not a tensor test (not flagged either)
+    ],
+)
+def test_raise_fix_only_for_a_bare_raise_on_a_tensor_test(check):
+    text = (
+        "import torch\nfrom torch import nn\nmsg = 'x'\n\nclass M(nn.Module):\n"
+        f"    def forward(self, x, flag: bool = False):\n{check}        return x\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL102",)))
+
+
+def test_guard_fix_is_unsafe_and_says_why():
+    found = _lint((ROOT / "log_in_forward.py").read_text(), ("FL103",))
+    assert len(found) == 3
+    for f in found:
+        assert f.fix is not None and f.fix.applicability is Applicability.UNSAFE
+        assert "is_compiling" in f.fix.message and "eager runs only" in f.fix.message
+
+
+def test_guard_keeps_indentation_comments_and_multiline_strings():
+    text = (
+        "import torch\nfrom torch import nn\nimport logging\nlogger = logging.getLogger(__name__)\n\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        logger.warning(  # why\n"
+        '            """two\n'
+        'lines"""\n'
+        "        )\n"
+        "        return x\n"
+    )
+    fixed = _fixed(text)
+    assert "        if not torch.compiler.is_compiling():\n            logger.warning(  # why\n" in fixed
+    assert '"""two\nlines"""' in fixed  # the string's text is unchanged
+    assert _fixed(fixed) == fixed
+
+
+def test_guard_moves_implicitly_concatenated_strings_with_the_call():
+    # diffusers' scheduling_euler_discrete.py:742: one string literal made of two lines
+    text = (
+        "import torch\nfrom torch import nn\nimport logging\nlogger = logging.getLogger(__name__)\n\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        logger.warning(\n"
+        '            "call scale_model_input "\n'
+        '            "before step"\n'
+        "        )\n"
+        "        return x\n"
+    )
+    fixed = _fixed(text)
+    assert (
+        "        if not torch.compiler.is_compiling():\n"
+        "            logger.warning(\n"
+        '                "call scale_model_input "\n'
+        '                "before step"\n'
+        "            )\n"
+    ) in fixed
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        y = print(x)\n        return x\n",  # the call's value is used
+        "        x = x + 1; print(x)\n        return x\n",  # shares its line
+    ],
+)
+def test_guard_is_not_offered_where_wrapping_would_change_the_code(body):
+    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n{body}"
+    found = _lint(text, ("FL103",))
+    assert found and all(f.fix is None for f in found)
+
+
+@pytest.mark.parametrize(
+    "shortcut",
+    [
+        "        if not mask.any():\n            mask = None\n            x = x + 1\n",  # more than the shortcut
+        "        if not mask.any():\n            other = None\n",  # another name
+        "        if not mask.any():\n            mask = None\n        else:\n            x = x + 1\n",
+        "        if not mask.any():  # keep\n            mask = None\n",  # a comment would go
+        "        if not mask.all():\n            mask = None\n",  # not the all-False test
+    ],
+)
+def test_mask_shortcut_fix_only_for_the_exact_shortcut(shortcut):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, tokens):\n"
+        "        mask = tokens.eq(1)\n"
+        f"{shortcut}"
+        "        return x if mask is None else x.masked_fill(mask, 0)\n"
+    )
+    shortcut_findings = [f for f in _lint(text, ("FL102",)) if f.span.line == 7]
+    assert shortcut_findings and all(f.fix is None for f in shortcut_findings)
+
+
+def test_guard_keeps_crlf_line_endings():
+    text = "import torch\r\nfrom torch import nn\r\n\r\nclass M(nn.Module):\r\n    def forward(self, x):\r\n"
+    text += "        print(x)\r\n        return x\r\n"
+    (found,) = _lint(text, ("FL103",))
+    assert found.fix.edits[0].content == "if not torch.compiler.is_compiling():\r\n            print(x)"
