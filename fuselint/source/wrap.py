@@ -244,6 +244,9 @@ def _delimiter_split(indent: str, content: str, leaves: list[_Leaf], limit: int,
     last = content[start:].strip()
     if last:
         pieces.append(last)
+    pieces = [p for p in pieces if p]
+    if len(pieces) < 2:
+        return None  # one piece (`f(a, b),` split at its own trailing comma) is no split
     if top == _COMMA and trailing_comma and not pieces[-1].endswith(",") and not _star(pieces[-1]):
         pieces[-1] += ","
     lines = []

@@ -381,3 +381,26 @@ def test_the_cli_wraps_to_the_project_line_length(tmp_path):
     result = CliRunner().invoke(main, ["check", "--no-cache", "--fix", "--unsafe-fixes", str(path)])
     assert result.exit_code == 0, result.output
     assert max(len(line) for line in path.read_text().splitlines()) <= 100
+
+
+def test_an_argument_ending_in_its_trailing_comma_wraps_without_recursing():
+    """diffusers' OmniGen rope: the torch.where fix's third argument, `torch.tensor(...),`, is one
+    piece at its own trailing comma; splitting there again and again recursed without end."""
+    from fuselint.source.wrap import wrap
+
+    line = (
+        "        ext_factors = torch.where(seq_len > self.original_max_position_embeddings, "
+        "torch.tensor(self.long_factor, dtype=torch.float32, device=hidden_states.device), "
+        "torch.tensor(self.short_factor, dtype=torch.float32, device=hidden_states.device))"
+    )
+    assert wrap(line, 88, statement=True) == [  # as ruff-format writes it
+        "        ext_factors = torch.where(",
+        "            seq_len > self.original_max_position_embeddings,",
+        "            torch.tensor(",
+        "                self.long_factor, dtype=torch.float32, device=hidden_states.device",
+        "            ),",
+        "            torch.tensor(",
+        "                self.short_factor, dtype=torch.float32, device=hidden_states.device",
+        "            ),",
+        "        )",
+    ]
