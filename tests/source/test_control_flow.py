@@ -31,7 +31,7 @@ class M(nn.Module):
         "if torch.equal(x, mask): x = x * 2",
         "if not torch.isfinite(x).all(): x = x * 2",
         "while x.abs().max() > 1: x = x / 2",
-        "assert (x >= 0).all()",
+        "assert (x >= 0).all(), f'negative values in {mask}'",
         "x = x * 2 if x.mean() > 0 else x",
     ],
 )
@@ -173,3 +173,21 @@ class M(nn.Module):
 """
     result = fixed(src, "FL102")
     assert "import torch\n" in result and "return torch.where((x > 0).all(), x * 2, x)" in result
+
+
+@pytest.mark.parametrize(
+    "statement", ["assert (x >= 0).all()", "assert torch.isfinite(x).all(), 'non-finite'"]
+)
+def test_a_plain_assert_is_not_a_break(statement):
+    """dynamo (torch 2.13) traces `assert t` and `assert t, "text"` as torch._assert_async(t): one
+    graph; only a message formatted at run time makes it leave the graph."""
+    source = f"""
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x, mask):
+        {statement}
+        return x
+"""
+    assert lines(source, "FL102") == []

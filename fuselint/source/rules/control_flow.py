@@ -212,6 +212,8 @@ def data_dependent_control_flow(
     for flow in flows(functions, sf.imports):
         for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
             node = site.node
+            if isinstance(node, ast.Assert) and _plain_message(node):
+                continue  # dynamo turns it into torch._assert_async inside the graph: no break
             culprit = value_dependent(node.test, flow, site.env)
             if culprit is None:
                 continue
@@ -239,3 +241,9 @@ def data_dependent_control_flow(
                 fix,
                 path=site.path,
             )
+
+
+def _plain_message(node: ast.Assert) -> bool:
+    """An assert with no message or a literal one: dynamo (torch 2.13) traces `assert t` on a
+    tensor as `torch._assert_async(t)`; a message formatted at run time still breaks the graph."""
+    return node.msg is None or isinstance(node.msg, ast.Constant)
