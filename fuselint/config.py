@@ -62,6 +62,9 @@ class Config:
     unsafe_fixes: bool = False
     extra_rules: tuple[str, ...] = ()
     entries: tuple[str, ...] = ()
+    # `name` or `Class.method` patterns of functions the project compiles outside any forward
+    # (a scheduler's `step` in a compiled sampling loop): linted as if decorated with torch.compile.
+    traced_functions: tuple[str, ...] = ()
     root: Path = field(default=Path("."), compare=False)
 
     def selects(self, code: str) -> bool:
@@ -150,6 +153,7 @@ def load_config(pyproject: Path | None) -> Config:
         "unsafe-fixes",
         "extra-rules",
         "entries",
+        "traced-functions",
     }
     unknown = sorted(set(table) - known)
     if unknown:
@@ -189,4 +193,7 @@ def load_config(pyproject: Path | None) -> Config:
         config = replace(config, extra_rules=tuple(str((root / d).resolve()) for d in dirs))
     if "entries" in table:
         config = replace(config, entries=_str_list(table["entries"], "entries", pyproject))
+    if "traced-functions" in table:
+        traced = _str_list(table["traced-functions"], "traced-functions", pyproject)
+        config = replace(config, traced_functions=traced)
     return config

@@ -321,7 +321,7 @@ def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
 
 
 def _rule_findings(sf: SourceFile, enabled: list, config: Config) -> list[Finding]:
-    functions = model_functions(sf.tree, sf.imports, sf.text)
+    functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions)
     checks = load_checks()
     findings: list[Finding] = []
     # A visitor can recurse past Python's limit on code that CPython still compiles (a sum of
@@ -471,7 +471,9 @@ class Cache:
         digest.update(_code_stamp().encode())
         for rule in catalog:
             digest.update(Path(rule.path).read_bytes() if rule.path else rule.code.encode())
-        digest.update(repr((config.select, config.ignore, config.per_file_ignores)).encode())
+        digest.update(
+            repr((config.select, config.ignore, config.per_file_ignores, config.traced_functions)).encode()
+        )
         digest.update(sys.version.encode())
         return cls(root / ".fuselint_cache" / f"{__version__}-{digest.hexdigest()[:16]}.pickle")
 

@@ -1,13 +1,16 @@
 """Which functions run under torch.compile: the only places source rules look.
 
 A function is in scope when it is `forward` of an nn.Module subclass, is decorated
-with or passed to `torch.compile`, or is called from an in-scope function of the
-same file (`self.helper(...)` in the same class, or a module-level function).
+with or passed to `torch.compile` (`torch.compile(fn)`, `torch.compile(obj.method)`), is
+named by the project's `traced-functions` (a scheduler's `step` for users who compile their
+whole sampling loop), or is called from an in-scope function of the same file
+(`self.helper(...)` in the same class, or a module-level function).
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -30,7 +33,7 @@ class ModelFunction:
 
     node: FunctionNode
     cls: ast.ClassDef | None
-    reason: str  # "forward", "compiled", "called"
+    reason: str  # "forward", "compiled", "configured", "called"
 
 
 def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
@@ -64,11 +67,14 @@ def _module_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
     return modules
 
 
-def model_functions(tree: ast.Module, imports: ImportTable, text: str | None = None) -> list[ModelFunction]:
+def model_functions(
+    tree: ast.Module, imports: ImportTable, text: str | None = None, traced: tuple[str, ...] = ()
+) -> list[ModelFunction]:
     """The in-scope functions of a module, each once, in source order.
 
     `text`, the module's source, lets a file that never mentions `compile` skip the search
-    for `torch.compile(fn)` calls (a walk over every expression of the file).
+    for `torch.compile(fn)` calls (a walk over every expression of the file). `traced` holds
+    `name` or `Class.method` patterns (fnmatch) of functions the project compiles elsewhere.
     """
     module_classes = _module_classes(tree, imports)
     free: dict[str, FunctionNode] = {}
@@ -95,11 +101,21 @@ def model_functions(tree: ast.Module, imports: ImportTable, text: str | None = N
     for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
         if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
             add(fn, cls, "compiled")
+    for pattern in traced:
+        for name, fn in free.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                add(fn, None, "configured")
+        for (cls_name, name), (fn, cls) in methods.items():
+            if fnmatch.fnmatchcase(f"{cls_name}.{name}", pattern):
+                add(fn, cls, "configured")
     for node in ast.walk(tree) if text is None or _COMPILE_CALL.search(text) else ():
         if isinstance(node, ast.Call) and _is_torch_compile(node.func, imports) and node.args:
             target = node.args[0]
             if isinstance(target, ast.Name) and target.id in free:
                 add(free[target.id], None, "compiled")
+            elif isinstance(target, ast.Attribute):
+                for fn, cls in _compiled_methods(target, tree, methods):
+                    add(fn, cls, "compiled")
 
     while work:
         current = work.pop()
@@ -119,3 +135,19 @@ def model_functions(tree: ast.Module, imports: ImportTable, text: str | None = N
                 fn, cls = methods[(current.cls.name, func.attr)]
                 add(fn, cls, "called")
     return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
+
+
+def _compiled_methods(
+    target: ast.Attribute, tree: ast.Module, methods: dict[tuple[str, str], tuple[FunctionNode, ast.ClassDef]]
+) -> list[tuple[FunctionNode, ast.ClassDef]]:
+    """The methods `torch.compile(x.method)` can mean in this file: `Class.method` when x names a
+    class of the file, the enclosing class's for `self.method`, else every class's `method`
+    (the object's type is unknown without running the code; a same-named method is the guess)."""
+    owner = target.value
+    if isinstance(owner, ast.Name) and (owner.id, target.attr) in methods:
+        return [methods[(owner.id, target.attr)]]
+    if isinstance(owner, ast.Name) and owner.id == "self":
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            if (cls.name, target.attr) in methods and any(n is target for n in ast.walk(cls)):
+                return [methods[(cls.name, target.attr)]]
+    return [found for (_cls, name), found in methods.items() if name == target.attr]

@@ -1,0 +1,79 @@
+"""Which functions are linted: compiled by a call on a method, or named in `traced-functions`."""
+
+from __future__ import annotations
+
+import textwrap
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config, load_config
+from fuselint.source.lint import lint_text
+
+SCHEDULER = textwrap.dedent(
+    """
+    import logging
+
+    import torch
+
+    logger = logging.getLogger(__name__)
+
+
+    class EulerScheduler:
+        def step(self, model_output, timestep, sample):
+            if timestep > 500:
+                logger.warning("late step")
+            return sample - model_output
+
+        def set_timesteps(self, n):
+            print("steps", n)
+    """
+)
+
+
+def _codes(source: str, config: Config) -> list[tuple[str, int]]:
+    return [(f.code, f.span.line) for f in lint_text("sched.py", source, load_catalog(), config)]
+
+
+def test_a_scheduler_step_is_not_linted_by_default():
+    assert _codes(SCHEDULER, Config()) == []
+
+
+def test_traced_functions_bring_a_method_into_scope_by_pattern():
+    found = _codes(SCHEDULER, Config(traced_functions=("*Scheduler.step",)))
+    assert ("FL103", 12) in found
+    assert not [line for _code, line in found if line == 17], "set_timesteps is not named"
+
+
+def test_torch_compile_of_a_method_brings_it_into_scope():
+    source = SCHEDULER + "\n\nscheduler = EulerScheduler()\nstep = torch.compile(scheduler.step)\n"
+    found = _codes(source, Config())
+    assert ("FL103", 12) in found
+    assert not [line for _code, line in found if line == 17]
+
+
+def test_torch_compile_of_self_method_is_that_class_method():
+    source = textwrap.dedent(
+        """
+        import torch
+
+
+        class A:
+            def __init__(self):
+                self.fast = torch.compile(self.run)
+
+            def run(self, x):
+                print(x)
+                return x
+
+
+        class B:
+            def run(self, x):
+                print(x)
+                return x
+        """
+    )
+    assert [line for code, line in _codes(source, Config()) if code == "FL103"] == [10]
+
+
+def test_traced_functions_is_read_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.fuselint]\ntraced-functions = ["*.step", "generate"]\n')
+    assert load_config(tmp_path / "pyproject.toml").traced_functions == ("*.step", "generate")
