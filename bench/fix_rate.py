@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import MODELS, ROOT, package_dirs, run_child  # noqa: E402
+from real_corpus import MODELS, ROOT, package_dirs, project_config, run_child  # noqa: E402
 
 
 def fix_copy(files: list[str], packages: dict[str, str], into: Path) -> tuple[dict[str, str], str]:
@@ -46,6 +46,8 @@ def fix_copy(files: list[str], packages: dict[str, str], into: Path) -> tuple[di
             "--exit-zero",
             "--fix",
             "--unsafe-fixes",
+            "--config",
+            str(project_config(into)),
             *sorted(moved.values()),
         ],
         cwd=ROOT,

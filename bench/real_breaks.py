@@ -23,14 +23,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import MODELS, ROOT, package_dirs, run_child  # noqa: E402
+from real_corpus import MODELS, ROOT, package_dirs, project_config, run_child  # noqa: E402
 
 
 def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, int], list[str]]:
     """(resolved file, line) -> codes of the static findings there, from one `fuselint check` run."""
     if not files:
         return {}
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "findings.json"
         subprocess.run(
             [
                 sys.executable,
@@ -41,17 +42,19 @@ def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, in
                 "--exit-zero",
                 "--format",
                 "json",
+                "--config",
+                str(project_config(Path(folder))),
                 "--select",
                 select,
                 "--output-file",
-                out.name,
+                str(out),
                 *files,
             ],
             cwd=ROOT,
             check=True,
             capture_output=True,
         )
-        found = json.loads(Path(out.name).read_text() or "[]")
+        found = json.loads(out.read_text() or "[]")
     by_line: dict[tuple[str, int], list[str]] = defaultdict(list)
     for finding in found:
         path = Path(finding["filename"])

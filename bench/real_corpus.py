@@ -253,6 +253,19 @@ def df_euler_step():
     return _scheduler_step(EulerDiscreteScheduler)
 
 
+# What a user who compiles these models tells `fuselint check`: the diffusers entries compile a
+# scheduler's `step` (a compiled sampling loop), which no `forward` reaches.
+TRACED_FUNCTIONS = ("*Scheduler.step",)
+
+
+def project_config(folder: Path) -> Path:
+    """A pyproject.toml with the corpus's [tool.fuselint] settings, for `fuselint check --config`."""
+    path = folder / "pyproject.toml"
+    names = ", ".join(f'"{t}"' for t in TRACED_FUNCTIONS)
+    path.write_text(f"[tool.fuselint]\ntraced-functions = [{names}]\n")
+    return path
+
+
 MODELS = {
     "hf_longformer": "transformers",
     "hf_big_bird": "transformers",
