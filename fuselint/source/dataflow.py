@@ -322,6 +322,12 @@ class FunctionFlow:
     _path: str | None = None
 
     @cached_property
+    def tensor_attrs(self) -> frozenset[str]:
+        """`self.X` that the class only ever sets to tensors (see `tensor_attributes`)."""
+        cls = self.fn.cls
+        return tensor_attributes(cls, self.imports) if cls is not None else frozenset()
+
+    @cached_property
     def assigned(self) -> dict[str, int]:
         """How many times each name is stored to anywhere in the function (dead code included)."""
         return self._name_counts(ast.Store)
@@ -377,6 +383,12 @@ class FunctionFlow:
             if expr.attr in ("weight", "bias") and isinstance(expr.value, ast.Attribute):
                 if isinstance(expr.value.value, ast.Name) and expr.value.value.id == "self":
                     return TENSOR  # self.proj.weight: a submodule's parameter
+            if (
+                isinstance(expr.value, ast.Name)
+                and expr.value.id == "self"
+                and expr.attr in self.tensor_attrs
+            ):
+                return TENSOR  # self.timesteps = torch.from_numpy(...): a tensor attribute
             return None
         if isinstance(expr, ast.Subscript):
             base = self.kind(expr.value, env)
@@ -718,6 +730,64 @@ def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
     if qual in TORCH_BOOLS:
         return BOOL
     return TENSOR
+
+
+_TENSOR_METHODS = frozenset({"to", "float", "double", "half", "bfloat16", "long", "int", "clone", "detach"})
+
+
+def _makes_tensor(expr: ast.expr, imports: ImportTable) -> bool:
+    """A value the code visibly builds as a tensor: a torch function's result, or a cast of one."""
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    if isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS and imports.qualname(func) is None:
+        return _makes_tensor(func.value, imports)
+    qual = imports.qualname(func)
+    return qual is not None and _torch_call_kind(qual, expr) == TENSOR
+
+
+def _tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
+    values: dict[str, list[ast.expr | None]] = defaultdict(list)
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in ast.walk(target):
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                    ):
+                        # Unpacking or augmented assignment: the value is not the attribute's own.
+                        direct = t is target and not isinstance(node, ast.AugAssign)
+                        values[t.attr].append(node.value if direct else None)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "register_buffer"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            values[node.args[0].value].append(node.args[1] if len(node.args) > 1 else None)
+    return frozenset(
+        name
+        for name, exprs in values.items()
+        if all(e is not None and (_makes_tensor(e, imports) or _is_none(e)) for e in exprs)
+        and any(e is not None and not _is_none(e) for e in exprs)
+    )
+
+
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
+
+
+def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
+    """Attributes a class sets only to tensors built by torch (or None) and to nothing else:
+    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`.
+    One assignment of anything else (a number, a list, an unknown call) and the attribute is
+    left unknown."""
+    return _tensor_attributes(cls, imports)
 
 
 Callees = dict[tuple[str | None, str], FunctionNode]

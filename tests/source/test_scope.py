@@ -77,3 +77,37 @@ def test_torch_compile_of_self_method_is_that_class_method():
 def test_traced_functions_is_read_from_pyproject(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.fuselint]\ntraced-functions = ["*.step", "generate"]\n')
     assert load_config(tmp_path / "pyproject.toml").traced_functions == ("*.step", "generate")
+
+
+def test_an_attribute_the_class_sets_only_to_tensors_is_a_tensor():
+    """DDPM's `self.timesteps = torch.from_numpy(...)`: `(self.timesteps == t).nonzero()` is a
+    tensor, so the `if` on it breaks (gb0170 at scheduling_ddpm.py:662); a counter set to ints is
+    a host number."""
+    source = textwrap.dedent(
+        """
+        import numpy as np
+        import torch
+
+
+        class Scheduler:
+            def __init__(self):
+                self.timesteps = torch.from_numpy(np.arange(10))
+                self.count = 0
+                self.sigmas = None
+
+            def set_sigmas(self, n):
+                self.sigmas = torch.linspace(0, 1, n).float()
+
+            def step(self, sample, timestep):
+                index = (self.timesteps == timestep).nonzero()[0]
+                if index == self.timesteps.shape[0] - 1:
+                    return sample
+                if self.sigmas.max() > 1:
+                    return sample * 2
+                if self.count > 3:
+                    return sample * 3
+                return sample
+        """
+    )
+    found = _codes(source, Config(traced_functions=("*.step",)))
+    assert [line for code, line in found if code == "FL102"] == [17, 19]
