@@ -2,7 +2,7 @@
 
 plan.py   FusionPlan: which ops share a kernel (the partition the backend executes)
 cost.py   eager vs planned launches, bytes and time on a device (devices.py)
-rules.py  findings read off the plan (FL301 materialized multi-consumer intermediates)
+plan_findings.py  findings read off the plan (FL301 materialized multi-consumer intermediates)
 breaks.py what fixing a graph break saves: the graphs on both sides planned apart and merged
 summary.py  the JSON the `graph` command embeds
 """

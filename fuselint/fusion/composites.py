@@ -29,7 +29,7 @@ import torch
 
 from fuselint.findings import Finding, Gain
 from fuselint.fusion.plan import FusionPlan
-from fuselint.fusion.rules import _span
+from fuselint.fusion.plan_findings import _span
 
 # What the library composites decompose from: a chain carrying one of these is not hand-written.
 _COMPOSITE_ATEN = {

@@ -16,7 +16,7 @@ from fuselint.fusion.composites import composite_findings
 from fuselint.fusion.cost import ModelCost, model_cost
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, plan
-from fuselint.fusion.rules import materialized_findings
+from fuselint.fusion.plan_findings import materialized_findings
 from fuselint.fusion.summary import plan_summary
 from fuselint.graph.capture import Capture
 

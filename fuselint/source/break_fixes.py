@@ -18,9 +18,9 @@ import io
 import tokenize
 
 from fuselint.findings import Applicability, Edit, Fix
+from fuselint.source.checks._shared import torch_name
 from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
 from fuselint.source.module import SourceFile, newline_of
-from fuselint.source.rules._shared import torch_name
 
 GUARD_MESSAGE = (
     "skip it while compiling with `if not torch.compiler.is_compiling():` "

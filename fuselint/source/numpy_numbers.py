@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
+from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import SCALAR, FunctionFlow, Site
 from fuselint.source.module import SourceFile
-from fuselint.source.rules._shared import finding
 
 
 @dataclass(frozen=True)

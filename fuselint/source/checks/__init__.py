@@ -1,7 +1,8 @@
 """The registry of source checks: each `source` rule's code mapped to the function that finds it.
 
 A check receives the parsed file and its in-scope model functions and yields Findings;
-it is registered with `@check("FL103")` in a module under `fuselint/source/rules/`.
+it is registered with `@check("FL103")` in a module of this package, one module per family
+of rules (`control_flow`, `host_sync`, ...); `_shared` holds what they share.
 Pattern rules need no entry here: one engine (`fuselint.source.patterns`) runs them all.
 """
 
@@ -29,12 +30,11 @@ def check(code: str) -> Callable[[Check], Check]:
 
 
 def load_checks() -> dict[str, Check]:
-    """Import every rule module so that its checks register themselves."""
+    """Import every check module of this package so that its checks register themselves."""
     import importlib
     import pkgutil
 
-    from fuselint.source import rules
-
-    for info in pkgutil.iter_modules(rules.__path__):
-        importlib.import_module(f"{rules.__name__}.{info.name}")
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
     return CHECKS

@@ -25,6 +25,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.break_fixes import assert_instead_of_raise, drop_none_shortcut
 from fuselint.source.checks import check
+from fuselint.source.checks._shared import finding, has_comment, torch_name
 from fuselint.source.dataflow import (
     BOOL,
     HOST,
@@ -38,7 +39,6 @@ from fuselint.source.dataflow import (
     flows,
 )
 from fuselint.source.module import SourceFile
-from fuselint.source.rules._shared import finding, has_comment, torch_name
 from fuselint.source.scope import ModelFunction
 
 # Calls that turn a tensor into a Python value (so a test on them depends on tensor values).

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
+from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
-from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
 
 _DYNAMIC_FUNCTIONS = frozenset(

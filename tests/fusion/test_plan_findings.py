@@ -11,7 +11,7 @@ from fusion_capture import aten_graphs, entry_of_module
 from fuselint.catalog import load_catalog
 from fuselint.fusion.devices import H200
 from fuselint.fusion.plan import plan
-from fuselint.fusion.rules import materialized_findings
+from fuselint.fusion.plan_findings import materialized_findings
 
 
 def _examples(code: str, which: str) -> list[str]:

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
+from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import HOST, TENSORS, FunctionFlow, flows
 from fuselint.source.module import SourceFile
-from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
 
 

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
+from fuselint.source.checks._shared import atom, finding
 from fuselint.source.dataflow import flows
 from fuselint.source.edits import applicability
 from fuselint.source.module import SourceFile
-from fuselint.source.rules._shared import atom, finding
 from fuselint.source.scope import ModelFunction
 
 _METHOD_DTYPES = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64"}

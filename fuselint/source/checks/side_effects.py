@@ -15,9 +15,9 @@ from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.break_fixes import guard_side_effect
 from fuselint.source.checks import check
+from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import flows
 from fuselint.source.module import SourceFile
-from fuselint.source.rules._shared import finding
 from fuselint.source.scope import ModelFunction
 
 _LOG_METHODS = frozenset(

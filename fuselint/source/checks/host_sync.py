@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
+from fuselint.source.checks._shared import atom, finding
 from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.numpy_numbers import numpy_on_numbers
-from fuselint.source.rules._shared import atom, finding
 from fuselint.source.scope import ModelFunction
 
 _SYNC_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.numpy()`"}
