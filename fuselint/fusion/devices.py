@@ -9,7 +9,9 @@ replaces them with what `verify` measures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -67,16 +69,26 @@ L4 = Device(
 )
 
 DEVICES = {d.name: d for d in (H200, H100_SXM, A100_80GB, L4)}
+# Tables measured on real GPUs by bench/calibrate.py: `--target H100-measured`, `H200-measured`.
+MEASURED = Path(__file__).parent / "measured"
 DEFAULT = H200
 
 
 def device(name: str) -> Device:
-    """Look a device up by name, forgiving case and spaces ("h100", "a100-80gb")."""
+    """Look a device up by name, forgiving case and spaces ("h100", "a100-80gb"), or read a
+    device table written by `bench/calibrate.py` when `name` is the path of a .json file."""
+    if name.endswith(".json"):
+        return device_from_file(Path(name))
     key = name.lower().replace("-", " ").replace("_", " ")
+    if key.endswith(" measured") and (MEASURED / f"{key.split()[0]}.json").is_file():
+        return device_from_file(MEASURED / f"{key.split()[0]}.json")
     for d in DEVICES.values():
         if d.name.lower() == key or d.name.lower().split()[0] == key:
             return d
-    raise KeyError(f"unknown device {name!r}; known: {', '.join(DEVICES)}")
+    measured = ", ".join(f"{p.stem.upper()}-measured" for p in sorted(MEASURED.glob("*.json")))
+    raise KeyError(
+        f"unknown device {name!r}; known: {', '.join(DEVICES)}, {measured}, or a table's .json path"
+    )
 
 
 def calibrate(
@@ -101,3 +113,22 @@ def calibrate(
     if name is not None:
         changes["name"] = name
     return replace(base, **changes)
+
+
+def device_to_json(d: Device) -> str:
+    return json.dumps(asdict(d), indent=1, sort_keys=True) + "\n"
+
+
+def device_from_file(path: Path) -> Device:
+    """A device table measured on a real GPU (`bench/calibrate.py`); KeyError names what is wrong."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KeyError(f"{path}: cannot read the device table: {exc}") from None
+    names = {f.name for f in fields(Device)}
+    if not isinstance(data, dict) or set(data) != names:
+        raise KeyError(f"{path}: a device table has exactly the keys {', '.join(sorted(names))}")
+    numbers = names - {"name", "source"}
+    if not all(isinstance(data[k], (int, float)) and data[k] >= 0 for k in numbers):
+        raise KeyError(f"{path}: {', '.join(sorted(numbers))} must be non-negative numbers")
+    return Device(**data)
