@@ -30,17 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def caches_off() -> None:
-    """Compile caches off for honest compile times; must run before torch and triton import."""
-    root = tempfile.mkdtemp(prefix="fuselint-bench-")
-    os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
-    os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(root, "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(root, "triton"))
-    os.environ.setdefault("FUSELINT_CACHE", "0")
-
-
 if __name__ == "__main__":  # only a benchmark run changes the environment, not an import
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_env import caches_off
+
     caches_off()
 sys.path.insert(0, str(ROOT))
 

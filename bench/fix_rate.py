@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import MODELS, ROOT, package_dirs, project_config, run_child  # noqa: E402
+from real_corpus import MODELS, ROOT, describe_site, package_dirs, project_config, run_child  # noqa: E402
 
 
 def fix_copy(files: list[str], packages: dict[str, str], into: Path) -> tuple[dict[str, str], str]:
@@ -94,19 +94,9 @@ def table(rows: list[dict], fix_summary: str) -> str:
         "| model | package | sites | graphs | break events | outputs max abs diff | left (file:line gb reason) |",
         "|---|---|---|---|---|---|---|",
     ]
-    dirs = package_dirs()
-
-    def short(path: str) -> str:
-        for name, folder in dirs.items():
-            if folder in path or f"/{name}/" in path:
-                return name + path.split(f"/{name}", 1)[1]
-        return path
-
     for r in rows:
         b, a = r["before"], r["after"]
-        left = "; ".join(
-            f"`{short(s['file'])}:{s['line']}` {s['gb']} {s.get('reason', '')[:60]}" for s in a["sites"]
-        )
+        left = "; ".join(describe_site(s, 60) for s in a["sites"])
         error = f" (after: {a['error']})" if a.get("error") else ""
         lines.append(
             f"| {r['model']}{error} | {r['package']} | {len(b['sites'])} → {len(a['sites'])} | "

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -28,14 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 if __name__ == "__main__":  # compile caches off for honest compile times (before torch and triton load)
-    import tempfile
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_env import caches_off
 
-    _root = tempfile.mkdtemp(prefix="fuselint-models-")
-    os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
-    os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_root, "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_root, "triton"))
-    os.environ.setdefault("FUSELINT_CACHE", "0")
+    caches_off("fuselint-models-")
 
 import torch  # noqa: E402
 

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import MODELS, ROOT, package_dirs, project_config, run_child  # noqa: E402
+from real_corpus import MODELS, ROOT, describe_site, project_config, run_child  # noqa: E402
 
 
 def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, int], list[str]]:
@@ -63,13 +63,6 @@ def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, in
     return by_line
 
 
-def short(path: str) -> str:
-    for package, folder in package_dirs().items():
-        if path.startswith(folder):
-            return package + path[len(folder) :]
-    return path
-
-
 def score(results: list[dict]) -> tuple[list[dict], dict[tuple[str, int], list[str]]]:
     files = sorted({s["file"] for r in results for s in r["sites"]})
     found = static_findings(files)
@@ -93,11 +86,7 @@ def table(results: list[dict]) -> str:
     for r in results:
         sites = r["sites"]
         got = [s for s in sites if s["codes"]]
-        missed = "; ".join(
-            f"`{short(s['file'])}:{s['line']}` {s['gb']} {s.get('reason', '')[:70]}"
-            for s in sites
-            if not s["codes"]
-        )
+        missed = "; ".join(describe_site(s, 70) for s in sites if not s["codes"])
         note = f" ({r['error']})" if r.get("error") else ""
         rows.append(
             f"| {r['model']}{note} | {r['package']} | {r.get('graphs', 0)} | {len(sites)} | {len(got)} | {missed or '-'} |"

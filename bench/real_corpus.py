@@ -21,7 +21,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import sysconfig
@@ -284,9 +283,6 @@ MODELS = {
 
 # ---------------------------------------------------------------- ground truth (child process)
 
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_HEADER = re.compile(r"in user code at (?P<file>.+?):(?P<line>\d+)\s*$", re.MULTILINE)
-
 
 def package_dirs() -> dict[str, str]:
     """Package name -> its folder, for every package of the corpus that is installed."""
@@ -300,18 +296,27 @@ def package_dirs() -> dict[str, str]:
     return found
 
 
-def _site(text: str, roots: tuple[str, ...]) -> tuple[str, int] | None:
-    """The innermost frame of the break that lies in one of the corpus packages."""
-    _, marker, stack = text.rpartition("User code traceback:")
-    frames = [(f, int(n)) for f, n, _ in _FRAME.findall(stack if marker else text)]
-    header = _HEADER.search(text)
-    if header:
-        frames.append((header["file"], int(header["line"])))
+def _site(parsed, roots: tuple[str, ...]) -> tuple[str, int] | None:
+    """The innermost frame of the break (dynamo's own location last) that lies in a corpus package."""
+    frames = [(f, n) for f, n, _ in parsed.frames] + [(parsed.file, parsed.line)]
     for file, line in reversed(frames):
-        resolved = str(Path(file).resolve())
+        resolved = str(Path(file).resolve()) if file else ""
         if resolved.startswith(roots):
             return resolved, line
     return None
+
+
+def short_path(path: str) -> str:
+    """A site's file as `package/...`, for the installed packages and for a fixed copy of them."""
+    for name in MODELS.values():
+        marker = f"/{name}/"
+        if marker in path:
+            return name + "/" + path.rsplit(marker, 1)[1]
+    return path
+
+
+def describe_site(site: dict, width: int = 70) -> str:
+    return f"`{short_path(site['file'])}:{site['line']}` {site['gb']} {site.get('reason', '')[:width]}"
 
 
 class _Breaks(logging.Handler):
@@ -332,6 +337,7 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
     import torch._logging
 
     from fuselint.graph.breaks_log import parse_break
+    from fuselint.verify.numerics import flatten
 
     torch.manual_seed(0)
     model, args = globals()[model_name]()
@@ -363,20 +369,16 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     sites: dict[tuple[str, int], dict] = {}
     for text in handler.texts:
-        if "Graph break" not in text:
-            continue
-        site = _site(text, roots)
+        parsed = parse_break(text)  # dynamo's own text: its frames, gb id and specific reason
+        site = _site(parsed, roots) if parsed else None
         if site is None:
             continue
-        parsed = parse_break(text)  # dynamo's own text: its gb id and specific reason
-        entry = sites.setdefault(
-            site, {"file": site[0], "line": site[1], "gb": parsed.gb_id if parsed else "", "events": 0}
-        )
+        entry = sites.setdefault(site, {"file": site[0], "line": site[1], "gb": parsed.gb_id, "events": 0})
         entry["events"] += 1
-        if parsed and parsed.reason and "reason" not in entry:
+        if parsed.reason and "reason" not in entry:
             entry["reason"] = parsed.reason[:160]
     if outputs:
-        torch.save(_tensors(eager), outputs)
+        torch.save([t for _path, t in flatten(eager) if isinstance(t, torch.Tensor)], outputs)
     return {
         "model": model_name,
         "package": MODELS[model_name],
@@ -387,21 +389,6 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
         "seconds": round(time.perf_counter() - started, 1),
         "torch": torch.__version__,
     }
-
-
-def _tensors(value):
-    """The tensors of a model output, in a fixed order (dataclasses, dicts, tuples, objects)."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        return [t for k in sorted(value, key=str) for t in _tensors(value[k])]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if hasattr(value, "__dict__"):
-        return [t for k in sorted(vars(value)) for t in _tensors(vars(value)[k])]
-    return []
 
 
 def run_child(model: str, pythonpath: str = "", outputs: str | None = None, timeout: int = 600) -> dict:
