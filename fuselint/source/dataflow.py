@@ -313,19 +313,14 @@ class FunctionFlow:
 
     fn: ModelFunction
     imports: ImportTable
-    methods: frozenset[str]
+    methods: frozenset[str]  # the names of its class's methods
+    tensor_attrs: frozenset[str] = frozenset()  # `self.X` its class only sets to tensors
     sites: dict[type, list[Site]] = field(default_factory=lambda: defaultdict(list))
     # Parameters taken for tensors on their name alone (no type, no default, no caller seen).
     guessed: set[str] = field(default_factory=set)
     _kinds: dict[int, str | None] = field(default_factory=dict)
     _recording: bool = True
     _path: str | None = None
-
-    @cached_property
-    def tensor_attrs(self) -> frozenset[str]:
-        """`self.X` that the class only ever sets to tensors (see `tensor_attributes`)."""
-        cls = self.fn.cls
-        return tensor_attributes(cls, self.imports) if cls is not None else frozenset()
 
     @cached_property
     def assigned(self) -> dict[str, int]:
@@ -746,7 +741,11 @@ def _makes_tensor(expr: ast.expr, imports: ImportTable) -> bool:
     return qual is not None and _torch_call_kind(qual, expr) == TENSOR
 
 
-def _tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
+def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
+    """Attributes a class sets only to tensors built by torch (or None) and to nothing else:
+    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`.
+    One assignment of anything else (a number, a list, an unknown call) and the attribute is
+    left unknown."""
     values: dict[str, list[ast.expr | None]] = defaultdict(list)
     for node in ast.walk(cls):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -782,17 +781,24 @@ def _is_none(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is None
 
 
-def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
-    """Attributes a class sets only to tensors built by torch (or None) and to nothing else:
-    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`.
-    One assignment of anything else (a number, a list, an unknown call) and the attribute is
-    left unknown."""
-    return _tensor_attributes(cls, imports)
-
-
 Callees = dict[tuple[str | None, str], FunctionNode]
 # callee node (by id) -> parameter -> the kinds its callers passed
 Passed = dict[int, dict[str, list[str]]]
+
+
+ClassFacts = dict[int, tuple[frozenset[str], frozenset[str]]]  # class node id -> (methods, tensor attrs)
+
+
+def _class_facts(cls: ast.ClassDef | None, imports: ImportTable, known: ClassFacts) -> tuple:
+    """What every method of a class shares: its method names and its tensor attributes, once per class."""
+    if cls is None:
+        return frozenset(), frozenset()
+    if id(cls) not in known:
+        methods = frozenset(
+            s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        )
+        known[id(cls)] = (methods, tensor_attributes(cls, imports))
+    return known[id(cls)]
 
 
 def analyze(
@@ -800,19 +806,17 @@ def analyze(
     imports: ImportTable,
     callees: Callees | None = None,
     passed: Passed | None = None,
+    classes: ClassFacts | None = None,
 ) -> FunctionFlow:
     """The flow of one model function.
 
     `passed` holds, per callee node (by id), the kinds its callers gave each parameter; with
     `callees` (the in-scope functions by (class, name)), this function's calls add to it.
+    `classes` shares the facts of a class between the flows of its methods.
     """
     passed = {} if passed is None else passed
-    methods = frozenset()
-    if fn.cls is not None:
-        methods = frozenset(
-            s.name for s in fn.cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-        )
-    flow = FunctionFlow(fn=fn, imports=imports, methods=methods)
+    methods, tensor_attrs = _class_facts(fn.cls, imports, {} if classes is None else classes)
+    flow = FunctionFlow(fn=fn, imports=imports, methods=methods, tensor_attrs=tensor_attrs)
     given = passed.get(id(fn.node)) if fn.reason == "called" else None
     flow.block(fn.node.body, parameter_kinds(fn.node, given, flow.guessed), True)
     if callees:
@@ -869,14 +873,15 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
     for fn in functions:
         callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
     passed: Passed = {}
+    classes: ClassFacts = {}
     done: dict[int, FunctionFlow] = {}
     for fn in functions:
         if fn.reason != "called":
-            done[id(fn)] = analyze(fn, imports, callees, passed)
+            done[id(fn)] = analyze(fn, imports, callees, passed, classes)
     pending = [fn for fn in functions if fn.reason == "called"]
     while pending:
         ready = next((fn for fn in pending if id(fn.node) in passed), pending[0])
-        done[id(ready)] = analyze(ready, imports, callees, passed)
+        done[id(ready)] = analyze(ready, imports, callees, passed, classes)
         pending.remove(ready)
     result = [done[id(fn)] for fn in functions]
     _LastFile.functions, _LastFile.flows = functions, result
