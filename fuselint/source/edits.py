@@ -13,19 +13,16 @@ import tokenize
 from functools import lru_cache
 
 from fuselint.findings import Applicability, Edit
+from fuselint.source.module import comment_tokens
 
 
 @lru_cache(maxsize=8)
 def comment_positions(text: str) -> tuple[tuple[int, int, str], ...]:
     """(line, 1-based column, text) of every comment in `text`."""
-    found = []
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                found.append((token.start[0], token.start[1] + 1, token.string))
-    except (tokenize.TokenError, SyntaxError):
+    found = comment_tokens(text)
+    if found is None:
         return ()
-    return tuple(found)
+    return tuple((line, column + 1, comment) for line, (column, comment) in sorted(found[0].items()))
 
 
 def drops_comment(text: str, edits: tuple[Edit, ...] | list[Edit]) -> bool:

@@ -7,12 +7,10 @@ files, the on-disk cache and the process pool that spreads files over cores.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import pickle
 import re
 import sys
-import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +20,7 @@ from fuselint.catalog import Catalog, load_catalog
 from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
-from fuselint.source.module import SourceFile, Unreadable, decode
+from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
 from fuselint.source.scope import model_functions
 
 # A bare noqa silences every rule; "noqa: FL101, FL2" those codes or prefixes. A code is letters
@@ -66,22 +64,15 @@ class NoqaMap:
 
 def noqa_map(text: str) -> NoqaMap:
     """The comments of `text` (a "# noqa" inside a string is not one) and the carrier lines."""
-    comments: dict[int, tuple[int, str]] = {}
-    ends: set[int] = set()  # lines where a comment may go: they end in NEWLINE, NL or a comment
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                comments[token.start[0]] = (token.start[1], token.string)
-                ends.add(token.start[0])
-            elif token.type in (tokenize.NEWLINE, tokenize.NL):
-                ends.add(token.start[0])
-    except (tokenize.TokenError, SyntaxError):
+    found = comment_tokens(text)
+    if found is None:
         # The file parsed with `ast`, so this is rare; fall back to reading whole lines.
         lines = text.splitlines()
         return NoqaMap(
             {i: (line.index("#"), line[line.index("#") :]) for i, line in enumerate(lines, 1) if "#" in line},
             {},
         )
+    comments, ends = found
     carriers: dict[int, int] = {}
     last = max(ends, default=0)
     nearest = None
@@ -91,11 +82,6 @@ def noqa_map(text: str) -> NoqaMap:
         elif nearest is not None:
             carriers[line] = nearest
     return NoqaMap(comments, carriers)
-
-
-def comments(text: str) -> dict[int, str]:
-    """The comment on each line (1-based) that has one; `# noqa` counts only in a comment."""
-    return {line: comment for line, (_column, comment) in noqa_map(text).comments.items()}
 
 
 def _directive(comment: str) -> re.Match | None:
@@ -261,7 +247,7 @@ def suppressed(finding: Finding, lines: list[str] | dict[int, str] | NoqaMap) ->
 
     `lines` is best the file's `noqa_map()`, so that a string holding "# noqa" does not silence
     the line it is on and a finding inside a multi-line string is silenced where it ends; the
-    file's lines or its `comments()` are also accepted (the line itself then carries).
+    file's lines are also accepted (the line itself then carries).
     """
     line = finding.span.line
     if isinstance(lines, NoqaMap):

@@ -38,6 +38,24 @@ def newline_of(text: str) -> str:
     return "\n"
 
 
+def comment_tokens(text: str) -> tuple[dict[int, tuple[int, str]], set[int]] | None:
+    """The comment on each line, as (0-based column, text), and the lines a comment may end
+    (those ending in a newline token or a comment); None when `text` does not tokenize.
+    A `#` inside a string is no comment."""
+    comments: dict[int, tuple[int, str]] = {}
+    ends: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = (token.start[1], token.string)
+                ends.add(token.start[0])
+            elif token.type in (tokenize.NEWLINE, tokenize.NL):
+                ends.add(token.start[0])
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return comments, ends
+
+
 @dataclass
 class SourceFile:
     path: str
