@@ -156,6 +156,14 @@ _RESERVED = frozenset(
 )
 
 
+def _tensor_shape(node: torch.fx.Node) -> tuple[int, ...] | None:
+    """The static shape of the tensor `node` computes; None for other values."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not all(isinstance(s, int) for s in val.shape):
+        return None
+    return tuple(val.shape)
+
+
 def _concrete_shape(val: object) -> tuple[int, ...]:
     if not isinstance(val, torch.Tensor):
         raise Unsupported("value is not a tensor")
@@ -244,6 +252,7 @@ class Lowering:
         self.device = self._device()
         self.space, self.rdims = self._choose_space()
         self.rset = frozenset(self.rdims)
+        self.hints = self._dim_hints()
 
     # -- helpers the op table calls -------------------------------------------------------
     def unsupported(self, why: str) -> None:
@@ -343,6 +352,47 @@ class Lowering:
             raise Unsupported("empty tensor")
         return best, ()
 
+    def _dim_hints(self) -> dict[str, tuple]:
+        """Dims of S for small values that do not right-align with S but whose readers place
+        them: BatchNorm's per-channel scale, shape (C,), is read through unsqueezes as (C, 1, 1)
+        by (N, C, H, W) math, so its dim 0 is S's dim 1. Found backwards from the readers
+        (the last reader first), through views that only add or drop size-1 dims."""
+        hints: dict[str, tuple] = {}
+        members = {n.name for n in self.nodes}
+        for node in reversed(self.nodes):
+            shape = _tensor_shape(node)
+            if shape is None or math.prod(shape) >= math.prod(self.space):
+                continue
+            for user in node.users:
+                if user.name not in members:
+                    continue
+                umap = hints.get(user.name) or self._aligned_map(_tensor_shape(user))
+                if umap is None:
+                    continue
+                packet = getattr(getattr(user.target, "overloadpacket", None), "__name__", "")
+                ushape = _tensor_shape(user)
+                if packet in ("unsqueeze", "squeeze", "view", "reshape", "_unsafe_view"):
+                    if [s for s in shape if s != 1] != [s for s in ushape if s != 1]:
+                        continue
+                    kept = iter(m for s, m in zip(ushape, umap, strict=True) if s != 1)
+                    hints[node.name] = tuple(None if s == 1 else next(kept) for s in shape)
+                    break
+                if packet not in VIEWS and len(shape) <= len(ushape):
+                    tail = umap[len(ushape) - len(shape) :]
+                    if all(s == 1 or s == ushape[len(ushape) - len(shape) + j] for j, s in enumerate(shape)):
+                        hints[node.name] = tuple(None if s == 1 else m for s, m in zip(shape, tail, strict=True))
+                        break
+        return hints
+
+    def _aligned_map(self, shape: tuple[int, ...] | None) -> tuple | None:
+        """`shape` right-aligned onto S (size-1 dims broadcast), or None when it does not fit."""
+        if shape is None or len(shape) > len(self.space):
+            return None
+        k = len(self.space) - len(shape)
+        if any(s != 1 and s != self.space[k + j] for j, s in enumerate(shape)):
+            return None
+        return tuple(None if s == 1 else k + j for j, s in enumerate(shape))
+
     def _identity_map(self) -> tuple:
         return tuple(d if self.space[d] != 1 else None for d in range(len(self.space)))
 
@@ -354,7 +404,9 @@ class Lowering:
             raise Unsupported(f"shape does not broadcast onto the kernel space {self.space}")
         return d
 
-    def _out_map(self, out_shape: tuple[int, ...], tensor_args: list[torch.fx.Node]) -> tuple:
+    def _out_map(
+        self, out_shape: tuple[int, ...], tensor_args: list[torch.fx.Node], hint: tuple | None = None
+    ) -> tuple:
         k = len(out_shape)
         out_map = []
         for i, size in enumerate(out_shape):
@@ -372,7 +424,12 @@ class Lowering:
                         found.add(amap[j])
             if len(found) > 1:
                 raise Unsupported("operands disagree on dims")
-            d = found.pop() if found else self._default_dim(k, i, size)
+            if found:
+                d = found.pop()
+            elif hint is not None and hint[i] is not None:
+                d = hint[i]
+            else:
+                d = self._default_dim(k, i, size)
             if self.space[d] != size:
                 raise Unsupported("size mismatch")
             out_map.append(d)
@@ -473,7 +530,7 @@ class Lowering:
         bound = bind(node)
         out_shape = _concrete_shape(node.meta.get("val"))
         tensor_args = [a for a in bound.values() if isinstance(a, torch.fx.Node)]
-        out_map = self._out_map(out_shape, tensor_args)
+        out_map = self._out_map(out_shape, tensor_args, self.hints.get(node.name))
         args = [self._operand(a, out_shape, out_map) for a in bound.values()]
         value = fn(self, args, bound)
         if value.kind == "load" or value in args or value.kind == "reduce":

@@ -259,6 +259,25 @@ def test_conv_runs_channels_last_with_its_bias_peeled_and_returns_eager_strides(
     assert names[2] == "fuselint_add_relu", names
 
 
+def test_batchnorm_scale_is_computed_inside_its_epilogue_kernel_as_inductor_does():
+    # Without a conv bias the per-channel scale rsqrt(var + eps), shape (C,), reaches the
+    # (N, C, H, W) math only through unsqueezes: lowering places it on dim 1 from its readers.
+    # Eager BatchNorm's running statistics are made non-trivial so a misplaced dim would show.
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(4, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
+    ).eval()
+    bn = model[1]
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2.0)
+    bn.weight.data.uniform_(0.5, 1.5)
+    bn.bias.data.uniform_(-1, 1)
+    x = torch.randn(2, 4, 6, 5)
+    with torch.no_grad():
+        # channels_last copies of input and weight, then one kernel for BatchNorm and ReLU
+        reports = compile_and_compare(model, x, atol=1e-5, rtol=1e-5, kernels=3)
+    assert not reports[-1].fallbacks
+
+
 def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, data):
     import fuselint.backend.compiler as compiler
 
