@@ -380,7 +380,9 @@ class Lowering:
                 if packet not in VIEWS and len(shape) <= len(ushape):
                     tail = umap[len(ushape) - len(shape) :]
                     if all(s == 1 or s == ushape[len(ushape) - len(shape) + j] for j, s in enumerate(shape)):
-                        hints[node.name] = tuple(None if s == 1 else m for s, m in zip(shape, tail, strict=True))
+                        hints[node.name] = tuple(
+                            None if s == 1 else m for s, m in zip(shape, tail, strict=True)
+                        )
                         break
         return hints
 
