@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+from fuselint.backend.callgen import GraphRunner
 from fuselint.backend.compiler import (
     CompileReport,
     _static,
@@ -48,10 +49,12 @@ def _compiler(name: str, cudagraphs: bool) -> Callable:
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         compiled = compile_graph(gm, example_inputs, name=name, inference=name == "inference")
+        runner = GraphRunner(compiled, name)
+        history[-1].runner = runner
         if not cudagraphs:
-            return make_boxed_func(compiled.forward)
+            return make_boxed_func(runner)
         static = _static(example_inputs)
-        replay = GraphReplay(compiled.forward, name, why_not_recordable(compiled, example_inputs), static)
+        replay = GraphReplay(runner, name, why_not_recordable(compiled, example_inputs), static)
         history[-1].replay = replay
         return make_boxed_func(replay)
 

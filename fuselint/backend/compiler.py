@@ -57,6 +57,7 @@ class CompileReport:
     constants: list[str] = field(default_factory=list)  # nodes computed once, at compile time
     folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
+    runner: object | None = None  # its GraphRunner (the generated call function, once built)
 
 
 # The latest compiled graphs, for tests, `verify` and the benchmark to inspect.

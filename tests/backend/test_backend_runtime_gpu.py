@@ -94,3 +94,21 @@ def test_cudagraphs_training_step_matches_eager_grads():
     for n, p in model.named_parameters():
         assert torch.equal(p.detach(), ref[n])
         torch.testing.assert_close(got[n], p.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_calls_after_the_first_run_the_generated_function_and_match_eager():
+    model, ids = _model_and_ids(torch.bfloat16)
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend="fuselint")
+    with torch.no_grad():
+        compiled(ids)
+        (report,) = reports_since(mark)
+        assert report.runner.call is not None, report.runner.why_not
+        for step in range(3):
+            ids = torch.randint(
+                0, 512, (4, 128), device="cuda", generator=torch.Generator("cuda").manual_seed(step)
+            )
+            torch.testing.assert_close(compiled(ids), model(ids), atol=3e-2, rtol=3e-2)
+    # after the first call no kernel went through its FusedKernel: all launched from the function
+    assert all(k.calls == 1 and k.fallback_calls == 0 for k in report.kernels)

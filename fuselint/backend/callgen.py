@@ -1,0 +1,254 @@
+"""One generated Python function per compiled graph, so a call costs what its launches cost.
+
+The compiled FX graph calls each kernel through :class:`~fuselint.backend.runtime.FusedKernel`,
+which checks every input's strides and alignment, allocates its outputs and launches, all
+per kernel and per call; ATen ops go through ``OpOverload.__call__``. After the graph's first
+call (kernels JIT-compiled, fast launchers built), :class:`GraphRunner` writes the graph out
+as straight-line Python: each kernel's launch with its grid, binary handle and constexprs
+baked in and its outputs allocated from precomputed (shape, stride, dtype); each ATen op
+through its C entry point; each value freed after its last use, as FX's code does.
+
+What each call still checks, so a call never computes the wrong thing:
+- once, at the top: no launch hook is installed (a profiler's hooks see every launch through
+  Triton's launcher) and every graph input that a kernel compiled for 16-byte-aligned
+  pointers reads is aligned; else the whole call runs the FX graph;
+- per kernel, the strides of inputs that ATen computed in this call (the graph's guards fix
+  its inputs' strides, kernels write the strides they were built for, but an extern op may
+  lay out its result otherwise than its fake tensor said): a mismatch sends that kernel
+  through its FusedKernel, which falls back to ATen.
+
+``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from collections.abc import Callable
+
+import torch
+import torch.fx
+
+from fuselint.backend import runtime
+from fuselint.backend.runtime import FusedKernel
+
+log = logging.getLogger("fuselint.backend")
+
+_PLAIN = (bool, int, str, type(None))
+
+
+class _Writer:
+    """Source lines and the objects they name (bound as the function's globals)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.globals: dict[str, object] = {}
+        self._ids: dict[int, str] = {}
+
+    def ref(self, obj: object, hint: str) -> str:
+        """A global name for `obj` (one per object)."""
+        key = id(obj)
+        if key not in self._ids:
+            name = f"_{hint}{len(self._ids)}"
+            self._ids[key] = name
+            self.globals[name] = obj
+        return self._ids[key]
+
+    def literal(self, value: object, names: dict[str, str]) -> str:
+        if isinstance(value, torch.fx.Node):
+            return names[value.name]
+        if isinstance(value, _PLAIN):
+            return repr(value)
+        if isinstance(value, float) and math.isfinite(value):
+            return repr(value)
+        if isinstance(value, tuple):
+            inner = ", ".join(self.literal(v, names) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        if isinstance(value, list):
+            return "[" + ", ".join(self.literal(v, names) for v in value) + "]"
+        return self.ref(value, "c")
+
+
+def _last_uses(nodes: list[torch.fx.Node]) -> dict[str, list[str]]:
+    """Node name -> the values whose last reader it is (freed right after it)."""
+    last: dict[str, str] = {}
+    for n in nodes:
+        for a in n.all_input_nodes:
+            last[a.name] = n.name
+    freed: dict[str, list[str]] = {}
+    for value, reader in last.items():
+        freed.setdefault(reader, []).append(value)
+    return freed
+
+
+def _aten_entry(target: object) -> object:
+    """The C function behind an OpOverload (skips its Python ``__call__``), else the target."""
+    op = getattr(target, "_op", None)
+    return op if isinstance(target, torch._ops.OpOverload) and callable(op) else target
+
+
+def _produced_by_aten(node: torch.fx.Node) -> bool:
+    """Whether `node`'s value comes from an ATen op run in this call (not a graph input, a
+    constant, or a kernel's output, whose strides are fixed in advance)."""
+    while node.op == "call_function" and node.target is operator.getitem:
+        node = node.args[0]
+    if node.op != "call_function":
+        return False
+    return not isinstance(node.target, FusedKernel)
+
+
+def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
+    """(the call function, its source) for `gm`, or None when some kernel has no fast
+    launcher yet (it has not run, it fell back, or fast launch is off)."""
+    nodes = list(gm.graph.nodes)
+    kernels = [n for n in nodes if n.op == "call_function" and isinstance(n.target, FusedKernel)]
+    if not kernels or not runtime.FAST_LAUNCH:
+        return None
+    if any(k.target._fast is None or k.target.broken is not None for k in kernels):
+        return None
+    w = _Writer()
+    names: dict[str, str] = {}
+    kernel_vars: dict[str, str] = {}
+    params = [n for n in nodes if n.op == "placeholder"]
+    for i, p in enumerate(params):
+        names[p.name] = f"a{i}"
+    freed = _last_uses(nodes)
+    slow = w.ref(gm.forward, "slow")
+    hooks = w.ref(runtime._hooks_active, "hooks")
+    body: list[str] = []
+
+    # Graph inputs that a kernel compiled for aligned pointers reads directly.
+    aligned_inputs: set[str] = set()
+    for k in kernels:
+        fast = k.target._fast
+        for a, aligned in zip(k.args, fast.aligned, strict=True):
+            if aligned and isinstance(a, torch.fx.Node) and a.op == "placeholder":
+                aligned_inputs.add(names[a.name])
+    device_index = kernels[0].target._fast.device_index
+    stream_of = w.ref(kernels[0].target._fast.stream_of, "stream")
+    body.append(f"s = {stream_of}({device_index})")
+
+    for n in nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            body.append(f"return {w.literal(n.args[0], names)}")
+            break
+        var = f"v_{n.name}"
+        if n.op == "get_attr":
+            obj = operator.attrgetter(n.target)(gm)
+            names[n.name] = w.ref(obj, "attr")
+            continue
+        if n.op != "call_function":
+            return None
+        if (
+            n.target is operator.getitem
+            and n.args[0].op == "call_function"
+            and isinstance(n.args[0].target, FusedKernel)
+        ):
+            names[n.name] = f"{kernel_vars[n.args[0].name]}_{n.args[1]}"
+            continue
+        if isinstance(n.target, FusedKernel):
+            body.extend(_kernel_lines(w, n, names, var))
+            kernel_vars[n.name] = var
+            names[n.name] = "_"  # no variable: its outputs are named one by one
+        else:
+            fn = w.ref(_aten_entry(n.target), "op")
+            args = ", ".join(w.literal(a, names) for a in n.args)
+            kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
+            body.append(f"{var} = {fn}({', '.join(x for x in (args, kwargs) if x)})")
+            names[n.name] = var
+        dead = [names[d] for d in freed.get(n.name, ()) if names.get(d, "_")[0] != "_"]
+        if dead:
+            body.append(f"del {', '.join(sorted(set(dead)))}")
+
+    head = [f"def call({', '.join(names[p.name] for p in params)}):"]
+    checks = [f"{hooks}()"] + [f"{a}.data_ptr() & 15" for a in sorted(aligned_inputs)]
+    head.append(f"    if {' or '.join(checks)}:")
+    head.append(f"        return {slow}({', '.join(names[p.name] for p in params)})")
+    source = "\n".join(head + ["    " + line for line in body]) + "\n"
+    scope: dict[str, object] = dict(w.globals)
+    exec(compile(source, f"<fuselint call {id(gm):x}>", "exec"), scope)  # noqa: S102 (our own generated code)
+    return scope["call"], source
+
+
+def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str) -> list[str]:
+    """One kernel: launch it directly when the ATen-made inputs have the strides it was built
+    for, else call its FusedKernel (which falls back to ATen)."""
+    k: FusedKernel = n.target
+    fast = k._fast
+    args = [w.literal(a, names) for a in n.args]
+    outs = [f"{var}_{i}" for i in range(len(k.out_specs))]
+    checks = []
+    for a, arg, stride, aligned in zip(n.args, args, k.in_strides, fast.aligned, strict=True):
+        if isinstance(a, torch.fx.Node) and _produced_by_aten(a):
+            checks.append(f"{arg}.stride() == {tuple(stride)!r}")
+            if aligned:
+                checks.append(f"not {arg}.data_ptr() & 15")
+    g0, g1, g2 = fast.grid
+    run = w.ref(fast.run, "run")
+    function = w.ref(fast.function, "fn")
+    packed = w.ref(fast.packed, "packed")
+    alloc = w.ref(fast.alloc, "alloc") if fast.alloc is not None else None
+    empty = w.ref(torch.empty_strided, "empty")
+    device = w.ref(k.device, "dev")
+    lines = []
+    indent = ""
+    if checks:
+        lines.append(f"if {' and '.join(checks)}:")
+        indent = "    "
+    for o, (shape, stride, dtype) in zip(outs, k.out_specs, strict=True):
+        dt = w.ref(dtype, "dt")
+        if alloc is not None:
+            lines.append(f"{indent}{o} = {alloc}({tuple(shape)!r}, {tuple(stride)!r}, {dt})")
+        else:
+            lines.append(
+                f"{indent}{o} = {empty}({tuple(shape)!r}, {tuple(stride)!r}, dtype={dt}, device={device})"
+            )
+    consts = ", ".join(repr(c) for c in fast.consts)
+    call_args = ", ".join(args + outs + ([consts] if consts else []))
+    lines.append(f"{indent}{run}({g0}, {g1}, {g2}, s, {function}, {packed}, None, None, None, {call_args})")
+    if checks:
+        kernel = w.ref(k, "k")
+        target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+        lines.append("else:")
+        lines.append(f"    {target} = {kernel}({', '.join(args)})")
+    return lines
+
+
+class GraphRunner:
+    """Run a compiled graph: through its FX code until its kernels are built, then through
+    the generated call function (see the module docstring)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str) -> None:
+        self.gm = gm
+        self.name = name
+        self.call: Callable | None = None
+        self.source: str | None = None
+        self.calls = 0
+        self.why_not: str | None = None  # why no call function was generated, when none was
+
+    def __call__(self, *args: object) -> object:
+        call = self.call
+        if call is not None:
+            return call(*args)
+        out = self.gm.forward(*args)
+        self.calls += 1
+        if self.calls == 1 and self.why_not is None:
+            self._generate()
+        return out
+
+    def _generate(self) -> None:
+        try:
+            made = generate(self.gm)
+        except Exception as exc:  # the FX graph keeps running the calls
+            self.why_not = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "fuselint: no call function for %s (%s); running its FX graph", self.name, self.why_not
+            )
+            return
+        if made is None:
+            self.why_not = "some kernel has no fast launcher"
+            return
+        self.call, self.source = made

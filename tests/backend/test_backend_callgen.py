@@ -1,0 +1,118 @@
+"""The generated call function (fuselint.backend.callgen), on CPU through Triton's interpreter.
+
+CPU kernels have no fast launcher (that is Triton's CUDA launcher), so each kernel gets a
+stand-in with the same calling convention that launches through Triton's JIT path: the
+generated code, its frees, its ATen entry points and its checks are the ones a GPU runs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from backend_helpers import needs_interpreter
+
+from fuselint.backend import callgen, fuselint_backend, history_mark, reports_since, runtime
+
+pytestmark = needs_interpreter
+
+
+class StandInLaunch:
+    """FastLaunch's fields, launching through the kernel's JIT path."""
+
+    def __init__(self, kernel: runtime.FusedKernel) -> None:
+        self.kernel = kernel
+        self.grid = (kernel.cfg.grid, 1, 1)
+        self.function = object()
+        self.packed = object()
+        self.consts = tuple(kernel.consts.values())
+        self.device_index = 0
+        self.stream_of = lambda index: 0
+        self.aligned = tuple(False for _ in kernel.in_strides)
+        self.alloc = None
+        self.launches = 0
+
+    def matches(self, args, strides) -> bool:
+        return False  # FusedKernel's own path: its layout check, then the JIT launch or ATen
+
+    def run(self, g0, g1, g2, stream, function, packed, h1, h2, h3, *rest):
+        assert (g0, g1, g2) == self.grid and function is self.function and packed is self.packed
+        n_in, n_out = len(self.kernel.in_strides), len(self.kernel.out_specs)
+        args, outs = rest[:n_in], rest[n_in : n_in + n_out]
+        assert tuple(rest[n_in + n_out :]) == self.consts
+        self.launches += 1
+        self.kernel._launch_jit(args, outs)
+
+
+def block(x, w, r, g, b):
+    h = F.gelu(x @ w) + r
+    y = F.layer_norm(h, (h.shape[-1],), g, b)
+    return y * 2, h
+
+
+def inputs(seed: int):
+    torch.manual_seed(seed)
+    return torch.randn(8, 32), torch.randn(32, 32), torch.randn(8, 32), torch.randn(32), torch.randn(32)
+
+
+def compiled_with_stand_ins():
+    torch._dynamo.reset()
+    mark = history_mark()
+    fn = torch.compile(block, backend=fuselint_backend)
+    fn(*inputs(0))
+    (report,) = reports_since(mark)
+    assert report.runner.call is None  # CPU kernels: no fast launcher, the FX graph runs
+    stand_ins = []
+    for k in report.kernels:
+        k._fast = StandInLaunch(k)
+        stand_ins.append(k._fast)
+    report.runner._generate()
+    return fn, report, stand_ins
+
+
+def test_the_generated_function_computes_what_eager_does_with_one_launch_per_kernel():
+    fn, report, stand_ins = compiled_with_stand_ins()
+    assert report.runner.call is not None, report.runner.why_not
+    source = report.runner.source
+    assert "FusedKernel" not in source and "forward" not in source.split("\n", 3)[-1]
+    assert "del " in source  # values are freed after their last use
+    for seed in (1, 2):
+        got = fn(*inputs(seed))
+        want = block(*inputs(seed))
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+    assert [s.launches for s in stand_ins] == [2] * len(stand_ins)
+    assert all(k.calls == 1 for k in report.kernels)  # FusedKernel ran only the first call
+
+
+def test_a_kernel_reading_an_aten_result_checks_its_strides_and_otherwise_calls_its_kernel():
+    fn, report, stand_ins = compiled_with_stand_ins()
+    source = report.runner.source
+    # the GELU kernel reads the matmul's result: its layout is checked per call
+    assert ".stride() == (32, 1)" in source and "else:" in source
+    first = next(k for k in report.kernels if "gelu" in k.__name__ or "erf" in k.__name__)
+    first.in_strides = tuple((1, 8) if s == (32, 1) else s for s in first.in_strides)
+    report.runner._generate()  # as if the kernel had been built for another layout
+    got = fn(*inputs(3))
+    torch.testing.assert_close(got[1], block(*inputs(3))[1], atol=1e-5, rtol=1e-5)
+    # through FusedKernel, which found the layout wrong and ran ATen
+    assert (first.calls, first.fallback_calls) == (1, 1)
+
+
+def test_a_launch_hook_sends_the_whole_call_through_the_fx_graph(monkeypatch):
+    fn, report, stand_ins = compiled_with_stand_ins()
+
+    class Knobs:
+        launch_enter_hook = staticmethod(lambda *a: None)
+        launch_exit_hook = None
+
+    monkeypatch.setattr(runtime, "_KNOBS_RUNTIME", Knobs())
+    got = fn(*inputs(4))
+    torch.testing.assert_close(got[0], block(*inputs(4))[0], atol=1e-5, rtol=1e-5)
+    assert all(s.launches == 0 for s in stand_ins)
+    assert all(k.calls == 2 for k in report.kernels)
+
+
+def test_no_function_without_fast_launchers(monkeypatch):
+    fn, report, _ = compiled_with_stand_ins()
+    monkeypatch.setattr(runtime, "FAST_LAUNCH", False)
+    assert callgen.generate(report.graph_module) is None
