@@ -114,6 +114,8 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
     for i, p in enumerate(params):
         names[p.name] = f"a{i}"
     freed = _last_uses(nodes)
+    reinterpret = _REINTERPRET and w.ref(_REINTERPRET, "view")
+    checked: dict[str, str] = {}  # ATen-made view bases -> the name of their layout check
     slow = w.ref(gm.forward, "slow")
     hooks = w.ref(runtime._hooks_active, "hooks")
     body: list[str] = []
@@ -149,7 +151,11 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
         ):
             names[n.name] = f"{kernel_vars[n.args[0].name]}_{n.args[1]}"
             continue
-        if isinstance(n.target, FusedKernel):
+        view = _static_view(n)
+        if view is not None and reinterpret is not None:
+            body.extend(_view_lines(w, n, view, names, var, reinterpret, checked))
+            names[n.name] = var
+        elif isinstance(n.target, FusedKernel):
             body.extend(_kernel_lines(w, n, names, var))
             kernel_vars[n.name] = var
             names[n.name] = "_"  # no variable: its outputs are named one by one
@@ -171,6 +177,63 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
     scope: dict[str, object] = dict(w.globals)
     exec(compile(source, f"<fuselint call {id(gm):x}>", "exec"), scope)  # noqa: S102 (our own generated code)
     return scope["call"], source
+
+
+# Inductor's generated code makes its views with this C function: no dispatcher, no autograd.
+_REINTERPRET = getattr(getattr(torch._C._dynamo, "guards", None), "_reinterpret_tensor", None)
+
+
+def _static_view(n: torch.fx.Node) -> tuple | None:
+    """(size, stride, offset from its base's storage offset) of a view op with static metadata
+    whose base is a tensor node; None for anything else."""
+    target = n.target
+    if n.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
+        return None
+    base = n.args[0] if n.args else None
+    val = n.meta.get("val")
+    bval = base.meta.get("val") if isinstance(base, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor) or not isinstance(bval, torch.Tensor):
+        return None
+    sizes = (*val.shape, *val.stride(), val.storage_offset(), bval.storage_offset(), *bval.stride())
+    if not all(isinstance(x, int) for x in sizes) or (val.device, val.dtype) != (bval.device, bval.dtype):
+        return None
+    return tuple(val.shape), tuple(val.stride()), val.storage_offset() - bval.storage_offset()
+
+
+def _view_lines(
+    w: _Writer,
+    n: torch.fx.Node,
+    view: tuple,
+    names: dict[str, str],
+    var: str,
+    reinterpret: str,
+    checked: dict[str, str],
+) -> list[str]:
+    """A view made by reinterpreting its base's storage. Its layout is right when the strides
+    of the tensor its view chain starts from are what the graph says: true of graph inputs
+    (guarded) and kernel outputs (allocated so); a root computed by ATen is checked once per
+    call, and every view of a root laid out otherwise goes through its view op."""
+    size, stride, delta = view
+    base = n.args[0]
+    b = names[base.name]
+    offset = f"{b}.storage_offset() + {delta}" if delta else f"{b}.storage_offset()"
+    made = f"{reinterpret}({b}, {size!r}, {stride!r}, {offset})"
+    root = base
+    while _static_view(root) is not None:
+        root = root.args[0]
+    if not _produced_by_aten(root):
+        return [f"{var} = {made}"]
+    lines = []
+    if root.name not in checked:  # the first view of this root reads the root itself
+        checked[root.name] = f"ok_{root.name}"
+        lines.append(f"{checked[root.name]} = {b}.stride() == {tuple(root.meta['val'].stride())!r}")
+    op = w.ref(_aten_entry(n.target), "op")
+    args = ", ".join(w.literal(a, names) for a in n.args)
+    kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
+    lines.append(
+        f"{var} = {made} if {checked[root.name]} else {op}({', '.join(x for x in (args, kwargs) if x)})"
+    )
+    return lines
 
 
 def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str) -> list[str]:
