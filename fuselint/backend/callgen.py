@@ -216,8 +216,7 @@ def _view_lines(
     size, stride, delta = view
     base = n.args[0]
     b = names[base.name]
-    offset = f"{b}.storage_offset() + {delta}" if delta else f"{b}.storage_offset()"
-    made = f"{reinterpret}({b}, {size!r}, {stride!r}, {offset})"
+    made = f"{reinterpret}({b}, {size!r}, {stride!r}, {delta})"  # offset from b's own
     root = base
     while _static_view(root) is not None:
         root = root.args[0]
