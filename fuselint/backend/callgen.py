@@ -90,12 +90,31 @@ def _aten_entry(target: object) -> object:
 
 def _produced_by_aten(node: torch.fx.Node) -> bool:
     """Whether `node`'s value comes from an ATen op run in this call (not a graph input, a
-    constant, or a kernel's output, whose strides are fixed in advance)."""
+    constant, or a kernel's output)."""
     while node.op == "call_function" and node.target is operator.getitem:
         node = node.args[0]
     if node.op != "call_function":
         return False
     return not isinstance(node.target, FusedKernel)
+
+
+def _known_strides(node: torch.fx.Node) -> tuple | None:
+    """The strides `node`'s value has on every call, known before running it: a graph input's
+    (dynamo guards them), a constant's, a kernel output's (allocated so); None for values
+    ATen computes."""
+    if node.op in ("placeholder", "get_attr"):
+        val = node.meta.get("val")
+        return tuple(val.stride()) if isinstance(val, torch.Tensor) else None
+    if node.op == "call_function" and node.target is operator.getitem:
+        src, index = node.args
+        if isinstance(src, torch.fx.Node) and isinstance(src.target, FusedKernel):
+            return tuple(src.target.out_specs[index][1])
+    return None
+
+
+def _same_layout(shape: tuple, got: tuple, want: tuple) -> bool:
+    """Strides that index a tensor of `shape` the same way (size-1 dims may differ)."""
+    return all(n == 1 or a == b for n, a, b in zip(shape, got, want, strict=True))
 
 
 def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
@@ -220,12 +239,14 @@ def _view_lines(
     root = base
     while _static_view(root) is not None:
         root = root.args[0]
-    if not _produced_by_aten(root):
+    root_strides = tuple(root.meta["val"].stride())
+    known = _known_strides(root)
+    if known is not None and _same_layout(tuple(root.meta["val"].shape), known, root_strides):
         return [f"{var} = {made}"]
     lines = []
     if root.name not in checked:  # the first view of this root reads the root itself
         checked[root.name] = f"ok_{root.name}"
-        lines.append(f"{checked[root.name]} = {b}.stride() == {tuple(root.meta['val'].stride())!r}")
+        lines.append(f"{checked[root.name]} = {b}.stride() == {root_strides!r}")
     op = w.ref(_aten_entry(n.target), "op")
     args = ", ".join(w.literal(a, names) for a in n.args)
     kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
@@ -243,11 +264,16 @@ def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str)
     args = [w.literal(a, names) for a in n.args]
     outs = [f"{var}_{i}" for i in range(len(k.out_specs))]
     checks = []
-    for a, arg, stride, aligned in zip(n.args, args, k.in_strides, fast.aligned, strict=True):
-        if isinstance(a, torch.fx.Node) and _produced_by_aten(a):
+    for a, arg, stride, shape, aligned in zip(
+        n.args, args, k.in_strides, k._in_sizes, fast.aligned, strict=True
+    ):
+        if not isinstance(a, torch.fx.Node):
+            continue
+        known = _known_strides(a)
+        if known is None or not _same_layout(shape, known, stride):
             checks.append(f"{arg}.stride() == {tuple(stride)!r}")
-            if aligned:
-                checks.append(f"not {arg}.data_ptr() & 15")
+        if aligned and _produced_by_aten(a):  # inputs are checked on entry, kernels' outputs are new
+            checks.append(f"not {arg}.data_ptr() & 15")
     g0, g1, g2 = fast.grid
     run = w.ref(fast.run, "run")
     function = w.ref(fast.function, "fn")
