@@ -39,7 +39,12 @@ def _small(node: torch.fx.Node, max_bytes: int) -> bool:
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
         return val.numel() * val.element_size() <= max_bytes
-    return isinstance(node.target, FusedKernel)  # a kernel's tuple: its getitems are checked
+    if isinstance(node.target, FusedKernel):  # a kernel computes all its outputs or none
+        return all(
+            torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size() <= max_bytes
+            for shape, _stride, dtype in node.target.out_specs
+        )
+    return False
 
 
 def constant_nodes(gm: torch.fx.GraphModule, max_bytes: int = MAX_BYTES) -> list[torch.fx.Node]:

@@ -112,6 +112,24 @@ def test_constants_returned_to_the_caller_stay_fresh_per_call():
     torch.testing.assert_close(second, torch.arange(32, dtype=x.dtype))
 
 
+def causal_bias(x):
+    # GPT-2's mask: positions (iota, +1) are small; the (n, n) mask made from them is not
+    n = x.shape[-1]
+    pos = torch.arange(n, device=x.device) + 1
+    mask = torch.where(pos[:, None] >= pos[None, :], 1.0, 0.0)
+    return x @ mask  # the mask is read by a matmul: it is written out by its own kernel
+
+
+@needs_interpreter
+def test_small_constants_feeding_a_large_input_free_kernel_are_folded():
+    x = torch.randn(2, 600, 600)  # the mask is 1.44 MB, over the folding limit
+    gm = compile_graph(aten_graph(causal_bias, x), [x])
+    code = gm.code
+    assert "iota" not in code and "arange" not in code  # the positions are a constant now
+    got = gm(x)
+    torch.testing.assert_close(got, causal_bias(x))
+
+
 @needs_interpreter
 def test_random_values_are_not_folded():
     def noisy(x):
