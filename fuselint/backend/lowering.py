@@ -518,6 +518,8 @@ class Lowering:
             self._view(node, packet)
         elif packet in ("cat", "constant_pad_nd"):
             self._placement(node, packet)
+        elif packet == "iota":
+            self._iota(node)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
         elif packet in GENERATED_WINDOWS:
@@ -549,6 +551,26 @@ class Lowering:
             self.loads[key] = v
             self.values.append(v)
         return self.loads[key]
+
+    def _iota(self, node: torch.fx.Node) -> None:
+        """prims.iota (arange's positions): start + step * index along the dim it lies on."""
+        bound = bind(node)
+        out_shape = _concrete_shape(node.meta.get("val"))
+        out_map = self._out_map(out_shape, [], self.hints.get(node.name))
+        start, step = bound.get("start") or 0, bound.get("step") or 1
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
+            raise Unsupported("iota with non-integer start or step")
+        self.current_ctype = "i"
+        if out_map[0] is None:
+            value = self.math("{}", self.literal(start, "i"))
+        else:
+            value = self.math(f"({{}} * {step} + {start})", self._index(out_map[0]))
+        dtype = node.meta["val"].dtype
+        if self.ctype_for(dtype) == "f":
+            value = self.math("{}.to(tl.float32)", value)
+            value.ctype = "f"
+        self.current_ctype = value.ctype
+        self._set(node, value, out_map)
 
     def _placement(self, node: torch.fx.Node, packet: str) -> None:
         """cat and constant_pad_nd of kernel inputs: each input is read shifted along the
