@@ -109,6 +109,41 @@ def test_numpy_fixes_are_unsafe_and_state_their_assumption():
     assert "Python ints" in found[0].fix.message and "random` stream" in found[1].fix.message
 
 
+def test_numpy_sum_as_an_array_dimension_becomes_the_builtin_and_the_break_goes():
+    x = torch.randn(2, 8)
+    (g0, y0), (g1, y1) = _before_after("numpy_sum_shape.py", "BlockSparseAttention", x)
+    assert g0 == 2  # np.zeros sized by a traced np.sum is a data-dependent operator
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    fixed = _fixed((ROOT / "numpy_sum_shape.py").read_text())
+    assert "np.zeros((self.blocks, sum(plan_num_rand_blocks[: max_plan_idx + 1]))" in fixed
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "np.sum(t)",  # a tensor: FL101's numpy-on-tensor finding, no fix
+        "np.sum(self.sizes, axis=0)",  # not a plain sum of numbers
+    ],
+)
+def test_numpy_sum_fix_is_not_offered_where_it_could_differ(shape):
+    text = (
+        "import numpy as np\nimport torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        f"    def forward(self, x, t, sizes):\n        a = np.zeros((2, {shape}))\n        return x * 2\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL101",)))
+
+
+def test_numpy_sum_fix_is_not_offered_where_sum_is_shadowed():
+    text = (
+        "import numpy as np\nimport torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, sizes):\n        sum = 3\n        a = np.zeros((2, np.sum(self.sizes)))\n"
+        "        return x * sum\n"
+    )
+    found = [f for f in _lint(text, ("FL101",)) if "as an array dimension" in f.message]
+    assert len(found) == 1 and found[0].fix is None
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -18,7 +18,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding
 from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
-from fuselint.source.numpy_numbers import numpy_on_numbers
+from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
 
 _SYNC_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.numpy()`"}
@@ -162,6 +162,7 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
         fn = flow.fn
         parents: dict[int, ast.AST] | None = None
         yield from numpy_on_numbers(sf, flow, rule)
+        yield from numpy_sum_as_size(sf, flow, rule)
         for site in flow.of(ast.Call):
             what = _sync_method(site, flow, sf)
             if what is not None:
