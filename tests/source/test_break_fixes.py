@@ -161,6 +161,47 @@ def test_numpy_fix_is_not_offered_where_the_values_could_differ(call):
     assert all(f.fix is None for f in _lint(text, ("FL101",)))
 
 
+def test_a_wrapped_python_number_is_passed_itself_and_the_break_goes():
+    x = torch.randn(2, 4, 6)
+    (g0, y0), (g1, y1) = _before_after("wrapped_number.py", "WaveNet", x)
+    assert g0 == 0  # the break sits in a loop: dynamo gives up on the frame and runs forward eagerly
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    fixed = _fixed((ROOT / "wrapped_number.py").read_text())
+    assert "torch.zeros_like(hidden_states), self.hidden_size)" in fixed
+
+
+SLICES = "x[:, :k]"
+
+
+@pytest.mark.parametrize(
+    "wrapped, use, helper",
+    [
+        ("torch.IntTensor([self.width])", "n[0]", "x * 2"),  # the helper does not slice with it
+        ("torch.IntTensor([self.width])", "n[0] + 1", SLICES),  # not the element itself
+        ("torch.IntTensor([width])", "n[0]", SLICES),  # a parameter: not shown to be a number
+        ("torch.IntTensor([self.width])", "n[1]", SLICES),  # no such element
+        ("torch.tensor([self.width], dtype=torch.int32)", "n[0]", SLICES),  # not the plain wrapper
+    ],
+)
+def test_wrapped_number_fix_needs_a_stable_number_and_a_slicing_helper(wrapped, use, helper):
+    text = (
+        f"import torch\nfrom torch import nn\n\ndef helper(x, k):\n    return {helper}\n\n"
+        "class M(nn.Module):\n"
+        f"    def forward(self, x, width):\n        n = {wrapped}\n        return helper(x, {use})\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL101",)))
+
+
+def test_wrapped_number_fix_is_offered_for_the_plain_case():
+    text = (
+        f"import torch\nfrom torch import nn\n\ndef helper(x, k):\n    return {SLICES}\n\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n        n = torch.IntTensor([self.width])\n        return helper(x, n[0])\n"
+    )
+    assert "return helper(x, self.width)" in _fixed(text)
+
+
 def test_raise_on_tensor_values_becomes_an_in_graph_assert():
     x = torch.randn(2, 8)
     (g0, y0), (g1, y1) = _before_after("raise_on_values.py", "Sampler", x)
