@@ -202,6 +202,44 @@ def test_wrapped_number_fix_is_offered_for_the_plain_case():
     assert "return helper(x, self.width)" in _fixed(text)
 
 
+def _lint108(text: str):
+    return lint_text("example.py", text, CATALOG, Config(select=("FL108",)))
+
+
+def test_a_default_skipped_while_compiling_is_made_in_compiled_runs_too():
+    ids = torch.randint(0, 20, (2, 5))
+    text = (ROOT / "compile_only_default.py").read_text()
+    fixed = fix_text(text, _lint108, unsafe=False).text  # a safe fix
+    assert "is_compiling" not in fixed.split("def forward")[1]
+    assert "if attention_mask is None:\n" in fixed
+    torch.manual_seed(0)
+    before = _load(text, "before").Encoder().eval()
+    torch.manual_seed(0)
+    after = _load(fixed, "after").Encoder().eval()
+    (g0, y0), (g1, y1) = _trace(before, ids), _trace(after, ids)
+    assert g0 == 0  # TypeError on None inside the graph: dynamo gives the frame up to eager
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "extended = inputs_embeds if attention_mask is None else attention_mask[:, :, None]",  # None expected
+        "extended = attention_mask",  # passed on, not used as a tensor here
+    ],
+)
+def test_compile_only_default_is_not_flagged_where_none_may_be_meant(after):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, attention_mask=None):\n"
+        "        if attention_mask is None and not torch.compiler.is_compiling():\n"
+        "            attention_mask = torch.ones_like(x)\n"
+        f"        {after}\n        return x\n"
+    )
+    assert _lint108(text) == []
+
+
 def test_raise_on_tensor_values_becomes_an_in_graph_assert():
     x = torch.randn(2, 8)
     (g0, y0), (g1, y1) = _before_after("raise_on_values.py", "Sampler", x)
