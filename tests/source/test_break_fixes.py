@@ -240,6 +240,31 @@ def test_compile_only_default_is_not_flagged_where_none_may_be_meant(after):
     assert _lint108(text) == []
 
 
+HANDED_ON = (
+    "import torch\nfrom torch import nn\n\n"
+    "def split_blocks(x, block_len):\n    if x.shape[1] % block_len != 0:\n        x = x[:, :block_len]\n    return x\n\n"
+    "def local_mask(mask, block_len):\n    blocks = split_blocks(mask, block_len)\n    return blocks\n\n"
+    "class M(nn.Module):\n    def forward(self, x, attention_mask=None):\n"
+    "        if attention_mask is None and not torch.compiler.is_compiling():\n"
+    "            attention_mask = torch.ones_like(x)\n"
+    "        return x * local_mask(attention_mask, 4)\n"
+)
+
+
+def test_compile_only_default_handed_to_helpers_that_use_it_is_flagged():
+    # longt5's encoder hands the mask through two helpers to `x.shape[dim]`
+    found = _lint108(HANDED_ON)
+    assert len(found) == 1 and "line 17 uses it" in found[0].message
+    assert "if attention_mask is None:\n" in fix_text(HANDED_ON, _lint108, unsafe=False).text
+
+
+def test_compile_only_default_is_not_flagged_when_a_helper_expects_none():
+    text = HANDED_ON.replace(
+        "    if x.shape[1] % block_len", "    if x is None:\n        return x\n    if x.shape[1] % block_len"
+    )
+    assert _lint108(text) == []
+
+
 def test_raise_on_tensor_values_becomes_an_in_graph_assert():
     x = torch.randn(2, 8)
     (g0, y0), (g1, y1) = _before_after("raise_on_values.py", "Sampler", x)

@@ -127,17 +127,29 @@ def _checks_none(node: ast.AST, name: str) -> bool:
     )
 
 
-def _unguarded_use(later: list[ast.stmt], name: str) -> ast.AST | None:
-    """The first `name[...]` or `name.attr` in the statements after the default, unless a test on
-    `name` comes first (then the code may expect None)."""
+def _tested(nodes: list[ast.AST], name: str) -> bool:
+    """A comparison with `name`, or `if name`: the code may expect it to be None."""
+    return any(_checks_none(n, name) for n in nodes) or any(
+        isinstance(n, (ast.If, ast.IfExp, ast.While)) and isinstance(n.test, ast.Name) and n.test.id == name
+        for n in nodes
+    )
+
+
+Helpers = dict[str, ast.FunctionDef]  # the file's module-level functions by name
+
+
+def _unguarded_use(later: list[ast.stmt], name: str, helpers: Helpers, depth: int = 0) -> ast.AST | None:
+    """The first `name[...]` or `name.attr` in the statements after the default, or the call that
+    hands `name` to a module-level function of the file that uses it so (up to three calls deep);
+    None when a test on `name` or a new value for it comes first (then None may be meant)."""
     for stmt in later:
+        if isinstance(stmt, (ast.If, ast.While)):
+            # The test runs first: a use there comes before any new value in the body.
+            found = _unguarded_use([ast.Expr(stmt.test)], name, helpers, depth)
+            if found is not None:
+                return found
         nodes = list(ast.walk(stmt))
-        if any(_checks_none(n, name) for n in nodes) or any(
-            isinstance(n, (ast.If, ast.IfExp, ast.While))
-            and isinstance(n.test, ast.Name)
-            and n.test.id == name
-            for n in nodes
-        ):
+        if _tested(nodes, name):
             return None
         if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in nodes):
             return None
@@ -148,7 +160,21 @@ def _unguarded_use(later: list[ast.stmt], name: str) -> ast.AST | None:
                 and n.value.id == name
             ):
                 return n
+            if depth < 3 and isinstance(n, ast.Call) and _hands_on(n, name, helpers, depth):
+                return n
     return None
+
+
+def _hands_on(call: ast.Call, name: str, helpers: Helpers, depth: int) -> bool:
+    """`call` passes `name` positionally to a helper of the file whose parameter is then used unguarded."""
+    helper = helpers.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if helper is None:
+        return False
+    params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+    for param, arg in zip(params, call.args, strict=False):
+        if isinstance(arg, ast.Name) and arg.id == name:
+            return _unguarded_use(helper.body, param, helpers, depth + 1) is not None
+    return False
 
 
 def _blocks(fn: ast.AST) -> Iterable[list[ast.stmt]]:
@@ -161,6 +187,7 @@ def _blocks(fn: ast.AST) -> Iterable[list[ast.stmt]]:
 
 def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Iterable[Finding]:
     """FL108 findings for a default skipped only while compiling and then used as a tensor."""
+    helpers = {n.name: n for n in sf.tree.body if isinstance(n, ast.FunctionDef)}
     for block in _blocks(flow_fn):
         for i, stmt in enumerate(block):
             if not isinstance(stmt, ast.If):
@@ -169,7 +196,7 @@ def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Itera
             if found is None:
                 continue
             name, skip = found
-            use = _unguarded_use(block[i + 1 :], name)
+            use = _unguarded_use(block[i + 1 :], name, helpers)
             if use is None:
                 continue
             message = (
