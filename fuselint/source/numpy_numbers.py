@@ -7,6 +7,10 @@ Python numbers, `math` and `random` compute the same values as plain Python obje
 dynamo folds into constants. Measured with torch 2.13: reformer's
 `_get_least_common_mult_chunk_len` (`np.lcm`) costs three break sites, vits' LayerDrop draw
 (`np.random.uniform`) one; the rewritten calls none.
+
+`np.sum(counts)` in the shape of `np.zeros(...)` is the same kind of 0-d tensor to dynamo, and
+a tensor as a size is a data-dependent operator (gb0033, big_bird's random-attention plan);
+the builtin `sum` of the same numbers is a Python int, which dynamo folds.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks._shared import finding
-from fuselint.source.dataflow import SCALAR, FunctionFlow, Site
+from fuselint.source.dataflow import SCALAR, TENSORS, FunctionFlow, Site
 from fuselint.source.module import SourceFile
 
 
@@ -90,3 +94,45 @@ def numpy_on_numbers(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable
                 (f"import {swap.module}",),
             )
         yield finding(sf, rule, call, message, fix, path=site.path)
+
+
+# numpy constructors whose first argument (or `shape=`) is a shape: a dimension there is a
+# number, so a reduction giving it was a sum of counts.
+_SHAPED = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"})
+_SUM_ASSUMES = (
+    "the argument is a flat sequence of Python ints: the dimension is an `int`, no longer `numpy.int64`"
+)
+
+
+def _dimensions(call: ast.Call) -> list[ast.expr]:
+    shape = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "shape"), None)
+    return list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else []
+
+
+def numpy_sum_as_size(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """FL101 findings for `np.sum(seq)` as a dimension of a numpy array, with the builtin `sum` as fix."""
+    shadowed = "sum" in sf.imports.aliases or "sum" in flow.assigned
+    for site in flow.of(ast.Call):
+        if sf.imports.qualname(site.node.func) not in _SHAPED:
+            continue
+        for dim in _dimensions(site.node):
+            if not (isinstance(dim, ast.Call) and sf.imports.qualname(dim.func) == "numpy.sum"):
+                continue
+            if len(dim.args) != 1 or dim.keywords or isinstance(dim.args[0], ast.Starred):
+                continue
+            if flow.kind(dim.args[0], site.env) in TENSORS:
+                continue  # a tensor: the numpy-on-tensor finding says so
+            short = sf.segment(dim.func)
+            message = (
+                f"`{short}(...)` as an array dimension is a numpy value that dynamo traces as a tensor; "
+                "a tensor as a size is a data-dependent operator and breaks the graph; "
+                "use the builtin `sum`, whose result is a Python int"
+            )
+            fix = None
+            if not shadowed:
+                fix = Fix(
+                    Applicability.UNSAFE,
+                    f"use the builtin `sum` (assumes {_SUM_ASSUMES})",
+                    (sf.replace(dim, f"sum({sf.segment(dim.args[0])})"),),
+                )
+            yield finding(sf, rule, dim, message, fix, path=site.path)

@@ -109,6 +109,41 @@ def test_numpy_fixes_are_unsafe_and_state_their_assumption():
     assert "Python ints" in found[0].fix.message and "random` stream" in found[1].fix.message
 
 
+def test_numpy_sum_as_an_array_dimension_becomes_the_builtin_and_the_break_goes():
+    x = torch.randn(2, 8)
+    (g0, y0), (g1, y1) = _before_after("numpy_sum_shape.py", "BlockSparseAttention", x)
+    assert g0 == 2  # np.zeros sized by a traced np.sum is a data-dependent operator
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    fixed = _fixed((ROOT / "numpy_sum_shape.py").read_text())
+    assert "np.zeros((self.blocks, sum(plan_num_rand_blocks[: max_plan_idx + 1]))" in fixed
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "np.sum(t)",  # a tensor: FL101's numpy-on-tensor finding, no fix
+        "np.sum(self.sizes, axis=0)",  # not a plain sum of numbers
+    ],
+)
+def test_numpy_sum_fix_is_not_offered_where_it_could_differ(shape):
+    text = (
+        "import numpy as np\nimport torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        f"    def forward(self, x, t, sizes):\n        a = np.zeros((2, {shape}))\n        return x * 2\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL101",)))
+
+
+def test_numpy_sum_fix_is_not_offered_where_sum_is_shadowed():
+    text = (
+        "import numpy as np\nimport torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, sizes):\n        sum = 3\n        a = np.zeros((2, np.sum(self.sizes)))\n"
+        "        return x * sum\n"
+    )
+    found = [f for f in _lint(text, ("FL101",)) if "as an array dimension" in f.message]
+    assert len(found) == 1 and found[0].fix is None
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -124,6 +159,110 @@ def test_numpy_fix_is_not_offered_where_the_values_could_differ(call):
         f"    def forward(self, x, t):\n        n = {call}\n        return x * 2\n"
     )
     assert all(f.fix is None for f in _lint(text, ("FL101",)))
+
+
+def test_a_wrapped_python_number_is_passed_itself_and_the_break_goes():
+    x = torch.randn(2, 4, 6)
+    (g0, y0), (g1, y1) = _before_after("wrapped_number.py", "WaveNet", x)
+    assert g0 == 0  # the break sits in a loop: dynamo gives up on the frame and runs forward eagerly
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    fixed = _fixed((ROOT / "wrapped_number.py").read_text())
+    assert "torch.zeros_like(hidden_states), self.hidden_size)" in fixed
+
+
+SLICES = "x[:, :k]"
+
+
+@pytest.mark.parametrize(
+    "wrapped, use, helper",
+    [
+        ("torch.IntTensor([self.width])", "n[0]", "x * 2"),  # the helper does not slice with it
+        ("torch.IntTensor([self.width])", "n[0] + 1", SLICES),  # not the element itself
+        ("torch.IntTensor([width])", "n[0]", SLICES),  # a parameter: not shown to be a number
+        ("torch.IntTensor([self.width])", "n[1]", SLICES),  # no such element
+        ("torch.tensor([self.width], dtype=torch.int32)", "n[0]", SLICES),  # not the plain wrapper
+    ],
+)
+def test_wrapped_number_fix_needs_a_stable_number_and_a_slicing_helper(wrapped, use, helper):
+    text = (
+        f"import torch\nfrom torch import nn\n\ndef helper(x, k):\n    return {helper}\n\n"
+        "class M(nn.Module):\n"
+        f"    def forward(self, x, width):\n        n = {wrapped}\n        return helper(x, {use})\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL101",)))
+
+
+def test_wrapped_number_fix_is_offered_for_the_plain_case():
+    text = (
+        f"import torch\nfrom torch import nn\n\ndef helper(x, k):\n    return {SLICES}\n\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n        n = torch.IntTensor([self.width])\n        return helper(x, n[0])\n"
+    )
+    assert "return helper(x, self.width)" in _fixed(text)
+
+
+def _lint108(text: str):
+    return lint_text("example.py", text, CATALOG, Config(select=("FL108",)))
+
+
+def test_a_default_skipped_while_compiling_is_made_in_compiled_runs_too():
+    ids = torch.randint(0, 20, (2, 5))
+    text = (ROOT / "compile_only_default.py").read_text()
+    fixed = fix_text(text, _lint108, unsafe=False).text  # a safe fix
+    assert "is_compiling" not in fixed.split("def forward")[1]
+    assert "if attention_mask is None:\n" in fixed
+    torch.manual_seed(0)
+    before = _load(text, "before").Encoder().eval()
+    torch.manual_seed(0)
+    after = _load(fixed, "after").Encoder().eval()
+    (g0, y0), (g1, y1) = _trace(before, ids), _trace(after, ids)
+    assert g0 == 0  # TypeError on None inside the graph: dynamo gives the frame up to eager
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "extended = inputs_embeds if attention_mask is None else attention_mask[:, :, None]",  # None expected
+        "extended = attention_mask",  # passed on, not used as a tensor here
+    ],
+)
+def test_compile_only_default_is_not_flagged_where_none_may_be_meant(after):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, attention_mask=None):\n"
+        "        if attention_mask is None and not torch.compiler.is_compiling():\n"
+        "            attention_mask = torch.ones_like(x)\n"
+        f"        {after}\n        return x\n"
+    )
+    assert _lint108(text) == []
+
+
+HANDED_ON = (
+    "import torch\nfrom torch import nn\n\n"
+    "def split_blocks(x, block_len):\n    if x.shape[1] % block_len != 0:\n        x = x[:, :block_len]\n    return x\n\n"
+    "def local_mask(mask, block_len):\n    blocks = split_blocks(mask, block_len)\n    return blocks\n\n"
+    "class M(nn.Module):\n    def forward(self, x, attention_mask=None):\n"
+    "        if attention_mask is None and not torch.compiler.is_compiling():\n"
+    "            attention_mask = torch.ones_like(x)\n"
+    "        return x * local_mask(attention_mask, 4)\n"
+)
+
+
+def test_compile_only_default_handed_to_helpers_that_use_it_is_flagged():
+    # longt5's encoder hands the mask through two helpers to `x.shape[dim]`
+    found = _lint108(HANDED_ON)
+    assert len(found) == 1 and "line 17 uses it" in found[0].message
+    assert "if attention_mask is None:\n" in fix_text(HANDED_ON, _lint108, unsafe=False).text
+
+
+def test_compile_only_default_is_not_flagged_when_a_helper_expects_none():
+    text = HANDED_ON.replace(
+        "    if x.shape[1] % block_len", "    if x is None:\n        return x\n    if x.shape[1] % block_len"
+    )
+    assert _lint108(text) == []
 
 
 def test_raise_on_tensor_values_becomes_an_in_graph_assert():

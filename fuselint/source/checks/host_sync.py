@@ -18,8 +18,9 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding
 from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
-from fuselint.source.numpy_numbers import numpy_on_numbers
+from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
+from fuselint.source.wrapped_numbers import wrapped_numbers
 
 _SYNC_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.numpy()`"}
 _CONVERTERS = frozenset({"int", "float", "bool", "complex", "range"})
@@ -158,10 +159,13 @@ def _parents(fn: ast.AST) -> dict[int, ast.AST]:
 
 @check("FL101")
 def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
-    for flow in flows(functions, sf.imports):
+    file_flows = flows(functions, sf.imports)
+    yield from wrapped_numbers(sf, file_flows, rule)
+    for flow in file_flows:
         fn = flow.fn
         parents: dict[int, ast.AST] | None = None
         yield from numpy_on_numbers(sf, flow, rule)
+        yield from numpy_sum_as_size(sf, flow, rule)
         for site in flow.of(ast.Call):
             what = _sync_method(site, flow, sf)
             if what is not None:

@@ -3,6 +3,13 @@
 Checked against dynamo (torch 2.13): `with torch.device(...)` in a compiled function sends the
 whole frame to eager (no graph); `torch.Generator(...)` ends the graph (gb0055); a call to a
 function of the same file decorated `@torch.compiler.disable` ends the graph at the call.
+
+`if mask is None and not is_torchdynamo_compiling(): mask = torch.ones(...)` leaves `mask` None
+in compiled runs only; a later `mask[:, None]` then raises TypeError inside the graph, dynamo
+gives up on it (gb0088, "Observed exception") and eager, where the default is made, runs
+instead: transformers' switch_transformers and longt5 encoders. Dropping the
+`not ...compiling()` test makes the compiled run do what eager does: one graph, the same
+outputs for every input (eager never skipped the default).
 """
 
 from __future__ import annotations
@@ -11,15 +18,18 @@ import ast
 from collections.abc import Iterable
 
 from fuselint.catalog import Rule
-from fuselint.findings import Finding
+from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import finding
+from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import flows
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import ModelFunction
 
 _DISABLE = ("torch.compiler.disable", "torch._dynamo.disable")
+# Tests that are True only while dynamo traces (transformers wraps torch.compiler.is_compiling).
+_COMPILING = ("torch.compiler.is_compiling", "torch._dynamo.is_compiling")
+_COMPILING_WRAPPERS = ("is_torchdynamo_compiling",)
 
 
 def _disabled(tree: ast.Module, imports: ImportTable) -> set[tuple[str | None, str]]:
@@ -50,6 +60,7 @@ def _callee(func: ast.expr, cls: ast.ClassDef | None) -> tuple[str | None, str] 
 def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     disabled = _disabled(sf.tree, sf.imports)
     for flow in flows(functions, sf.imports):
+        yield from compile_only_defaults(sf, flow.fn.node, rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
@@ -69,3 +80,137 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                 name = _callee(func, flow.fn.cls)[1]
                 message = f"`{name}` is marked torch.compiler.disable: {rule.message} at the call"
                 yield finding(sf, rule, site.node, message, path=site.path)
+
+
+def _is_compiling_call(expr: ast.expr, imports: ImportTable) -> bool:
+    if not (isinstance(expr, ast.Call) and not expr.args and not expr.keywords):
+        return False
+    qual = imports.qualname(expr.func) or ""
+    name = expr.func.id if isinstance(expr.func, ast.Name) else qual.rsplit(".", 1)[-1]
+    return qual in _COMPILING or name in _COMPILING_WRAPPERS
+
+
+def _compile_only_default(stmt: ast.If, imports: ImportTable) -> tuple[str, ast.expr] | None:
+    """(`x`, the `not ...compiling()` operand) of `if x is None and not ...compiling(): x = ...`."""
+    test = stmt.test
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)) or stmt.orelse:
+        return None
+    names = [
+        v.left.id
+        for v in test.values
+        if isinstance(v, ast.Compare)
+        and isinstance(v.left, ast.Name)
+        and len(v.ops) == 1
+        and isinstance(v.ops[0], ast.Is)
+        and isinstance(v.comparators[0], ast.Constant)
+        and v.comparators[0].value is None
+    ]
+    skips = [
+        v
+        for v in test.values
+        if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and _is_compiling_call(v.operand, imports)
+    ]
+    if len(names) != 1 or len(skips) != 1:
+        return None
+    assigns = any(
+        isinstance(t, ast.Name) and t.id == names[0]
+        for s in stmt.body
+        if isinstance(s, ast.Assign)
+        for t in s.targets
+    )
+    return (names[0], skips[0]) if assigns else None
+
+
+def _checks_none(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Compare) and any(
+        isinstance(side, ast.Name) and side.id == name for side in (node.left, *node.comparators)
+    )
+
+
+def _tested(nodes: list[ast.AST], name: str) -> bool:
+    """A comparison with `name`, or `if name`: the code may expect it to be None."""
+    return any(_checks_none(n, name) for n in nodes) or any(
+        isinstance(n, (ast.If, ast.IfExp, ast.While)) and isinstance(n.test, ast.Name) and n.test.id == name
+        for n in nodes
+    )
+
+
+Helpers = dict[str, ast.FunctionDef]  # the file's module-level functions by name
+
+
+def _unguarded_use(later: list[ast.stmt], name: str, helpers: Helpers, depth: int = 0) -> ast.AST | None:
+    """The first `name[...]` or `name.attr` in the statements after the default, or the call that
+    hands `name` to a module-level function of the file that uses it so (up to three calls deep);
+    None when a test on `name` or a new value for it comes first (then None may be meant)."""
+    for stmt in later:
+        if isinstance(stmt, (ast.If, ast.While)):
+            # The test runs first: a use there comes before any new value in the body.
+            found = _unguarded_use([ast.Expr(stmt.test)], name, helpers, depth)
+            if found is not None:
+                return found
+        nodes = list(ast.walk(stmt))
+        if _tested(nodes, name):
+            return None
+        if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in nodes):
+            return None
+        for n in nodes:
+            if (
+                isinstance(n, (ast.Subscript, ast.Attribute))
+                and isinstance(n.value, ast.Name)
+                and n.value.id == name
+            ):
+                return n
+            if depth < 3 and isinstance(n, ast.Call) and _hands_on(n, name, helpers, depth):
+                return n
+    return None
+
+
+def _hands_on(call: ast.Call, name: str, helpers: Helpers, depth: int) -> bool:
+    """`call` passes `name` positionally to a helper of the file whose parameter is then used unguarded."""
+    helper = helpers.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if helper is None:
+        return False
+    params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+    for param, arg in zip(params, call.args, strict=False):
+        if isinstance(arg, ast.Name) and arg.id == name:
+            return _unguarded_use(helper.body, param, helpers, depth + 1) is not None
+    return False
+
+
+def _blocks(fn: ast.AST) -> Iterable[list[ast.stmt]]:
+    for node in ast.walk(fn):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Iterable[Finding]:
+    """FL108 findings for a default skipped only while compiling and then used as a tensor."""
+    helpers = {n.name: n for n in sf.tree.body if isinstance(n, ast.FunctionDef)}
+    for block in _blocks(flow_fn):
+        for i, stmt in enumerate(block):
+            if not isinstance(stmt, ast.If):
+                continue
+            found = _compile_only_default(stmt, sf.imports)
+            if found is None:
+                continue
+            name, skip = found
+            use = _unguarded_use(block[i + 1 :], name, helpers)
+            if use is None:
+                continue
+            message = (
+                f"`{name}` keeps its None default only while compiling (`{sf.segment(skip)}`), and line "
+                f"{use.lineno} uses it: the compiled run raises TypeError, dynamo gives up on the graph (gb0088) "
+                "and eager runs instead"
+            )
+            fix = None
+            if not has_comment(sf, stmt.test):
+                kept = [v for v in stmt.test.values if v is not skip]
+                text = " and ".join(sf.segment(v) for v in kept)
+                fix = Fix(
+                    Applicability.SAFE,
+                    f"make the default in compiled runs too: drop `{sf.segment(skip)}`",
+                    (sf.replace(stmt.test, text),),
+                )
+            yield finding(sf, rule, stmt.test, message, fix)
