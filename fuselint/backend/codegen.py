@@ -118,6 +118,8 @@ class _KernelWriter:
             expr = f"tl.{v.reduce_op}(tl.where(mask, {arg}, {_NEUTRAL[v.reduce_op]}), axis=1)[:, None]"
         elif v.kind == "load":
             expr = self._load_expr(v)
+        elif v.kind == "gather":
+            expr = self._gather_expr(v, target)
         elif v.kind == "index":
             expr = self._dim_index(v.dim)
         elif v.kind == "window":
@@ -201,6 +203,23 @@ class _KernelWriter:
         scope.add(f"{name} = {expr}")
         names[id(u)] = name
         return name
+
+    def _gather_expr(self, v: Value, scope: _Scope) -> str:
+        """A row of a table picked by an index value (embedding): rows outside the table
+        read 0 rather than memory that is not the table's."""
+        row_stride, rows = v.rows
+        idx = self.ref(v.args[0], scope)
+        x, r = self._offsets(v.strides)
+        inner = " + ".join(p for p in (x, r) if p)
+        has_x = bool(x) or bool(v.args[0].dims - self.rset)
+        has_r = bool(r) or bool(v.args[0].dims & self.rset)
+        inside = f"({idx} >= 0) & ({idx} < {rows})"
+        mask = self._mask(has_x, has_r)
+        mask = f"{mask} & {inside}" if mask else inside
+        offs = f"{idx}.to(tl.int64) * {row_stride}" + (f" + ({inner})" if inner else "")
+        other = ", other=0.0" if v.ctype == "f" else ", other=0"
+        expr = f"tl.load(in{v.input_index} + ({offs}), mask={mask}{other})"
+        return expr + ".to(tl.float32)" if v.dtype in _HALF else expr
 
     def _load_expr(self, v: Value) -> str:
         strides = list(v.strides)

@@ -45,7 +45,7 @@ class Value:
     """One tile-valued quantity of the kernel."""
 
     name: str
-    kind: str  # "load" | "math" | "reduce" | "const"
+    kind: str  # "load" | "math" | "reduce" | "const" | "index" | "window" | "gather"
     ctype: str  # "f" (computed in fp32), "b" (bool), "i" (integer)
     dims: frozenset  # the dims of S the value varies along
     stage: int  # chained reductions it depends on
@@ -60,6 +60,9 @@ class Value:
     shifts: tuple = ()
     dim: int = -1
     window: Window | None = None  # window: the pooled source and the window's geometry
+    # gather: a row of input `input_index` picked by args[0] (an integer value), read along
+    # `strides` inside the row: (row stride, number of rows)
+    rows: tuple = ()
 
 
 @dataclass(eq=False)
@@ -520,6 +523,8 @@ class Lowering:
             self._placement(node, packet)
         elif packet == "iota":
             self._iota(node)
+        elif packet == "embedding":
+            self._embedding(node)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
         elif packet in GENERATED_WINDOWS:
@@ -551,6 +556,44 @@ class Lowering:
             self.loads[key] = v
             self.values.append(v)
         return self.loads[key]
+
+    def _embedding(self, node: torch.fx.Node) -> None:
+        """embedding(weight, indices): row indices[p] of the weight at each point p, read
+        straight from memory (the weight is a kernel input). Indices outside the table read 0
+        instead of faulting (eager raises there)."""
+        bound = bind(node)
+        weight, indices = bound["weight"], bound["indices"]
+        if not isinstance(weight, torch.fx.Node) or weight.name not in self.input_index:
+            raise Unsupported("embedding of a weight computed in the kernel")
+        wmeta = tensor_meta(weight)
+        if len(wmeta.shape) != 2 or weight.meta["val"].device != self.device:
+            raise Unsupported("embedding weight is not a 2-D input on the kernel's device")
+        if not isinstance(indices, torch.fx.Node) or indices.name not in self.input_index:
+            raise Unsupported("embedding indices computed in the kernel")
+        out_shape = _concrete_shape(node.meta.get("val"))
+        out_map = self._out_map(out_shape, [], self.hints.get(node.name))
+        idx = self._operand(indices, out_shape[:-1], out_map[:-1])
+        if not isinstance(idx, Value) or idx.ctype != "i":
+            raise Unsupported("embedding indices are not an integer tensor")
+        strides = [0] * len(self.space)
+        col = out_map[-1]
+        if col is not None:
+            strides[col] = wmeta.stride[1]
+        self.current_ctype = self.ctype_for(wmeta.dtype)
+        v = Value(
+            self._fresh(node.name),
+            "gather",
+            self.current_ctype,
+            idx.dims | ({col} if col is not None and self.space[col] > 1 else set()),
+            idx.stage,
+            args=(idx,),
+            input_index=self.input_index[weight.name],
+            strides=tuple(strides),
+            dtype=wmeta.dtype,
+            rows=(wmeta.stride[0], wmeta.shape[0]),
+        )
+        self.values.append(v)
+        self._set(node, v, out_map)
 
     def _iota(self, node: torch.fx.Node) -> None:
         """prims.iota (arange's positions): start + step * index along the dim it lies on."""
@@ -809,7 +852,7 @@ class Lowering:
 
         streams = [(s.strides, touched(s.strides)) for s in stores]
         for v in self.values:
-            if v.kind == "load":
+            if v.kind in ("load", "gather"):
                 streams.append((v.strides, touched(v.strides)))
             if v.kind == "window":
                 taps = v.window.kernel[0] * v.window.kernel[1]

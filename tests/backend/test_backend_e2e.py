@@ -278,6 +278,24 @@ def test_batchnorm_scale_is_computed_inside_its_epilogue_kernel_as_inductor_does
     assert not reports[-1].fallbacks
 
 
+def test_token_embedding_is_read_inside_the_layer_norm_kernel():
+    # GPT-2's first kernel: token rows gathered, position rows added, LayerNorm, as in Inductor
+    torch.manual_seed(0)
+    wte, wpe = torch.randn(100, 32), torch.randn(16, 32)
+    g, b = torch.randn(32), torch.randn(32)
+
+    def embed(ids):
+        h = F.embedding(ids, wte) + F.embedding(torch.arange(ids.shape[1]), wpe)
+        return F.layer_norm(h, (32,), g, b), h
+
+    ids = torch.randint(0, 100, (2, 16))
+    ids[0, 0] = 99  # the last row of the table
+    reports = compile_and_compare(embed, ids)
+    names = [k.__name__ for r in reports for k in r.kernels]
+    assert any(n.startswith("fuselint_embedding_add_var_mean") for n in names), names
+    assert not any(r.fallbacks for r in reports)
+
+
 def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, data):
     import fuselint.backend.compiler as compiler
 
