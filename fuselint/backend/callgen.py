@@ -170,6 +170,8 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
         ):
             names[n.name] = f"{kernel_vars[n.args[0].name]}_{n.args[1]}"
             continue
+        if reinterpret is not None and _only_viewed(n):
+            continue  # its items are made as views; its input stays alive for their fallback
         view = _static_view(n)
         if view is not None and reinterpret is not None:
             body.extend(_view_lines(w, n, view, names, var, reinterpret, checked))
@@ -202,21 +204,45 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
 _REINTERPRET = getattr(getattr(torch._C._dynamo, "guards", None), "_reinterpret_tensor", None)
 
 
-def _static_view(n: torch.fx.Node) -> tuple | None:
-    """(size, stride, offset from its base's storage offset) of a view op with static metadata
-    whose base is a tensor node; None for anything else."""
-    target = n.target
-    if n.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
+def _view_base(n: torch.fx.Node) -> torch.fx.Node | None:
+    """The tensor node a view node views: a view op's first argument, or for an item of a
+    view op that returns several (split, unbind), that op's first argument."""
+    if n.op != "call_function":
         return None
-    base = n.args[0] if n.args else None
+    target, args = n.target, n.args
+    if target is operator.getitem and isinstance(args[0], torch.fx.Node) and args[0].op == "call_function":
+        target, args = args[0].target, args[0].args
+    if not isinstance(target, torch._ops.OpOverload) or not target.is_view or not args:
+        return None
+    return args[0] if isinstance(args[0], torch.fx.Node) else None
+
+
+def _static_view(n: torch.fx.Node) -> tuple | None:
+    """(base, size, stride, offset from the base's storage offset) of a view with static
+    metadata; None for anything else."""
+    base = _view_base(n)
+    if base is None:
+        return None
     val = n.meta.get("val")
-    bval = base.meta.get("val") if isinstance(base, torch.fx.Node) else None
+    bval = base.meta.get("val")
     if not isinstance(val, torch.Tensor) or not isinstance(bval, torch.Tensor):
         return None
     sizes = (*val.shape, *val.stride(), val.storage_offset(), bval.storage_offset(), *bval.stride())
     if not all(isinstance(x, int) for x in sizes) or (val.device, val.dtype) != (bval.device, bval.dtype):
         return None
-    return tuple(val.shape), tuple(val.stride()), val.storage_offset() - bval.storage_offset()
+    return base, tuple(val.shape), tuple(val.stride()), val.storage_offset() - bval.storage_offset()
+
+
+def _only_viewed(n: torch.fx.Node) -> bool:
+    """A multi-view op (split) all of whose items are made as views: the op itself never runs."""
+    return (
+        n.op == "call_function"
+        and isinstance(n.target, torch._ops.OpOverload)
+        and n.target.is_view
+        and not isinstance(n.meta.get("val"), torch.Tensor)
+        and bool(n.users)
+        and all(_static_view(u) is not None for u in n.users)
+    )
 
 
 def _view_lines(
@@ -232,13 +258,12 @@ def _view_lines(
     of the tensor its view chain starts from are what the graph says: true of graph inputs
     (guarded) and kernel outputs (allocated so); a root computed by ATen is checked once per
     call, and every view of a root laid out otherwise goes through its view op."""
-    size, stride, delta = view
-    base = n.args[0]
+    base, size, stride, delta = view
     b = names[base.name]
     made = f"{reinterpret}({b}, {size!r}, {stride!r}, {delta})"  # offset from b's own
     root = base
     while _static_view(root) is not None:
-        root = root.args[0]
+        root = _view_base(root)
     root_strides = tuple(root.meta["val"].stride())
     known = _known_strides(root)
     if known is not None and _same_layout(tuple(root.meta["val"].shape), known, root_strides):
@@ -247,13 +272,19 @@ def _view_lines(
     if root.name not in checked:  # the first view of this root reads the root itself
         checked[root.name] = f"ok_{root.name}"
         lines.append(f"{checked[root.name]} = {b}.stride() == {root_strides!r}")
+    lines.append(f"{var} = {made} if {checked[root.name]} else {_call_text(w, n, names)}")
+    return lines
+
+
+def _call_text(w: _Writer, n: torch.fx.Node, names: dict[str, str]) -> str:
+    """`n` as a call of its op; an item of a split node that was never run runs the split."""
+    if n.target is operator.getitem and names.get(n.args[0].name) is None:
+        src = n.args[0]
+        return f"{_call_text(w, src, names)}[{n.args[1]!r}]"
     op = w.ref(_aten_entry(n.target), "op")
     args = ", ".join(w.literal(a, names) for a in n.args)
     kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
-    lines.append(
-        f"{var} = {made} if {checked[root.name]} else {op}({', '.join(x for x in (args, kwargs) if x)})"
-    )
-    return lines
+    return f"{op}({', '.join(x for x in (args, kwargs) if x)})"
 
 
 def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str) -> list[str]:
