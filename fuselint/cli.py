@@ -29,8 +29,8 @@ from fuselint.source.lint import (
     decode_source,
     discover,
     excluded_anywhere,
-    lint_paths,
     lint_text,
+    lint_tree,
     read_source,
     with_noqa,
     without_suppressed,
@@ -311,7 +311,8 @@ def check(
 
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
     started = time.perf_counter()
-    findings = lint_paths(files, catalog, config, jobs=jobs, cache=cache)
+    tree = lint_tree(files, catalog, config, jobs=jobs, cache=cache)
+    findings = tree.findings
     if code_paths == "normal":
         findings = normal_path_only(findings)
     if output == VERBOSE:
@@ -347,7 +348,7 @@ def check(
     applied: dict[str, tuple[Finding, ...]] = {}
     if diff or config.fix:
         fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
-            findings, catalog, config, write=not diff
+            findings, catalog, config, write=not diff, lint=tree.lint_text
         )
         if diff:
             _emit_report("".join(diffs), output_file, output)
@@ -355,9 +356,10 @@ def check(
                 sys.exit(1)
             return
         if changed:
+            # Linted again with whole-program reach: findings in a fixed file that only another
+            # file's forward reaches stay reported.
             findings = [f for f in findings if f.span.path not in changed]
-            for path in sorted(changed):
-                findings.extend(lint_text(path, changed[path], catalog, config))
+            findings.extend(tree.relint(changed))
             carried = _carry_traced(traced, before, changed)
             if carried:
                 from fuselint.graph.breaks import merge_findings
@@ -447,7 +449,7 @@ def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str
 
 
 def _fix_files(
-    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
+    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, lint=None
 ) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
     files that could not be written, old texts of the changed files, the findings fixed in
@@ -463,7 +465,7 @@ def _fix_files(
             continue
         result = fix_text(
             text,
-            lambda t, p=path: lint_text(p, t, catalog, config),
+            (lambda t, p=path: lint(p, t)) if lint else (lambda t, p=path: lint_text(p, t, catalog, config)),
             unsafe=config.unsafe_fixes,
             line_length=line_length_for(Path(path)),
         )

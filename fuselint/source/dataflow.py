@@ -818,6 +818,10 @@ def analyze(
     methods, tensor_attrs = _class_facts(fn.cls, imports, {} if classes is None else classes)
     flow = FunctionFlow(fn=fn, imports=imports, methods=methods, tensor_attrs=tensor_attrs)
     given = passed.get(id(fn.node)) if fn.reason == "called" else None
+    if fn.reason == "reached":  # callers in other files, and any in this file
+        given = {name: list(kinds) for name, kinds in fn.given}
+        for name, kinds in passed.get(id(fn.node), {}).items():
+            given.setdefault(name, []).extend(kinds)
     flow.block(fn.node.body, parameter_kinds(fn.node, given, flow.guessed), True)
     if callees:
         _record_calls(flow, callees, passed)

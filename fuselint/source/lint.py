@@ -1,7 +1,10 @@
 """Lint files: read, parse with `ast`, run the source checks and the pattern engine.
 
-`lint_text` is pure (text in, findings out); `lint_paths` adds the edges: reading
-files, the on-disk cache and the process pool that spreads files over cores.
+`lint_text` is pure (text in, findings out); `lint_tree` adds the edges: reading
+files, the on-disk cache, the process pool that spreads files over cores, and the rounds of
+whole-program reach (`fuselint.source.reach`) that carry entries' calls into other files of the
+tree until nothing changes. A finding in a function that only another file's entry reaches says
+so: "(reached from pkg/m.py:Model.forward → helper)".
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import pickle
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fuselint import __version__
@@ -21,7 +24,18 @@ from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
-from fuselint.source.scope import model_functions
+from fuselint.source.reach import (
+    Call,
+    FileSummary,
+    Index,
+    function_name,
+    module_name,
+    outgoing_calls,
+    reach_roots,
+    reached_note,
+    summarize,
+)
+from fuselint.source.scope import ModelFunction, Reached, model_functions
 
 # A bare noqa silences every rule; "noqa: FL101, FL2" those codes or prefixes. A code is letters
 # then digits, as ruff reads them, so words after the list ("noqa: FL101 reason") are not codes;
@@ -276,26 +290,61 @@ def without_suppressed(findings: Iterable[Finding]) -> list[Finding]:
     return kept
 
 
-def lint_text(path: str, text: str, catalog: Catalog, config: Config) -> list[Finding]:
-    """All enabled findings for one file's text, noqa applied, sorted."""
+@dataclass(frozen=True)
+class FileResult:
+    """One file's findings, and what whole-program reach needs from it: its summary, the calls
+    its in-scope functions make into other files, and the roots it was analysed with."""
+
+    findings: tuple[Finding, ...]
+    summary: FileSummary | None = None
+    calls: tuple[Call, ...] = ()
+    reached: tuple[Reached, ...] = ()
+
+
+# How many files were parsed in this process: tests check that a warm run parses none.
+PARSED = {"files": 0}
+
+
+def lint_text(
+    path: str, text: str, catalog: Catalog, config: Config, reached: tuple[Reached, ...] = ()
+) -> list[Finding]:
+    """All enabled findings for one file's text, noqa applied, sorted. `reached` holds the
+    functions that entries of other files call (see `lint_tree`)."""
+    return list(lint_unit(path, text, catalog, config, reached).findings)
+
+
+def lint_unit(
+    path: str, text: str, catalog: Catalog, config: Config, reached: tuple[Reached, ...] = ()
+) -> FileResult:
+    """`lint_text`, with the file's summary and outgoing calls for whole-program reach."""
+    PARSED["files"] += 1
     try:
         sf = SourceFile.parse(path, text)
     except RecursionError:
         message = "file does not parse: an expression is nested too deeply"
-        return [_parse_error(path, message)] if config.enabled("FL000", path) else []
+        return FileResult(tuple([_parse_error(path, message)] if config.enabled("FL000", path) else []))
     except SyntaxError as exc:
         finding = _parse_error(path, f"file does not parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)
-        return [finding] if config.enabled("FL000", path) else []
+        return FileResult((finding,) if config.enabled("FL000", path) else ())
     except ValueError as exc:  # e.g. source code string cannot contain null bytes
-        return [_parse_error(path, f"file does not parse: {exc}")] if config.enabled("FL000", path) else []
-    return _check(sf, catalog, config)
+        return FileResult(
+            (_parse_error(path, f"file does not parse: {exc}"),) if config.enabled("FL000", path) else ()
+        )
+    summary = summarize(sf.tree, *module_name(path))
+    findings, calls = _check(sf, catalog, config, reached, summary)
+    return FileResult(tuple(findings), summary, calls, reached)
 
 
-def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
+def _check(
+    sf: SourceFile, catalog: Catalog, config: Config, reached: tuple[Reached, ...], summary: FileSummary
+) -> tuple[list[Finding], tuple[Call, ...]]:
     enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
     if not enabled:
-        return []
-    findings = _rule_findings(sf, enabled, config) if sf.imports.imports_torch() else []
+        return [], ()
+    findings: list[Finding] = []
+    calls: tuple[Call, ...] = ()
+    if sf.imports.imports_torch() or reached:
+        findings, calls = _rule_findings(sf, enabled, config, reached, summary)
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
     if (findings or judge_noqa) and _mentions_noqa(sf.text):
         notes = noqa_map(sf.text)
@@ -303,11 +352,13 @@ def _check(sf: SourceFile, catalog: Catalog, config: Config) -> list[Finding]:
             findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
         findings = [f for f in findings if not suppressed(f, notes)]
     unique = {(f.code, f.span): f for f in findings}
-    return sorted(unique.values(), key=lambda f: f.sort_key)
+    return sorted(unique.values(), key=lambda f: f.sort_key), calls
 
 
-def _rule_findings(sf: SourceFile, enabled: list, config: Config) -> list[Finding]:
-    functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions)
+def _rule_findings(
+    sf: SourceFile, enabled: list, config: Config, reached: tuple[Reached, ...], summary: FileSummary
+) -> tuple[list[Finding], tuple[Call, ...]]:
+    functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions, reached)
     checks = load_checks()
     findings: list[Finding] = []
     # A visitor can recurse past Python's limit on code that CPython still compiles (a sum of
@@ -332,7 +383,32 @@ def _rule_findings(sf: SourceFile, enabled: list, config: Config) -> list[Findin
         findings.append(
             _parse_error(sf.path, f"file not fully checked: an expression is nested too deeply for {codes}")
         )
-    return findings
+    calls: tuple[Call, ...] = ()
+    if functions:
+        from fuselint.source.dataflow import flows
+
+        try:
+            calls = outgoing_calls(sf.path, flows(functions, sf.imports), summary)
+        except RecursionError:
+            calls = ()
+    return _with_reach_notes(findings, functions), calls
+
+
+def _with_reach_notes(findings: list[Finding], functions: list[ModelFunction]) -> list[Finding]:
+    """A finding inside a function that only another file's entry reaches names the path."""
+    reached = [f for f in functions if f.via is not None]
+    if not reached:
+        return findings
+    out = []
+    for finding in findings:
+        line = finding.span.line
+        around = [f for f in functions if f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)]
+        inner = max(around, key=lambda f: f.node.lineno, default=None)
+        if inner is not None and inner.via is not None:
+            note = reached_note(inner.via, function_name(inner))
+            finding = replace(finding, message=f"{finding.message} ({note})")
+        out.append(finding)
+    return out
 
 
 def _code_range(codes: list[str]) -> str:
@@ -363,12 +439,12 @@ class LintCrash(Exception):
     """A bug in a rule, with the file it met it in: the user can report it, or exclude the file."""
 
 
-def lint_file(path: Path, catalog: Catalog, config: Config) -> list[Finding]:
+def lint_file(path: Path, catalog: Catalog, config: Config, reached: tuple[Reached, ...] = ()) -> FileResult:
     text, _encoding, error = read_source(path)
     if error is not None:
-        return [error] if config.enabled("FL000", str(path)) else []
+        return FileResult((error,) if config.enabled("FL000", str(path)) else (), reached=reached)
     try:
-        return lint_text(str(path), text, catalog, config)
+        return lint_unit(str(path), text, catalog, config, reached)
     except Exception as exc:
         # Without the path, "internal error: KeyError" in a run over 3000 files helps nobody.
         raise LintCrash(f"{path}: {type(exc).__name__}: {exc}") from exc
@@ -441,7 +517,8 @@ def excluded_anywhere(path: Path, config: Config) -> bool:
 
 @dataclass(frozen=True)
 class Cache:
-    """Findings per file, keyed by a digest of its bytes; one pickle per fuselint build and settings.
+    """Results per file (findings, and the summary and calls that whole-program reach needs),
+    keyed by a digest of its bytes; one pickle per fuselint build and settings.
 
     Not by (mtime, size): `cp -p`, `tar` and `rsync -t` restore an mtime, and an edit within
     one timestamp tick keeps it, so a stale entry would hide a new finding. Hashing a file
@@ -463,14 +540,14 @@ class Cache:
         digest.update(sys.version.encode())
         return cls(root / ".fuselint_cache" / f"{__version__}-{digest.hexdigest()[:16]}.pickle")
 
-    def load(self) -> dict[str, tuple[bytes, list[Finding]]]:
+    def load(self) -> dict[str, CacheEntry]:
         try:
             with self.path.open("rb") as fh:
                 return pickle.load(fh)
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
             return {}
 
-    def save(self, entries: dict[str, tuple[bytes, list[Finding]]]) -> None:
+    def save(self, entries: dict[str, CacheEntry]) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             ignore = self.path.parent / ".gitignore"
@@ -513,10 +590,174 @@ def _init_worker(extra_rules: tuple[str, ...], config: Config) -> None:
     _WORKER_STATE = (load_catalog(extra_rules), config)
 
 
-def _lint_batch(paths: list[str]) -> list[tuple[str, list[Finding]]]:
+def _lint_batch(items: list[tuple[str, tuple[Reached, ...]]]) -> list[tuple[str, FileResult]]:
     assert _WORKER_STATE is not None
     catalog, config = _WORKER_STATE
-    return [(p, lint_file(Path(p), catalog, config)) for p in paths]
+    return [(p, lint_file(Path(p), catalog, config, reached)) for p, reached in items]
+
+
+# Rounds of reach after which the linter stops even if roots still change (each round can only
+# add roots, shorten a path or add an argument kind, so real trees settle in two or three).
+MAX_ROUNDS = 8
+CacheEntry = tuple[bytes, FileResult, frozenset[str]]  # content digest, result, files its calls reach
+
+
+class _Linter:
+    """Lints batches of (file, roots), in a process pool kept open across rounds when worth it."""
+
+    def __init__(
+        self, catalog: Catalog, config: Config, jobs: int | None, texts: dict[str, str] | None = None
+    ):
+        self.catalog, self.config = catalog, config
+        self.jobs = jobs or os.cpu_count() or 1
+        self.texts = texts or {}
+        self.pool = None
+
+    def __call__(self, items: list[tuple[str, tuple[Reached, ...]]]) -> dict[str, FileResult]:
+        on_disk = [item for item in items if item[0] not in self.texts]
+        out = {
+            name: lint_unit(name, self.texts[name], self.catalog, self.config, reached)
+            for name, reached in items
+            if name in self.texts
+        }
+        if len(on_disk) >= 16 and self.jobs > 1:
+            if self.pool is None:
+                from concurrent.futures import ProcessPoolExecutor
+
+                self.pool = ProcessPoolExecutor(
+                    self.jobs, initializer=_init_worker, initargs=(self.config.extra_rules, self.config)
+                )
+            batches = [on_disk[i :: self.jobs * 4] for i in range(self.jobs * 4)]
+            for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
+                out.update(batch)
+        else:
+            for name, reached in on_disk:
+                out[name] = lint_file(Path(name), self.catalog, self.config, reached)
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+
+def _settle(
+    names: list[str],
+    results: dict[str, FileResult],
+    outside: dict[str, FileResult],
+    summaries: dict[str, FileSummary],
+    lint: _Linter,
+) -> Index:
+    """Re-lint files whose roots changed until no file's roots change; returns the final index."""
+    for _round in range(MAX_ROUNDS):
+        known = dict(summaries)
+        known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
+        index = Index(known)
+        roots = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
+        stale = [(n, roots.get(n, ())) for n in names if roots.get(n, ()) != results[n].reached]
+        if not stale:
+            return index
+        results.update(lint(stale))
+    return index
+
+
+@dataclass
+class TreeLint:
+    """The result of linting a tree, kept so that files changed by `--fix` can be linted again
+    with the roots and the calls of the others."""
+
+    catalog: Catalog
+    config: Config
+    results: dict[str, FileResult]
+    outside: dict[str, FileResult] = field(default_factory=dict)
+    summaries: dict[str, FileSummary] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return sorted((f for r in self.results.values() for f in r.findings), key=lambda f: f.sort_key)
+
+    def lint_text(self, path: str, text: str) -> list[Finding]:
+        """`lint_text` for a new text of one file of the tree, with the roots it had."""
+        reached = self.results[path].reached if path in self.results else ()
+        return lint_text(path, text, self.catalog, self.config, reached)
+
+    def relint(self, changed: dict[str, str]) -> list[Finding]:
+        """Findings of the `changed` files (path -> new text), reach run again with the other
+        files' calls: a finding that only a forward of another file reaches stays reported."""
+        results = dict(self.results)
+        lint = _Linter(self.catalog, self.config, 1, changed)
+        try:
+            results.update(lint([(p, results[p].reached if p in results else ()) for p in sorted(changed)]))
+            _settle(sorted(results), results, self.outside, self.summaries, lint)
+        finally:
+            lint.close()
+        return sorted((f for p in changed for f in results[p].findings), key=lambda f: f.sort_key)
+
+
+def lint_tree(
+    files: list[Path],
+    catalog: Catalog,
+    config: Config,
+    *,
+    jobs: int | None = None,
+    cache: Cache | None = None,
+) -> TreeLint:
+    """Lint every file, following entries' calls across the files (whole-program reach).
+
+    From the cache, a file whose bytes are unchanged is not parsed: its result holds its findings,
+    summary and calls. Files the cache knows that lie outside this run (a pre-commit run names
+    only the staged files) still count as callers when their calls reach a file of this run and
+    their bytes are unchanged; their summaries resolve names.
+    """
+    entries: dict[str, CacheEntry] = cache.load() if cache else {}
+    names = [str(p) for p in files]
+    keys = {name: _content_key(Path(name)) if cache else None for name in names}
+    results: dict[str, FileResult] = {}
+    todo: list[tuple[str, tuple[Reached, ...]]] = []
+    for name in names:
+        hit = _entry(entries, name)
+        if hit is not None and keys[name] is not None and hit[0] == keys[name]:
+            results[name] = hit[1]
+        else:
+            # Start from the roots it had: after a small edit they are still right, saving a round.
+            todo.append((name, hit[1].reached if hit is not None else ()))
+    in_run = set(names)
+    outside: dict[str, FileResult] = {}
+    summaries: dict[str, FileSummary] = {}
+    for name, entry in sorted(entries.items()):
+        if name in in_run or _entry(entries, name) is None:
+            continue
+        if entry[1].summary is not None:
+            summaries[name] = entry[1].summary
+        if entry[2] & in_run and entry[1].calls and _content_key(Path(name)) == entry[0]:
+            outside[name] = entry[1]
+    lint = _Linter(catalog, config, jobs)
+    try:
+        results.update(lint(todo))
+        index = _settle(names, results, outside, summaries, lint)
+    finally:
+        lint.close()
+    if cache is not None:
+        changed = False
+        for name in names:
+            if keys[name] is None:
+                continue
+            hit = _entry(entries, name)
+            if hit is None or hit[0] != keys[name] or hit[1] != results[name]:
+                targets = frozenset(p for call in results[name].calls for p, _n, _b in index.targets(call))
+                entries[name] = (keys[name], results[name], targets - {name})
+                changed = True
+        if changed:
+            cache.save(entries)
+    return TreeLint(catalog, config, results, outside, summaries)
+
+
+def _entry(entries: dict, name: str) -> CacheEntry | None:
+    """A cache entry of this build's shape (an older pickle may hold other tuples)."""
+    entry = entries.get(name)
+    if isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[1], FileResult):
+        return entry
+    return None
 
 
 def lint_paths(
@@ -528,34 +769,4 @@ def lint_paths(
     cache: Cache | None = None,
 ) -> list[Finding]:
     """Findings for every file: from the cache when unchanged, else computed, in parallel."""
-    entries = cache.load() if cache else {}
-    results: dict[str, list[Finding]] = {}
-    todo: list[str] = []
-    keys: dict[str, bytes | None] = {}
-    for path in files:
-        name = str(path)
-        keys[name] = _content_key(path) if cache else None
-        hit = entries.get(name)
-        if hit is not None and keys[name] is not None and hit[0] == keys[name]:
-            results[name] = hit[1]
-        else:
-            todo.append(name)
-    jobs = jobs or os.cpu_count() or 1
-    if len(todo) >= 16 and jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        batches = [todo[i :: jobs * 4] for i in range(jobs * 4)]
-        with ProcessPoolExecutor(
-            jobs, initializer=_init_worker, initargs=(config.extra_rules, config)
-        ) as pool:
-            for batch in pool.map(_lint_batch, [b for b in batches if b]):
-                results.update(batch)
-    else:
-        for name in todo:
-            results[name] = lint_file(Path(name), catalog, config)
-    if cache is not None and todo:
-        for name in todo:
-            if keys[name] is not None:
-                entries[name] = (keys[name], results[name])
-        cache.save(entries)
-    return sorted((f for name in results for f in results[name]), key=lambda f: f.sort_key)
+    return lint_tree(files, catalog, config, jobs=jobs, cache=cache).findings

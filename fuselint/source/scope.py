@@ -4,7 +4,9 @@ A function is in scope when it is `forward` of an nn.Module subclass, is decorat
 with or passed to `torch.compile` (`torch.compile(fn)`, `torch.compile(obj.method)`), is
 named by the project's `traced-functions` (a scheduler's `step` for users who compile their
 whole sampling loop), or is called from an in-scope function of the same file
-(`self.helper(...)` in the same class, or a module-level function).
+(`self.helper(...)` in the same class, or a module-level function). Functions that an entry of
+another file reaches (`fuselint.source.reach`) come in as `Reached` roots: they are in scope
+with the path from that entry, and so is what they call in this file.
 """
 
 from __future__ import annotations
@@ -33,7 +35,26 @@ class ModelFunction:
 
     node: FunctionNode
     cls: ast.ClassDef | None
-    reason: str  # "forward", "compiled", "configured", "called"
+    reason: str  # "forward", "compiled", "configured", "called", "reached"
+    # For a function in scope only because an entry of another file reaches it: the path from
+    # that entry ("pkg/m.py:Model.forward", "helper"); None when this file's own entries reach it.
+    via: tuple[str, ...] | None = None
+    # What the callers in other files passed, per parameter: the kinds of the arguments.
+    given: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A function of this file that an entry of another file calls: `name` is "f" or "Class.method".
+
+    `args` holds the kinds of the positional arguments after the bound one (None: unknown, "*": a
+    starred argument, whose positions are unknown), `keywords` the kinds of the named ones;
+    several callers' kinds are merged per parameter."""
+
+    name: str
+    via: tuple[str, ...]
+    args: tuple[tuple[str | None, ...], ...] = ()
+    keywords: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
 
 
 def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
@@ -68,13 +89,19 @@ def _module_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
 
 
 def model_functions(
-    tree: ast.Module, imports: ImportTable, text: str | None = None, traced: tuple[str, ...] = ()
+    tree: ast.Module,
+    imports: ImportTable,
+    text: str | None = None,
+    traced: tuple[str, ...] = (),
+    reached: tuple[Reached, ...] = (),
 ) -> list[ModelFunction]:
     """The in-scope functions of a module, each once, in source order.
 
     `text`, the module's source, lets a file that never mentions `compile` skip the search
     for `torch.compile(fn)` calls (a walk over every expression of the file). `traced` holds
     `name` or `Class.method` patterns (fnmatch) of functions the project compiles elsewhere.
+    `reached` holds the functions that entries of other files call; they and their same-file
+    callees are in scope with the path from there, unless this file's own entries reach them.
     """
     module_classes = _module_classes(tree, imports)
     free: dict[str, FunctionNode] = {}
@@ -90,9 +117,9 @@ def model_functions(
     found: dict[int, ModelFunction] = {}
     work: list[ModelFunction] = []
 
-    def add(fn: FunctionNode, cls: ast.ClassDef | None, reason: str) -> None:
+    def add(fn: FunctionNode, cls: ast.ClassDef | None, reason: str, via=None, given=()) -> None:
         if id(fn) not in found:
-            found[id(fn)] = ModelFunction(fn, cls, reason)
+            found[id(fn)] = ModelFunction(fn, cls, reason, via, given)
             work.append(found[id(fn)])
 
     for (cls_name, name), (fn, cls) in methods.items():
@@ -117,14 +144,30 @@ def model_functions(
                 for fn, cls in _compiled_methods(target, tree, methods):
                     add(fn, cls, "compiled")
 
+    _close(work, add, free, methods)
+    # Roots from other files come after this file's own closure, so that a function both reach
+    # keeps no path: its findings belong to this file's entries.
+    for root in reached:
+        target = free.get(root.name) if "." not in root.name else methods.get(tuple(root.name.split(".", 1)))
+        if target is None:
+            continue
+        fn, cls = (target, None) if "." not in root.name else target
+        add(fn, cls, "reached", root.via, _given(fn, cls is not None, root))
+    _close(work, add, free, methods)
+    return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
+
+
+def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
+    """Add every same-file function that the functions on `work` call, transitively."""
     while work:
         current = work.pop()
+        via = None if current.via is None else (*current.via, current.node.name)
         for node in ast.walk(current.node):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             if isinstance(func, ast.Name) and func.id in free:
-                add(free[func.id], None, "called")
+                add(free[func.id], None, "called", via)
             elif (
                 current.cls is not None
                 and isinstance(func, ast.Attribute)
@@ -133,8 +176,22 @@ def model_functions(
                 and (current.cls.name, func.attr) in methods
             ):
                 fn, cls = methods[(current.cls.name, func.attr)]
-                add(fn, cls, "called")
-    return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
+                add(fn, cls, "called", via)
+
+
+def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The kinds callers passed, per parameter name of `fn` (unknown kinds left out)."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    if bound and not static:
+        params = params[1:]
+    kinds: dict[str, set[str]] = {}
+    for position, options in enumerate(root.args):
+        if position < len(params):
+            kinds.setdefault(params[position], set()).update(k for k in options if k is not None)
+    for name, options in root.keywords:
+        kinds.setdefault(name, set()).update(k for k in options if k is not None)
+    return tuple((name, tuple(sorted(k))) for name, k in sorted(kinds.items()))
 
 
 def _compiled_methods(

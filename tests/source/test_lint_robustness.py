@@ -111,7 +111,7 @@ def test_a_rule_crash_names_the_file_it_happened_in(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(lint, "lint_text", broken)
+    monkeypatch.setattr(lint, "lint_unit", broken)
     path = tmp_path / "m.py"
     path.write_text(EXPM1)
     with pytest.raises(lint.LintCrash, match=r"m\.py: KeyError: 'boom'"):

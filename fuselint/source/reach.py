@@ -1,0 +1,437 @@
+"""Whole-program reach: which functions of other files the entries of the linted tree call.
+
+A file's own entries (`forward`, compiled functions, configured ones) and their same-file
+callees are found by `fuselint.source.scope`. This module follows their calls out of the file:
+into functions, classes and methods of other files of the linted tree, resolved through the
+imports (`from .x import f`, `from pkg.mod import C`, `import pkg.mod as m`, re-exports in a
+package's `__init__`), into callables stored on `self` (`self.processor = Proc()` then
+`self.processor(...)` is `Proc.__call__`), into inherited methods and `super()` calls, and into
+plain classes built or called from an entry (`C(...)` runs `C.__init__`; `c = C(); c(x)` and
+`c.step(x)` run `C.__call__` and `C.step`).
+
+The work is split so that each file is parsed once per round and a cache can keep the rest:
+- `summarize` reads what other files need from one file: its module name, imports, functions,
+  classes (bases, methods, what `__init__` stores on `self`) — a `FileSummary`;
+- `outgoing_calls` lists the calls an analysed file's in-scope functions make that its own
+  scope does not follow, with the kinds of their arguments (a tensor or not, from the dataflow)
+  and the path from the entry — `Call`s;
+- `reach_roots` resolves every file's calls against the summaries of all files (an `Index`) into
+  `Reached` roots per file. A file whose roots changed is analysed again with them, which may
+  add calls; the linter repeats until nothing changes (a fixpoint).
+Everything is sorted, so the same tree gives the same roots and messages in every run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fuselint.source.imports import iter_statements
+from fuselint.source.scope import Reached
+
+# Packages that are never part of a linted model tree: calls into them are not worth recording.
+_OUTSIDE = frozenset(
+    {"torch", "numpy", "math", "warnings", "logging", "typing", "collections", "itertools", "functools",
+     "einops", "triton", "os", "sys", "re", "copy", "inspect", "dataclasses", "random", "operator",
+     "builtins", "contextlib", "enum", "abc", "json", "time", "types", "weakref", "scipy"}
+)  # fmt: skip
+_MAX_DEPTH = 8  # re-export chains and base classes followed at most this deep
+
+
+def module_name(path: str | Path) -> tuple[str, bool]:
+    """The dotted module a file is (folders with an `__init__.py` are packages), and whether it is
+    a package's `__init__`."""
+    path = Path(path).resolve()
+    package = path.stem == "__init__"
+    parts = [] if package else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").exists() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts)) or path.stem, package
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    bases: tuple[str, ...]  # qualified names of the bases that could be resolved
+    methods: frozenset[str]
+    # self.X -> qualified names of the classes an instance stored there may be built from
+    stored: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    """What other files need to know about one file to resolve calls into it."""
+
+    module: str
+    package: bool
+    bindings: Mapping[str, str]  # imported name -> absolute qualified name
+    functions: frozenset[str]
+    classes: Mapping[str, ClassSummary] = field(default_factory=dict)
+
+    def qualify(self, expr: ast.AST) -> str | None:
+        """`C`, `m.f`, `pkg.mod.C` as an absolute qualified name, or None."""
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return None
+        if expr.id in self.classes or expr.id in self.functions:
+            head = f"{self.module}.{expr.id}"
+        elif expr.id in self.bindings:
+            head = self.bindings[expr.id]
+        else:
+            return None
+        return ".".join([head, *reversed(parts)])
+
+
+def _absolute(module: str, package: bool, level: int, name: str | None) -> str:
+    """The module `from <level dots><name> import ...` names, seen from `module`."""
+    if level == 0:
+        return name or ""
+    parts = module.split(".")
+    keep = len(parts) - level + (1 if package else 0)
+    base = parts[: max(keep, 0)]
+    return ".".join([*base, name] if name else base)
+
+
+def _top_statements(tree: ast.Module) -> Iterable[ast.stmt]:
+    """Module-level statements, those under a module-level `if`/`try` included."""
+    stack = list(reversed(tree.body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try)) or type(stmt).__name__ == "TryStar":
+            nested = [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", ())]
+            for handler in getattr(stmt, "handlers", ()):
+                nested.extend(handler.body)
+            stack.extend(reversed(nested))
+
+
+def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
+    bindings: dict[str, str] = {}
+    for node in iter_statements(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bindings[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    bindings.setdefault(top, top)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, package, node.level, node.module)
+            for alias in node.names:
+                if alias.name != "*" and base:
+                    bindings[alias.asname or alias.name] = f"{base}.{alias.name}"
+    functions: set[str] = set()
+    class_nodes: dict[str, ast.ClassDef] = {}
+    for stmt in _top_statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.add(stmt.name)
+        elif isinstance(stmt, ast.ClassDef):
+            class_nodes[stmt.name] = stmt
+    summary = FileSummary(module, package, bindings, frozenset(functions), {})
+    classes = {name: _class_summary(node, summary) for name, node in sorted(class_nodes.items())}
+    return FileSummary(module, package, bindings, frozenset(functions), classes)
+
+
+def _constructed(expr: ast.expr | None, summary: FileSummary, local: dict[str, list[str]]) -> list[str]:
+    """Qualified names of the classes `expr` builds: `C(...)`, `A() if x else B()`, a local bound so."""
+    if isinstance(expr, ast.Call):
+        qual = summary.qualify(expr.func)
+        return [qual] if qual else []
+    if isinstance(expr, ast.IfExp):
+        return _constructed(expr.body, summary, local) + _constructed(expr.orelse, summary, local)
+    if isinstance(expr, ast.Name):
+        return local.get(expr.id, [])
+    return []
+
+
+def _self_attr(target: ast.expr) -> str | None:
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return None
+
+
+def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
+    """Bases, methods, and the classes of the callables the class stores on `self`, directly
+    (`self.p = Proc()`) or through a setter (`self.set_processor(Proc())` storing its argument)."""
+    bases = tuple(q for q in (summary.qualify(b) for b in cls.bases) if q)
+    methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    stored: dict[str, set[str]] = {}
+    setters: dict[str, list[tuple[int, str]]] = {}  # method -> (parameter position, attribute)
+    handed: list[tuple[str, list[list[str]]]] = []  # self.method(args) with the classes each arg builds
+    for method in methods:
+        params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
+        local: dict[str, list[str]] = {}
+        for node in ast.walk(method):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                built = _constructed(node.value, summary, local)
+                if isinstance(target, ast.Name) and built:
+                    local.setdefault(target.id, []).extend(built)
+                attr = _self_attr(target)
+                if attr is not None:
+                    if built:
+                        stored.setdefault(attr, set()).update(built)
+                    elif isinstance(node.value, ast.Name) and node.value.id in params:
+                        setters.setdefault(method.name, []).append((params.index(node.value.id), attr))
+            elif isinstance(node, ast.Call) and _self_attr(node.func) is not None:
+                handed.append((node.func.attr, [_constructed(a, summary, local) for a in node.args]))
+    for name, args in handed:
+        for position, attr in setters.get(name, ()):
+            if position < len(args) and args[position]:
+                stored.setdefault(attr, set()).update(args[position])
+    return ClassSummary(
+        bases,
+        frozenset(m.name for m in methods),
+        tuple((attr, tuple(sorted(found))) for attr, found in sorted(stored.items())),
+    )
+
+
+# ---------------------------------------------------------------- calls out of a file
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call an in-scope function makes that its file's scope does not follow.
+
+    `form` says how to resolve it: "name" (`qualname` is a function or class; calling a class
+    builds it), "self" (method or stored callable `attr` of the caller's class `qualname`),
+    "super" (`attr` of a base of `qualname`), "instance" (method `attr` of an instance of class
+    `qualname`). `via` is the path from the entry to the caller, caller included."""
+
+    form: str
+    qualname: str
+    attr: str
+    args: tuple[str | None, ...]
+    keywords: tuple[tuple[str, str | None], ...]
+    via: tuple[str, ...]
+
+
+def function_name(fn) -> str:
+    return f"{fn.cls.name}.{fn.node.name}" if fn.cls is not None else fn.node.name
+
+
+def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, ...]:
+    """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
+    found: set[Call] = set()
+    for flow in flows:
+        fn = flow.fn
+        name = function_name(fn)
+        via = (f"{path}:{name}",) if fn.via is None else (*fn.via, name)
+        owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
+        instances: dict[str, str] = {}
+        for site in flow.of(ast.Assign):
+            stmt = site.node
+            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                built = _constructed(stmt.value, summary, {})
+                if len(built) == 1:
+                    instances[stmt.targets[0].id] = built[0]
+        for site in flow.of(ast.Call):
+            target = _call_target(site.node.func, summary, flow.methods, owner, instances)
+            if target is None or target[1].split(".")[0] in _OUTSIDE:
+                continue
+            args: list[str | None] = []
+            for arg in site.node.args:
+                if isinstance(arg, ast.Starred):
+                    break
+                args.append(flow.kind(arg, site.env))
+            keywords = tuple(
+                (k.arg, flow.kind(k.value, site.env)) for k in site.node.keywords if k.arg is not None
+            )
+            found.add(Call(*target, tuple(args), keywords, via))
+    return tuple(sorted(found, key=_call_key))
+
+
+def _call_key(call: Call) -> tuple:
+    return (call.form, call.qualname, call.attr, call.via, repr(call.args), repr(call.keywords))
+
+
+def _call_target(
+    func: ast.expr,
+    summary: FileSummary,
+    methods: frozenset[str],
+    owner: str | None,
+    instances: dict[str, str],
+) -> tuple[str, str, str] | None:
+    if isinstance(func, ast.Name):
+        if func.id in summary.functions:
+            return None  # same-file function: the file's own scope follows it
+        if func.id in instances:
+            return ("instance", instances[func.id], "__call__")
+        qual = summary.qualify(func)
+        return ("name", qual, "") if qual else None
+    if isinstance(func, ast.Attribute):
+        value = func.value
+        if isinstance(value, ast.Name) and value.id == "self":
+            if owner is None or func.attr in methods:
+                return None
+            return ("self", owner, func.attr)
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "super"
+            and owner is not None
+        ):
+            return ("super", owner, func.attr)
+        if isinstance(value, ast.Name) and value.id in instances:
+            return ("instance", instances[value.id], func.attr)
+        if isinstance(value, ast.Call):  # GreedySearch(3).decode(x)
+            qual = summary.qualify(value.func)
+            return ("instance", qual, func.attr) if qual else None
+        qual = summary.qualify(func)
+        return ("name", qual, "") if qual else None
+    if isinstance(func, ast.Call):
+        qual = summary.qualify(func.func)
+        return ("instance", qual, "__call__") if qual else None
+    return None
+
+
+# ---------------------------------------------------------------- resolving calls
+
+
+class Index:
+    """The summaries of every file of the tree, by module name."""
+
+    def __init__(self, summaries: Mapping[str, FileSummary]):
+        self.summaries = summaries
+        self.paths: dict[str, str] = {}
+        for path in sorted(summaries):
+            self.paths.setdefault(summaries[path].module, path)
+
+    def lookup(self, qualname: str, depth: int = 0) -> tuple[str, str, str | None] | None:
+        """(path, top-level name, member or None) that `qualname` names in the tree, following
+        re-exports; None when it lies outside the tree or names a module."""
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            path = self.paths.get(".".join(parts[:cut]))
+            if path is None:
+                continue
+            summary = self.summaries[path]
+            head, rest = parts[cut], parts[cut + 1 :]
+            if head in summary.classes and len(rest) <= 1:
+                return path, head, rest[0] if rest else None
+            if head in summary.functions and not rest:
+                return path, head, None
+            if head in summary.bindings and depth < _MAX_DEPTH:
+                again = ".".join([summary.bindings[head], *rest])
+                if again != qualname:
+                    return self.lookup(again, depth + 1)
+            return None
+        return None
+
+    def classes_of(self, path: str, name: str, depth: int = 0) -> list[tuple[str, str]]:
+        """The class and its bases in the tree, in lookup order (depth first, like a simple MRO)."""
+        order = [(path, name)]
+        if depth >= _MAX_DEPTH:
+            return order
+        for base in self.summaries[path].classes[name].bases:
+            found = self.lookup(base)
+            if found is not None and found[2] is None and found[1] in self.summaries[found[0]].classes:
+                order.extend(c for c in self.classes_of(found[0], found[1], depth + 1) if c not in order)
+        return order
+
+    def method(self, path: str, name: str, attr: str, skip_own: bool = False) -> tuple[str, str] | None:
+        for owner_path, owner in self.classes_of(path, name)[1 if skip_own else 0 :]:
+            if attr in self.summaries[owner_path].classes[owner].methods:
+                return owner_path, f"{owner}.{attr}"
+        return None
+
+    def _class(self, qualname: str) -> tuple[str, str] | None:
+        found = self.lookup(qualname)
+        if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].classes:
+            return None
+        return found[0], found[1]
+
+    def targets(self, call: Call) -> list[tuple[str, str, bool]]:
+        """(path, "f" or "Class.method", bound) for each function the call may run."""
+        if call.form == "name":
+            found = self.lookup(call.qualname)
+            if found is None:
+                return []
+            path, head, member = found
+            if head in self.summaries[path].functions and member is None:
+                return [(path, head, False)]
+            if member is not None:
+                hit = self.method(path, head, member)
+                return [(*hit, True)] if hit else []
+            return self._construct(path, head)
+        if call.form in ("self", "super"):
+            owner = self._class(call.qualname)
+            if owner is None:
+                return []
+            hit = self.method(*owner, call.attr, skip_own=call.form == "super")
+            if hit is not None:
+                return [(*hit, True)]
+            if call.form == "super":
+                return []
+            out = []
+            for cls_path, cls in self.classes_of(*owner):
+                for attr, built in self.summaries[cls_path].classes[cls].stored:
+                    if attr == call.attr:
+                        for qualname in built:
+                            stored = self._class(qualname)
+                            hit = self.method(*stored, "__call__") if stored else None
+                            if hit is not None:
+                                out.append((*hit, True))
+            return sorted(set(out))
+        if call.form == "instance":
+            cls = self._class(call.qualname)
+            hit = self.method(*cls, call.attr) if cls else None
+            return [(*hit, True)] if hit else []
+        return []
+
+    def _construct(self, path: str, name: str) -> list[tuple[str, str, bool]]:
+        """Building a class runs its `__init__` and, for a dataclass, `__post_init__`."""
+        out = []
+        for special in ("__init__", "__post_init__"):
+            hit = self.method(path, name, special)
+            if hit is not None:
+                out.append((*hit, True))
+        return out
+
+
+def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> dict[str, tuple[Reached, ...]]:
+    """The functions each file must analyse for the calls of other files (and its own calls into
+    classes it defines). Per function: the shortest path from an entry (ties: the first in sort
+    order) and the union of the kinds every caller passed."""
+    merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set]]] = {}
+    for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
+        for call in file_calls:
+            for path, name, _bound in index.targets(call):
+                key = (path, name)
+                via, args, keywords = merged.get(key, (call.via, [], {}))
+                if (len(call.via), call.via) < (len(via), via):
+                    via = call.via
+                args_here = () if name.endswith("__post_init__") else call.args
+                for position, kind in enumerate(args_here):
+                    while len(args) <= position:
+                        args.append(set())
+                    args[position].add(kind)
+                for keyword, kind in call.keywords if not name.endswith("__post_init__") else ():
+                    keywords.setdefault(keyword, set()).add(kind)
+                merged[key] = (via, args, keywords)
+    roots: dict[str, list[Reached]] = {}
+    for (path, name), (via, args, keywords) in sorted(merged.items()):
+        roots.setdefault(path, []).append(
+            Reached(
+                name,
+                via,
+                tuple(_sorted_kinds(k) for k in args),
+                tuple((kw, _sorted_kinds(k)) for kw, k in sorted(keywords.items())),
+            )
+        )
+    return {path: tuple(found) for path, found in roots.items()}
+
+
+def _sorted_kinds(kinds: set) -> tuple[str | None, ...]:
+    return tuple(sorted(kinds, key=lambda k: "" if k is None else k))
+
+
+def reached_note(via: tuple[str, ...], name: str) -> str:
+    """What a finding's message adds when only an entry of another file reaches its function."""
+    return f"reached from {' → '.join((*via, name))}"
