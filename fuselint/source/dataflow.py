@@ -174,8 +174,9 @@ def parameter_kinds(
 ) -> Env:
     """Kinds of a model function's parameters.
 
-    `passed` holds the kinds its callers in the file passed for each parameter (a helper
-    called from forward): they decide, with the annotation as a fallback. Without callers
+    `passed` holds the kinds its callers passed for each parameter (a helper called from
+    forward, in this file or another): a tensor from any caller decides, whatever the
+    annotation or default says; else the annotation and default do. Without callers
     (forward itself) a parameter is a tensor unless its default, type or name says not;
     those guesses go into `guessed`, for rules that need more than a guess.
     """
@@ -189,7 +190,11 @@ def parameter_kinds(
         if index == 0 and name in ("self", "cls"):
             continue
         annotated = annotation_kind(arg.annotation) if arg.annotation is not None else None
-        if default is not None and not _is_none(default):
+        sure = [k for k in (passed or {}).get(name, []) if k in TENSORS]
+        if sure:
+            # A caller hands it a tensor: annotations are hints (`timestep: int` gets a 0-d tensor).
+            kind = BOOL if all(k == BOOL for k in passed[name]) else TENSOR
+        elif default is not None and not _is_none(default):
             kind = None  # a default of 0, False, "mean", (1, 1): a host option, whatever the annotation says
         elif arg.annotation is not None and annotated is None:
             kind = None  # annotated `int`, `Cache`, `list[...]`: the author says it is no tensor

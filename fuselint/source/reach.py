@@ -27,6 +27,7 @@ import ast
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from fuselint.source.imports import iter_statements
 from fuselint.source.scope import Reached
@@ -38,6 +39,11 @@ _OUTSIDE = frozenset(
      "builtins", "contextlib", "enum", "abc", "json", "time", "types", "weakref", "scipy"}
 )  # fmt: skip
 _MAX_DEPTH = 8  # re-export chains and base classes followed at most this deep
+
+
+def outside(qualname: str) -> bool:
+    """A name in a package that is never part of a linted model tree (torch, numpy, the stdlib)."""
+    return qualname.split(".", 1)[0] in _OUTSIDE
 
 
 def module_name(path: str | Path) -> tuple[str, bool]:
@@ -53,8 +59,7 @@ def module_name(path: str | Path) -> tuple[str, bool]:
     return ".".join(reversed(parts)) or path.stem, package
 
 
-@dataclass(frozen=True)
-class ClassSummary:
+class ClassSummary(NamedTuple):
     bases: tuple[str, ...]  # qualified names of the bases that could be resolved
     methods: frozenset[str]
     # self.X -> qualified names of the classes an instance stored there may be built from
@@ -126,6 +131,8 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
             for alias in node.names:
                 if alias.name != "*" and base:
                     bindings[alias.asname or alias.name] = f"{base}.{alias.name}"
+    # Names bound to torch, numpy or the stdlib never resolve into the tree: not worth keeping.
+    bindings = {name: target for name, target in bindings.items() if not outside(target)}
     functions: set[str] = set()
     class_nodes: dict[str, ast.ClassDef] = {}
     for stmt in _top_statements(tree):
@@ -188,15 +195,18 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
     return ClassSummary(
         bases,
         frozenset(m.name for m in methods),
-        tuple((attr, tuple(sorted(found))) for attr, found in sorted(stored.items())),
+        tuple(
+            (attr, tuple(sorted(q for q in found if not outside(q))))
+            for attr, found in sorted(stored.items())
+            if any(not outside(q) for q in found)
+        ),
     )
 
 
 # ---------------------------------------------------------------- calls out of a file
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
     """A call an in-scope function makes that its file's scope does not follow.
 
     `form` says how to resolve it: "name" (`qualname` is a function or class; calling a class
@@ -268,7 +278,7 @@ def _call_target(
     if isinstance(func, ast.Attribute):
         value = func.value
         if isinstance(value, ast.Name) and value.id == "self":
-            if owner is None or func.attr in methods:
+            if owner is None or func.attr in methods or not _may_resolve(summary, owner, func.attr):
                 return None
             return ("self", owner, func.attr)
         if (
@@ -289,6 +299,16 @@ def _call_target(
         qual = summary.qualify(func.func)
         return ("instance", qual, "__call__") if qual else None
     return None
+
+
+def _may_resolve(summary: FileSummary, owner: str, attr: str) -> bool:
+    """`self.attr(...)` can reach the tree: the class has a base there (which may define `attr`),
+    or stores under `attr` an instance of a class that is not torch's (`self.proj = nn.Linear()`
+    is a module whose forward is an entry of its own)."""
+    cls = summary.classes.get(owner.rsplit(".", 1)[-1])
+    if cls is None or any(not outside(b) for b in cls.bases):
+        return True
+    return any(attr == name and any(not outside(q) for q in built) for name, built in cls.stored)
 
 
 # ---------------------------------------------------------------- resolving calls

@@ -1,0 +1,202 @@
+"""Whole-program reach: a forward's calls followed into the helpers of other files of the tree."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config
+from fuselint.source import lint
+from fuselint.source.lint import Cache, discover, lint_tree
+from fuselint.source.reach import module_name
+
+from cli_runner import run
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "reach"
+CATALOG = load_catalog()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of fixtures/reach, so that runs may write caches and fixes."""
+    shutil.copytree(FIXTURE, tmp_path / "reach")
+    return tmp_path / "reach"
+
+
+def _lint(root: Path, *names: str, cache: Cache | None = None, config: Config | None = None):
+    config = config or Config(root=root)
+    files = discover([str(root / n) for n in names] or [str(root)], config)
+    return lint_tree(files, CATALOG, config, jobs=1, cache=cache)
+
+
+def _sites(findings, root: Path) -> set[tuple[str, int, str]]:
+    return {(Path(f.span.path).relative_to(root).as_posix(), f.span.line, f.code) for f in findings}
+
+
+EXPECTED = {
+    ("pkg/ops/boxes.py", 10, "FL107"),  # for c in torch.unique(idxs), through a re-export
+    ("pkg/ops/boxes.py", 10, "FL106"),  # torch.unique
+    ("pkg/ops/boxes.py", 12, "FL106"),  # one-argument torch.where
+    ("pkg/ops/boxes.py", 17, "FL101"),  # int(valid.sum()), through `import pkg.ops.boxes as B`
+    ("pkg/processors.py", 8, "FL101"),  # .item() in a callable stored on self
+    ("pkg/search.py", 12, "FL102"),  # if on a tensor, in a plain class built in forward
+}
+
+
+def test_a_forward_reaches_helpers_in_other_files(tree):
+    assert _sites(_lint(tree).findings, tree) == EXPECTED
+
+
+def test_helpers_alone_have_no_findings_without_the_forward_that_reaches_them(tree):
+    # The same helpers without the model: nothing calls them, so nothing is reported.
+    found = _lint(tree, "pkg/ops", "pkg/processors.py", "pkg/search.py", "pkg/__init__.py").findings
+    assert found == []
+
+
+def test_a_helper_that_no_entry_reaches_has_no_finding(tree):
+    assert not [f for f in _lint(tree).findings if f.span.path.endswith("unused.py")]
+
+
+def test_a_finding_in_a_helper_names_the_path_from_the_forward(tree):
+    by_site = {(Path(f.span.path).name, f.span.line, f.code): f.message for f in _lint(tree).findings}
+    detector = str(tree / "pkg" / "models" / "detector.py")
+    assert by_site[("processors.py", 8, "FL101")].endswith(
+        f"(reached from {detector}:Detector.forward → ScaleProcessor.__call__)"
+    )
+    assert by_site[("boxes.py", 12, "FL106")].endswith(
+        f"(reached from {detector}:Detector.forward → batched_nms)"
+    )
+
+
+def test_a_callable_stored_on_self_is_its_class_call_method_only(tree):
+    found = [f for f in _lint(tree).findings if f.span.path.endswith("processors.py")]
+    # ScaleProcessor.__call__ is stored on self and called; Other.__call__ is never stored.
+    assert [(f.span.line, f.code) for f in found] == [(8, "FL101")]
+
+
+def test_a_method_compiled_by_a_call_reaches_helpers(tree):
+    found = _lint(tree, "pkg/runner.py", "pkg/ops/boxes.py").findings
+    assert [(Path(f.span.path).name, f.span.line, f.code) for f in found] == [("boxes.py", 17, "FL101")]
+    assert "runner.py:Runner.step → keep_count)" in found[0].message
+
+
+def test_a_tensor_passed_by_a_caller_overrides_an_int_annotation(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "pad.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+
+            def pad_to(x, length: int):
+                if length > 3:
+                    return torch.nn.functional.pad(x, (0, 1))
+                return x
+            """
+        )
+    )
+    (tmp_path / "pkg" / "model.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+
+            from .pad import pad_to
+
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return pad_to(x, x.sum()), pad_to(x, x.shape[0])
+            """
+        )
+    )
+    found = _lint(tmp_path).findings
+    assert [(Path(f.span.path).name, f.span.line, f.code) for f in found] == [("pad.py", 6, "FL102")]
+    # Alone, the annotation is believed: `length` is an int.
+    (tmp_path / "pkg" / "model.py").write_text(
+        (tmp_path / "pkg" / "model.py").read_text().replace("pad_to(x, x.sum()), ", "")
+    )
+    assert _lint(tmp_path).findings == []
+
+
+def test_module_names_follow_packages(tree):
+    assert module_name(tree / "pkg" / "ops" / "boxes.py") == ("pkg.ops.boxes", False)
+    assert module_name(tree / "pkg" / "ops" / "__init__.py") == ("pkg.ops", True)
+
+
+def test_a_warm_run_parses_no_file_and_reports_the_same(tree):
+    config = Config(root=tree)
+    cache = Cache(tree / ".fuselint_cache" / "test.pickle")
+    before = lint.PARSED["files"]
+    cold = _lint(tree, cache=cache, config=config).findings
+    parsed_cold = lint.PARSED["files"] - before
+    assert parsed_cold >= 9  # every file of the package at least once
+    before = lint.PARSED["files"]
+    warm = _lint(tree, cache=cache, config=config).findings
+    assert lint.PARSED["files"] - before == 0
+    assert warm == cold
+
+
+def test_an_edit_reparses_only_the_edited_file(tree):
+    config = Config(root=tree)
+    cache = Cache(tree / ".fuselint_cache" / "test.pickle")
+    _lint(tree, cache=cache, config=config)
+    search = tree / "pkg" / "search.py"
+    search.write_text(search.read_text().replace("if best.sum() > 0:", "if best.sum().item() > 0:"))
+    before = lint.PARSED["files"]
+    found = _lint(tree, cache=cache, config=config).findings
+    assert lint.PARSED["files"] - before == 1
+    assert ("pkg/search.py", 12, "FL101") in _sites(found, tree)
+
+
+def test_a_one_file_run_keeps_what_the_cached_tree_reaches(tree):
+    # pre-commit names one staged file; the forwards that reach it live in other, unchanged files.
+    config = Config(root=tree)
+    cache = Cache(tree / ".fuselint_cache" / "test.pickle")
+    _lint(tree, cache=cache, config=config)
+    before = lint.PARSED["files"]
+    found = _lint(tree, "pkg/ops/boxes.py", cache=cache, config=config).findings
+    assert lint.PARSED["files"] - before == 0
+    assert _sites(found, tree) == {s for s in EXPECTED if s[0] == "pkg/ops/boxes.py"}
+    # Edited, it is parsed again, and still reached from the unchanged model file.
+    boxes = tree / "pkg" / "ops" / "boxes.py"
+    boxes.write_text(boxes.read_text() + "\n\ndef extra():\n    return 1\n")
+    found = _lint(tree, "pkg/ops/boxes.py", cache=cache, config=config).findings
+    assert _sites(found, tree) == {s for s in EXPECTED if s[0] == "pkg/ops/boxes.py"}
+
+
+def test_the_report_does_not_depend_on_the_order_of_files(tree):
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    forward = lint_tree(files, CATALOG, config, jobs=1).findings
+    backward = lint_tree(list(reversed(files)), CATALOG, config, jobs=1).findings
+    assert [(f.span, f.message) for f in forward] == [(f.span, f.message) for f in backward]
+
+
+def test_relint_after_fix_keeps_findings_only_reach_produces(tree):
+    processors = tree / "pkg" / "processors.py"
+    # A fixable `.item()` (unsafe fix: keep the 0-d tensor) and an unfixable nonzero in the
+    # same reached helper: after --fix, the nonzero must still be reported.
+    text = processors.read_text()
+    text = text.replace("        scale =", "        hidden = hidden.float()\n        scale =")
+    text = text.replace(
+        "        return hidden / scale\n",
+        "        rows = torch.nonzero(hidden)\n        return hidden / scale, rows\n",
+    )
+    processors.write_text(text)
+    result = run(
+        ["check", "--no-cache", "--fix", "--unsafe-fixes", "--format", "json", "--exit-zero", "pkg"], tree
+    )
+    assert result.exit_code == 0, result.output
+    assert ".item()" not in processors.read_text()  # the fix was applied
+    found = json.loads(result.output)
+    left = [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in found]
+    assert ("processors.py", 10, "FL106") in left
+    message = next(f["message"] for f in found if Path(f["filename"]).name == "processors.py")
+    assert "reached from pkg/models/detector.py:Detector.forward → ScaleProcessor.__call__" in message
