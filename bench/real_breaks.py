@@ -78,7 +78,9 @@ def lint_targets(results: list[dict], scope: str) -> list[str]:
     return [*packages, str(Path(__file__).resolve().parent / "real_corpus.py")]
 
 
-def score(results: list[dict], scope: str = "packages") -> tuple[list[dict], dict[tuple[str, int], list[str]]]:
+def score(
+    results: list[dict], scope: str = "packages"
+) -> tuple[list[dict], dict[tuple[str, int], list[str]]]:
     found = static_findings(lint_targets(results, scope))
     for r in results:
         for site in r["sites"]:

@@ -8,14 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
 from fuselint.source import lint
 from fuselint.source.lint import Cache, discover, lint_tree
 from fuselint.source.reach import module_name
-
-from cli_runner import run
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "reach"
 CATALOG = load_catalog()
