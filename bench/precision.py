@@ -9,7 +9,7 @@ error path carries `details.path`; it is printed, and `--paths normal` leaves su
 of the sample. The judged tables live in bench/results/precision*.md.
 
     PYTHONPATH=. python bench/precision.py [--sample 30] [--seed 0] [--rules FL1,FL4]
-        [--target DIR] [--paths all|normal]
+        [--target DIR] [--paths all|normal] [--reached]
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--rules", default="FL1,FL4")
     parser.add_argument("--target", type=Path, help="folder to lint instead of transformers/models")
     parser.add_argument("--paths", choices=("all", "normal"), default="all")
+    parser.add_argument(
+        "--reached", action="store_true", help="sample only findings that whole-program reach adds"
+    )
     args = parser.parse_args()
     target = args.target.resolve() if args.target else models_dir()
     files = sum(1 for _ in target.rglob("*.py"))
@@ -91,6 +94,10 @@ def main() -> None:
     print(f"  on a deprecation/misuse/error path: {off_path}")
     if args.paths == "normal":
         findings = [f for f in findings if not (f.get("details") or {}).get("path")]
+    reached = [f for f in findings if "(reached from " in f["message"]]
+    print(f"  in a function only another file's entry reaches: {len(reached)}")
+    if args.reached:
+        findings = reached
     sample = stable_sample(findings, target, args.seed, args.sample)
     for index, finding in enumerate(sample, 1):
         where = f"{Path(finding['filename']).relative_to(target)}:{finding['location']['row']}"

@@ -24,11 +24,11 @@ from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
+from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import (
     Call,
     FileSummary,
     Index,
-    function_name,
     module_name,
     outgoing_calls,
     reach_roots,
@@ -405,8 +405,12 @@ def _with_reach_notes(findings: list[Finding], functions: list[ModelFunction]) -
         around = [f for f in functions if f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)]
         inner = max(around, key=lambda f: f.node.lineno, default=None)
         if inner is not None and inner.via is not None:
-            note = reached_note(inner.via, function_name(inner))
-            finding = replace(finding, message=f"{finding.message} ({note})")
+            message = finding.message
+            if inner.side is not None and off_path(finding) is None:
+                # Every call from other files that reaches it sits on a deprecation/misuse path.
+                message = f"{message} ({path_note(inner.side)})"
+                finding = replace(finding, details=(*finding.details, (PATH_KEY, inner.side)))
+            finding = replace(finding, message=f"{message} ({reached_note(inner.chain)})")
         out.append(finding)
     return out
 

@@ -220,6 +220,7 @@ class Call(NamedTuple):
     args: tuple[str | None, ...]
     keywords: tuple[tuple[str, str | None], ...]
     via: tuple[str, ...]
+    side: str | None = None  # the side road the call sits on (`fuselint.source.paths`), if any
 
 
 def function_name(fn) -> str:
@@ -231,8 +232,8 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
     found: set[Call] = set()
     for flow in flows:
         fn = flow.fn
-        name = function_name(fn)
-        via = (f"{path}:{name}",) if fn.via is None else (*fn.via, name)
+        chain = fn.chain or (function_name(fn),)
+        via = (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
         instances: dict[str, str] = {}
         for site in flow.of(ast.Assign):
@@ -253,12 +254,20 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             keywords = tuple(
                 (k.arg, flow.kind(k.value, site.env)) for k in site.node.keywords if k.arg is not None
             )
-            found.add(Call(*target, tuple(args), keywords, via))
+            found.add(Call(*target, tuple(args), keywords, via, site.path or fn.side))
     return tuple(sorted(found, key=_call_key))
 
 
 def _call_key(call: Call) -> tuple:
-    return (call.form, call.qualname, call.attr, call.via, repr(call.args), repr(call.keywords))
+    return (
+        call.form,
+        call.qualname,
+        call.attr,
+        call.via,
+        repr(call.args),
+        repr(call.keywords),
+        call.side or "",
+    )
 
 
 def _call_target(
@@ -419,12 +428,13 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
     """The functions each file must analyse for the calls of other files (and its own calls into
     classes it defines). Per function: the shortest path from an entry (ties: the first in sort
     order) and the union of the kinds every caller passed."""
-    merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set]]] = {}
+    merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set], set]] = {}
     for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
         for call in file_calls:
             for path, name, _bound in index.targets(call):
                 key = (path, name)
-                via, args, keywords = merged.get(key, (call.via, [], {}))
+                via, args, keywords, sides = merged.get(key, (call.via, [], {}, set()))
+                sides.add(call.side or "")
                 if (len(call.via), call.via) < (len(via), via):
                     via = call.via
                 args_here = () if name.endswith("__post_init__") else call.args
@@ -434,15 +444,17 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                     args[position].add(kind)
                 for keyword, kind in call.keywords if not name.endswith("__post_init__") else ():
                     keywords.setdefault(keyword, set()).add(kind)
-                merged[key] = (via, args, keywords)
+                merged[key] = (via, args, keywords, sides)
     roots: dict[str, list[Reached]] = {}
-    for (path, name), (via, args, keywords) in sorted(merged.items()):
+    for (path, name), (via, args, keywords, sides) in sorted(merged.items()):
         roots.setdefault(path, []).append(
             Reached(
                 name,
                 via,
                 tuple(_sorted_kinds(k) for k in args),
                 tuple((kw, _sorted_kinds(k)) for kw, k in sorted(keywords.items())),
+                # On a side road only when every call is: one call on the normal path makes it normal.
+                None if "" in sides else min(sides),
             )
         )
     return {path: tuple(found) for path, found in roots.items()}
@@ -452,6 +464,6 @@ def _sorted_kinds(kinds: set) -> tuple[str | None, ...]:
     return tuple(sorted(kinds, key=lambda k: "" if k is None else k))
 
 
-def reached_note(via: tuple[str, ...], name: str) -> str:
+def reached_note(chain: tuple[str, ...]) -> str:
     """What a finding's message adds when only an entry of another file reaches its function."""
-    return f"reached from {' → '.join((*via, name))}"
+    return f"reached from {' → '.join(chain)}"

@@ -41,6 +41,11 @@ class ModelFunction:
     via: tuple[str, ...] | None = None
     # What the callers in other files passed, per parameter: the kinds of the arguments.
     given: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The functions from the entry to this one ("Model.forward", "helper"); the entry of another
+    # file carries its path ("pkg/m.py:Model.forward").
+    chain: tuple[str, ...] = ()
+    # The side road (`fuselint.source.paths`) every call that reaches it from another file sits on.
+    side: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Reached:
     via: tuple[str, ...]
     args: tuple[tuple[str | None, ...], ...] = ()
     keywords: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
+    side: str | None = None  # a deprecation/misuse/error path when every call sits on one
 
 
 def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
@@ -117,9 +123,10 @@ def model_functions(
     found: dict[int, ModelFunction] = {}
     work: list[ModelFunction] = []
 
-    def add(fn: FunctionNode, cls: ast.ClassDef | None, reason: str, via=None, given=()) -> None:
+    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None) -> None:
         if id(fn) not in found:
-            found[id(fn)] = ModelFunction(fn, cls, reason, via, given)
+            chain = chain or (f"{cls.name}.{fn.name}" if cls is not None else fn.name,)
+            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side)
             work.append(found[id(fn)])
 
     for (cls_name, name), (fn, cls) in methods.items():
@@ -152,7 +159,9 @@ def model_functions(
         if target is None:
             continue
         fn, cls = (target, None) if "." not in root.name else target
-        add(fn, cls, "reached", root.via, _given(fn, cls is not None, root))
+        add(
+            fn, cls, "reached", root.via, _given(fn, cls is not None, root), (*root.via, root.name), root.side
+        )
     _close(work, add, free, methods)
     return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
 
@@ -161,13 +170,13 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
     """Add every same-file function that the functions on `work` call, transitively."""
     while work:
         current = work.pop()
-        via = None if current.via is None else (*current.via, current.node.name)
         for node in ast.walk(current.node):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             if isinstance(func, ast.Name) and func.id in free:
-                add(free[func.id], None, "called", via)
+                chain = (*current.chain, func.id)
+                add(free[func.id], None, "called", current.via, (), chain, current.side)
             elif (
                 current.cls is not None
                 and isinstance(func, ast.Attribute)
@@ -176,7 +185,8 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
                 and (current.cls.name, func.attr) in methods
             ):
                 fn, cls = methods[(current.cls.name, func.attr)]
-                add(fn, cls, "called", via)
+                chain = (*current.chain, f"{cls.name}.{fn.name}")
+                add(fn, cls, "called", current.via, (), chain, current.side)
 
 
 def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -44,6 +44,7 @@ EXPECTED = {
     ("pkg/ops/boxes.py", 17, "FL101"),  # int(valid.sum()), through `import pkg.ops.boxes as B`
     ("pkg/processors.py", 8, "FL101"),  # .item() in a callable stored on self
     ("pkg/search.py", 12, "FL102"),  # if on a tensor, in a plain class built in forward
+    ("pkg/utils.py", 5, "FL103"),  # warnings.warn in deprecate(), called on a deprecated argument
 }
 
 
@@ -53,7 +54,9 @@ def test_a_forward_reaches_helpers_in_other_files(tree):
 
 def test_helpers_alone_have_no_findings_without_the_forward_that_reaches_them(tree):
     # The same helpers without the model: nothing calls them, so nothing is reported.
-    found = _lint(tree, "pkg/ops", "pkg/processors.py", "pkg/search.py", "pkg/__init__.py").findings
+    found = _lint(
+        tree, "pkg/ops", "pkg/processors.py", "pkg/search.py", "pkg/utils.py", "pkg/__init__.py"
+    ).findings
     assert found == []
 
 
@@ -70,6 +73,15 @@ def test_a_finding_in_a_helper_names_the_path_from_the_forward(tree):
     assert by_site[("boxes.py", 12, "FL106")].endswith(
         f"(reached from {detector}:Detector.forward → batched_nms)"
     )
+
+
+def test_a_helper_called_only_on_a_deprecation_path_says_so_and_can_be_filtered(tree):
+    warn = next(f for f in _lint(tree).findings if f.span.path.endswith("utils.py"))
+    assert "(only on a deprecated-argument path)" in warn.message
+    assert dict(warn.details)["path"] == "deprecation"
+    result = run(["check", "--no-cache", "--paths", "normal", "--format", "json", "--exit-zero", "pkg"], tree)
+    assert "utils.py" not in result.output
+    assert "processors.py" in result.output
 
 
 def test_a_callable_stored_on_self_is_its_class_call_method_only(tree):
