@@ -64,6 +64,7 @@ class ClassSummary(NamedTuple):
     methods: frozenset[str]
     # self.X -> qualified names of the classes an instance stored there may be built from
     stored: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    properties: frozenset[str] = frozenset()  # methods read as attributes (`@property`)
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,11 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
         for position, attr in setters.get(name, ()):
             if position < len(args) and args[position]:
                 stored.setdefault(attr, set()).update(args[position])
+    properties = frozenset(
+        m.name
+        for m in methods
+        if any(isinstance(d, ast.Name) and d.id == "property" for d in m.decorator_list)
+    )
     return ClassSummary(
         bases,
         frozenset(m.name for m in methods),
@@ -200,6 +206,7 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
             for attr, found in sorted(stored.items())
             if any(not outside(q) for q in found)
         ),
+        properties,
     )
 
 
@@ -212,7 +219,7 @@ class Call(NamedTuple):
     `form` says how to resolve it: "name" (`qualname` is a function or class; calling a class
     builds it), "self" (method or stored callable `attr` of the caller's class `qualname`),
     "super" (`attr` of a base of `qualname`), "instance" (method `attr` of an instance of class
-    `qualname`). `via` is the path from the entry to the caller, caller included."""
+    `qualname`), "property" (reading `attr` of an instance of `qualname` runs its getter). `via` is the path from the entry to the caller, caller included."""
 
     form: str
     qualname: str
@@ -242,6 +249,23 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 built = _constructed(stmt.value, summary, {})
                 if len(built) == 1:
                     instances[stmt.targets[0].id] = built[0]
+        called = {id(site.node.func) for site in flow.of(ast.Call)}
+        for site in flow.of(ast.Attribute):
+            node = site.node
+            if (
+                id(node) in called
+                or not isinstance(node.ctx, ast.Load)
+                or not isinstance(node.value, ast.Name)
+            ):
+                continue
+            if node.value.id == "self" and owner is not None:
+                base = owner
+            elif node.value.id in instances:
+                base = instances[node.value.id]
+            else:
+                continue
+            if _may_read_property(summary, base, node.attr):
+                found.add(Call("property", base, node.attr, (), (), via, site.path or fn.side))
         for site in flow.of(ast.Call):
             target = _call_target(site.node.func, summary, flow.methods, owner, instances)
             if target is None or target[1].split(".")[0] in _OUTSIDE:
@@ -318,6 +342,16 @@ def _may_resolve(summary: FileSummary, owner: str, attr: str) -> bool:
     if cls is None or any(not outside(b) for b in cls.bases):
         return True
     return any(attr == name and any(not outside(q) for q in built) for name, built in cls.stored)
+
+
+def _may_read_property(summary: FileSummary, owner: str, attr: str) -> bool:
+    """`obj.attr` may run a property getter: the class (of this file) has the property, or has a
+    base in the tree, or is another file's class (decided when resolving)."""
+    module, _, name = owner.rpartition(".")
+    cls = summary.classes.get(name) if module == summary.module else None
+    if cls is None:
+        return True
+    return attr in cls.properties or (attr not in cls.methods and any(not outside(b) for b in cls.bases))
 
 
 # ---------------------------------------------------------------- resolving calls
@@ -408,6 +442,15 @@ class Index:
                             if hit is not None:
                                 out.append((*hit, True))
             return sorted(set(out))
+        if call.form == "property":
+            cls = self._class(call.qualname)
+            for owner_path, owner in self.classes_of(*cls) if cls else ():
+                found = self.summaries[owner_path].classes[owner]
+                if call.attr in found.methods:
+                    return (
+                        [(owner_path, f"{owner}.{call.attr}", True)] if call.attr in found.properties else []
+                    )
+            return []
         if call.form == "instance":
             cls = self._class(call.qualname)
             hit = self.method(*cls, call.attr) if cls else None

@@ -43,7 +43,8 @@ EXPECTED = {
     ("pkg/ops/boxes.py", 12, "FL106"),  # one-argument torch.where
     ("pkg/ops/boxes.py", 17, "FL101"),  # int(valid.sum()), through `import pkg.ops.boxes as B`
     ("pkg/processors.py", 8, "FL101"),  # .item() in a callable stored on self
-    ("pkg/search.py", 12, "FL102"),  # if on a tensor, in a plain class built in forward
+    ("pkg/search.py", 11, "FL101"),  # .item() in a property that the reached method reads
+    ("pkg/search.py", 21, "FL102"),  # if on a tensor, in a plain class built in forward
     ("pkg/utils.py", 5, "FL103"),  # warnings.warn in deprecate(), called on a deprecated argument
 }
 
@@ -88,6 +89,12 @@ def test_a_callable_stored_on_self_is_its_class_call_method_only(tree):
     found = [f for f in _lint(tree).findings if f.span.path.endswith("processors.py")]
     # ScaleProcessor.__call__ is stored on self and called; Other.__call__ is never stored.
     assert [(f.span.line, f.code) for f in found] == [(8, "FL101")]
+
+
+def test_a_property_getter_runs_only_where_it_is_read(tree):
+    found = {f.span.line: f.message for f in _lint(tree).findings if f.span.path.endswith("search.py")}
+    assert found[11].endswith("GreedySearch.decode → GreedySearch.best_score)")
+    assert 15 not in found  # worst_score is never read
 
 
 def test_a_method_compiled_by_a_call_reaches_helpers(tree):
@@ -163,7 +170,7 @@ def test_an_edit_reparses_only_the_edited_file(tree):
     before = lint.PARSED["files"]
     found = _lint(tree, cache=cache, config=config).findings
     assert lint.PARSED["files"] - before == 1
-    assert ("pkg/search.py", 12, "FL101") in _sites(found, tree)
+    assert ("pkg/search.py", 21, "FL101") in _sites(found, tree)
 
 
 def test_a_one_file_run_keeps_what_the_cached_tree_reaches(tree):
