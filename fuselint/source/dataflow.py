@@ -248,7 +248,8 @@ def compile_truth(test: ast.expr) -> bool | None:
     if isinstance(test, ast.Call):
         func = test.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name in _COMPILING:
+        if name in _COMPILING or (name == "is_tracing" and isinstance(func, ast.Name)):
+            # transformers' `is_tracing(t)` is true under dynamo (`torch.jit.is_tracing()` is not)
             return True
         if name in _NOT_COMPILING or (name == "is_tracing" and isinstance(func, ast.Attribute)):
             return False

@@ -65,6 +65,7 @@ class ClassSummary(NamedTuple):
     # self.X -> qualified names of the classes an instance stored there may be built from
     stored: tuple[tuple[str, tuple[str, ...]], ...] = ()
     properties: frozenset[str] = frozenset()  # methods read as attributes (`@property`)
+    unbound: frozenset[str] = frozenset()  # static and class methods: `C.m(x)` passes no self
 
 
 @dataclass(frozen=True)
@@ -193,11 +194,12 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
         for position, attr in setters.get(name, ()):
             if position < len(args) and args[position]:
                 stored.setdefault(attr, set()).update(args[position])
-    properties = frozenset(
-        m.name
-        for m in methods
-        if any(isinstance(d, ast.Name) and d.id == "property" for d in m.decorator_list)
-    )
+
+    def decorated(method, *names: str) -> bool:
+        return any(isinstance(d, ast.Name) and d.id in names for d in method.decorator_list)
+
+    properties = frozenset(m.name for m in methods if decorated(m, "property"))
+    unbound = frozenset(m.name for m in methods if decorated(m, "staticmethod", "classmethod"))
     return ClassSummary(
         bases,
         frozenset(m.name for m in methods),
@@ -207,6 +209,7 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
             if any(not outside(q) for q in found)
         ),
         properties,
+        unbound,
     )
 
 
@@ -411,7 +414,8 @@ class Index:
         return found[0], found[1]
 
     def targets(self, call: Call) -> list[tuple[str, str, bool]]:
-        """(path, "f" or "Class.method", bound) for each function the call may run."""
+        """(path, "f" or "Class.method", explicit self) for each function the call may run; with
+        an explicit self (`Class.method(self, x)`), the call's first argument is the instance."""
         if call.form == "name":
             found = self.lookup(call.qualname)
             if found is None:
@@ -420,8 +424,12 @@ class Index:
             if head in self.summaries[path].functions and member is None:
                 return [(path, head, False)]
             if member is not None:
+                # `Class.method(self, x)` passes self explicitly: the first argument is not `x`'s.
                 hit = self.method(path, head, member)
-                return [(*hit, True)] if hit else []
+                if hit is None:
+                    return []
+                owner = self.summaries[hit[0]].classes[hit[1].split(".")[0]]
+                return [(*hit, member not in owner.unbound)]
             return self._construct(path, head)
         if call.form in ("self", "super"):
             owner = self._class(call.qualname)
@@ -429,7 +437,7 @@ class Index:
                 return []
             hit = self.method(*owner, call.attr, skip_own=call.form == "super")
             if hit is not None:
-                return [(*hit, True)]
+                return [(*hit, False)]
             if call.form == "super":
                 return []
             out = []
@@ -440,7 +448,7 @@ class Index:
                             stored = self._class(qualname)
                             hit = self.method(*stored, "__call__") if stored else None
                             if hit is not None:
-                                out.append((*hit, True))
+                                out.append((*hit, False))
             return sorted(set(out))
         if call.form == "property":
             cls = self._class(call.qualname)
@@ -448,13 +456,13 @@ class Index:
                 found = self.summaries[owner_path].classes[owner]
                 if call.attr in found.methods:
                     return (
-                        [(owner_path, f"{owner}.{call.attr}", True)] if call.attr in found.properties else []
+                        [(owner_path, f"{owner}.{call.attr}", False)] if call.attr in found.properties else []
                     )
             return []
         if call.form == "instance":
             cls = self._class(call.qualname)
             hit = self.method(*cls, call.attr) if cls else None
-            return [(*hit, True)] if hit else []
+            return [(*hit, False)] if hit else []
         return []
 
     def _construct(self, path: str, name: str) -> list[tuple[str, str, bool]]:
@@ -463,7 +471,7 @@ class Index:
         for special in ("__init__", "__post_init__"):
             hit = self.method(path, name, special)
             if hit is not None:
-                out.append((*hit, True))
+                out.append((*hit, False))
         return out
 
 
@@ -474,13 +482,13 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
     merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set], set]] = {}
     for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
         for call in file_calls:
-            for path, name, _bound in index.targets(call):
+            for path, name, explicit_self in index.targets(call):
                 key = (path, name)
                 via, args, keywords, sides = merged.get(key, (call.via, [], {}, set()))
                 sides.add(call.side or "")
                 if (len(call.via), call.via) < (len(via), via):
                     via = call.via
-                args_here = () if name.endswith("__post_init__") else call.args
+                args_here = () if name.endswith("__post_init__") else call.args[1 if explicit_self else 0 :]
                 for position, kind in enumerate(args_here):
                     while len(args) <= position:
                         args.append(set())

@@ -54,6 +54,8 @@ def test_tests_on_tensor_values_are_flagged(test):
         "if x.dim() == 3 and x.numel() > 0 and x.requires_grad: x = x * 2",
         "if torch.jit.is_scripting() or torch.compiler.is_compiling(): x = x * 2",
         "if not torch.compiler.is_compiling() and x.isnan().any(): x = x * 2",
+        # transformers' `is_tracing(t)` is true under dynamo: the tensor test is never evaluated
+        "if not is_tracing(mask) and torch.all(mask == 1): x = x * 2",
         "assert x.shape[-1] == 4, 'bad shape'",
         "x = x * 2 if use_cache else x",
     ],

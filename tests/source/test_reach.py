@@ -218,3 +218,29 @@ def test_relint_after_fix_keeps_findings_only_reach_produces(tree):
     assert ("processors.py", 10, "FL106") in left
     message = next(f["message"] for f in found if Path(f["filename"]).name == "processors.py")
     assert "reached from pkg/models/detector.py:Detector.forward → ScaleProcessor.__call__" in message
+
+
+def test_an_explicit_self_does_not_shift_the_arguments(tmp_path):
+    # `Base.position(self, mask, False)`: `use_audio` gets False, not the tensor `mask`.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "base.py").write_text(
+        "class Base:\n"
+        "    def position(self, ids, use_audio: bool = False):\n"
+        "        shift = 1 if use_audio else 0\n"
+        "        return ids + shift\n"
+    )
+    (tmp_path / "pkg" / "model.py").write_text(
+        "from torch import nn\n\n"
+        "from .base import Base\n\n\n"
+        "class Model(nn.Module, Base):\n"
+        "    def forward(self, ids, mask):\n"
+        "        return Base.position(self, mask, False)\n"
+    )
+    assert _lint(tmp_path).findings == []
+    # Passed a tensor where the flag goes, the same line is a host sync.
+    model = tmp_path / "pkg" / "model.py"
+    model.write_text(model.read_text().replace("mask, False)", "ids, mask.any())"))
+    assert [(Path(f.span.path).name, f.span.line, f.code) for f in _lint(tmp_path).findings] == [
+        ("base.py", 3, "FL102")
+    ]
