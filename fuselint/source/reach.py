@@ -477,17 +477,19 @@ class Index:
 
 def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> dict[str, tuple[Reached, ...]]:
     """The functions each file must analyse for the calls of other files (and its own calls into
-    classes it defines). Per function: the shortest path from an entry (ties: the first in sort
-    order) and the union of the kinds every caller passed."""
+    classes it defines). Per function: a path from an entry (`_via_rank`) and the union of the
+    kinds every caller passed."""
     merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set], set]] = {}
+    best: dict[tuple[str, str], tuple] = {}
     for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
         for call in file_calls:
             for path, name, explicit_self in index.targets(call):
                 key = (path, name)
                 via, args, keywords, sides = merged.get(key, (call.via, [], {}, set()))
                 sides.add(call.side or "")
-                if (len(call.via), call.via) < (len(via), via):
-                    via = call.via
+                rank = _via_rank(call)
+                if key not in merged or rank < best[key]:
+                    via, best[key] = call.via, rank
                 args_here = () if name.endswith("__post_init__") else call.args[1 if explicit_self else 0 :]
                 for position, kind in enumerate(args_here):
                     while len(args) <= position:
@@ -509,6 +511,13 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
             )
         )
     return {path: tuple(found) for path, found in roots.items()}
+
+
+def _via_rank(call: Call) -> tuple:
+    """Which caller's path a finding names: one that hands over a tensor (the findings a tensor
+    argument makes are true for it), then the shortest, then the first in sort order."""
+    kinds = (*call.args, *(k for _name, k in call.keywords))
+    return (not any(k in ("tensor", "bool") for k in kinds), len(call.via), call.via)
 
 
 def _sorted_kinds(kinds: set) -> tuple[str | None, ...]:
