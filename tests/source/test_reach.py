@@ -74,6 +74,10 @@ def test_a_finding_in_a_helper_names_the_path_from_the_forward(tree):
     assert by_site[("boxes.py", 12, "FL106")].endswith(
         f"(reached from {detector}:Detector.forward → batched_nms)"
     )
+    # Of two callers, the path named is the one that hands over a sure tensor: Runner.step's
+    # `boxes` is a tensor, Detector.forward's comes from a stored callable (maybe a tuple).
+    runner = str(tree / "pkg" / "runner.py")
+    assert by_site[("boxes.py", 17, "FL101")].endswith(f"(reached from {runner}:Runner.step → keep_count)")
 
 
 def test_a_helper_called_only_on_a_deprecation_path_says_so_and_can_be_filtered(tree):
