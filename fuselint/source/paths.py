@@ -70,6 +70,15 @@ def _fails(stmt: ast.stmt) -> bool:
     return False
 
 
+def _calls_deprecate(stmt: ast.stmt) -> bool:
+    """`deprecate("scale", "1.0.0", message)` (diffusers' helper) as a statement: its message is
+    often a variable, but the call itself says what the branch is for."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "deprecate"
+
+
 def _mentions_deprecated(test: ast.expr) -> bool:
     return any(
         "deprecat" in (getattr(n, "id", "") or getattr(n, "attr", "") or "").lower()
@@ -92,7 +101,11 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt]) -> str | None:
     if any(_fails(stmt) for stmt in body):
         return ERROR
     texts = [t for t in map(_warning_text, body) if t is not None]
-    if (test is not None and _mentions_deprecated(test)) or any(_DEPRECATION_TEXT.search(t) for t in texts):
+    if (
+        (test is not None and _mentions_deprecated(test))
+        or any(_DEPRECATION_TEXT.search(t) for t in texts)
+        or any(_calls_deprecate(stmt) for stmt in body)
+    ):
         return DEPRECATION
     if any(_MISUSE_TEXT.search(t) for t in texts):
         return MISUSE

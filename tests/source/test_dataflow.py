@@ -347,3 +347,19 @@ class M(nn.Module):
 """
     )
     assert env == {"x": TENSOR, "ids": TENSOR}
+
+
+def test_a_branch_that_calls_deprecate_is_a_deprecation_path():
+    # diffusers: the message is a variable, the call to `deprecate` says what the branch is for.
+    paths = _paths(
+        """
+class GEGLU(nn.Module):
+    def forward(self, x, *args, **kwargs):
+        if len(args) > 0 or kwargs.get("scale", None) is not None:
+            message = "The `scale` argument will be ignored."
+            deprecate("scale", "1.0.0", message)
+        return torch.relu(x)
+"""
+    )
+    assert paths["deprecate"] == "deprecation"
+    assert paths["torch.relu"] is None

@@ -248,3 +248,35 @@ def test_an_explicit_self_does_not_shift_the_arguments(tmp_path):
     assert [(Path(f.span.path).name, f.span.line, f.code) for f in _lint(tmp_path).findings] == [
         ("base.py", 3, "FL102")
     ]
+
+
+def test_a_processor_handed_to_a_setter_is_the_stored_callable(tmp_path):
+    # diffusers' Attention: `processor = A() if ... else B()`, `self.set_processor(processor)`,
+    # and `set_processor` stores its argument; forward calls `self.processor(...)`.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "processors.py").write_text(
+        "class Fast:\n"
+        "    def __call__(self, attn, hidden):\n"
+        "        return hidden * hidden.max().item()\n\n\n"
+        "class Slow:\n"
+        "    def __call__(self, attn, hidden):\n"
+        "        return hidden.nonzero()\n"
+    )
+    (tmp_path / "pkg" / "attention.py").write_text(
+        "import torch\n"
+        "from torch import nn\n\n"
+        "from .processors import Fast, Slow\n\n\n"
+        "class Attention(nn.Module):\n"
+        "    def __init__(self, processor=None, fast=True):\n"
+        "        super().__init__()\n"
+        "        if processor is None:\n"
+        "            processor = Fast() if fast else Slow()\n"
+        "        self.set_processor(processor)\n\n"
+        "    def set_processor(self, processor):\n"
+        "        self.processor = processor\n\n"
+        "    def forward(self, hidden):\n"
+        "        return self.processor(self, torch.relu(hidden))\n"
+    )
+    found = [(Path(f.span.path).name, f.span.line, f.code) for f in _lint(tmp_path).findings]
+    assert found == [("processors.py", 3, "FL101"), ("processors.py", 8, "FL106")]
