@@ -176,7 +176,10 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
     for method in methods:
         params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
         local: dict[str, list[str]] = {}
-        for node in ast.walk(method):
+        # Statements only (no expression walk): summaries are made for every file of the tree.
+        for node in sorted(iter_statements(method), key=lambda n: (n.lineno, n.col_offset)):
+            if isinstance(node, ast.Expr):
+                node = node.value
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
                 built = _constructed(node.value, summary, local)
