@@ -299,6 +299,8 @@ class FileResult:
     summary: FileSummary | None = None
     calls: tuple[Call, ...] = ()
     reached: tuple[Reached, ...] = ()
+    # Functions this file's own entries reach: a root naming one of them changes nothing.
+    local: frozenset[str] = frozenset()
 
 
 # How many files were parsed in this process: tests check that a warm run parses none.
@@ -331,20 +333,21 @@ def lint_unit(
             (_parse_error(path, f"file does not parse: {exc}"),) if config.enabled("FL000", path) else ()
         )
     summary = summarize(sf.tree, *module_name(path))
-    findings, calls = _check(sf, catalog, config, reached, summary)
-    return FileResult(tuple(findings), summary, calls, reached)
+    findings, calls, local = _check(sf, catalog, config, reached, summary)
+    return FileResult(tuple(findings), summary, calls, reached, local)
 
 
 def _check(
     sf: SourceFile, catalog: Catalog, config: Config, reached: tuple[Reached, ...], summary: FileSummary
-) -> tuple[list[Finding], tuple[Call, ...]]:
+) -> tuple[list[Finding], tuple[Call, ...], frozenset[str]]:
     enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
     if not enabled:
-        return [], ()
+        return [], (), frozenset()
     findings: list[Finding] = []
     calls: tuple[Call, ...] = ()
+    local: frozenset[str] = frozenset()
     if sf.imports.imports_torch() or reached:
-        findings, calls = _rule_findings(sf, enabled, config, reached, summary)
+        findings, calls, local = _rule_findings(sf, enabled, config, reached, summary)
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
     if (findings or judge_noqa) and _mentions_noqa(sf.text):
         notes = noqa_map(sf.text)
@@ -352,12 +355,12 @@ def _check(
             findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
         findings = [f for f in findings if not suppressed(f, notes)]
     unique = {(f.code, f.span): f for f in findings}
-    return sorted(unique.values(), key=lambda f: f.sort_key), calls
+    return sorted(unique.values(), key=lambda f: f.sort_key), calls, local
 
 
 def _rule_findings(
     sf: SourceFile, enabled: list, config: Config, reached: tuple[Reached, ...], summary: FileSummary
-) -> tuple[list[Finding], tuple[Call, ...]]:
+) -> tuple[list[Finding], tuple[Call, ...], frozenset[str]]:
     functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions, reached)
     checks = load_checks()
     findings: list[Finding] = []
@@ -391,7 +394,8 @@ def _rule_findings(
             calls = outgoing_calls(sf.path, flows(functions, sf.imports), summary)
         except RecursionError:
             calls = ()
-    return _with_reach_notes(findings, functions), calls
+    local = frozenset(m.chain[-1] for m in functions if m.via is None and m.chain)
+    return _with_reach_notes(findings, functions), calls, local
 
 
 def _with_reach_notes(findings: list[Finding], functions: list[ModelFunction]) -> list[Finding]:
@@ -657,7 +661,13 @@ def _settle(
         known = dict(summaries)
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
         index = Index(known)
-        roots = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
+        found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
+        # A root that the file's own entries already reach adds nothing (and re-linting for it
+        # would cost a parse): modular files' `super().forward(...)` name other files' forwards.
+        roots = {
+            n: tuple(r for r in rs if n not in results or r.name not in results[n].local)
+            for n, rs in found.items()
+        }
         stale = [(n, roots.get(n, ())) for n in names if roots.get(n, ()) != results[n].reached]
         if not stale:
             return index
