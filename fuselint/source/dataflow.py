@@ -38,6 +38,9 @@ from fuselint.source.scope import FunctionNode, ModelFunction
 TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
 SHAPE, DIM = "shape", "dim"
 SCALAR, LIST = "scalar", "list"
+# An argument that is a parameter taken for a tensor on its name alone: a tensor for the callee,
+# but not proof enough to overrule the callee's own annotation (see `parameter_kinds`).
+GUESS = "guess"
 HOST = frozenset({SCALAR, LIST})  # shown by the code to be Python values on the host
 _NUMBERS = frozenset({SCALAR, DIM})  # host numbers: arithmetic and comparisons on them stay on the host
 TENSORS = frozenset({TENSOR, BOOL})  # surely a tensor
@@ -201,7 +204,12 @@ def parameter_kinds(
         elif passed is not None and (name in passed or default is not None):
             kinds = passed.get(name, [])
             kind = next(
-                (k for k in (TENSOR, MAYBE, TUPLE) if k in kinds or (k == TENSOR and BOOL in kinds)), None
+                (
+                    k
+                    for k in (TENSOR, MAYBE, TUPLE)
+                    if k in kinds or (k == TENSOR and (BOOL in kinds or GUESS in kinds))
+                ),
+                None,
             )
             if kind == TENSOR and all(k == BOOL for k in kinds):
                 kind = BOOL
@@ -857,10 +865,24 @@ def _record_calls(flow: FunctionFlow, callees: Callees, passed: Passed) -> None:
         for name, arg in zip(params, site.node.args, strict=False):
             if isinstance(arg, ast.Starred):
                 break
-            given.setdefault(name, []).append(flow.kind(arg, site.env))
+            given.setdefault(name, []).append(argument_kind(flow, arg, site.env))
         for keyword in site.node.keywords:
             if keyword.arg is not None:
-                given.setdefault(keyword.arg, []).append(flow.kind(keyword.value, site.env))
+                given.setdefault(keyword.arg, []).append(argument_kind(flow, keyword.value, site.env))
+
+
+def argument_kind(flow: FunctionFlow, arg: ast.expr, env: Env) -> str | None:
+    """The kind a call hands over for `arg`: `guess` for a parameter taken for a tensor on its
+    name alone and never rebound (`forward(self, x, length)` passing `length`)."""
+    kind = flow.kind(arg, env)
+    if (
+        kind == TENSOR
+        and isinstance(arg, ast.Name)
+        and arg.id in flow.guessed
+        and flow.assigned.get(arg.id) == 1
+    ):
+        return GUESS
+    return kind
 
 
 class _LastFile:

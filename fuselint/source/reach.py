@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import iter_statements
 from fuselint.source.scope import Reached
 
@@ -280,9 +281,11 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             for arg in site.node.args:
                 if isinstance(arg, ast.Starred):
                     break
-                args.append(flow.kind(arg, site.env))
+                args.append(argument_kind(flow, arg, site.env))
             keywords = tuple(
-                (k.arg, flow.kind(k.value, site.env)) for k in site.node.keywords if k.arg is not None
+                (k.arg, argument_kind(flow, k.value, site.env))
+                for k in site.node.keywords
+                if k.arg is not None
             )
             found.add(Call(*target, tuple(args), keywords, via, site.path or fn.side))
     return tuple(sorted(found, key=_call_key))

@@ -75,7 +75,7 @@ def test_a_finding_in_a_helper_names_the_path_from_the_forward(tree):
         f"(reached from {detector}:Detector.forward → batched_nms)"
     )
     # Of two callers, the path named is the one that hands over a sure tensor: Runner.step's
-    # `boxes` is a tensor, Detector.forward's comes from a stored callable (maybe a tuple).
+    # `boxes.float()` is a tensor, Detector.forward's comes from a stored callable (maybe a tuple).
     runner = str(tree / "pkg" / "runner.py")
     assert by_site[("boxes.py", 17, "FL101")].endswith(f"(reached from {runner}:Runner.step → keep_count)")
 
@@ -140,9 +140,17 @@ def test_a_tensor_passed_by_a_caller_overrides_an_int_annotation(tmp_path):
     )
     found = _lint(tmp_path).findings
     assert [(Path(f.span.path).name, f.span.line, f.code) for f in found] == [("pad.py", 6, "FL102")]
+    # A parameter taken for a tensor on its name alone is no proof: the annotation stands.
+    model = tmp_path / "pkg" / "model.py"
+    model.write_text(
+        model.read_text()
+        .replace("def forward(self, x):", "def forward(self, x, total):")
+        .replace("pad_to(x, x.sum()), ", "pad_to(x, total), ")
+    )
+    assert _lint(tmp_path).findings == []
     # Alone, the annotation is believed: `length` is an int.
     (tmp_path / "pkg" / "model.py").write_text(
-        (tmp_path / "pkg" / "model.py").read_text().replace("pad_to(x, x.sum()), ", "")
+        (tmp_path / "pkg" / "model.py").read_text().replace("pad_to(x, total), ", "")
     )
     assert _lint(tmp_path).findings == []
 
