@@ -525,6 +525,8 @@ class Lowering:
             self._iota(node)
         elif packet == "embedding":
             self._embedding(node)
+        elif packet == "gather":
+            self._gather(node)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
         elif packet in GENERATED_WINDOWS:
@@ -591,6 +593,51 @@ class Lowering:
             strides=tuple(strides),
             dtype=wmeta.dtype,
             rows=(wmeta.stride[0], wmeta.shape[0]),
+        )
+        self.values.append(v)
+        self._set(node, v, out_map)
+
+    def _gather(self, node: torch.fx.Node) -> None:
+        """gather(self, dim, index): self[..., index[p], ...] at each point p, the index
+        choosing the position along `dim` (the row of an embedding read, with the row stride
+        of that dim) and p's own position along the others. `self` is a kernel input; an
+        index outside the dim reads 0 (eager raises there)."""
+        bound = bind(node)
+        src, index = bound["self"], bound["index"]
+        if bound.get("sparse_grad"):
+            raise Unsupported("sparse gather")
+        if not isinstance(src, torch.fx.Node) or src.name not in self.input_index:
+            raise Unsupported("gather from a tensor computed in the kernel")
+        smeta = tensor_meta(src)
+        if src.meta["val"].device != self.device or not isinstance(index, torch.fx.Node):
+            raise Unsupported("gather source is not on the kernel's device")
+        out_shape = _concrete_shape(node.meta.get("val"))
+        if len(smeta.shape) != len(out_shape) or not out_shape:
+            raise Unsupported("gather of another rank")
+        d = bound["dim"] % len(out_shape)
+        out_map = self._out_map(out_shape, [index], self.hints.get(node.name))
+        idx = self._operand(index, out_shape, out_map)
+        if not isinstance(idx, Value) or idx.ctype != "i":
+            raise Unsupported("gather index is not an integer tensor")
+        strides = [0] * len(self.space)
+        dims = set(idx.dims)
+        for k, m in enumerate(out_map):
+            if k != d and m is not None:
+                strides[m] = smeta.stride[k]
+                if self.space[m] > 1:
+                    dims.add(m)
+        self.current_ctype = self.ctype_for(smeta.dtype)
+        v = Value(
+            self._fresh(node.name),
+            "gather",
+            self.current_ctype,
+            frozenset(dims),
+            idx.stage,
+            args=(idx,),
+            input_index=self.input_index[src.name],
+            strides=tuple(strides),
+            dtype=smeta.dtype,
+            rows=(smeta.stride[d], smeta.shape[d]),
         )
         self.values.append(v)
         self._set(node, v, out_map)
@@ -735,6 +782,19 @@ class Lowering:
                 raise Unsupported("reduction input is permuted")
         else:
             x = self._operand(src, in_shape, ident)
+        if packet in ("any", "all"):
+            # any/all (a mask's rows): the max/min of the 0/1 truth values, read back as bools
+            truth = self.math("tl.where({} != 0, 1.0, 0.0)", x)
+            truth.ctype = "f"
+            self.current_ctype = "f"
+            red = self._reduction("max" if packet == "any" else "min", truth)
+            n_keep = bool(bound.get("keepdim", False)) or len(dims) == 0
+            out_map = tuple(None if d in dims else m for d, m in enumerate(ident) if n_keep or d not in dims)
+            value = self.math("({} != 0.0)", red)
+            value.ctype = "b"
+            self.current_ctype = "b"
+            self._set(node, value, out_map)
+            return
         if x.ctype != "f":
             raise Unsupported("reduction of a non-float tensor")
         self.current_ctype = "f"
