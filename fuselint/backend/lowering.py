@@ -256,6 +256,7 @@ class Lowering:
         self.space, self.rdims = self._choose_space()
         self.rset = frozenset(self.rdims)
         self.hints = self._dim_hints()
+        self.cat_pieces: frozenset[str] = frozenset()
 
     # -- helpers the op table calls -------------------------------------------------------
     def unsupported(self, why: str) -> None:
@@ -696,7 +697,11 @@ class Lowering:
                 size = _concrete_shape(t.meta.get("val"))[c] if isinstance(t, torch.fx.Node) else 0
                 if size == 0:
                     continue
-                pieces.append((start + size, shifted_load(t, {c: start})))
+                if t.name in self.cat_pieces:
+                    piece = self._placed_piece(t, {c: start}, shifted_load)
+                else:
+                    piece = shifted_load(t, {c: start})
+                pieces.append((start + size, piece))
                 start += size
             if not pieces:
                 raise Unsupported("empty cat")
@@ -951,9 +956,61 @@ class Lowering:
     def rnumel_(self) -> int:
         return math.prod(self.space[d] for d in self.rdims)
 
+    def _cat_pieces(self) -> frozenset[str]:
+        """Pointwise nodes read only by cats of this group, over kernel inputs (or other such
+        nodes) of their own shape: each is computed where its cat places it, from loads
+        shifted as the cat shifts a plain input (rotate_half's `cat((-x2, x1))`)."""
+        members = {n.name for n in self.nodes}
+        outputs = {n.name for n in self.outputs}
+        pieces: set[str] = set()
+        for n in self.nodes:
+            if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+                continue
+            packet = n.target.overloadpacket.__name__
+            if packet in VIEWS or packet in REDUCTIONS or lowering_for(n.target) is None:
+                continue
+            if n.name in outputs or not n.users:
+                continue
+            if not all(
+                u.name in members and getattr(u.target, "overloadpacket", None) is torch.ops.aten.cat
+                for u in n.users
+            ):
+                continue
+            shape = _concrete_shape(n.meta.get("val"))
+            operands = [a for a in n.all_input_nodes]
+            if operands and all(
+                (a.name in pieces or (a.name in self.input_index and a.name not in members))
+                and _concrete_shape(a.meta.get("val")) == shape
+                for a in operands
+            ):
+                pieces.add(n.name)
+        return frozenset(pieces)
+
+    def _placed_piece(self, node: torch.fx.Node, starts: dict[int, int], load) -> Value:
+        """A cat piece computed at its place: its operands read through `load` (shifted)."""
+        bound = bind(node)
+        args = [
+            (self._placed_piece(a, starts, load) if a.name in self.cat_pieces else load(a, starts))
+            if isinstance(a, torch.fx.Node)
+            else a
+            for a in bound.values()
+        ]
+        saved = self.current_ctype, self.current_packet
+        self.current_packet = node.target.overloadpacket.__name__
+        self.current_ctype = self.ctype_for(node.meta["val"].dtype)
+        value = lowering_for(node.target)(self, args, bound)
+        if value.kind == "load" or value in args or value.kind == "reduce":
+            value = self.math("{}", value)
+        if value.kind != "const":
+            value.ctype = self.current_ctype
+        self.current_ctype, self.current_packet = saved
+        return value
+
     def run(self) -> KernelIR:
+        self.cat_pieces = self._cat_pieces()
         for node in self.nodes:
-            self._lower_node(node)
+            if node.name not in self.cat_pieces:
+                self._lower_node(node)
         stores = []
         out_meta = []
         for i, node in enumerate(self.outputs):

@@ -343,3 +343,20 @@ def test_gather_reads_its_rows_inside_the_kernel_that_uses_them(transposed):
     (report,) = compile_and_compare(gathered, table, ids, torch.randn(16))
     assert not report.fallbacks, report.fallbacks
     assert len(report.kernels) == 1 and "gather" in report.kernels[0].__name__
+
+
+def rotary(q, cos, sin):
+    # LLaMA's apply_rotary_pos_emb: rotate_half concatenates a computed half (-x2) with x1
+    half = q.shape[-1] // 2
+    x1, x2 = q[..., :half], q[..., half:]
+    return q * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def test_rotate_half_with_a_computed_cat_piece_is_one_kernel():
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 4, 16).transpose(1, 2)  # heads split from a projection: not contiguous
+    cos, sin = torch.randn(8, 16), torch.randn(8, 16)
+    (report,) = compile_and_compare(rotary, q, cos, sin)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+    assert "neg" in report.kernels[0].__name__ and "cat" in report.kernels[0].__name__
