@@ -2,6 +2,7 @@
 
     python bench/models.py --md out.md --json out.json       # on a GPU
     python bench/models.py --diagnose gpt2 --out DIR         # syncs, copies and op counts of one call
+    python bench/models.py --merge a.json,b.json --md out.md # one table from per-model runs
 
 For each model (built from its library's config, random weights, no download) and backend
 (eager, fuselint, fuselint with CUDA graphs, Inductor, Inductor ``reduce-overhead``) it
@@ -414,8 +415,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--diagnose", help="model name: print where a call synchronises")
     p.add_argument("--small", action="store_true")
     p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per model")
+    p.add_argument(
+        "--merge", help="comma list of --json files: write their rows as one table (no GPU needed)"
+    )
     p.add_argument("--out", default="diagnose")
     a = p.parse_args(argv)
+    if a.merge:  # one table from runs made model by model (each in its own process)
+        runs = [json.loads(Path(f).read_text()) for f in a.merge.split(",") if Path(f).exists()]
+        rows = [r for run in runs for r in run["rows"]]
+        md = markdown(rows, runs[0]["env"], " ; ".join(run["command"] for run in runs))
+        if a.md:
+            Path(a.md).write_text(md)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"env": runs[0]["env"], "runs": runs, "rows": rows}, indent=1))
+        print(md)
+        return 0
     if not torch.cuda.is_available():
         print("bench/models.py needs a CUDA GPU", file=sys.stderr)
         return 2

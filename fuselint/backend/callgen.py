@@ -17,7 +17,8 @@ What each call still checks, so a call never computes the wrong thing:
   lay out its result otherwise than its fake tensor said): a mismatch sends that kernel
   through its FusedKernel, which falls back to ATen.
 
-``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph.
+``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph;
+``FUSELINT_REUSE_BUFFERS=0`` gives every kernel output its own allocation.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import os
 from collections.abc import Callable
 
 import torch
@@ -118,6 +120,8 @@ def _same_layout(shape: tuple, got: tuple, want: tuple) -> bool:
 
 
 _RELEASE = "\0release "
+# FUSELINT_REUSE_BUFFERS=0 gives every kernel output its own allocation (for comparison).
+REUSE_BUFFERS = os.environ.get("FUSELINT_REUSE_BUFFERS", "1") != "0"
 
 # ATen ops whose result may share its input's storage although their schema says nothing of it
 # (a view made by ATen's own code, or the input returned as it is).
@@ -206,7 +210,7 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
     # Buffers handed on: a dead kernel output's storage becomes a later kernel's output of the
     # same shape, strides and dtype (as Inductor's code reuses its buffers), saving an
     # allocation per reuse.
-    reusable = _reuse_plan(nodes)
+    reusable = _reuse_plan(nodes) if REUSE_BUFFERS else {}
     release_at: dict[int, list[str]] = {}
     pool: dict[tuple, list[str]] = {}
     pooled_vars: set[str] = set()
