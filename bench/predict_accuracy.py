@@ -1,0 +1,160 @@
+"""How close `fuselint check --entry` predictions come to measured GPU kernel time, per model.
+
+    python bench/predict_accuracy.py --measured bench/results/models-h100.json \\
+        --md bench/results/predict_accuracy-cpu.md --json bench/results/predict_accuracy-cpu.json
+    python bench/predict_accuracy.py --md $OUT/predict.md --json $OUT/predict.json   # on a GPU
+
+For each model of bench/models.py's suite (its own builders, bf16, inference) the predicted
+side traces the model twice, on CPU and on the meta device, plans it and prices eager and
+fused time on a device table (default: the table measured on the GPU that the measured side
+ran on, `H100-measured`). The measured side is torch.profiler's summed GPU kernel time per
+call under eager and under the fuselint backend: measured here when a GPU is present, else
+read from a bench/models.py JSON (`gpu_us` of its `eager` and `fuselint` rows). Error is
+(predicted - measured) / measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import torch  # noqa: E402
+
+from fuselint.fusion.devices import device as device_table  # noqa: E402
+from fuselint.fusion.model import analyse  # noqa: E402
+from fuselint.graph.capture import capture  # noqa: E402
+from fuselint.graph.entry import Entry  # noqa: E402
+
+SUITE = ("gpt2", "llama", "bert", "t5enc")  # the HF part of bench/models.py (timm does not import on CPU)
+TRACES = ("cpu", "meta")
+
+
+def _entry(name: str, dtype: torch.dtype, small: bool) -> Entry:
+    import models
+
+    def factory():
+        model, args = models.build(name, small=small)
+        return model.to(dtype), args
+
+    return Entry(spec=f"bench/models.py:{name}", factory=factory, path=str(ROOT / "bench" / "models.py"))
+
+
+def predict(name: str, trace: str, target: str, dtype: torch.dtype, small: bool = False) -> dict:
+    """Predicted eager and fused µs per call of one model traced on `trace` ("cpu" or "meta")."""
+    t0 = time.perf_counter()
+    cap = capture(_entry(name, dtype, small), device=trace)
+    analysis = analyse(cap, device_table(target))
+    findings = sorted({f.code for f in analysis.findings})
+    return {
+        "model": name,
+        "trace": trace,
+        "device": analysis.cost.device,
+        "graphs": len(cap.graphs),
+        "eager_us": round(analysis.cost.eager.time_us, 1),
+        "fused_us": round(analysis.cost.fused.time_us, 1),
+        "eager_launches": analysis.cost.eager.launches,
+        "fused_launches": analysis.cost.fused.launches,
+        "findings": findings,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def measured_from_json(path: Path) -> dict[str, dict[str, float]]:
+    """model -> {"eager": µs, "fuselint": µs} from a bench/models.py JSON."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    out: dict[str, dict[str, float]] = {}
+    for row in data["rows"]:
+        if row.get("train") or "gpu_us" not in row or row["backend"] not in ("eager", "fuselint"):
+            continue
+        out.setdefault(row["model"], {})[row["backend"]] = row["gpu_us"]
+    out["_env"] = data.get("env", str(path))  # type: ignore[assignment]
+    return out
+
+
+def measure_on_gpu(name: str, dtype: torch.dtype) -> dict[str, float]:
+    import models
+
+    return {b: models.measure(name, b, dtype)["gpu_us"] for b in ("eager", "fuselint")}
+
+
+def _err(pred: float, meas: float | None) -> float | None:
+    return None if not meas else round(100 * (pred - meas) / meas, 1)
+
+
+def _pct(e: float | None) -> str:
+    return "n/a" if e is None else f"{e:+.0f}%"
+
+
+def markdown(rows: list[dict], env: str, target: str, command: str) -> str:
+    lines = [
+        f"Predicted on the `{target}` device table; measured: {env}. Command: `{command}`.",
+        "",
+        "eager / fused: µs of GPU kernel time per call (fused: the fuselint backend's plan); "
+        "error = (predicted − measured) / measured.",
+        "",
+        "| model | trace | predicted eager → fused µs | measured eager → fuselint µs | error eager | error fused |"
+        " predicted speedup | measured speedup | findings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        me, mf = r.get("measured_eager"), r.get("measured_fused")
+        meas = f"{me:.0f} → {mf:.0f}" if me and mf else "n/a"
+        ms = f"{me / mf:.2f}×" if me and mf else "n/a"
+        lines.append(
+            f"| {r['model']} | {r['trace']} | {r['eager_us']:.0f} → {r['fused_us']:.0f} | {meas} | "
+            f"{_pct(r.get('error_eager'))} | {_pct(r.get('error_fused'))} | "
+            f"{r['eager_us'] / r['fused_us']:.2f}× | {ms} | {', '.join(r['findings']) or '–'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default=",".join(SUITE))
+    p.add_argument("--traces", default=",".join(TRACES))
+    p.add_argument("--target", default="H100-measured", help="device table the prediction prices on")
+    p.add_argument("--measured", help="bench/models.py JSON with per-model gpu_us (no GPU needed)")
+    p.add_argument("--small", action="store_true", help="tiny inputs (a quick check; no measured side)")
+    p.add_argument("--md")
+    p.add_argument("--json")
+    a = p.parse_args(argv)
+    dtype = torch.bfloat16
+    names = [m for m in a.models.split(",") if m]
+    if a.measured:
+        measured = measured_from_json(Path(a.measured))
+        env = str(measured.pop("_env"))
+    elif torch.cuda.is_available() and not a.small:
+        measured = {m: measure_on_gpu(m, dtype) for m in names}
+        env = f"{torch.cuda.get_device_name()}, torch {torch.__version__} (measured in this run)"
+    else:
+        measured, env = {}, "nothing (no GPU, no --measured)"
+    rows = []
+    for name in names:
+        for trace in a.traces.split(","):
+            row = predict(name, trace, a.target, dtype, a.small)
+            m = measured.get(name, {})
+            row["measured_eager"], row["measured_fused"] = m.get("eager"), m.get("fuselint")
+            row["error_eager"] = _err(row["eager_us"], row["measured_eager"])
+            row["error_fused"] = _err(row["fused_us"], row["measured_fused"])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    command = "python bench/predict_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    md = markdown(rows, env, a.target, command.strip())
+    if a.md:
+        Path(a.md).write_text(md, encoding="utf-8")
+    if a.json:
+        payload = {"env": env, "target": a.target, "command": command.strip(), "rows": rows}
+        Path(a.json).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
