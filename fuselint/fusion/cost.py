@@ -23,6 +23,7 @@ import networkx as nx
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from fuselint.fusion.attention import SdpaCall, choose_backend, eager_call, math_parts, sdpa_call
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 
@@ -209,22 +210,67 @@ def eager_kernels(facts: GraphFacts) -> list[set[str]]:
     return kernels
 
 
+def math_attention_cost(call: SdpaCall, device: Device) -> Cost:
+    """SDPA's math path: its kernels (attention.math_parts), each priced on the roofline."""
+    parts = math_parts(call)
+    return Cost(
+        len(parts),
+        sum(p.bytes for p in parts),
+        sum(p.flops for p in parts),
+        sum(device.time_us(p.bytes, p.flops, p.dtype) for p in parts),
+    )
+
+
+def sdpa_calls(facts: GraphFacts) -> dict[str, SdpaCall]:
+    """The graph's SDPA nodes and the calls they make."""
+    calls = {}
+    for c in facts.kind:
+        call = sdpa_call(facts.fg.dag.nodes[c]["fx"])
+        if call is not None:
+            calls[c] = call
+    return calls
+
+
+def _priced(
+    facts: GraphFacts,
+    nodes: set[str],
+    device: Device,
+    flops: dict[str, int],
+    math: dict[str, SdpaCall],
+    launches: int = 1,
+) -> Cost:
+    """kernel_cost, except that an SDPA node on the math path costs that path's kernels."""
+    slow = nodes & set(math)
+    if not slow:
+        return kernel_cost(facts, nodes, device, flops, launches)
+    rest = kernel_cost(facts, nodes - slow, device, flops, launches) if nodes - slow else Cost()
+    return sum((math_attention_cost(math[c], device) for c in sorted(slow)), rest)
+
+
 def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
-    """Eager vs planned cost of one graph, per group and in total (per run of the graph)."""
+    """Eager vs planned cost of one graph, per group and in total (per run of the graph).
+
+    SDPA is priced as the kernel a CUDA GPU picks for it (attention.py): under compile for the
+    traced call, in eager for the call as eager code makes it (`eager_call`)."""
     facts = GraphFacts(plan.graph)
     flops = {c: node_flops(facts, c) for c in facts.kind}
+    calls = sdpa_calls(facts)
+    compiled_math = {c: k for c, k in calls.items() if not choose_backend(k).fused}
+    eager_math = {c: k for c, k in calls.items() if not choose_backend(eager_call(k)).fused}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
     for unit in eager_kernels(facts):
         first = min(unit, key=facts.order.get)
         gid = home.get(first, -1)
-        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + kernel_cost(facts, unit, device, flops)
+        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + _priced(
+            facts, unit, device, flops, eager_math
+        )
     groups = tuple(
         GroupCost(
             g.id,
             g.kind,
             eager_by_group.get(g.id, Cost()),
-            kernel_cost(facts, set(g.compute_nodes), device, flops, g.launches),
+            _priced(facts, set(g.compute_nodes), device, flops, compiled_math, g.launches),
         )
         for g in plan.groups
     )
