@@ -39,9 +39,9 @@ class Mask:
     dtype: torch.dtype
     shape: tuple[int, ...]
     stride: tuple[int, ...]
-    # built from positions and constants only (no graph input reaches it): a mask fixed by the
-    # shapes, such as the all-true mask transformers materialises only while tracing
-    from_positions: bool = False
+    # built from positions and constants only (no graph input reaches it), and every element
+    # true: the mask transformers materialises only while tracing, and drops in eager
+    all_true: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,10 @@ def choose_backend(call: SdpaCall) -> Backend:
             "math",
             f"the mask is {kind} and broadcast over keys (shape {tuple(m.shape)}, strides "
             f"{tuple(m.stride)}): every fused kernel needs the mask's last dimension at stride 1",
-            "pass no mask when it is all true, is_causal=True for a causal one, or a float additive "
-            "mask that is contiguous in its last dimension",
+            "it is all true: pass no mask"
+            if m.all_true
+            else "pass is_causal=True for a causal mask, no mask when it is all true, or a float "
+            "additive mask that is contiguous in its last dimension",
         )
     if call.dtype not in (*_HALF, torch.float32):
         return Backend("math", f"{call.dtype} inputs have no fused kernel", "use fp16, bf16 or fp32")
@@ -106,18 +108,51 @@ def _val(node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
-def _from_positions(node: torch.fx.Node) -> bool:
-    """No graph input (placeholder) among the node's ancestors."""
-    seen, todo = set(), [node]
-    while todo:
-        n = todo.pop()
+_EVAL_LIMIT = 1 << 24  # elements: a positions-only mask larger than this is not evaluated
+
+
+def _all_true(node: torch.fx.Node) -> bool:
+    """A mask built from positions and constants alone (no graph input among its ancestors)
+    whose every element is true, found by running its few ops on CPU tensors."""
+    seen: set[torch.fx.Node] = set()
+    order: list[torch.fx.Node] = []
+
+    def visit(n: torch.fx.Node) -> bool:
         if n in seen:
-            continue
+            return True
         seen.add(n)
-        if n.op == "placeholder":
+        val = _val(n)
+        is_view = isinstance(n.target, torch._ops.OpOverload) and n.target.is_view
+        if n.op != "call_function" or (val is not None and not is_view and val.numel() > _EVAL_LIMIT):
             return False
-        todo.extend(n.all_input_nodes)
-    return True
+        if not all(visit(a) for a in n.all_input_nodes):
+            return False
+        order.append(n)
+        return True
+
+    if not visit(node):
+        return False
+    values: dict[torch.fx.Node, object] = {}
+
+    def real(a):
+        if isinstance(a, torch.fx.Node):
+            return values[a]
+        if isinstance(a, torch.device):
+            return torch.device("cpu")
+        return a
+
+    try:
+        for n in order:
+            args = torch.fx.node.map_aggregate(n.args, real)
+            kwargs = {
+                k: (torch.device("cpu") if k == "device" else torch.fx.node.map_aggregate(v, real))
+                for k, v in n.kwargs.items()
+            }
+            values[n] = n.target(*args, **kwargs)
+        out = values[node]
+        return isinstance(out, torch.Tensor) and bool(out.all())
+    except Exception:  # an op that cannot run here: not known to be all true
+        return False
 
 
 def _mask(node: torch.fx.Node | None) -> Mask | None:
@@ -132,7 +167,7 @@ def _mask(node: torch.fx.Node | None) -> Mask | None:
             node, val = node.args[0], source
     stride = tuple(int(s) for s in val.stride()) if val.dim() else (1,)
     shape = tuple(int(s) for s in val.shape) if val.dim() else (1,)
-    return Mask(val.dtype, shape, stride, from_positions=_from_positions(node))
+    return Mask(val.dtype, shape, stride, all_true=val.dtype == torch.bool and _all_true(node))
 
 
 def sdpa_call(node: torch.fx.Node) -> SdpaCall | None:
@@ -166,10 +201,10 @@ def sdpa_call(node: torch.fx.Node) -> SdpaCall | None:
 
 
 def eager_call(call: SdpaCall) -> SdpaCall:
-    """The call as eager code makes it: a mask built from positions only is fixed by the
-    shapes; libraries build it only while tracing (transformers' `_ignore_*_mask_sdpa` drops
-    an all-true mask in eager), so eager runs without it."""
-    if call.mask is not None and call.mask.from_positions and call.mask.dtype == torch.bool:
+    """The call as eager code makes it: an all-true mask built from positions alone is one that
+    libraries build only while tracing (transformers' `_ignore_*_mask_sdpa` drops it in eager,
+    where it can look at the values), so eager runs without it."""
+    if call.mask is not None and call.mask.all_true:
         return SdpaCall(**{**call.__dict__, "mask": None})
     return call
 
