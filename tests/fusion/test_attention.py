@@ -61,8 +61,8 @@ def test_eager_drops_only_an_all_true_mask():
     assert eager_call(real) == real
 
 
-def _analysis(factory: str):
-    return analyse(capture(load_entry(f"{FIXTURE}:{factory}"), device="cpu"), H100)
+def _analysis(factory: str, trace: str = "cpu"):
+    return analyse(capture(load_entry(f"{FIXTURE}:{factory}"), device=trace), H100)
 
 
 def _sdpa(analysis):
@@ -74,15 +74,17 @@ def _sdpa(analysis):
     ]
 
 
-def test_traced_mask_is_read_before_sdpas_own_conversion():
-    (call,) = _sdpa(_analysis("entry"))
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_traced_mask_is_read_before_sdpas_own_conversion(trace):
+    (call,) = _sdpa(_analysis("entry", trace))
     assert call.mask == Mask(torch.bool, (2, 1, 32, 32), (0, 32, 1, 0), all_true=True)
-    (causal,) = _sdpa(_analysis("entry_causal"))
+    (causal,) = _sdpa(_analysis("entry_causal", trace))
     assert causal.mask.dtype == torch.bool and causal.mask.stride[-1] == 1 and not causal.mask.all_true
 
 
-def test_fl302_flags_the_tracing_only_mask_and_prices_compile_slower():
-    analysis = _analysis("entry")
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_fl302_flags_the_tracing_only_mask_and_prices_compile_slower(trace):
+    analysis = _analysis("entry", trace)
     (finding,) = [f for f in analysis.findings if f.code == "FL302"]
     assert finding.span.path == str(FIXTURE) and "scaled_dot_product_attention" in finding.source_line
     assert "compile is slower than eager" in finding.message and "pass no mask" in finding.message
