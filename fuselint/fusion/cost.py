@@ -23,7 +23,15 @@ import networkx as nx
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from fuselint.fusion.attention import SdpaCall, choose_backend, eager_call, math_parts, sdpa_call
+from fuselint.fusion.attention import (
+    FUSED_ATTENTION_EFFICIENCY,
+    SdpaCall,
+    choose_backend,
+    eager_call,
+    fused_work,
+    math_parts,
+    sdpa_call,
+)
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 
@@ -221,6 +229,23 @@ def math_attention_cost(call: SdpaCall, device: Device) -> Cost:
     )
 
 
+def fused_attention_cost(call: SdpaCall, device: Device) -> Cost:
+    """One fused attention kernel (flash / memory-efficient), at the rate such kernels reach."""
+    nbytes, flops = fused_work(call)
+    memory = nbytes / (device.bandwidth_gbs * 1e3)
+    compute = flops / (
+        device.tflops(str(call.dtype).removeprefix("torch.")) * FUSED_ATTENTION_EFFICIENCY * 1e6
+    )
+    return Cost(1, nbytes, flops, max(memory, compute) + device.launch_us)
+
+
+def attention_cost(call: SdpaCall, device: Device) -> Cost:
+    """The kernel(s) SDPA runs for `call` on a CUDA GPU."""
+    if choose_backend(call).fused:
+        return fused_attention_cost(call, device)
+    return math_attention_cost(call, device)
+
+
 def sdpa_calls(facts: GraphFacts) -> dict[str, SdpaCall]:
     """The graph's SDPA nodes and the calls they make."""
     calls = {}
@@ -236,15 +261,15 @@ def _priced(
     nodes: set[str],
     device: Device,
     flops: dict[str, int],
-    math: dict[str, SdpaCall],
+    attention: dict[str, SdpaCall],
     launches: int = 1,
 ) -> Cost:
-    """kernel_cost, except that an SDPA node on the math path costs that path's kernels."""
-    slow = nodes & set(math)
-    if not slow:
+    """kernel_cost, except that an SDPA node costs the kernel(s) its call runs on a GPU."""
+    sdpa = nodes & set(attention)
+    if not sdpa:
         return kernel_cost(facts, nodes, device, flops, launches)
-    rest = kernel_cost(facts, nodes - slow, device, flops, launches) if nodes - slow else Cost()
-    return sum((math_attention_cost(math[c], device) for c in sorted(slow)), rest)
+    rest = kernel_cost(facts, nodes - sdpa, device, flops, launches) if nodes - sdpa else Cost()
+    return sum((attention_cost(attention[c], device) for c in sorted(sdpa)), rest)
 
 
 def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
@@ -254,23 +279,22 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
     traced call, in eager for the call as eager code makes it (`eager_call`)."""
     facts = GraphFacts(plan.graph)
     flops = {c: node_flops(facts, c) for c in facts.kind}
-    calls = sdpa_calls(facts)
-    compiled_math = {c: k for c, k in calls.items() if not choose_backend(k).fused}
-    eager_math = {c: k for c, k in calls.items() if not choose_backend(eager_call(k)).fused}
+    compiled = sdpa_calls(facts)
+    eager_calls = {c: eager_call(k) for c, k in compiled.items()}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
     for unit in eager_kernels(facts):
         first = min(unit, key=facts.order.get)
         gid = home.get(first, -1)
         eager_by_group[gid] = eager_by_group.get(gid, Cost()) + _priced(
-            facts, unit, device, flops, eager_math
+            facts, unit, device, flops, eager_calls
         )
     groups = tuple(
         GroupCost(
             g.id,
             g.kind,
             eager_by_group.get(g.id, Cost()),
-            _priced(facts, set(g.compute_nodes), device, flops, compiled_math, g.launches),
+            _priced(facts, set(g.compute_nodes), device, flops, compiled, g.launches),
         )
         for g in plan.groups
     )

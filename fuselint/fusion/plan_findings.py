@@ -17,7 +17,7 @@ import linecache
 
 from fuselint.findings import Finding, Gain, Span, format_bytes
 from fuselint.fusion.attention import choose_backend, eager_call, sdpa_call
-from fuselint.fusion.cost import Cost, kernel_cost, math_attention_cost, node_flops
+from fuselint.fusion.cost import Cost, fused_attention_cost, math_attention_cost
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, GraphFacts, Materialized
 
@@ -105,7 +105,7 @@ def attention_findings(plans: list[FusionPlan], device: Device = DEFAULT) -> lis
             if backend.fused:
                 continue
             slow = math_attention_cost(call, device).scaled(p.graph.calls)
-            fast = kernel_cost(facts, {c}, device, {c: node_flops(facts, c)}).scaled(p.graph.calls)
+            fast = fused_attention_cost(call, device).scaled(p.graph.calls)
             eager_fused = choose_backend(eager_call(call)).fused
             by_line.setdefault((node["file"], node["line"]), []).append((backend, slow, fast, eager_fused))
     findings = []
