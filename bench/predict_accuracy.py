@@ -169,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(SUITE))
     p.add_argument("--traces", default=",".join(TRACES))
-    p.add_argument("--target", default="H100-measured", help="device table the prediction prices on")
+    p.add_argument(
+        "--target",
+        help="device table the prediction prices on (default: the measured table of the GPU here, else H100-measured)",
+    )
     p.add_argument("--measured", help="bench/models.py JSON with per-model gpu_us (no GPU needed)")
     p.add_argument("--small", action="store_true", help="tiny inputs (a quick check; no measured side)")
     p.add_argument("--md")
@@ -177,9 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     dtype = torch.bfloat16
     names = [m for m in a.models.split(",") if m]
+    on_gpu = torch.cuda.is_available() and not a.measured and not a.small
+    if a.target is None:
+        a.target = "H200-measured" if on_gpu and "H200" in torch.cuda.get_device_name() else "H100-measured"
     if a.measured:
         measured, env = measured_from_json(Path(a.measured))
-    elif torch.cuda.is_available() and not a.small:
+    elif on_gpu:
         measured = {m: measure_on_gpu(m, dtype) for m in names}
         env = f"{torch.cuda.get_device_name()}, torch {torch.__version__} (measured in this run)"
     else:
