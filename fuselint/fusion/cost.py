@@ -6,7 +6,8 @@ through each FX node's `from_node` provenance; every kernel reads all its inputs
 its outputs. Planned runs one kernel per FusionGroup and moves only the tensors that cross
 group boundaries. A kernel takes max(bytes / bandwidth, flops / peak) + launch cost on a
 Device (devices.py). Views cost nothing. A model is a list of graphs, each weighted by how
-many times it runs per call (FusionGraph.calls).
+many times it runs per call (FusionGraph.calls). scaled_dot_product_attention costs the kernel a
+CUDA GPU picks for its call (attention.py): one fused kernel, or the math path's fp32 kernels.
 
 Accuracy against KNOWLEDGE.md's H200 measurements (8192x8192 fp32, tests/fusion/test_fusion_cost.py):
 planned time within 6% of Inductor's for cos->sin, bias+GELU+residual, SiLU*mul, tanh-GELU,
