@@ -9,6 +9,9 @@ bound through the same `normalize_call`, so the canonical identities apply uncha
 `getitem` of `var_mean` is the `var` or the `mean` it holds. Anything else (placeholders,
 parameters, ops with no torch function of that name) is a leaf that a metavariable may bind.
 
+A node's sum or product is one operand of the node that reads it (an `inl` that is sealed), so
+a metavariable binds it whole; the other identities (`/ sqrt` is `* rsqrt`) cross nodes.
+
 Dimensions are made negative (`amax(x, [2])` on a 3-d tensor is `amax(x, -1)`), since rules
 write the last dimension as `-1` and a traced graph keeps whatever the user wrote.
 """
@@ -19,7 +22,7 @@ import operator
 
 import torch
 
-from fuselint.source.patterns_canon import ALIASES, Builder, Interner, Term, normalize_call
+from fuselint.source.patterns_canon import ALIASES, SEALED, Builder, Interner, Term, normalize_call
 
 # getitem of a var_mean: index -> the torch function whose value it is
 _VAR_MEAN = {0: "torch.var", 1: "torch.mean"}
@@ -40,7 +43,12 @@ class AtenTerms:
 
     def _value(self, a: object) -> Term | None:
         if isinstance(a, torch.fx.Node):
-            return self.term(a)
+            t = self.term(a)
+            if t.op in ("add", "mul"):
+                # Another node's sum stays one operand: `h - mean(h)` with h = a + b must read
+                # as (h) - mean(h), as the rule writes it, not as a + b - mean(h).
+                return self.builder.make("inl", (t,), node=a, use=SEALED)
+            return t
         if isinstance(a, (list, tuple)):
             items = [self._value(x) for x in a]
             return None if None in items else self.builder.make("t", tuple(items))

@@ -35,6 +35,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 REQUIRED = object()
+# The `use` of an `inl` that sums and products must not flatten into: a traced node's own value
+# (fuselint.fusion.aten_terms), which a metavariable may bind whole.
+SEALED = object()
 _HERE = Path(__file__).parent
 
 # canonical function -> its parameters in order, with defaults (REQUIRED when none).
@@ -246,7 +249,7 @@ class Builder:
         absorbed: list = []
         for t in terms:
             inner, reads = t, []
-            while inner.op == "inl":
+            while inner.op == "inl" and inner.use is not SEALED:
                 reads.append(inner.node)
                 inner = inner.args[0]
             if inner.op == op:

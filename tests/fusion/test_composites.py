@@ -219,3 +219,16 @@ def test_a_new_graph_composite_is_a_rule_file_and_a_line_in_fl230(tmp_path):
     (c,) = find_composites(nodes, composite_rules(extended))
     assert (c.name, c.rule, c.use_instead) == ("logsumexp", "XL221", "torch.logsumexp(x, dim)")
     assert [_op(n) for n in c.nodes] == ["exp", "sum", "log"]
+
+
+def test_a_norm_of_a_sum_binds_the_sum_whole():
+    """`h = a + b` then `h - h.mean(...)`: the sum is the rule's $x, not operands spliced into the sub."""
+
+    def residual_norm(a, b):
+        h = a + b
+        c = h - h.mean(-1, keepdim=True)
+        return c * torch.rsqrt((c * c).mean(-1, keepdim=True) + 1e-5)
+
+    (c,) = find_composites(_graph_nodes(residual_norm, torch.randn(4, 8), torch.randn(4, 8)))
+    assert (c.name, c.rule) == ("layer_norm", "FL212")
+    assert "add" not in [n.name for n in c.nodes]  # a + b is the input, not part of the chain
