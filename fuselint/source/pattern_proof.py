@@ -203,6 +203,8 @@ def _disagreement(want: Any, got: Any) -> str:
         return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype} != {want.dtype}"
+    if not want.is_floating_point():  # comparisons, integer results: exactly equal
+        return "" if torch.equal(got, want) else "values differ"
     if not torch.isfinite(want).all():
         return "the pattern is not finite on the drawn inputs (declare a `domain`)"
     error = relative_error(got.double(), want.double())
