@@ -207,8 +207,10 @@ def _disagreement(want: Any, got: Any) -> str:
         return "" if torch.equal(got, want) else "values differ"
     if not torch.isfinite(want).all():
         return "the pattern is not finite on the drawn inputs (declare a `domain`)"
+    if not torch.isfinite(got).all():  # NaN would compare as no error at all
+        return "the replacement is not finite where the pattern is"
     error = relative_error(got.double(), want.double())
-    if error >= tolerance(want.dtype):
+    if not error < tolerance(want.dtype):
         return f"relative error {error:.3g}"
     return ""
 
