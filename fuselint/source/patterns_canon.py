@@ -187,6 +187,9 @@ class Term:
     use: object = None  # for op "inl": the Binding whose value this is
     # add/mul only: reads of temporaries whose sums/products were spliced into this one
     absorbed: tuple = ()
+    # add/mul that spliced a temporary's sum/product: the reading with that temporary kept whole
+    # (`h = a + b; h - mean(h)` is also (h) - mean(h)), which the matcher tries when this fails
+    alt: Term | None = None
 
 
 @dataclass
@@ -254,13 +257,14 @@ class Builder:
 
     # ---- arithmetic with canonical shapes
 
-    def _flatten(self, op: str, terms: list[Term]) -> tuple[list[Term], tuple]:
-        """Operands of nested sums (products), through temporaries: `c = a * b; c * d` is a*b*d."""
+    def _flatten(self, op: str, terms: list[Term], whole: bool = False) -> tuple[list[Term], tuple]:
+        """Operands of nested sums (products), through temporaries: `c = a * b; c * d` is a*b*d
+        (unless `whole`: then a temporary stays one operand)."""
         flat: list[Term] = []
         absorbed: list = []
         for t in terms:
             inner, reads = t, []
-            while inner.op == "inl" and inner.use is not SEALED:
+            while inner.op == "inl" and inner.use is not SEALED and not whole:
                 reads.append(inner.node)
                 inner = inner.args[0]
             if inner.op == op:
@@ -272,7 +276,22 @@ class Builder:
         return flat, tuple(absorbed)
 
     def add(self, terms: list[Term], node=None, stmt=-1) -> Term:
-        flat, absorbed = self._flatten("add", terms)
+        return self._with_alt("add", self._add, terms, node, stmt)
+
+    def mul(self, terms: list[Term], node=None, stmt=-1) -> Term:
+        return self._with_alt("mul", self._mul, terms, node, stmt)
+
+    def _with_alt(self, op: str, build, terms: list[Term], node, stmt) -> Term:
+        term = build(terms, node, stmt)
+        spliced = any(t.op == "inl" and t.use is not SEALED and strip(t).op == op for t in terms)
+        if spliced and term.op == op:
+            alt = build(terms, node, stmt, whole=True)
+            if alt.op == op:
+                term.alt = alt
+        return term
+
+    def _add(self, terms: list[Term], node=None, stmt=-1, whole: bool = False) -> Term:
+        flat, absorbed = self._flatten("add", terms, whole)
         total = 0
         rest, numbers = [], []
         for t in flat:
@@ -291,8 +310,8 @@ class Builder:
         rest.sort(key=lambda t: t.key)
         return self.make("add", tuple(rest), node=node, stmt=stmt, absorbed=absorbed)
 
-    def mul(self, terms: list[Term], node=None, stmt=-1) -> Term:
-        flat, absorbed = self._flatten("mul", terms)
+    def _mul(self, terms: list[Term], node=None, stmt=-1, whole: bool = False) -> Term:
+        flat, absorbed = self._flatten("mul", terms, whole)
         product = 1
         numbers: list[Term] = []
         powers: dict[int, tuple[Term, list[Term]]] = {}
