@@ -202,6 +202,18 @@ def main() -> None:
 )
 @click.option("--train", is_flag=True, help="Trace entries in train mode, backward graphs included.")
 @click.option(
+    "--prove/--no-prove",
+    default=None,
+    help="With --entry: keep only the fixes that re-tracing the fixed source proves (default on).",
+)
+@click.option(
+    "--prove-timeout",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds one proof trial (one run of the entry) may take.",
+)
+@click.option(
     "--target",
     default="H200",
     show_default=True,
@@ -264,6 +276,8 @@ def check(
     entries,
     device,
     train,
+    prove,
+    prove_timeout,
     target,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
@@ -345,9 +359,12 @@ def check(
     fixed_count = 0
     unwritable: list[str] = []
     applied: dict[str, tuple[Finding, ...]] = {}
+    proof = None
     if diff or config.fix:
+        if entries and prove is not False:
+            proof = _prove(entries, findings, catalog, config, device, train, prove_timeout, output)
         fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
-            findings, catalog, config, write=not diff
+            findings, catalog, config, write=not diff, keep=proof.keeps if proof else None
         )
         if diff:
             _emit_report("".join(diffs), output_file, output)
@@ -367,6 +384,8 @@ def check(
 
     if code_paths == "normal":  # again: fixed files were linted anew
         findings = normal_path_only(findings)
+    if proof is not None:
+        findings = proof.mark(findings)
     from fuselint.report.gate import (
         BaselineError,
         Thresholds,
@@ -446,14 +465,51 @@ def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str
     return moved
 
 
+def _prove(entries, findings, catalog, config, device, train, timeout, output):
+    """Prove the fixes on the entries (verify/prove.py); each rejected fix is one stderr line."""
+    from fuselint.source.fixer import line_length_for
+    from fuselint.verify.prove import ProveError, fixable_sources, prove_fixes
+
+    files = fixable_sources(
+        findings,
+        lambda p, t: lint_text(p, t, catalog, config),
+        lambda p: read_source(Path(p))[0],
+        unsafe=config.unsafe_fixes,
+        line_length=lambda p: line_length_for(Path(p)),
+    )
+    if not files:
+        return None
+    try:
+        proof = prove_fixes(
+            entries,
+            files,
+            device="cuda" if device == "cuda" else "cpu",
+            train=train,
+            timeout=timeout,
+            say=lambda line: _note(output, line),
+        )
+    except ProveError as exc:
+        raise UsageFailure(str(exc)) from None
+    for rejection in proof.rejected:
+        _note(output, str(rejection), always=True)
+    _note(
+        output,
+        f"fuselint: proved {len(proof.accepted)} fix(es), rejected {len(proof.rejected)}; break sites "
+        f"{proof.sites_before} -> {proof.sites_after} ({proof.trials} trials, {proof.seconds:.0f} s)",
+    )
+    return proof
+
+
 def _fix_files(
-    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool
+    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, keep=None
 ) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
     files that could not be written, old texts of the changed files, the findings fixed in
-    each). A file that cannot be written is left as it was."""
+    each). A file that cannot be written is left as it was. `keep`: the fixes to apply (a
+    predicate on findings, from a proof), None for all."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
+    from fuselint.verify.prove import only_kept
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
     total, changed, diffs, unwritable, before, applied = 0, {}, [], [], {}, {}
@@ -463,7 +519,7 @@ def _fix_files(
             continue
         result = fix_text(
             text,
-            lambda t, p=path: lint_text(p, t, catalog, config),
+            lambda t, p=path: only_kept(lint_text(p, t, catalog, config), keep),
             unsafe=config.unsafe_fixes,
             line_length=line_length_for(Path(path)),
         )
