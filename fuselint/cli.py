@@ -214,6 +214,12 @@ def main() -> None:
     help="Seconds one proof trial (one run of the entry) may take.",
 )
 @click.option(
+    "--prove-backends",
+    default="fuselint,inductor",
+    show_default=True,
+    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
+)
+@click.option(
     "--target",
     default="H200",
     show_default=True,
@@ -278,6 +284,7 @@ def check(
     train,
     prove,
     prove_timeout,
+    prove_backends,
     target,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
@@ -362,7 +369,8 @@ def check(
     proof = None
     if diff or config.fix:
         if entries and prove is not False:
-            proof = _prove(entries, findings, catalog, config, device, train, prove_timeout, output)
+            proving = ProveOptions(device, train, prove_timeout, _prove_backends(prove_backends))
+            proof = _prove(entries, findings, catalog, config, proving, output)
         fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
             findings, catalog, config, write=not diff, keep=proof.keeps if proof else None
         )
@@ -465,10 +473,28 @@ def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str
     return moved
 
 
-def _prove(entries, findings, catalog, config, device, train, timeout, output):
+@dataclass(frozen=True)
+class ProveOptions:
+    device: str | None
+    train: bool
+    timeout: float
+    backends: tuple[str, ...]
+
+
+def _prove_backends(value: str) -> tuple[str, ...]:
+    chosen = tuple(b.strip() for b in value.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in ("fuselint", "inductor")]
+    if unknown:
+        raise UsageFailure(
+            f"--prove-backends: unknown backend {unknown[0]!r}; choose from fuselint, inductor"
+        )
+    return chosen
+
+
+def _prove(entries, findings, catalog, config, options: ProveOptions, output):
     """Prove the fixes on the entries (verify/prove.py); each rejected fix is one stderr line."""
     from fuselint.source.fixer import line_length_for
-    from fuselint.verify.prove import ProveError, fixable_sources, prove_fixes
+    from fuselint.verify.prove import fixable_sources
 
     files = fixable_sources(
         findings,
@@ -477,15 +503,20 @@ def _prove(entries, findings, catalog, config, device, train, timeout, output):
         unsafe=config.unsafe_fixes,
         line_length=lambda p: line_length_for(Path(p)),
     )
-    if not files:
-        return None
+    return _prove_files(entries, files, options, output) if files else None
+
+
+def _prove_files(entries, files, options: ProveOptions, output):
+    from fuselint.verify.prove import ProveError, prove_fixes
+
     try:
         proof = prove_fixes(
             entries,
             files,
-            device="cuda" if device == "cuda" else "cpu",
-            train=train,
-            timeout=timeout,
+            device="cuda" if options.device == "cuda" else "cpu",
+            train=options.train,
+            timeout=options.timeout,
+            backends=options.backends,
             say=lambda line: _note(output, line),
         )
     except ProveError as exc:
@@ -1048,8 +1079,38 @@ def graph(entries, output, device, train, target) -> None:
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
 @click.option("--verbose", "-v", is_flag=True, help="Show what the model printed while it was built and run.")
+@click.option(
+    "--prove/--no-prove",
+    default=True,
+    help="Build the fixed variant from proven fixes only (re-traced first).",
+)
+@click.option(
+    "--prove-timeout",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds one proof trial may take.",
+)
+@click.option(
+    "--prove-backends",
+    default="fuselint,inductor",
+    show_default=True,
+    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
+)
 def verify(
-    entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, target, fmt, config_path, verbose
+    entries,
+    backends,
+    device,
+    unsafe_fixes,
+    no_fixed,
+    dump_kernels,
+    target,
+    fmt,
+    config_path,
+    verbose,
+    prove,
+    prove_timeout,
+    prove_backends,
 ) -> None:
     """Prove it: original vs fixed source under eager, fuselint and Inductor; numerics and time."""
     _need_torch("verify")
@@ -1067,7 +1128,14 @@ def verify(
     verify_run.dump_dir(dump_kernels)
     table = _device_of(target) if target else _device_for_prediction(device)
     failed = False
+    proving = ProveOptions(None, False, prove_timeout, _prove_backends(prove_backends))
     for spec in entries:
+        proof = None
+        if prove and not no_fixed:
+            from fuselint.verify.prove import entry_sources
+
+            files = entry_sources(spec, catalog, config, unsafe=unsafe_fixes)
+            proof = _prove_files([spec], files, proving, NORMAL) if files else None
         with _model_output_held(spec, verbose):
             try:
                 result = verify_run.verify(
@@ -1079,9 +1147,12 @@ def verify(
                     unsafe=unsafe_fixes,
                     with_fixed=not no_fixed,
                     predict_on=table,
+                    keep=proof.keeps if proof else None,
                 )
             except EntryError as exc:
                 raise UsageFailure(str(exc)) from None
+        if proof is not None:
+            result = replace(result, notes=(*result.notes, *(str(r) for r in proof.rejected)))
         click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)
         failed |= not result.ok
     if failed:

@@ -25,6 +25,7 @@ that survives the line moving between fixing rounds.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import subprocess
@@ -342,6 +343,9 @@ def prove_fixes(
             else:
                 queue[0:0] = _halves(group)
         notes = tuple(f"{b.entry}: {b.data['note']}" for b in baseline if b.data.get("note"))
+        kept = frozenset(u.key for u in accepted)
+        written = {s.path: (s.text, s.text_for(kept)) for s in files}
+        rejected = [replace(r, unit=_moved(r.unit, *written[r.unit.path])) for r in rejected]
         return Proof(
             accepted=tuple(sorted(accepted)),
             rejected=tuple(sorted(rejected, key=lambda r: r.unit)),
@@ -351,6 +355,16 @@ def prove_fixes(
             seconds=time.perf_counter() - started,
             notes=notes,
         )
+
+
+def _moved(unit: FixUnit, before: str, after: str) -> FixUnit:
+    """The unit at its line in the text that will be written (the accepted fixes move lines)."""
+    if before == after:
+        return unit
+    old, new = before.splitlines(), after.splitlines()
+    blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+    line_map = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
+    return replace(unit, line=line_map.get(unit.line, unit.line))
 
 
 def _halves(group: list[FixUnit]) -> list[list[FixUnit]]:
@@ -381,3 +395,23 @@ def only_kept(findings: list[Finding], keep: Callable[[Finding], bool] | None) -
     if keep is None:
         return findings
     return [f if f.fix is None or keep(f) else replace(f, fix=None) for f in findings]
+
+
+def entry_sources(spec: str, catalog, config, *, unsafe: bool) -> list[SourceFixes]:
+    """The fixable files of an entry's folder: what `verify` builds its fixed variant from."""
+    from fuselint.source.fixer import line_length_for
+    from fuselint.source.lint import discover, lint_text, read_source
+
+    target = spec.rpartition(":")[0]
+    if Path(target).suffix != ".py":
+        return []
+    files = discover([str(Path(target).resolve().parent)], config)
+    texts = {str(p): read_source(p)[0] for p in files}
+    findings = [f for p, t in texts.items() if t is not None for f in lint_text(p, t, catalog, config)]
+    return fixable_sources(
+        findings,
+        lambda p, t: lint_text(p, t, catalog, config),
+        texts.get,
+        unsafe=unsafe,
+        line_length=lambda p: line_length_for(Path(p)),
+    )

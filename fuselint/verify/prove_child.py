@@ -296,8 +296,15 @@ def run_trial(request: dict) -> dict:
     texts = {p: Path(f).read_text(encoding="utf-8") for p, f in request.get("sources", {}).items()}
     finder = FixedSources(texts)
     sys.meta_path.insert(0, finder)
-    result: dict = {"error": "", "stage": "build"}
+    result: dict = {"error": "", "stage": "build", "times": {}}
     started = time.perf_counter()
+
+    def stage(name: str) -> None:
+        result["times"][result["stage"]] = round(
+            time.perf_counter() - started - sum(result["times"].values()), 2
+        )
+        result["stage"] = name
+
     seed, train = request.get("seed", 0), request.get("train", False)
     reference = request.get("reference")
     baseline = not reference
@@ -320,7 +327,7 @@ def run_trial(request: dict) -> dict:
             if saved.get("inputs") is not None:
                 built = Built(model, *saved["inputs"])
         built = Built(model, built.args, built.kwargs)
-        result["stage"] = "eager"
+        stage("eager")
         outputs = _outputs(_call(model, built.args, built.kwargs, train, seed))
         second = saved.get("second") if saved else None
         if baseline:
@@ -340,16 +347,16 @@ def run_trial(request: dict) -> dict:
             result["outputs"] = {"problem": problem, "max_abs_diff": worst}
             if problem:
                 return _done(result, finder, started)
-        result["stage"] = "trace"
+        stage("trace")
         _trace(model, built, second, train, seed, result)
         limit = request.get("max_sites")
         if limit is not None and len(result["sites"]) > limit:
             return _done(result, finder, started)
-        result["stage"] = "backends"
+        stage("backends")
         result["backends"] = {
             name: _backend(name, model, built, train, seed, outputs) for name in request.get("backends", [])
         }
-        result["stage"] = "done"
+        stage("done")
     except Exception as exc:  # noqa: BLE001 - the user's model failing is the trial's result
         result["error"] = _brief(exc)
         result["detail"] = "".join(traceback.format_exception(exc))[-4000:]
