@@ -45,8 +45,13 @@ class FixedSources(importlib.abc.MetaPathFinder):
     def __init__(self, texts: dict[str, str]) -> None:
         self.texts = texts
         self.loaded: set[str] = set()
+        # The top-level names the fixed files can be imported under: every import of another
+        # package (torch's own, hundreds during a compile) is left to the usual finders.
+        self.tops = {_top_level_name(Path(p)) for p in texts}
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name.partition(".")[0] not in self.tops:
+            return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
             return None
@@ -55,6 +60,15 @@ class FixedSources(importlib.abc.MetaPathFinder):
             return None
         spec.loader = FixedLoader(self, origin)
         return spec
+
+
+def _top_level_name(path: Path) -> str:
+    """The name a file is imported under at the top: its outermost package's, else its stem."""
+    top = path.stem if path.name != "__init__.py" else path.parent.name
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        top, folder = folder.name, folder.parent
+    return top
 
 
 class FixedLoader(importlib.abc.Loader):
