@@ -185,3 +185,14 @@ def test_a_fix_that_recompiles_on_new_inputs_is_rejected(tmp_path):
     ]
     assert (proof.sites_before, proof.sites_after) == (1, 1)
     assert path.read_text() == (FIXTURES / "recompile.py").read_text()  # nothing written
+
+
+@pytest.mark.slow
+def test_verify_builds_its_fixed_variant_from_proven_fixes_only(tmp_path):
+    shutil.copy(FIXTURES / "recompile.py", tmp_path / "model.py")
+    args = ["verify", "--device", "cpu", "--backend", "eager", "--prove-backends", "", "--format", "json"]
+    result = _run([*args, "--unsafe-fixes", "--entry", "model.py:entry"], tmp_path)
+    # (verify exits 1 here: the model counts its calls, so eager's repeated calls differ.)
+    notes = json.loads(result.stdout)["notes"]
+    assert any(n.startswith("fix rejected: ") and "recompiles on new inputs" in n for n in notes)
+    assert "no fix applies to the entry's source: only the original was run" in notes
