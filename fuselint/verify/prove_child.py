@@ -47,7 +47,7 @@ class FixedSources(importlib.abc.MetaPathFinder):
         self.loaded: set[str] = set()
         # The top-level names the fixed files can be imported under: every import of another
         # package (torch's own, hundreds during a compile) is left to the usual finders.
-        self.tops = {_top_level_name(Path(p)) for p in texts}
+        self.tops = {name for p in texts for name in _top_level_names(Path(p))}
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name.partition(".")[0] not in self.tops:
@@ -62,13 +62,10 @@ class FixedSources(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _top_level_name(path: Path) -> str:
-    """The name a file is imported under at the top: its outermost package's, else its stem."""
-    top = path.stem if path.name != "__init__.py" else path.parent.name
-    folder = path.parent
-    while (folder / "__init__.py").is_file():
-        top, folder = folder.name, folder.parent
-    return top
+def _top_level_names(path: Path) -> set[str]:
+    """Every name a file can be imported under at the top: its stem and the name of each
+    folder above it (a namespace package has no __init__.py that would say where it starts)."""
+    return {path.stem, *path.parent.parts}
 
 
 class FixedLoader(importlib.abc.Loader):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,19 @@ def test_verify_builds_its_fixed_variant_from_proven_fixes_only(tmp_path):
     notes = json.loads(result.stdout)["notes"]
     assert any(n.startswith("fix rejected: ") and "recompiles on new inputs" in n for n in notes)
     assert "no fix applies to the entry's source: only the original was run" in notes
+
+
+def test_the_import_hook_finds_a_module_of_a_namespace_package(tmp_path, monkeypatch):
+    from fuselint.verify.prove_child import FixedSources
+
+    package = tmp_path / "pkg" / "sub"  # no __init__.py: namespace packages (fair-esm's esm.model)
+    package.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (package / "leaf.py").write_text("VALUE = 'original'\n")
+    finder = FixedSources({str((package / "leaf.py").resolve()): "VALUE = 'fixed'\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    for name in ("pkg", "pkg.sub", "pkg.sub.leaf"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # and gone again after the test
+    assert importlib.import_module("pkg.sub.leaf").VALUE == "fixed"
+    assert finder.loaded == {str((package / "leaf.py").resolve())}
