@@ -199,10 +199,17 @@ class Prover:
         self.count = 0
 
     def run(
-        self, keys: frozenset, *, exact: bool, max_sites: Sequence[int] | None, baseline: bool
+        self,
+        keys: frozenset,
+        *,
+        exact: bool,
+        max_sites: Sequence[int] | None,
+        baseline: bool,
+        max_second_graphs: Sequence[int | None] | None = None,
     ) -> list[TrialResult]:
-        """One trial of the fixes in `keys`, on every entry; `max_sites`: per entry, the break
-        sites above which the trial is lost anyway (the child then skips the backends)."""
+        """One trial of the fixes in `keys`, on every entry; `max_sites` and `max_second_graphs`:
+        per entry, the break sites and the graphs the second call compiles above which the
+        trial is lost anyway (the child then skips the backends)."""
         self.count += 1
         folder = self.work / f"trial{self.count}"
         folder.mkdir()
@@ -222,6 +229,7 @@ class Prover:
                 "backends": list(self.backends),
                 "exact": exact,
                 "max_sites": None if max_sites is None else max_sites[n],
+                "max_second_graphs": None if max_second_graphs is None else max_second_graphs[n],
                 "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
             }
             artifact = self.work / f"baseline{n}.pt"
@@ -330,7 +338,13 @@ def prove_fixes(
                     queue[0:0] = _halves(group)
                 continue
             exact = not any(u.composite for u in (*accepted, *group))
-            trial = prover.run(keys, exact=exact, max_sites=[s.sites for s in state], baseline=False)
+            trial = prover.run(
+                keys,
+                exact=exact,
+                max_sites=[s.sites for s in state],
+                max_second_graphs=[(b.data.get("second") or {}).get("graphs") for b in baseline],
+                baseline=False,
+            )
             reason = verdict(trial, state, baseline, group)
             say(
                 f"fuselint: trial {prover.count - 1}: {len(group)} fix(es) {'kept' if not reason else reason}"

@@ -360,9 +360,11 @@ def run_trial(request: dict) -> dict:
                 return _done(result, finder, started)
         stage("trace")
         _trace(model, built, second, train, seed, result)
-        limit = request.get("max_sites")
+        limit, again = request.get("max_sites"), request.get("max_second_graphs")
         if limit is not None and len(result["sites"]) > limit:
             return _done(result, finder, started)
+        if again is not None and result.get("second", {}).get("graphs", 0) > again:
+            return _done(result, finder, started)  # recompiles: lost whatever the backends say
         stage("backends")
         result["backends"] = {
             name: _backend(name, model, built, train, seed, outputs) for name in request.get("backends", [])
