@@ -346,9 +346,9 @@ def prove_fixes(
                 baseline=False,
             )
             reason = verdict(trial, state, baseline, group)
-            say(
-                f"fuselint: trial {prover.count - 1}: {len(group)} fix(es) {'kept' if not reason else reason}"
-            )
+            took = sum(t.data.get("seconds", 0) for t in trial)
+            outcome = "kept" if not reason else f"not kept: {reason}"
+            say(f"fuselint: trial {prover.count - 1} ({len(group)} fix(es), {took:.0f} s): {outcome}")
             if not reason:
                 accepted.extend(group)
                 state = trial
