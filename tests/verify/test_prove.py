@@ -163,7 +163,7 @@ def test_check_keeps_the_good_fix_and_rejects_the_one_that_changes_outputs(tmp_p
     result = _run([*args, "--entry", "model.py:entry", "model.py"], tmp_path)
     fixed = (tmp_path / "model.py").read_text()
     assert "if not torch.compiler.is_compiling():" in fixed  # the print fix: proven, written
-    assert "if not mask.any():" in fixed  # the shortcut fix: rejected, not written
+    assert "        if not mask.any():" in fixed  # the shortcut fix: rejected, not written
     rejected = [line for line in result.stderr.splitlines() if line.startswith("fix rejected")]
     line = fixed.splitlines().index("        if not mask.any():") + 1
     assert len(rejected) == 1
@@ -214,3 +214,12 @@ def test_the_import_hook_finds_a_module_of_a_namespace_package(tmp_path, monkeyp
         monkeypatch.delitem(sys.modules, name, raising=False)  # and gone again after the test
     assert importlib.import_module("pkg.sub.leaf").VALUE == "fixed"
     assert finder.loaded == {str((package / "leaf.py").resolve())}
+
+
+def test_check_without_an_entry_fixes_unproven_and_runs_nothing(tmp_path):
+    shutil.copy(FIXTURES / "shortcut_and_print.py", tmp_path / "model.py")
+    result = _run(["check", "--no-cache", "--fix", "--unsafe-fixes", "model.py"], tmp_path)
+    fixed = (tmp_path / "model.py").read_text()
+    assert "is_compiling" in fixed and "        if not mask.any():" not in fixed  # both written, as before
+    assert "proving" not in result.stderr and "fix rejected" not in result.stderr
+    assert "forward" not in result.stdout  # the model's print never ran
