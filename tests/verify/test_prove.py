@@ -127,7 +127,7 @@ def test_a_subset_of_fixes_applies_only_those():
     source = _sources(FIXTURES / "shortcut_and_print.py")
     printing, shortcut = source.units()
     only_print = source.text_for(frozenset({printing.key}))
-    assert "is_compiling" in only_print and "if not mask.any():" in only_print
+    assert "is_compiling" in only_print and "        if not mask.any():" in only_print
     assert source.text_for(frozenset()) == source.text
 
 
