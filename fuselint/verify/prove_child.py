@@ -365,11 +365,10 @@ def run_trial(request: dict) -> dict:
             return _done(result, finder, started)
         if again is not None and result.get("second", {}).get("graphs", 0) > again:
             return _done(result, finder, started)  # recompiles: lost whatever the backends say
-        stage("backends")
         result["backends"] = {}
         for name in request.get("backends", []):
+            stage(name)
             result["backends"][name] = _backend(name, model, built, train, seed, outputs)
-            stage(f"{name} done")
         stage("done")
     except Exception as exc:  # noqa: BLE001 - the user's model failing is the trial's result
         result["error"] = _brief(exc)
