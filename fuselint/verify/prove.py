@@ -25,6 +25,7 @@ that survives the line moving between fixing rounds.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import os
@@ -58,6 +59,9 @@ class FixUnit:
     line: int
     code: str
     source_line: str
+    # The qualified name of the function the fix is in ("" at module level), as Python
+    # names its code object: what the entry must run for the fix to be proven.
+    function: str = ""
 
     @property
     def key(self) -> Key:
@@ -144,6 +148,7 @@ class SourceFixes:
         _text, applied = self.fixed(None)
         first = {unit_key(f): f.span.line for f in self.lint(self.text) if allowed(f, self.unsafe)}
         lines = [line.strip() for line in self.text.splitlines()]
+        functions = function_spans(self.text)
         found: dict[Key, FixUnit] = {}
         for f in applied:
             key = unit_key(f)
@@ -152,8 +157,28 @@ class SourceFixes:
             line = first.get(key) or next(
                 (i + 1 for i, text in enumerate(lines) if text and text == f.source_line), f.span.line
             )
-            found[key] = FixUnit(self.path, line, f.code, f.source_line)
+            function = max((s for s in functions if s[0] <= line <= s[1]), default=(0, 0, ""))[2]
+            found[key] = FixUnit(self.path, line, f.code, f.source_line, function)
         return sorted(found.values())
+
+
+def function_spans(text: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, qualified name) of every function, as `co_qualname` names it."""
+    spans: list[tuple[int, int, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                spans.append((child.lineno, child.end_lineno or child.lineno, name))
+                visit(child, name + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(text), "")
+    return spans
 
 
 @dataclass(frozen=True)
@@ -320,12 +345,9 @@ def prove_fixes(
             if b.data.get("error"):
                 raise ProveError(f"entry {b.entry!r}: the original source fails: {b.data['error']}")
         loaded = {p for b in baseline for p in b.data.get("loaded", [])}
-        rejected = [
-            Rejection(u, "the entry never imports this file: nothing proves the fix (--no-prove applies it)")
-            for u in units
-            if u.key[0] not in loaded
-        ]
-        queue = [[u for u in units if u.key[0] in loaded]] if loaded else []
+        ran = {(p, f) for b in baseline for p, f in b.data.get("ran", [])}
+        rejected = [Rejection(u, why) for u in units if (why := _unproven(u, loaded, ran))]
+        queue = [[u for u in units if not _unproven(u, loaded, ran)]]
         accepted: list[FixUnit] = []
         state = baseline
         while queue and queue[0]:
@@ -369,6 +391,16 @@ def prove_fixes(
             seconds=time.perf_counter() - started,
             notes=notes,
         )
+
+
+def _unproven(unit: FixUnit, loaded: set[str], ran: set[tuple[str, str]]) -> str:
+    """Why no trial can prove the unit (the entry never reaches its code), or ''."""
+    path = unit.key[0]
+    if path not in loaded:
+        return "the entry never imports this file: nothing proves the fix (--no-prove applies it)"
+    if unit.function and (path, unit.function) not in ran:
+        return f"the entry never runs {unit.function}(): nothing proves the fix (--no-prove applies it)"
+    return ""
 
 
 def _moved(unit: FixUnit, before: str, after: str) -> FixUnit:

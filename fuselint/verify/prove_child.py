@@ -26,6 +26,7 @@ The result is JSON: the parent decides.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -112,6 +113,25 @@ def _load_entry(spec: str, finder: FixedSources):
     if not callable(factory):
         raise EntryError(f"entry {spec!r}: the fixed {target!r} has no factory named {name!r}")
     return Entry(spec=spec, factory=factory, path=origin, device=getattr(factory, "fuselint_device", None))
+
+
+@contextlib.contextmanager
+def _functions_run(files: dict[str, str], ran: set[tuple[str, str]]):
+    """Add (file, qualified name) to `ran` for each function of `files` that runs meanwhile:
+    a fix in a function the entry never runs is not proven by it. Only call events are seen
+    (no line tracing), so the model runs at nearly full speed."""
+    previous = sys.gettrace()
+
+    def tracer(frame: Any, event: str, _arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and code.co_filename in files:
+            ran.add((code.co_filename, code.co_qualname))
+
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 def _seed(seed: int) -> None:
@@ -319,11 +339,12 @@ def run_trial(request: dict) -> dict:
     seed, train = request.get("seed", 0), request.get("train", False)
     reference = request.get("reference")
     baseline = not reference
+    ran: set[tuple[str, str]] = set()
     try:
         entry = _load_entry(request["spec"], finder)
         _seed(seed)
         device = request.get("device") or "cpu"
-        with torch.device(device):
+        with torch.device(device), _functions_run(texts, ran):
             built = build(entry)
         model = built.model
         if isinstance(model, torch.nn.Module):
@@ -339,7 +360,9 @@ def run_trial(request: dict) -> dict:
                 built = Built(model, *saved["inputs"])
         built = Built(model, built.args, built.kwargs)
         stage("eager")
-        outputs = _outputs(_call(model, built.args, built.kwargs, train, seed))
+        with _functions_run(texts, ran):
+            outputs = _outputs(_call(model, built.args, built.kwargs, train, seed))
+        result["ran"] = sorted(ran)
         second = saved.get("second") if saved else None
         if baseline:
             _seed(seed + 1)

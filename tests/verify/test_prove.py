@@ -25,6 +25,8 @@ from fuselint.verify.prove import (
     Rejection,
     SourceFixes,
     TrialResult,
+    _unproven,
+    function_spans,
     only_kept,
     prove_fixes,
     verdict,
@@ -121,6 +123,26 @@ def test_units_are_one_rule_on_one_line_at_the_users_line():
         ("FL102", "if not mask.any():"),
     ]
     assert [u.break_fix for u in units] == [True, True]
+    assert {u.function for u in units} == {"Shortcut.forward"}
+
+
+def test_function_names_match_pythons_qualified_names():
+    text = "class A:\n    def f(self):\n        def g():\n            return 1\n        return g\n\n\ndef h():\n    pass\n"
+    namespace: dict = {}
+    exec(compile(text, "m.py", "exec"), namespace)
+    spans = function_spans(text)
+    assert [name for _, _, name in spans] == ["A.f", "A.f.<locals>.g", "h"]
+    code = namespace["A"].f.__code__
+    assert code.co_qualname == "A.f" and namespace["A"]().f().__code__.co_qualname == "A.f.<locals>.g"
+
+
+def test_a_fix_the_entry_never_reaches_is_not_proven():
+    unit = FixUnit("/m.py", 3, "FL103", "print(x)", "Model.helper")
+    assert _unproven(unit, {"/m.py"}, {("/m.py", "Model.helper")}) == ""
+    assert _unproven(unit, {"/m.py"}, {("/m.py", "Model.forward")}).startswith(
+        "the entry never runs Model.helper(): nothing proves the fix"
+    )
+    assert _unproven(unit, set(), set()).startswith("the entry never imports this file")
 
 
 def test_a_subset_of_fixes_applies_only_those():
