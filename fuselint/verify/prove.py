@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import json
 import os
 import subprocess
@@ -96,9 +97,13 @@ class Proof:
     seconds: float
     notes: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def _accepted_keys(self) -> frozenset[Key]:
+        return frozenset(u.key for u in self.accepted)
+
     def keeps(self, finding: Finding) -> bool:
         """Whether the fix of `finding` was proven (a finding of any later round keyed alike)."""
-        return unit_key(finding) in {u.key for u in self.accepted}
+        return unit_key(finding) in self._accepted_keys
 
     def mark(self, findings: Sequence[Finding]) -> list[Finding]:
         """The findings, each whose fix was rejected carrying `details.fix_rejected`."""

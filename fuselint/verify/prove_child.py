@@ -359,6 +359,12 @@ def run_trial(request: dict) -> dict:
             if saved.get("inputs") is not None:
                 built = Built(model, *saved["inputs"])
         built = Built(model, built.args, built.kwargs)
+        # The weights as built, before a forward can update a buffer in place.
+        state = (
+            {k: v.detach().clone() for k, v in model.state_dict().items()}
+            if baseline and isinstance(model, torch.nn.Module)
+            else None
+        )
         stage("eager")
         with _functions_run(texts, ran):
             outputs = _outputs(_call(model, built.args, built.kwargs, train, seed))
@@ -367,7 +373,6 @@ def run_trial(request: dict) -> dict:
         if baseline:
             _seed(seed + 1)
             second = _valid_second_inputs(model, built, train, seed, result)
-            state = model.state_dict() if isinstance(model, torch.nn.Module) else None
             artifact = {"state": state, "inputs": (built.args, built.kwargs), "second": second}
             try:
                 torch.save({**artifact, "outputs": outputs}, request["save"])
