@@ -200,6 +200,8 @@ class TrialResult:
     @property
     def failure(self) -> str:
         d = self.data
+        if d.get("error") and d.get("stage") in ("timeout", "crash"):
+            return d["error"]
         if d.get("error"):
             return f"the model fails with the fix ({d.get('stage', 'run')}): {d['error']}"
         problem = d.get("outputs", {}).get("problem")

@@ -245,3 +245,21 @@ def test_check_without_an_entry_fixes_unproven_and_runs_nothing(tmp_path):
     assert "is_compiling" in fixed and "        if not mask.any():" not in fixed  # both written, as before
     assert "proving" not in result.stderr and "fix rejected" not in result.stderr
     assert "forward" not in result.stdout  # the model's print never ran
+
+
+def test_a_trial_that_hangs_is_killed_at_its_timeout_and_rejects(tmp_path):
+    from fuselint.verify.prove import Prover
+
+    (tmp_path / "model.py").write_text("import time\n\n\ndef entry():\n    time.sleep(60)\n")
+    prover = Prover(
+        [f"{tmp_path / 'model.py'}:entry"],
+        [],
+        device="cpu",
+        train=False,
+        timeout=3,
+        backends=(),
+        work=tmp_path,
+        say=print,
+    )
+    (result,) = prover.run(frozenset(), exact=True, max_sites=None, baseline=True)
+    assert result.failure == "the trial ran past its 3 s limit"
