@@ -11,6 +11,11 @@ For every model of `bench/real_corpus.py`:
 Each remaining site is listed with dynamo's reason: the work list for the fixes.
 
     PYTHONPATH=. python bench/fix_rate.py [--models a,b] [--write bench/results/fix_rate.md]
+    PYTHONPATH=. python bench/fix_rate.py --models hf_reformer,hf_vits --prove   # only proven fixes
+
+With `--prove` every model is also an `--entry` of the fixing run, so a fix is written to the
+copy only after the models prove it (fuselint/verify/prove.py); fuselint's `fix rejected:` lines
+are printed, and its summary joins the table's header.
 """
 
 from __future__ import annotations
