@@ -369,8 +369,12 @@ def check(
     proof = None
     if diff or config.fix:
         if entries and prove is not False:
-            proving = ProveOptions(device, train, prove_timeout, _prove_backends(prove_backends))
-            proof = _prove(entries, findings, catalog, config, proving, output)
+            from fuselint.verify.prove import prove_findings
+
+            settings = _prove_settings(device, train, prove_timeout, prove_backends)
+            proof = _prove(
+                output, lambda say: prove_findings(entries, findings, catalog, config, settings, say)
+            )
         fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
             findings, catalog, config, write=not diff, keep=proof.keeps if proof else None
         )
@@ -473,61 +477,28 @@ def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str
     return moved
 
 
-@dataclass(frozen=True)
-class ProveOptions:
-    device: str | None
-    train: bool
-    timeout: float
-    backends: tuple[str, ...]
-
-
-def _prove_backends(value: str) -> tuple[str, ...]:
-    chosen = tuple(b.strip() for b in value.split(",") if b.strip())
-    unknown = [b for b in chosen if b not in ("fuselint", "inductor")]
-    if unknown:
-        raise UsageFailure(
-            f"--prove-backends: unknown backend {unknown[0]!r}; choose from fuselint, inductor"
-        )
-    return chosen
-
-
-def _prove(entries, findings, catalog, config, options: ProveOptions, output):
-    """Prove the fixes on the entries (verify/prove.py); each rejected fix is one stderr line."""
-    from fuselint.source.fixer import line_length_for
-    from fuselint.verify.prove import fixable_sources
-
-    files = fixable_sources(
-        findings,
-        lambda p, t: lint_text(p, t, catalog, config),
-        lambda p: read_source(Path(p))[0],
-        unsafe=config.unsafe_fixes,
-        line_length=lambda p: line_length_for(Path(p)),
-    )
-    return _prove_files(entries, files, options, output) if files else None
-
-
-def _prove_files(entries, files, options: ProveOptions, output):
-    from fuselint.verify.prove import ProveError, prove_fixes
+def _prove_settings(device, train, timeout, backends):
+    from fuselint.verify.prove import ProveSettings, parse_backends
 
     try:
-        proof = prove_fixes(
-            entries,
-            files,
-            device="cuda" if options.device == "cuda" else "cpu",
-            train=options.train,
-            timeout=options.timeout,
-            backends=options.backends,
-            say=lambda line: _note(output, line),
-        )
+        chosen = parse_backends(backends)
+    except ValueError as exc:
+        raise UsageFailure(f"--prove-backends: {exc}") from None
+    return ProveSettings("cuda" if device == "cuda" else "cpu", train, timeout, chosen)
+
+
+def _prove(output, run):
+    """Run a proof (`run(say)`, verify/prove.py); each rejected fix is one line on stderr, even with -q."""
+    from fuselint.verify.prove import ProveError
+
+    try:
+        proof = run(lambda line: _note(output, line))
     except ProveError as exc:
         raise UsageFailure(str(exc)) from None
-    for rejection in proof.rejected:
-        _note(output, str(rejection), always=True)
-    _note(
-        output,
-        f"fuselint: proved {len(proof.accepted)} fix(es), rejected {len(proof.rejected)}; break sites "
-        f"{proof.sites_before} -> {proof.sites_after} ({proof.trials} trials, {proof.seconds:.0f} s)",
-    )
+    if proof is not None:
+        for rejection in proof.rejected:
+            _note(output, str(rejection), always=True)
+        _note(output, proof.summary())
     return proof
 
 
@@ -1128,14 +1099,17 @@ def verify(
     verify_run.dump_dir(dump_kernels)
     table = _device_of(target) if target else _device_for_prediction(device)
     failed = False
-    proving = ProveOptions(None, False, prove_timeout, _prove_backends(prove_backends))
+    settings = _prove_settings(None, False, prove_timeout, prove_backends)
     for spec in entries:
         proof = None
         if prove and not no_fixed:
-            from fuselint.verify.prove import entry_sources
+            from fuselint.verify.prove import entry_sources, prove
 
             files = entry_sources(spec, catalog, config, unsafe=unsafe_fixes)
-            proof = _prove_files([spec], files, proving, NORMAL) if files else None
+            if files:
+                proof = _prove(
+                    NORMAL, lambda say, spec=spec, files=files: prove([spec], files, settings, say)
+                )
         with _model_output_held(spec, verbose):
             try:
                 result = verify_run.verify(

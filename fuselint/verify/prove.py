@@ -101,6 +101,12 @@ class Proof:
     def _accepted_keys(self) -> frozenset[Key]:
         return frozenset(u.key for u in self.accepted)
 
+    def summary(self) -> str:
+        return (
+            f"fuselint: proved {len(self.accepted)} fix(es), rejected {len(self.rejected)}; break sites "
+            f"{self.sites_before} -> {self.sites_after} ({self.trials} trials, {self.seconds:.0f} s)"
+        )
+
     def keeps(self, finding: Finding) -> bool:
         """Whether the fix of `finding` was proven (a finding of any later round keyed alike)."""
         return unit_key(finding) in self._accepted_keys
@@ -467,4 +473,61 @@ def entry_sources(spec: str, catalog, config, *, unsafe: bool) -> list[SourceFix
         texts.get,
         unsafe=unsafe,
         line_length=lambda p: line_length_for(Path(p)),
+    )
+
+
+@dataclass(frozen=True)
+class ProveSettings:
+    """How to prove: where the entries run, in which mode, how long a trial may take, and
+    the backends a fixed model must still compile with."""
+
+    device: str = "cpu"
+    train: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    backends: tuple[str, ...] = BACKENDS
+
+
+def parse_backends(value: str) -> tuple[str, ...]:
+    """`fuselint,inductor` -> the backends; ValueError names an unknown one."""
+    chosen = tuple(b.strip() for b in value.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
+    return chosen
+
+
+def prove_findings(
+    entries: Sequence[str],
+    findings: Sequence[Finding],
+    catalog,
+    config,
+    settings: ProveSettings,
+    say: Callable[[str], None],
+) -> Proof | None:
+    """Prove the fixes `check --fix` would apply to the files of `findings` (None: no fix)."""
+    from fuselint.source.fixer import line_length_for
+    from fuselint.source.lint import lint_text, read_source
+
+    files = fixable_sources(
+        findings,
+        lambda p, t: lint_text(p, t, catalog, config),
+        lambda p: read_source(Path(p))[0],
+        unsafe=config.unsafe_fixes,
+        line_length=lambda p: line_length_for(Path(p)),
+    )
+    return prove(entries, files, settings, say) if files else None
+
+
+def prove(
+    entries: Sequence[str], files: Sequence[SourceFixes], settings: ProveSettings, say: Callable[[str], None]
+) -> Proof:
+    """`prove_fixes` with `settings`."""
+    return prove_fixes(
+        entries,
+        files,
+        device=settings.device,
+        train=settings.train,
+        timeout=settings.timeout,
+        backends=settings.backends,
+        say=say,
     )
