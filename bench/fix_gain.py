@@ -69,12 +69,17 @@ def _emit(payload: dict) -> None:
     print(TAG + json.dumps(payload), flush=True)
 
 
-def child(model_name: str, backend: str, device: str, scale: int, outputs: str) -> None:
+def child(model_name: str, backend: str, device: str, scale: int, outputs: str, threads: int) -> None:
     """Build the model, then answer `first` / `calls N` / `quit` on stdin, one JSON line each."""
     from bench_env import caches_off
 
     caches_off("fuselint-fix-gain-")  # before torch and triton load
     import torch
+
+    if threads:
+        # a shared CPU: two OpenMP threads per process made each tiny op wait ~20 ms (BigBird 1.2 s
+        # per eager call instead of 3-8 ms); Inductor's C++ kernels take the same count
+        torch.set_num_threads(threads)
 
     try:
         model, args = build(model_name, scale)
@@ -171,6 +176,7 @@ class Child:
         self.log = work / f"{model}.{backend}.{variant}.log"
         cmd = [sys.executable, str(HERE), "--child", model, "--backend", backend]
         cmd += ["--device", a.device, "--scale", str(a.scale), "--outputs", str(self.outputs)]
+        cmd += ["--threads", str(a.threads)]
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
                 cmd,
@@ -294,12 +300,20 @@ def summarize(measured: dict) -> list[dict]:
                 "graphs": (o.get("graphs_end", o.get("graphs")), f.get("graphs_end", f.get("graphs"))),
                 "breaks": (o.get("breaks_end", o.get("breaks")), f.get("breaks_end", f.get("breaks"))),
                 "first_s": (o.get("first_s"), f.get("first_s")),
-                "steady_ms": tuple(None if x.get("median_s") is None else 1e3 * x["median_s"] for x in (o, f)),
+                "steady_ms": tuple(
+                    None if x.get("median_s") is None else 1e3 * x["median_s"] for x in (o, f)
+                ),
                 "calls": o.get("calls"),
                 "diff": pair.get("diff", "-"),
                 "vs_eager": f.get("vs_eager", "-") if backend != "eager" else "",
                 "note": pair.get("skipped") or pair.get("error") or "",
             }
+            for side, x in (("original", o), ("fixed", f)):
+                if x.get("graphs_end", 0) > x.get("graphs", 0):
+                    more = x["graphs_end"] - x["graphs"]
+                    row["note"] = (
+                        f"{side} recompiled after the first call (+{more} graphs); {row['note']}".strip("; ")
+                    )
             row["first_ratio"] = ratio(*row["first_s"][::-1])
             row["steady_ratio"] = ratio(*row["steady_ms"][::-1])
             if backend == "eager":
@@ -384,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--scale", type=int, default=1, help="multiply the tiny configs' widths and batch (1: as in fix_rate)"
     )
+    p.add_argument(
+        "--threads", type=int, help="torch CPU threads in each child (default: 1 on cpu, torch's own on cuda)"
+    )
     p.add_argument("--rounds", type=int, default=8, help="interleaved rounds per model and backend")
     p.add_argument("--round-s", type=float, default=0.25, help="about this many seconds of calls per round")
     p.add_argument("--max-calls", type=int, default=200, help="at most this many calls per round")
@@ -396,8 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--outputs", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
-        child(a.child, a.backend, a.device, a.scale, a.outputs)
+        child(a.child, a.backend, a.device, a.scale, a.outputs, a.threads)
         return 0
+    if a.threads is None:
+        a.threads = 1 if a.device == "cpu" else 0
     models = a.models.split(",") if a.models else list(DEFAULT_MODELS)
     backends = a.backends.split(",")
     unknown = [m for m in models if m not in MODELS] + [b for b in backends if b not in BACKENDS]
@@ -417,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     measured: dict = {
         "env": _env(a.device),
-        "config": f"device {a.device}, scale {a.scale} (bench/real_corpus.py configs, widths and batch × {a.scale})",
+        "config": f"device {a.device}, scale {a.scale} (bench/real_corpus.py configs, widths and batch × {a.scale})"
+        + (f", {a.threads} CPU thread(s) per process" if a.threads else ""),
         "command": "python bench/fix_gain.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": _commit(),
         "models": {},

@@ -238,9 +238,12 @@ def _scheduler_step(scheduler_cls, scale: int = 1, **kwargs):
             return self.scheduler.step(model_output, timestep, sample).prev_sample
 
         def reset_state(self) -> None:
-            """Forget the step index that `step` advances, so that a repeated call is the same step."""
+            """Make a repeated call the same step: the loop's first, after the index was found.
+
+            `step` advances a Python int index (a guard: every step would recompile) and finds it
+            from the timestep only when it is None, once per sampling loop."""
             if hasattr(self.scheduler, "_step_index"):
-                self.scheduler._step_index = None
+                self.scheduler._step_index = 0
 
     step = SamplingStep()
     t = step.scheduler.timesteps[0]

@@ -122,3 +122,17 @@ def test_unknown_model_is_a_one_line_error(gain, capsys):
     assert gain.main(["--models", "no_such_model"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "fix_gain: unknown model or backend: no_such_model"
+
+
+def test_a_recompile_after_the_first_call_is_noted(gain):
+    measured = _measured()
+    pair = measured["models"]["esm2"]["backends"]["fuselint"]
+    pair["fixed"]["graphs_end"] = 3  # one graph at the first call, two more during the rounds
+    pair["fixed"]["vs_eager"] = "1.50e-07"
+    rows = {(r["model"], r["backend"]): r for r in gain.summarize(measured)}
+    assert rows["esm2", "fuselint"]["graphs"] == (2, 3)
+    assert rows["esm2", "fuselint"]["note"] == "fixed recompiled after the first call (+2 graphs)"
+    assert rows["hf_big_bird", "fuselint"]["note"] == ""
+    assert "| 0.00e+00 | 1.50e-07 | fixed recompiled after the first call (+2 graphs) |" in gain.markdown(
+        measured
+    )
