@@ -85,6 +85,11 @@ def max_diff(a: str, b: str) -> str:
         left, right = torch.load(a), torch.load(b)
     except (OSError, RuntimeError) as exc:
         return f"n/a ({type(exc).__name__})"
+    return tensors_diff(left, right)
+
+
+def tensors_diff(left: list, right: list) -> str:
+    """The max abs diff of two lists of output tensors, or how they differ in count or shape."""
     if len(left) != len(right):
         return f"different outputs ({len(left)} vs {len(right)} tensors)"
     worst = 0.0
