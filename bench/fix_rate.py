@@ -11,12 +11,18 @@ For every model of `bench/real_corpus.py`:
 Each remaining site is listed with dynamo's reason: the work list for the fixes.
 
     PYTHONPATH=. python bench/fix_rate.py [--models a,b] [--write bench/results/fix_rate.md]
+    PYTHONPATH=. python bench/fix_rate.py --models hf_reformer,hf_vits --prove   # only proven fixes
+
+With `--prove` every model is also an `--entry` of the fixing run, so a fix is written to the
+copy only after the models prove it (fuselint/verify/prove.py); fuselint's `fix rejected:` lines
+are printed, and its summary joins the table's header.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -25,11 +31,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import MODELS, ROOT, describe_site, package_dirs, project_config, run_child  # noqa: E402
+from real_corpus import HERE, MODELS, ROOT, describe_site, package_dirs, project_config, run_child  # noqa: E402
 
 
-def fix_copy(files: list[str], packages: dict[str, str], into: Path) -> tuple[dict[str, str], str]:
-    """Copy the packages under `into`, fix the copies of `files`; the copies' paths and fuselint's summary."""
+def fix_copy(
+    files: list[str], packages: dict[str, str], into: Path, prove: list[str] | None = None
+) -> tuple[dict[str, str], str]:
+    """Copy the packages under `into`, fix the copies of `files`; the copies' paths and fuselint's
+    summary. `prove`: models whose entries must prove each fix (`--entry`, the copy imported)."""
     moved: dict[str, str] = {}
     for name, folder in packages.items():
         shutil.copytree(folder, into / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -48,14 +57,25 @@ def fix_copy(files: list[str], packages: dict[str, str], into: Path) -> tuple[di
             "--unsafe-fixes",
             "--config",
             str(project_config(into)),
+            *(a for model in prove or () for a in ("--entry", f"{HERE}:{model}")),
+            *(() if prove else ("--no-prove",)),
             *sorted(moved.values()),
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join((str(into), str(ROOT), os.environ.get("PYTHONPATH", ""))),
+        },
     )
     summary = [line for line in done.stdout.splitlines() if line.startswith(("Found", "Fixed"))]
-    return moved, " ".join(summary) or done.stderr.strip()[-200:]
+    proof = [
+        line for line in done.stderr.splitlines() if line.startswith(("fix rejected", "fuselint: proved"))
+    ]
+    if proof:
+        print("\n".join(proof), file=sys.stderr)
+    return moved, " ".join(summary + proof[-1:]) or done.stderr.strip()[-200:]
 
 
 def max_diff(a: str, b: str) -> str:
@@ -65,6 +85,11 @@ def max_diff(a: str, b: str) -> str:
         left, right = torch.load(a), torch.load(b)
     except (OSError, RuntimeError) as exc:
         return f"n/a ({type(exc).__name__})"
+    return tensors_diff(left, right)
+
+
+def tensors_diff(left: list, right: list) -> str:
+    """The max abs diff of two lists of output tensors, or how they differ in count or shape."""
     if len(left) != len(right):
         return f"different outputs ({len(left)} vs {len(right)} tensors)"
     worst = 0.0
@@ -111,6 +136,7 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated subset of bench/real_corpus.py's models")
     parser.add_argument("--write", help="also write the Markdown table here")
     parser.add_argument("--keep", help="keep the fixed copy of the packages in this folder")
+    parser.add_argument("--prove", action="store_true", help="keep only fixes the models' entries prove")
     args = parser.parse_args()
     models = args.models.split(",") if args.models else list(MODELS)
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fuselint-fix-rate-"))
@@ -124,7 +150,7 @@ def main() -> None:
     fixed = work / "fixed"
     if fixed.exists():
         shutil.rmtree(fixed)
-    _, summary = fix_copy(files, packages, fixed)
+    _, summary = fix_copy(files, packages, fixed, prove=models if args.prove else None)
     rows = []
     for model in models:
         after = run_child(model, pythonpath=str(fixed), outputs=str(work / f"{model}.after.pt"))

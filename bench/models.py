@@ -2,6 +2,7 @@
 
     python bench/models.py --md out.md --json out.json       # on a GPU
     python bench/models.py --diagnose gpt2 --out DIR         # syncs, copies and op counts of one call
+    python bench/models.py --merge a.json,b.json --md out.md # one table from per-model runs
 
 For each model (built from its library's config, random weights, no download) and backend
 (eager, fuselint, fuselint with CUDA graphs, Inductor, Inductor ``reduce-overhead``) it
@@ -9,6 +10,10 @@ records: wall ms per call (``triton.testing.do_bench`` median), kernels per call
 summed GPU time (torch.profiler over a few calls), host µs per call (the Python time to
 issue one call, measured while the GPU is kept busy so that a call that waits for the GPU
 shows it), first-call (compile) seconds and the max abs error against eager in float32.
+A model's backends are compiled one after another, then timed side by side: wall and host
+are medians over interleaved rounds (--rounds) whose backend order rotates, because the GPU
+machine's host load drifts over minutes (one run saw eager ResNet-50 at 6.2 ms and, later,
+15.0 ms per call) and timing backends minutes apart turned that drift into their ratios.
 One failing model or backend is recorded as an error and the run goes on; --budget skips
 what would not fit. transformers and timm are needed here only (the tests never need them).
 """
@@ -182,16 +187,16 @@ def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return (out.float() - ref.float()).abs().max().item()
 
 
-def measure(name: str, backend: str, dtype: torch.dtype, train: bool = False) -> dict:
-    import triton.testing
-
+def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) -> tuple[dict, object]:
+    """Compile one model under one backend and take the measurements that do not race the
+    host: first-call time, error, kernels and GPU time. Returns (row, call); the wall and host
+    times come from `time_rounds`, interleaved with the other backends of the same model."""
     import fuselint.backend as fb
 
     model, args = build(name)
     model, args = _to(model, args, "cuda", dtype)
     with torch.no_grad():
         ref = _first_tensor(model(*args)).float()
-    torch._dynamo.reset()
     compiled = compile_with(backend, model)
     mark = fb.history_mark()
 
@@ -216,17 +221,13 @@ def measure(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         out = call()
     torch.cuda.synchronize()
     err = max_error(out, ref) if not train else float("nan")
-    wall = triton.testing.do_bench(call, warmup=50, rep=300, return_mode="median")
-    host = host_us(call)
     kernels, gpu_us, counts = gpu_profile(call)
     reports = fb.reports_since(mark) if backend.startswith("fuselint") else []
-    return {
+    row = {
         "model": name,
         "backend": backend,
         "dtype": str(dtype).removeprefix("torch."),
         "train": train,
-        "wall_ms": wall,
-        "host_us": host,
         "kernels": kernels,
         "gpu_us": gpu_us,
         "compile_s": compile_s,
@@ -235,6 +236,50 @@ def measure(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         "fuselint_kernels": sum(len(r.kernels) for r in reports),
         "fuselint_fallbacks": sum(len(r.fallbacks) for r in reports),
     }
+    return row, call
+
+
+def time_rounds(calls: dict[str, object], rounds: int) -> dict[str, tuple[float, float]]:
+    """{backend: (wall ms, host µs)} for one model's compiled calls, timed in interleaved rounds
+    (the order rotating each round) so that the host's load, which drifts over minutes on a
+    shared machine, falls on every backend alike; each figure is the median over the rounds."""
+    import triton.testing
+
+    names = list(calls)
+    walls: dict[str, list[float]] = {b: [] for b in names}
+    hosts: dict[str, list[float]] = {b: [] for b in names}
+    for r in range(rounds):
+        k = r % len(names)
+        for b in names[k:] + names[:k]:
+            walls[b].append(triton.testing.do_bench(calls[b], warmup=10, rep=40, return_mode="median"))
+            hosts[b].append(host_us(calls[b], calls=6))
+    return {b: (statistics.median(walls[b]), statistics.median(hosts[b])) for b in names}
+
+
+def measure_model(name: str, backends: list[str], dtype: torch.dtype, train: bool, rounds: int) -> list[dict]:
+    """Every backend of one model: compiled one after another, then timed side by side."""
+    rows, calls = [], {}
+    torch._dynamo.reset()
+    for backend in backends:
+        try:
+            row, call = prepare(name, backend, dtype, train)
+            calls[backend] = call
+        except Exception as exc:  # one backend failing must not lose the others
+            traceback.print_exc(limit=-6)
+            row = {
+                "model": name,
+                "backend": backend,
+                "dtype": str(dtype).removeprefix("torch."),
+                "train": train,
+                "error": f"{type(exc).__name__}: {exc}".replace("\n", " "),
+            }
+        rows.append(row)
+    times = time_rounds(calls, rounds) if calls else {}
+    for row in rows:
+        if row["backend"] in times:
+            row["wall_ms"], row["host_us"] = times[row["backend"]]
+            row["rounds"] = rounds
+    return rows
 
 
 # -- diagnosis ----------------------------------------------------------------------------
@@ -289,7 +334,8 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
     lines = [
         f"Measured with `{command}` on {env}.",
         "",
-        "wall: do_bench median ms per call; host: µs of Python per call with the GPU busy; kernels and GPU µs:",
+        "wall: do_bench median ms per call; host: µs of Python per call with the GPU busy; both the median of",
+        "interleaved rounds over a model's backends (the order rotating), so host load hits all alike; kernels and GPU µs:",
         "torch.profiler, per call; err: max abs error vs eager (same dtype); compile: first call, s (compile",
         "caches off; fuselint-cudagraphs and inductor-reduce-overhead reuse the kernels their plain form built",
         "in the same process); syncs: cudaStream/Device/EventSynchronize calls per call (profiler).",
@@ -368,8 +414,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md")
     p.add_argument("--diagnose", help="model name: print where a call synchronises")
     p.add_argument("--small", action="store_true")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per model")
+    p.add_argument(
+        "--merge", help="comma list of --json files: write their rows as one table (no GPU needed)"
+    )
     p.add_argument("--out", default="diagnose")
     a = p.parse_args(argv)
+    if a.merge:  # one table from runs made model by model (each in its own process)
+        runs = [json.loads(Path(f).read_text()) for f in a.merge.split(",") if Path(f).exists()]
+        rows = [r for run in runs for r in run["rows"]]
+        md = markdown(rows, runs[0]["env"], " ; ".join(run["command"] for run in runs))
+        if a.md:
+            Path(a.md).write_text(md)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"env": runs[0]["env"], "runs": runs, "rows": rows}, indent=1))
+        print(md)
+        return 0
     if not torch.cuda.is_available():
         print("bench/models.py needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -379,34 +439,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.perf_counter()
     rows: list[dict] = []
-    plan = [
-        (m, b, getattr(torch, d), False)
-        for d in a.dtypes.split(",")
-        for m in a.models.split(",")
-        for b in a.backends.split(",")
-    ]
-    plan += [
-        (m, b, torch.bfloat16, True) for m in filter(None, a.train.split(",")) for b in a.backends.split(",")
-    ]
-    for model, backend, dtype, train in plan:
+    backends = a.backends.split(",")
+    plan = [(m, getattr(torch, d), False) for d in a.dtypes.split(",") for m in a.models.split(",")]
+    plan += [(m, torch.bfloat16, True) for m in filter(None, a.train.split(","))]
+    for model, dtype, train in plan:
         if time.perf_counter() - start > a.budget:
-            print(f"skip {model} {backend}: over budget", flush=True)
+            print(f"skip {model} {dtype} train={train}: over budget", flush=True)
             continue
-        try:
-            row = measure(model, backend, dtype, train)
-        except Exception as exc:  # one model or backend failing must not lose the rest
-            traceback.print_exc(limit=-6)
-            row = {
-                "model": model,
-                "backend": backend,
-                "dtype": str(dtype).removeprefix("torch."),
-                "train": train,
-                "error": f"{type(exc).__name__}: {exc}".replace("\n", " "),
-            }
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        for row in measure_model(model, backends, dtype, train, a.rounds):
+            rows.append(row)
+            print(json.dumps(row), flush=True)
         torch.cuda.empty_cache()
-        write(rows, a, argv)  # after every row: a run cut short keeps what it measured
+        write(rows, a, argv)  # after every model: a run cut short keeps what it measured
     print(write(rows, a, argv))
     return 0
 

@@ -32,7 +32,9 @@ HERE = Path(__file__).resolve()
 
 # ---------------------------------------------------------------- model factories
 # Each returns (model, args). Models are built under torch.manual_seed(0), inputs too, so two
-# processes (original and fixed source) build the same weights and feed the same data.
+# processes (original and fixed source) build the same weights and feed the same data. `scale`
+# (1: the tiny default) multiplies widths and, where the break structure allows, batch or size;
+# the layer counts and sequence lengths that choose a model's code path stay as they are.
 
 
 def _ids(vocab: int, batch: int = 2, length: int = 32):
@@ -41,48 +43,48 @@ def _ids(vocab: int, batch: int = 2, length: int = 32):
     return torch.randint(0, vocab, (batch, length))
 
 
-def hf_longformer():
+def hf_longformer(scale: int = 1):
     from transformers import LongformerConfig, LongformerModel
 
     config = LongformerConfig(
         vocab_size=100,
-        hidden_size=32,
+        hidden_size=32 * scale,
         num_hidden_layers=2,
         num_attention_heads=2,
-        intermediate_size=64,
+        intermediate_size=64 * scale,
         attention_window=[8, 8],
         max_position_embeddings=80,
     )
-    return LongformerModel(config), (_ids(100, length=32),)
+    return LongformerModel(config), (_ids(100, batch=2 * scale, length=32),)
 
 
-def hf_big_bird():
+def hf_big_bird(scale: int = 1):
     from transformers import BigBirdConfig, BigBirdModel
 
     config = BigBirdConfig(
         vocab_size=100,
-        hidden_size=32,
+        hidden_size=32 * scale,
         num_hidden_layers=2,
         num_attention_heads=2,
-        intermediate_size=64,
+        intermediate_size=64 * scale,
         attention_type="block_sparse",
         block_size=4,
         num_random_blocks=2,
         max_position_embeddings=128,
     )
-    return BigBirdModel(config), (_ids(100, length=64),)
+    return BigBirdModel(config), (_ids(100, batch=2 * scale, length=64),)
 
 
-def hf_reformer():
+def hf_reformer(scale: int = 1):
     from transformers import ReformerConfig, ReformerModel
 
     config = ReformerConfig(
         vocab_size=100,
-        hidden_size=32,
+        hidden_size=32 * scale,
         num_hidden_layers=2,
         num_attention_heads=2,
-        feed_forward_size=64,
-        attention_head_size=16,
+        feed_forward_size=64 * scale,
+        attention_head_size=16 * scale,
         axial_pos_embds=False,
         max_position_embeddings=64,
         local_attn_chunk_length=8,
@@ -90,39 +92,39 @@ def hf_reformer():
         attn_layers=["local", "lsh"],
         is_decoder=False,
     )
-    return ReformerModel(config), (_ids(100, length=32),)
+    return ReformerModel(config), (_ids(100, batch=2 * scale, length=32),)
 
 
-def hf_encodec():
+def hf_encodec(scale: int = 1):
     import torch
     from transformers import EncodecConfig, EncodecModel
 
     config = EncodecConfig(
-        num_filters=4,
-        hidden_size=16,
+        num_filters=4 * scale,
+        hidden_size=16 * scale,
         codebook_size=16,
-        codebook_dim=16,
+        codebook_dim=16 * scale,
         upsampling_ratios=[2, 2],
         num_residual_layers=1,
         target_bandwidths=[1.5],
         sampling_rate=800,
         chunk_length_s=None,
     )
-    return EncodecModel(config), (torch.randn(1, 1, 256),)
+    return EncodecModel(config), (torch.randn(scale, 1, 256),)
 
 
-def hf_vits():
+def hf_vits(scale: int = 1):
     from transformers import VitsConfig, VitsModel
 
     config = VitsConfig(
         vocab_size=40,
-        hidden_size=16,
+        hidden_size=16 * scale,
         num_hidden_layers=2,
         num_attention_heads=2,
-        ffn_dim=32,
-        flow_size=8,
+        ffn_dim=32 * scale,
+        flow_size=8 * scale,
         spectrogram_bins=9,
-        upsample_initial_channel=16,
+        upsample_initial_channel=16 * scale,
         upsample_rates=[2, 2],
         upsample_kernel_sizes=[4, 4],
         resblock_kernel_sizes=[3],
@@ -130,22 +132,22 @@ def hf_vits():
         prior_encoder_num_flows=1,
         posterior_encoder_num_wavenet_layers=1,
         duration_predictor_num_flows=1,
-        duration_predictor_filter_channels=16,
+        duration_predictor_filter_channels=16 * scale,
         depth_separable_num_layers=1,
         layerdrop=0.1,
     )
     return VitsModel(config), (_ids(40, batch=1, length=8),)
 
 
-def hf_qwen2_vl_vision():
+def hf_qwen2_vl_vision(scale: int = 1):
     import torch
     from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
 
     config = Qwen2VLVisionConfig(
         depth=2,
-        embed_dim=32,
-        hidden_size=32,
+        embed_dim=32 * scale,
+        hidden_size=32 * scale,
         num_heads=2,
         mlp_ratio=2,
         patch_size=2,
@@ -158,70 +160,70 @@ def hf_qwen2_vl_vision():
     return Qwen2VisionTransformerPretrainedModel._from_config(config), (pixels, grid)
 
 
-def hf_switch():
+def hf_switch(scale: int = 1):
     from transformers import SwitchTransformersConfig, SwitchTransformersEncoderModel
 
     config = SwitchTransformersConfig(
         vocab_size=100,
-        d_model=32,
-        d_kv=16,
-        d_ff=64,
+        d_model=32 * scale,
+        d_kv=16 * scale,
+        d_ff=64 * scale,
         num_layers=2,
         num_heads=2,
         num_experts=4,
         encoder_sparse_step=1,
-        expert_capacity=8,
+        expert_capacity=8 * scale,
     )
-    return SwitchTransformersEncoderModel(config), (_ids(100, length=16),)
+    return SwitchTransformersEncoderModel(config), (_ids(100, batch=2 * scale, length=16),)
 
 
-def pyg_gcn():
+def pyg_gcn(scale: int = 1):
     import torch
     from torch_geometric.nn import GCN
 
-    x = torch.randn(20, 8)
-    edges = torch.randint(0, 20, (2, 60))
-    return GCN(8, 16, num_layers=2, out_channels=4), (x, edges)
+    x = torch.randn(20 * scale, 8)
+    edges = torch.randint(0, 20 * scale, (2, 60 * scale))
+    return GCN(8, 16 * scale, num_layers=2, out_channels=4), (x, edges)
 
 
-def pyg_gat():
+def pyg_gat(scale: int = 1):
     import torch
     from torch_geometric.nn import GAT
 
-    x = torch.randn(20, 8)
-    edges = torch.randint(0, 20, (2, 60))
-    return GAT(8, 16, num_layers=2, out_channels=4, heads=2), (x, edges)
+    x = torch.randn(20 * scale, 8)
+    edges = torch.randint(0, 20 * scale, (2, 60 * scale))
+    return GAT(8, 16 * scale, num_layers=2, out_channels=4, heads=2), (x, edges)
 
 
-def pyg_graphsage_pool():
+def pyg_graphsage_pool(scale: int = 1):
     import torch
     from torch_geometric.nn import GraphSAGE, global_mean_pool
 
     class Pooled(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.gnn = GraphSAGE(8, 16, num_layers=2, out_channels=4)
+            self.gnn = GraphSAGE(8, 16 * scale, num_layers=2, out_channels=4)
 
         def forward(self, x, edge_index, batch):
             return global_mean_pool(self.gnn(x, edge_index), batch)
 
-    x = torch.randn(20, 8)
-    edges = torch.randint(0, 20, (2, 60))
-    batch = torch.arange(20) // 10
+    x = torch.randn(20 * scale, 8)
+    edges = torch.randint(0, 20 * scale, (2, 60 * scale))
+    batch = torch.arange(20 * scale) // 10
     return Pooled(), (x, edges, batch)
 
 
-def esm2():
+def esm2(scale: int = 1):
     import esm
     import torch
 
     alphabet = esm.data.Alphabet.from_architecture("ESM-1b")
-    model = esm.model.esm2.ESM2(num_layers=2, embed_dim=32, attention_heads=2, alphabet=alphabet)
-    tokens = torch.randint(4, 24, (2, 16))
+    model = esm.model.esm2.ESM2(num_layers=2, embed_dim=32 * scale, attention_heads=2, alphabet=alphabet)
+    tokens = torch.randint(4, 24, (2 * scale, 16))
     return model, (tokens,)
 
 
-def _scheduler_step(scheduler_cls, **kwargs):
+def _scheduler_step(scheduler_cls, scale: int = 1, **kwargs):
     import torch
 
     class SamplingStep(torch.nn.Module):
@@ -235,21 +237,30 @@ def _scheduler_step(scheduler_cls, **kwargs):
         def forward(self, model_output, timestep, sample):
             return self.scheduler.step(model_output, timestep, sample).prev_sample
 
+        def reset_state(self) -> None:
+            """Make a repeated call the same step: the loop's first, after the index was found.
+
+            `step` advances a Python int index (a guard: every step would recompile) and finds it
+            from the timestep only when it is None, once per sampling loop."""
+            if hasattr(self.scheduler, "_step_index"):
+                self.scheduler._step_index = 0
+
     step = SamplingStep()
     t = step.scheduler.timesteps[0]
-    return step, (torch.randn(1, 4, 8, 8), t, torch.randn(1, 4, 8, 8))
+    shape = (1, 4, 8 * scale, 8 * scale)
+    return step, (torch.randn(shape), t, torch.randn(shape))
 
 
-def df_ddpm_step():
+def df_ddpm_step(scale: int = 1):
     from diffusers import DDPMScheduler
 
-    return _scheduler_step(DDPMScheduler)
+    return _scheduler_step(DDPMScheduler, scale)
 
 
-def df_euler_step():
+def df_euler_step(scale: int = 1):
     from diffusers import EulerDiscreteScheduler
 
-    return _scheduler_step(EulerDiscreteScheduler)
+    return _scheduler_step(EulerDiscreteScheduler, scale)
 
 
 # What a user who compiles these models tells `fuselint check`: the diffusers entries compile a
@@ -280,6 +291,17 @@ MODELS = {
     "df_ddpm_step": "diffusers",
     "df_euler_step": "diffusers",
 }
+
+
+def build(model_name: str, scale: int = 1):
+    """(model, args) of a corpus model, weights and inputs seeded (the same in every process)."""
+    import torch
+
+    if model_name not in MODELS:
+        raise KeyError(f"unknown model {model_name!r}; known: {', '.join(MODELS)}")
+    torch.manual_seed(0)
+    return globals()[model_name](scale)
+
 
 # ---------------------------------------------------------------- ground truth (child process)
 
@@ -331,18 +353,10 @@ class _Breaks(logging.Handler):
         self.texts.append(text)
 
 
-def ground_truth(model_name: str, outputs: str | None = None) -> dict:
-    """Run one model under torch.compile with a recording backend; its break sites and graphs."""
-    import torch
+def listen_breaks() -> _Breaks:
+    """Turn dynamo's graph-break log on and collect its records (each break event's text) in a handler."""
     import torch._logging
 
-    from fuselint.graph.breaks_log import parse_break
-    from fuselint.verify.numerics import flatten
-
-    torch.manual_seed(0)
-    model, args = globals()[model_name]()
-    model.eval()
-    roots = tuple(d + os.sep for d in package_dirs().values())
     handler = _Breaks()
     names = [n for n in logging.root.manager.loggerDict if n.endswith("__graph_breaks")]
     names += ["torch._dynamo.convert_frame.__graph_breaks", "torch._dynamo.symbolic_convert.__graph_breaks"]
@@ -351,6 +365,20 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
         lg = logging.getLogger(n)
         lg.addHandler(handler)
         lg.propagate = False
+    return handler
+
+
+def ground_truth(model_name: str, outputs: str | None = None) -> dict:
+    """Run one model under torch.compile with a recording backend; its break sites and graphs."""
+    import torch
+
+    from fuselint.graph.breaks_log import parse_break
+    from fuselint.verify.numerics import flatten
+
+    model, args = build(model_name)
+    model.eval()
+    roots = tuple(d + os.sep for d in package_dirs().values())
+    handler = listen_breaks()
     graphs: list[int] = []
 
     def recorder(gm, example_inputs):
@@ -391,11 +419,17 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
     }
 
 
-def run_child(model: str, pythonpath: str = "", outputs: str | None = None, timeout: int = 600) -> dict:
-    """`ground_truth` in a fresh process; `pythonpath` first on the path (a fixed copy of the packages)."""
+def child_env(pythonpath: str = "") -> dict[str, str]:
+    """The environment of a child process: `pythonpath` (a fixed copy of the packages) first, then fuselint."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, str(ROOT), env.get("PYTHONPATH", "")) if p)
     env["TOKENIZERS_PARALLELISM"] = "false"
+    return env
+
+
+def run_child(model: str, pythonpath: str = "", outputs: str | None = None, timeout: int = 600) -> dict:
+    """`ground_truth` in a fresh process; `pythonpath` first on the path (a fixed copy of the packages)."""
+    env = child_env(pythonpath)
     cmd = [sys.executable, str(HERE), model, "--json"]
     if outputs:
         cmd += ["--outputs", outputs]

@@ -45,6 +45,8 @@ class Rule:
     url: str = ""
     # kind = "pattern": the [pattern] table, read by fuselint.source.patterns.
     pattern: dict = field(default_factory=dict, compare=False, hash=False)
+    # kind = "graph": pattern rules whose `[pattern]` this rule matches in traced graphs (FL230).
+    graph_patterns: tuple[str, ...] = ()
     path: str = ""
     user: bool = False  # loaded from `extra-rules`, not shipped with fuselint
 
@@ -96,6 +98,7 @@ def _rule_from_toml(path: Path, user: bool = False) -> Rule:
         fixed=tuple(data.get("fixed", ())),
         url=data.get("url", URL.format(code=data["code"])),
         pattern=data.get("pattern", {}),
+        graph_patterns=tuple(data.get("graph_patterns", ())),
         path=str(path),
         user=user,
     )
@@ -149,4 +152,8 @@ def _load(extra_dirs: tuple[str, ...]) -> Catalog:
                     f"{path}: rule code {rule.code} is already defined in {rules[rule.code].path}"
                 )
             rules[rule.code] = rule
+    for rule in rules.values():
+        for code in rule.graph_patterns:
+            if code not in rules or rules[code].kind != "pattern":
+                raise CatalogError(f"{rule.path}: graph_patterns names {code!r}, which is not a pattern rule")
     return Catalog(rules)

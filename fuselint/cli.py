@@ -202,6 +202,24 @@ def main() -> None:
 )
 @click.option("--train", is_flag=True, help="Trace entries in train mode, backward graphs included.")
 @click.option(
+    "--prove/--no-prove",
+    default=None,
+    help="With --entry: keep only the fixes that re-tracing the fixed source proves (default on).",
+)
+@click.option(
+    "--prove-timeout",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds one proof trial (one run of the entry) may take.",
+)
+@click.option(
+    "--prove-backends",
+    default="fuselint,inductor",
+    show_default=True,
+    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
+)
+@click.option(
     "--target",
     default="H200",
     show_default=True,
@@ -264,6 +282,9 @@ def check(
     entries,
     device,
     train,
+    prove,
+    prove_timeout,
+    prove_backends,
     target,
 ) -> None:
     """Lint PATHS (default: the current folder) for fusion blockers."""
@@ -346,9 +367,22 @@ def check(
     fixed_count = 0
     unwritable: list[str] = []
     applied: dict[str, tuple[Finding, ...]] = {}
+    proof = None
     if diff or config.fix:
+        if entries and prove is not False:
+            from fuselint.verify.prove import prove_findings
+
+            settings = _prove_settings(device, train, prove_timeout, prove_backends)
+            proof = _prove(
+                output, lambda say: prove_findings(entries, findings, catalog, config, settings, say)
+            )
         fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
-            findings, catalog, config, write=not diff, lint=tree.lint_text
+            findings,
+            catalog,
+            config,
+            write=not diff,
+            keep=proof.keeps if proof else None,
+            lint=tree.lint_text,
         )
         if diff:
             _emit_report("".join(diffs), output_file, output)
@@ -369,6 +403,8 @@ def check(
 
     if code_paths == "normal":  # again: fixed files were linted anew
         findings = normal_path_only(findings)
+    if proof is not None:
+        findings = proof.mark(findings)
     from fuselint.report.gate import (
         BaselineError,
         Thresholds,
@@ -448,14 +484,41 @@ def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str
     return moved
 
 
+def _prove_settings(device, train, timeout, backends):
+    from fuselint.verify.prove import ProveSettings, parse_backends
+
+    try:
+        chosen = parse_backends(backends)
+    except ValueError as exc:
+        raise UsageFailure(f"--prove-backends: {exc}") from None
+    return ProveSettings("cuda" if device == "cuda" else "cpu", train, timeout, chosen)
+
+
+def _prove(output, run):
+    """Run a proof (`run(say)`, verify/prove.py); each rejected fix is one line on stderr, even with -q."""
+    from fuselint.verify.prove import ProveError
+
+    try:
+        proof = run(lambda line: _note(output, line))
+    except ProveError as exc:
+        raise UsageFailure(str(exc)) from None
+    if proof is not None:
+        for rejection in proof.rejected:
+            _note(output, str(rejection), always=True)
+        _note(output, proof.summary())
+    return proof
+
+
 def _fix_files(
-    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, lint=None
+    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, keep=None, lint=None
 ) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
     files that could not be written, old texts of the changed files, the findings fixed in
-    each). A file that cannot be written is left as it was."""
+    each). A file that cannot be written is left as it was. `keep`: the fixes to apply (a
+    predicate on findings, from a proof), None for all."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
+    from fuselint.verify.prove import only_kept
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
     total, changed, diffs, unwritable, before, applied = 0, {}, [], [], {}, {}
@@ -465,7 +528,9 @@ def _fix_files(
             continue
         result = fix_text(
             text,
-            (lambda t, p=path: lint(p, t)) if lint else (lambda t, p=path: lint_text(p, t, catalog, config)),
+            (lambda t, p=path: only_kept(lint(p, t), keep))
+            if lint
+            else (lambda t, p=path: only_kept(lint_text(p, t, catalog, config), keep)),
             unsafe=config.unsafe_fixes,
             line_length=line_length_for(Path(path)),
         )
@@ -994,8 +1059,38 @@ def graph(entries, output, device, train, target) -> None:
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
 @click.option("--verbose", "-v", is_flag=True, help="Show what the model printed while it was built and run.")
+@click.option(
+    "--prove/--no-prove",
+    default=True,
+    help="Build the fixed variant from proven fixes only (re-traced first).",
+)
+@click.option(
+    "--prove-timeout",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds one proof trial may take.",
+)
+@click.option(
+    "--prove-backends",
+    default="fuselint,inductor",
+    show_default=True,
+    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
+)
 def verify(
-    entries, backends, device, unsafe_fixes, no_fixed, dump_kernels, target, fmt, config_path, verbose
+    entries,
+    backends,
+    device,
+    unsafe_fixes,
+    no_fixed,
+    dump_kernels,
+    target,
+    fmt,
+    config_path,
+    verbose,
+    prove,
+    prove_timeout,
+    prove_backends,
 ) -> None:
     """Prove it: original vs fixed source under eager, fuselint and Inductor; numerics and time."""
     _need_torch("verify")
@@ -1013,7 +1108,17 @@ def verify(
     verify_run.dump_dir(dump_kernels)
     table = _device_of(target) if target else _device_for_prediction(device)
     failed = False
+    settings = _prove_settings(None, False, prove_timeout, prove_backends)
     for spec in entries:
+        proof = None
+        if prove and not no_fixed:
+            from fuselint.verify.prove import entry_sources, prove
+
+            files = entry_sources(spec, catalog, config, unsafe=unsafe_fixes)
+            if files:
+                proof = _prove(
+                    NORMAL, lambda say, spec=spec, files=files: prove([spec], files, settings, say)
+                )
         with _model_output_held(spec, verbose):
             try:
                 result = verify_run.verify(
@@ -1025,9 +1130,12 @@ def verify(
                     unsafe=unsafe_fixes,
                     with_fixed=not no_fixed,
                     predict_on=table,
+                    keep=proof.keeps if proof else None,
                 )
             except EntryError as exc:
                 raise UsageFailure(str(exc)) from None
+        if proof is not None:
+            result = replace(result, notes=(*result.notes, *(str(r) for r in proof.rejected)))
         click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)
         failed |= not result.ok
     if failed:

@@ -65,6 +65,30 @@ def test_rule_test_passes_on_a_builtin_rule(tmp_path):
     assert result.output.strip().endswith("6 passed, 0 failed")
 
 
+def test_rule_test_passes_on_every_builtin_rule(tmp_path):
+    """With no argument, every built-in rule: examples, fixes, proofs, traced graph rules."""
+    result = _run(["rule", "--test"], tmp_path)
+    assert result.exit_code == 0, result.output
+    tested = {line.split()[1] for line in result.output.splitlines() if line.startswith("ok ")}
+    assert tested == {r.code for r in load_catalog()}
+    assert result.output.strip().endswith(" 0 failed")
+
+
+def test_rule_test_fails_on_a_broken_builtin_rule(tmp_path):
+    """FL211 with `log1p(x)` replaced by `log(x)`: NaN on negative x once counted as no error."""
+    from fuselint.catalog import builtin_rules_dir
+
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    text = (builtin_rules_dir() / "FL211.toml").read_text().replace('"FL211"', '"XL211"')
+    (folder / "XL211.toml").write_text(
+        text.replace('replace = "torch.log1p($x)"', 'replace = "torch.log($x)"')
+    )
+    result = _run(["rule", "--test", str(folder)], tmp_path)
+    assert result.exit_code == 1, result.output
+    assert "FAIL XL211 match and replace agree" in result.output
+
+
 def test_rule_test_passes_on_a_good_user_rule(tmp_path):
     folder = _rules(tmp_path)
     result = _run(["rule", "--test", str(folder / "XL001.toml")], tmp_path)

@@ -17,7 +17,8 @@ What each call still checks, so a call never computes the wrong thing:
   lay out its result otherwise than its fake tensor said): a mismatch sends that kernel
   through its FusedKernel, which falls back to ATen.
 
-``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph.
+``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph;
+``FUSELINT_REUSE_BUFFERS=0`` gives every kernel output its own allocation.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import os
 from collections.abc import Callable
 
 import torch
@@ -117,6 +119,73 @@ def _same_layout(shape: tuple, got: tuple, want: tuple) -> bool:
     return all(n == 1 or a == b for n, a, b in zip(shape, got, want, strict=True))
 
 
+_RELEASE = "\0release "
+# FUSELINT_REUSE_BUFFERS=0 gives every kernel output its own allocation (for comparison).
+REUSE_BUFFERS = os.environ.get("FUSELINT_REUSE_BUFFERS", "1") != "0"
+
+# ATen ops whose result may share its input's storage although their schema says nothing of it
+# (a view made by ATen's own code, or the input returned as it is).
+_SILENT_ALIASES = frozenset({"_unsafe_view", "reshape", "contiguous", "to", "type_as", "view_as", "flatten"})
+
+
+def _aliases_input(n: torch.fx.Node) -> torch.fx.Node | None:
+    """The input whose storage `n`'s value may share: the base of a view, the first tensor
+    argument of an op that can hand its input back; None for a value in new storage."""
+    base = _view_base(n)
+    if base is not None:
+        return base
+    if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+        if (
+            n.target.overloadpacket.__name__ in _SILENT_ALIASES
+            and n.args
+            and isinstance(n.args[0], torch.fx.Node)
+        ):
+            return n.args[0]
+    return None
+
+
+def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
+    """Kernel outputs (getitem nodes) whose storage can be handed to a later kernel's output:
+    name -> the position after which nothing reads that storage any more (no view of it, no
+    alias, no graph output). Empty when the graph mutates anything."""
+    position = {n.name: i for i, n in enumerate(nodes)}
+    for n in nodes:
+        target = n.target if n.op == "call_function" else None
+        if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+            return {}
+    root: dict[str, str] = {}
+    for n in nodes:
+        a = _aliases_input(n)
+        root[n.name] = root.get(a.name, a.name) if a is not None else n.name
+    last: dict[str, int] = {}
+    escaping: set[str] = set()
+    for n in nodes:
+        for a in n.all_input_nodes:
+            r = root.get(a.name, a.name)
+            if n.op == "output":
+                escaping.add(r)
+            last[r] = max(last.get(r, -1), position[n.name])
+    items: dict[tuple[str, object], int] = {}
+    for n in nodes:
+        if n.op == "call_function" and n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node):
+            key = (n.args[0].name, n.args[1])
+            items[key] = items.get(key, 0) + 1
+    plan = {}
+    for n in nodes:
+        if (
+            n.op == "call_function"
+            and n.target is operator.getitem
+            and isinstance(n.args[0], torch.fx.Node)
+            and isinstance(n.args[0].target, FusedKernel)
+            and root[n.name] == n.name
+            and n.name not in escaping
+            and n.name in last
+            and items[(n.args[0].name, n.args[1])] == 1
+        ):
+            plan[n.name] = last[n.name]
+    return plan
+
+
 def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
     """(the call function, its source) for `gm`, or None when some kernel has no fast
     launcher yet (it has not run, it fell back, or fast launch is off)."""
@@ -138,6 +207,24 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
     slow = w.ref(gm.forward, "slow")
     hooks = w.ref(runtime._hooks_active, "hooks")
     body: list[str] = []
+    # Buffers handed on: a dead kernel output's storage becomes a later kernel's output of the
+    # same shape, strides and dtype (as Inductor's code reuses its buffers), saving an
+    # allocation per reuse.
+    reusable = _reuse_plan(nodes) if REUSE_BUFFERS else {}
+    release_at: dict[int, list[str]] = {}
+    pool: dict[tuple, list[str]] = {}
+    pooled_vars: set[str] = set()
+    position = {n.name: i for i, n in enumerate(nodes)}
+
+    taken: set[str] = set()
+
+    def take(spec: tuple) -> str | None:
+        free = pool.get(spec)
+        if not free:
+            return None
+        held = free.pop(0)
+        taken.add(held)
+        return held
 
     # Graph inputs that a kernel compiled for aligned pointers reads directly.
     aligned_inputs: set[str] = set()
@@ -177,19 +264,38 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
             body.extend(_view_lines(w, n, view, names, var, reinterpret, checked))
             names[n.name] = var
         elif isinstance(n.target, FusedKernel):
-            body.extend(_kernel_lines(w, n, names, var))
+            body.extend(_kernel_lines(w, n, names, var, take))
             kernel_vars[n.name] = var
             names[n.name] = "_"  # no variable: its outputs are named one by one
+            for u in n.users:
+                if u.name in reusable:
+                    spec = (*n.target.out_specs[u.args[1]], n.target.device)
+                    release_at.setdefault(reusable[u.name], []).append((spec, f"{var}_{u.args[1]}"))
+                    pooled_vars.add(f"{var}_{u.args[1]}")
         else:
             fn = w.ref(_aten_entry(n.target), "op")
             args = ", ".join(w.literal(a, names) for a in n.args)
             kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
             body.append(f"{var} = {fn}({', '.join(x for x in (args, kwargs) if x)})")
             names[n.name] = var
-        dead = [names[d] for d in freed.get(n.name, ()) if names.get(d, "_")[0] != "_"]
+        dead = [
+            names[d]
+            for d in freed.get(n.name, ())
+            if names.get(d, "_")[0] != "_" and names[d] not in pooled_vars
+        ]
         if dead:
             body.append(f"del {', '.join(sorted(set(dead)))}")
+        for spec, held in release_at.pop(position[n.name], ()):
+            pool.setdefault(_spec_key(spec), []).append(held)
+            body.append(_RELEASE + held)  # becomes `del` unless a later kernel takes it
 
+    body = [
+        (f"del {line[len(_RELEASE) :]}" if line[len(_RELEASE) :] not in taken else "")
+        if line.startswith(_RELEASE)
+        else line
+        for line in body
+    ]
+    body = [line for line in body if line]
     head = [f"def call({', '.join(names[p.name] for p in params)}):"]
     checks = [f"{hooks}()"] + [f"{a}.data_ptr() & 15" for a in sorted(aligned_inputs)]
     head.append(f"    if {' or '.join(checks)}:")
@@ -287,9 +393,17 @@ def _call_text(w: _Writer, n: torch.fx.Node, names: dict[str, str]) -> str:
     return f"{op}({', '.join(x for x in (args, kwargs) if x)})"
 
 
-def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str) -> list[str]:
+def _spec_key(spec: tuple) -> tuple:
+    shape, stride, dtype, device = spec
+    return (tuple(shape), tuple(stride), dtype, device)
+
+
+def _kernel_lines(
+    w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str, take: Callable[[tuple], str | None]
+) -> list[str]:
     """One kernel: launch it directly when the ATen-made inputs have the strides it was built
-    for, else call its FusedKernel (which falls back to ATen)."""
+    for, else call its FusedKernel (which falls back to ATen). Its outputs take dead buffers
+    of their layout from `take` where there are any."""
     k: FusedKernel = n.target
     fast = k._fast
     args = [w.literal(a, names) for a in n.args]
@@ -319,7 +433,11 @@ def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str)
         indent = "    "
     for o, (shape, stride, dtype) in zip(outs, k.out_specs, strict=True):
         dt = w.ref(dtype, "dt")
-        if alloc is not None:
+        held = take(_spec_key((shape, stride, dtype, k.device)))
+        if held is not None:
+            lines.append(f"{indent}{o} = {held}  # a dead buffer of this layout")
+            lines.append(f"{indent}del {held}")
+        elif alloc is not None:
             lines.append(f"{indent}{o} = {alloc}({tuple(shape)!r}, {tuple(stride)!r}, {dt})")
         else:
             lines.append(
@@ -331,9 +449,19 @@ def _kernel_lines(w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str)
     if checks:
         kernel = w.ref(k, "k")
         target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+        own = w.ref(_owned, "own")
         lines.append("else:")
         lines.append(f"    {target} = {kernel}({', '.join(args)})")
+        # ATen's result may alias an input or have other strides: a copy in the layout the
+        # fast path gives, so that a later kernel may take the buffer either way
+        for o, (shape, stride, _dtype) in zip(outs, k.out_specs, strict=True):
+            lines.append(f"    {o} = {own}({o}, {tuple(shape)!r}, {tuple(stride)!r})")
     return lines
+
+
+def _owned(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
+    """A copy of `t` in new storage laid out as (shape, stride)."""
+    return torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device).copy_(t)
 
 
 class GraphRunner:

@@ -256,6 +256,7 @@ class Lowering:
         self.space, self.rdims = self._choose_space()
         self.rset = frozenset(self.rdims)
         self.hints = self._dim_hints()
+        self.cat_pieces: frozenset[str] = frozenset()
 
     # -- helpers the op table calls -------------------------------------------------------
     def unsupported(self, why: str) -> None:
@@ -525,6 +526,8 @@ class Lowering:
             self._iota(node)
         elif packet == "embedding":
             self._embedding(node)
+        elif packet == "gather":
+            self._gather(node)
         elif packet in REDUCTIONS:
             self._reduce(node, packet)
         elif packet in GENERATED_WINDOWS:
@@ -595,6 +598,51 @@ class Lowering:
         self.values.append(v)
         self._set(node, v, out_map)
 
+    def _gather(self, node: torch.fx.Node) -> None:
+        """gather(self, dim, index): self[..., index[p], ...] at each point p, the index
+        choosing the position along `dim` (the row of an embedding read, with the row stride
+        of that dim) and p's own position along the others. `self` is a kernel input; an
+        index outside the dim reads 0 (eager raises there)."""
+        bound = bind(node)
+        src, index = bound["self"], bound["index"]
+        if bound.get("sparse_grad"):
+            raise Unsupported("sparse gather")
+        if not isinstance(src, torch.fx.Node) or src.name not in self.input_index:
+            raise Unsupported("gather from a tensor computed in the kernel")
+        smeta = tensor_meta(src)
+        if src.meta["val"].device != self.device or not isinstance(index, torch.fx.Node):
+            raise Unsupported("gather source is not on the kernel's device")
+        out_shape = _concrete_shape(node.meta.get("val"))
+        if len(smeta.shape) != len(out_shape) or not out_shape:
+            raise Unsupported("gather of another rank")
+        d = bound["dim"] % len(out_shape)
+        out_map = self._out_map(out_shape, [index], self.hints.get(node.name))
+        idx = self._operand(index, out_shape, out_map)
+        if not isinstance(idx, Value) or idx.ctype != "i":
+            raise Unsupported("gather index is not an integer tensor")
+        strides = [0] * len(self.space)
+        dims = set(idx.dims)
+        for k, m in enumerate(out_map):
+            if k != d and m is not None:
+                strides[m] = smeta.stride[k]
+                if self.space[m] > 1:
+                    dims.add(m)
+        self.current_ctype = self.ctype_for(smeta.dtype)
+        v = Value(
+            self._fresh(node.name),
+            "gather",
+            self.current_ctype,
+            frozenset(dims),
+            idx.stage,
+            args=(idx,),
+            input_index=self.input_index[src.name],
+            strides=tuple(strides),
+            dtype=smeta.dtype,
+            rows=(smeta.stride[d], smeta.shape[d]),
+        )
+        self.values.append(v)
+        self._set(node, v, out_map)
+
     def _iota(self, node: torch.fx.Node) -> None:
         """prims.iota (arange's positions): start + step * index along the dim it lies on."""
         bound = bind(node)
@@ -649,7 +697,11 @@ class Lowering:
                 size = _concrete_shape(t.meta.get("val"))[c] if isinstance(t, torch.fx.Node) else 0
                 if size == 0:
                     continue
-                pieces.append((start + size, shifted_load(t, {c: start})))
+                if t.name in self.cat_pieces:
+                    piece = self._placed_piece(t, {c: start}, shifted_load)
+                else:
+                    piece = shifted_load(t, {c: start})
+                pieces.append((start + size, piece))
                 start += size
             if not pieces:
                 raise Unsupported("empty cat")
@@ -735,6 +787,19 @@ class Lowering:
                 raise Unsupported("reduction input is permuted")
         else:
             x = self._operand(src, in_shape, ident)
+        if packet in ("any", "all"):
+            # any/all (a mask's rows): the max/min of the 0/1 truth values, read back as bools
+            truth = self.math("tl.where({} != 0, 1.0, 0.0)", x)
+            truth.ctype = "f"
+            self.current_ctype = "f"
+            red = self._reduction("max" if packet == "any" else "min", truth)
+            n_keep = bool(bound.get("keepdim", False)) or len(dims) == 0
+            out_map = tuple(None if d in dims else m for d, m in enumerate(ident) if n_keep or d not in dims)
+            value = self.math("({} != 0.0)", red)
+            value.ctype = "b"
+            self.current_ctype = "b"
+            self._set(node, value, out_map)
+            return
         if x.ctype != "f":
             raise Unsupported("reduction of a non-float tensor")
         self.current_ctype = "f"
@@ -891,9 +956,61 @@ class Lowering:
     def rnumel_(self) -> int:
         return math.prod(self.space[d] for d in self.rdims)
 
+    def _cat_pieces(self) -> frozenset[str]:
+        """Pointwise nodes read only by cats of this group, over kernel inputs (or other such
+        nodes) of their own shape: each is computed where its cat places it, from loads
+        shifted as the cat shifts a plain input (rotate_half's `cat((-x2, x1))`)."""
+        members = {n.name for n in self.nodes}
+        outputs = {n.name for n in self.outputs}
+        pieces: set[str] = set()
+        for n in self.nodes:
+            if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+                continue
+            packet = n.target.overloadpacket.__name__
+            if packet in VIEWS or packet in REDUCTIONS or lowering_for(n.target) is None:
+                continue
+            if n.name in outputs or not n.users:
+                continue
+            if not all(
+                u.name in members and getattr(u.target, "overloadpacket", None) is torch.ops.aten.cat
+                for u in n.users
+            ):
+                continue
+            shape = _concrete_shape(n.meta.get("val"))
+            operands = [a for a in n.all_input_nodes]
+            if operands and all(
+                (a.name in pieces or (a.name in self.input_index and a.name not in members))
+                and _concrete_shape(a.meta.get("val")) == shape
+                for a in operands
+            ):
+                pieces.add(n.name)
+        return frozenset(pieces)
+
+    def _placed_piece(self, node: torch.fx.Node, starts: dict[int, int], load) -> Value:
+        """A cat piece computed at its place: its operands read through `load` (shifted)."""
+        bound = bind(node)
+        args = [
+            (self._placed_piece(a, starts, load) if a.name in self.cat_pieces else load(a, starts))
+            if isinstance(a, torch.fx.Node)
+            else a
+            for a in bound.values()
+        ]
+        saved = self.current_ctype, self.current_packet
+        self.current_packet = node.target.overloadpacket.__name__
+        self.current_ctype = self.ctype_for(node.meta["val"].dtype)
+        value = lowering_for(node.target)(self, args, bound)
+        if value.kind == "load" or value in args or value.kind == "reduce":
+            value = self.math("{}", value)
+        if value.kind != "const":
+            value.ctype = self.current_ctype
+        self.current_ctype, self.current_packet = saved
+        return value
+
     def run(self) -> KernelIR:
+        self.cat_pieces = self._cat_pieces()
         for node in self.nodes:
-            self._lower_node(node)
+            if node.name not in self.cat_pieces:
+                self._lower_node(node)
         stores = []
         out_meta = []
         for i, node in enumerate(self.outputs):

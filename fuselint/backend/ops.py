@@ -211,7 +211,7 @@ OVERLOADS: dict[str, Lower] = {
 }
 
 # Reductions: packet name -> combine kind. mean and var_mean are built from sums.
-REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var_mean", "var"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var_mean", "var", "any", "all"})
 
 # Views a kernel can follow on values it computes (they only relabel tile dimensions).
 VIEWS = frozenset(

@@ -3,8 +3,10 @@
 The FL2xx pattern rules read source text, so they find `torch.exp(x - x.amax(-1, ...)) / ...`
 written in one expression but not the same softmax spread over helper functions or files.
 After tracing, those helpers are one chain of ATen ops inside one planned reduction group.
-This room recognizes the op structure of softmax, LayerNorm and RMSNorm in each reduction
-group and reports the chain when
+This room matches the very `[pattern]` of the rules that FL230's rule file names in
+`graph_patterns` (FL201 softmax, FL212 LayerNorm, FL214 RMSNorm) against each reduction
+group, through the same canonical terms and matcher as the source side
+(`fuselint.fusion.aten_terms`), and reports the chain when
 
 - every op in it comes from an elementary user op (the node's `original_aten` is not a
   composite such as `aten._softmax`, its `source_fn_stack` is not `F.softmax`/`F.layer_norm`,
@@ -19,7 +21,6 @@ chain costs beyond the single kernel of the library op.
 
 from __future__ import annotations
 
-import numbers
 import operator
 import re
 from dataclasses import dataclass
@@ -27,9 +28,14 @@ from pathlib import Path
 
 import torch
 
+from fuselint.catalog import Catalog, load_catalog
 from fuselint.findings import Finding, Gain
+from fuselint.fusion.aten_terms import AtenTerms, cone
 from fuselint.fusion.plan import FusionPlan
 from fuselint.fusion.plan_findings import _span
+from fuselint.source.patterns import CompiledRule, compiled
+from fuselint.source.patterns_canon import PARAMS, Term
+from fuselint.source.patterns_match import Match, match
 
 # What the library composites decompose from: a chain carrying one of these is not hand-written.
 _COMPOSITE_ATEN = {
@@ -63,18 +69,16 @@ _COMPOSITE_SOURCE = {
 }
 _LIBRARY = str(Path(torch.__file__).resolve().parent)  # frames in here are library code
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_USE_INSTEAD = {
-    "softmax": "torch.softmax(x, dim=-1)",
-    "LayerNorm": "F.layer_norm(x, x.shape[-1:], weight, bias, eps)",
-    "RMSNorm": "F.rms_norm(x, x.shape[-1:], weight, eps)",
-}
 
 
 @dataclass(frozen=True)
 class Composite:
-    """One recognized chain: its name and its FX nodes in the order they compute."""
+    """One recognized chain: the library function it computes, the rule that describes it, and
+    its FX nodes in the order they compute."""
 
     name: str
+    rule: str
+    use_instead: str
     nodes: tuple[torch.fx.Node, ...]
 
 
@@ -93,122 +97,73 @@ def _op_name(overload: object) -> str:
     return parts[1] if len(parts) > 1 and parts[0] == "aten" else parts[0]
 
 
-def _last_dim(n: torch.fx.Node, dims: object) -> bool:
-    """Whether a reduction's `dims` argument is exactly the last dimension of its input."""
-    val = n.args[0].meta.get("val") if isinstance(n.args[0], torch.fx.Node) else None
-    if val is None or not isinstance(dims, (list, tuple)) or len(dims) != 1:
-        return False
-    return dims[0] in (-1, val.dim() - 1)
+def composite_rules(catalog: Catalog | None = None) -> list[CompiledRule]:
+    """The pattern rules FL230 looks for in traced graphs (its rule file's `graph_patterns`)."""
+    catalog = catalog or load_catalog()
+    return [compiled(catalog[code]) for code in catalog["FL230"].graph_patterns]
 
 
-def _reduce(n: object, names: tuple[str, ...]) -> bool:
-    """A keepdim reduction named in `names` over the last dim."""
-    if _op(n) not in names or len(n.args) < 2:
-        return False
-    keepdim = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
-    return _last_dim(n, n.args[1]) and bool(keepdim)
+def _library_call(template: str) -> tuple[str, str]:
+    """The replacement's function ("torch.nn.functional.layer_norm") and its last name."""
+    qual = template.split("(", 1)[0].strip()
+    return qual, qual.rsplit(".", 1)[-1]
 
 
-def _match_softmax(div: torch.fx.Node) -> Composite | None:
-    """div(exp(sub(x, amax(x, -1))), sum(that exp, -1))."""
-    if _op(div) != "div" or len(div.args) != 2:
-        return None
-    e, s = div.args
-    if _op(e) != "exp" or not _reduce(s, ("sum",)) or s.args[0] is not e:
-        return None
-    sub = e.args[0]
-    if _op(sub) != "sub" or not _reduce(sub.args[1], ("amax",)) or sub.args[1].args[0] is not sub.args[0]:
-        return None
-    return Composite("softmax", (sub.args[1], sub, e, s, div))
+def _candidates(terms: AtenTerms, n: torch.fx.Node, rules: list[CompiledRule]):
+    """(covered nodes, rule, pattern) for every rule alternative whose pattern has its root at n."""
+    t = terms.term(n)
+    for cr in rules:
+        for p in cr.patterns:
+            if not p.required <= t.ops:
+                continue
+            m = next(match(p, p.term, t, Match()), None)
+            if m is None:
+                continue
+            inputs = {b.node for b in m.bindings.values() if isinstance(b, Term) and b.node is not None}
+            yield cone(n, inputs), cr, p
 
 
-def _is_eps_add(n: object) -> bool:
-    return _op(n) == "add" and len(n.args) == 2 and isinstance(n.args[1], numbers.Number)
-
-
-def _square_of(n: object) -> object:
-    """x when n is x**2 or x*x, else None."""
-    if _op(n) == "pow" and n.args[1] == 2:
-        return n.args[0]
-    if _op(n) == "mul" and len(n.args) == 2 and n.args[0] is n.args[1]:
-        return n.args[0]
-    return None
-
-
-def _centered(x: object, stat_of: object) -> tuple[torch.fx.Node, ...] | None:
-    """(mean, sub) when x is sub(y, mean(y, -1)) with y == stat_of (or any y when None)."""
-    if _op(x) != "sub" or not _reduce(x.args[1], ("mean",)) or x.args[1].args[0] is not x.args[0]:
-        return None
-    if stat_of is not None and x.args[0] is not stat_of:
-        return None
-    return (x.args[1], x)
-
-
-def _match_norm(out: torch.fx.Node) -> Composite | None:
-    """x * rsqrt(stat + eps) or x / sqrt(stat + eps), as LayerNorm or RMSNorm."""
-    if _op(out) == "mul" and len(out.args) == 2:
-        root = next((a for a in out.args if _op(a) == "rsqrt"), None)
-        x = out.args[1] if root is out.args[0] else out.args[0]
-    elif _op(out) == "div" and len(out.args) == 2 and _op(out.args[1]) == "sqrt":
-        root, x = out.args[1], out.args[0]
-    else:
-        return None
-    if root is None or not isinstance(x, torch.fx.Node) or not _is_eps_add(root.args[0]):
-        return None
-    add = root.args[0]
-    stat = add.args[0]
-    tail = (add, root, out)
-    if _reduce(stat, ("mean",)) and _square_of(stat.args[0]) is x:
-        centered = _centered(x, None)
-        if centered is None:
-            return Composite("RMSNorm", (stat.args[0], stat, *tail))
-        return Composite("LayerNorm", (*centered, stat.args[0], stat, *tail))
-    if _op(stat) == "getitem" and stat.args[1] == 0 and _op(stat.args[0]) == "var_mean":
-        vm = stat.args[0]
-        if not _last_dim(vm, vm.args[1]) or _op(x) != "sub" or x.args[0] is not vm.args[0]:
-            return None
-        mean = x.args[1]
-        if _op(mean) != "getitem" or mean.args[0] is not vm or mean.args[1] != 1:
-            return None
-        return Composite("LayerNorm", (vm, stat, mean, x, *tail))
-    if _op(stat) == "var" and _last_dim(stat, stat.args[1]):
-        centered = _centered(x, stat.args[0])
-        if centered is not None:
-            return Composite("LayerNorm", (*centered, stat, *tail))
-    return None
-
-
-def _with_affine(c: Composite, inside: set[str]) -> Composite:
-    """Extend a normalization by the `* weight` and `+ bias` that follow it, when they do."""
-    nodes = list(c.nodes)
-    for op in ("mul", "add"):
-        last = nodes[-1]
-        users = list(last.users)
-        if len(users) == 1 and _op(users[0]) == op and users[0].name in inside:
+def _with_affine(nodes: list[torch.fx.Node], library: str, inside: set[str]) -> list[torch.fx.Node]:
+    """Extend a chain by the `* weight` and `+ bias` that follow it, where the library function
+    takes them (its signature has `weight`, `bias`)."""
+    params = {name for name, _default in PARAMS.get(library, ())}
+    for op, param in (("mul", "weight"), ("add", "bias")):
+        users = list(nodes[-1].users)
+        if param in params and len(users) == 1 and _op(users[0]) == op and users[0].name in inside:
             nodes.append(users[0])
-    return Composite(c.name, tuple(nodes))
+    return nodes
 
 
-def find_composites(nodes: list[torch.fx.Node]) -> list[Composite]:
-    """Softmax, LayerNorm and RMSNorm chains among `nodes`, each node in at most one chain.
+def find_composites(nodes: list[torch.fx.Node], rules: list[CompiledRule] | None = None) -> list[Composite]:
+    """Chains among `nodes` that a composite rule's pattern describes, each node in at most one.
 
-    Later nodes are tried first so that a chain is recognized from its final op and the
-    longest reading (LayerNorm before the RMSNorm its tail also looks like) wins.
+    Later nodes are tried first so that a chain is recognized from its final op, and where two
+    rules match at one node the longer reading wins (a LayerNorm's tail is also an RMSNorm).
     """
+    rules = composite_rules() if rules is None else rules
+    order = {n: i for i, n in enumerate(nodes)}
     inside = {n.name for n in nodes}
+    terms = AtenTerms()
     claimed: set[str] = set()
     found = []
     for n in reversed(nodes):
         if n.name in claimed:
             continue
-        c = _match_softmax(n) or _match_norm(n)
-        if c is None or any(m.name not in inside or m.name in claimed for m in c.nodes):
+        best = None
+        for covered, cr, p in _candidates(terms, n, rules):
+            if any(m.name not in inside or m.name in claimed for m in covered):
+                continue
+            if best is None or len(covered) > len(best[0]):
+                best = (covered, cr, p)
+        if best is None:
             continue
-        if c.name != "softmax":
-            c = _with_affine(c, inside - claimed)
-        claimed.update(m.name for m in c.nodes)
-        found.append(c)
-    return sorted(found, key=lambda c: nodes.index(c.nodes[-1]))
+        covered, cr, p = best
+        library, name = _library_call(p.replace)
+        chain = _with_affine(sorted(covered, key=order.__getitem__), library, inside - claimed)
+        claimed.update(m.name for m in chain)
+        use = " ".join(p.replace.replace("$", "").split())
+        found.append(Composite(name, cr.rule.code, use, tuple(chain)))
+    return sorted(found, key=lambda c: order[c.nodes[-1]])
 
 
 def _frame(n: torch.fx.Node) -> tuple[str, int, str] | None:
@@ -260,10 +215,11 @@ def composite_findings(plans: list[FusionPlan]) -> list[Finding]:
                 message = (
                     f"hand-written {c.name} spread over {len(places)} functions ({', '.join(funcs)}): "
                     f"{ops} eager kernels where one fused {c.name} kernel does it; "
-                    f"use `{_USE_INSTEAD[c.name]}`"
+                    f"use `{c.use_instead}` ({c.rule})"
                 )
                 details = (
                     ("composite", c.name),
+                    ("rule", c.rule),
                     ("graph", p.graph.name),
                     ("nodes", ",".join(n.name for n in c.nodes)),
                     ("lines", ",".join(f"{file}:{line}" for file, line, _f in sorted(frames))),

@@ -6,7 +6,8 @@ through each FX node's `from_node` provenance; every kernel reads all its inputs
 its outputs. Planned runs one kernel per FusionGroup and moves only the tensors that cross
 group boundaries. A kernel takes max(bytes / bandwidth, flops / peak) + launch cost on a
 Device (devices.py). Views cost nothing. A model is a list of graphs, each weighted by how
-many times it runs per call (FusionGraph.calls).
+many times it runs per call (FusionGraph.calls). scaled_dot_product_attention costs the kernel a
+CUDA GPU picks for its call (attention.py): one fused kernel, or the math path's fp32 kernels.
 
 Accuracy against KNOWLEDGE.md's H200 measurements (8192x8192 fp32, tests/fusion/test_fusion_cost.py):
 planned time within 6% of Inductor's for cos->sin, bias+GELU+residual, SiLU*mul, tanh-GELU,
@@ -23,6 +24,15 @@ import networkx as nx
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from fuselint.fusion.attention import (
+    FUSED_ATTENTION_EFFICIENCY,
+    SdpaCall,
+    choose_backend,
+    eager_call,
+    fused_work,
+    math_parts,
+    sdpa_call,
+)
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 
@@ -209,22 +219,83 @@ def eager_kernels(facts: GraphFacts) -> list[set[str]]:
     return kernels
 
 
+def math_attention_cost(call: SdpaCall, device: Device) -> Cost:
+    """SDPA's math path: its kernels (attention.math_parts), each priced on the roofline."""
+    parts = math_parts(call)
+    return Cost(
+        len(parts),
+        sum(p.bytes for p in parts),
+        sum(p.flops for p in parts),
+        sum(device.time_us(p.bytes, p.flops, p.dtype) for p in parts),
+    )
+
+
+def fused_attention_cost(call: SdpaCall, device: Device) -> Cost:
+    """One fused attention kernel (flash / memory-efficient), at the rate such kernels reach."""
+    nbytes, flops = fused_work(call)
+    memory = nbytes / (device.bandwidth_gbs * 1e3)
+    compute = flops / (
+        device.tflops(str(call.dtype).removeprefix("torch.")) * FUSED_ATTENTION_EFFICIENCY * 1e6
+    )
+    return Cost(1, nbytes, flops, max(memory, compute) + device.launch_us)
+
+
+def attention_cost(call: SdpaCall, device: Device) -> Cost:
+    """The kernel(s) SDPA runs for `call` on a CUDA GPU."""
+    if choose_backend(call).fused:
+        return fused_attention_cost(call, device)
+    return math_attention_cost(call, device)
+
+
+def sdpa_calls(facts: GraphFacts) -> dict[str, SdpaCall]:
+    """The graph's SDPA nodes and the calls they make."""
+    calls = {}
+    for c in facts.kind:
+        call = sdpa_call(facts.fg.dag.nodes[c]["fx"])
+        if call is not None:
+            calls[c] = call
+    return calls
+
+
+def _priced(
+    facts: GraphFacts,
+    nodes: set[str],
+    device: Device,
+    flops: dict[str, int],
+    attention: dict[str, SdpaCall],
+    launches: int = 1,
+) -> Cost:
+    """kernel_cost, except that an SDPA node costs the kernel(s) its call runs on a GPU."""
+    sdpa = nodes & set(attention)
+    if not sdpa:
+        return kernel_cost(facts, nodes, device, flops, launches)
+    rest = kernel_cost(facts, nodes - sdpa, device, flops, launches) if nodes - sdpa else Cost()
+    return sum((attention_cost(attention[c], device) for c in sorted(sdpa)), rest)
+
+
 def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
-    """Eager vs planned cost of one graph, per group and in total (per run of the graph)."""
+    """Eager vs planned cost of one graph, per group and in total (per run of the graph).
+
+    SDPA is priced as the kernel a CUDA GPU picks for it (attention.py): under compile for the
+    traced call, in eager for the call as eager code makes it (`eager_call`)."""
     facts = GraphFacts(plan.graph)
     flops = {c: node_flops(facts, c) for c in facts.kind}
+    compiled = sdpa_calls(facts)
+    eager_calls = {c: eager_call(k) for c, k in compiled.items()}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
     for unit in eager_kernels(facts):
         first = min(unit, key=facts.order.get)
         gid = home.get(first, -1)
-        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + kernel_cost(facts, unit, device, flops)
+        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + _priced(
+            facts, unit, device, flops, eager_calls
+        )
     groups = tuple(
         GroupCost(
             g.id,
             g.kind,
             eager_by_group.get(g.id, Cost()),
-            kernel_cost(facts, set(g.compute_nodes), device, flops, g.launches),
+            _priced(facts, set(g.compute_nodes), device, flops, compiled, g.launches),
         )
         for g in plan.groups
     )

@@ -16,7 +16,7 @@ from fuselint.fusion.composites import composite_findings
 from fuselint.fusion.cost import ModelCost, model_cost
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, plan
-from fuselint.fusion.plan_findings import materialized_findings
+from fuselint.fusion.plan_findings import attention_findings, materialized_findings
 from fuselint.fusion.summary import plan_summary
 from fuselint.graph.capture import Capture
 
@@ -64,7 +64,9 @@ def analyse(capture: Capture, device: Device = DEFAULT) -> ModelAnalysis:
         capture=capture,
         plans=plans,
         cost=model_cost(list(plans), device),
-        findings=tuple(materialized_findings(list(plans), device)) + tuple(composite_findings(list(plans))),
+        findings=tuple(materialized_findings(list(plans), device))
+        + tuple(attention_findings(list(plans), device))
+        + tuple(composite_findings(list(plans))),
         break_gains=break_gains(capture, list(plans), device),
     )
 

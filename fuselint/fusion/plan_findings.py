@@ -4,6 +4,11 @@ FL301: a multi-consumer intermediate that the plan must write to memory because 
 land in different kernels (and recomputing it there is not cheap). The finding sits on the
 user's line that computes the value and carries the bytes that the write and the extra reads
 cost per call of the model, as a Gain priced on a device.
+
+FL302: an attention call (SDPA) that compile runs on the math kernel (fp32 matmuls and a
+softmax over the materialised scores) where a fused kernel would run with another mask form
+(fusion/attention.py). The finding sits on the user's line of the call, gives the reason, the
+change that avoids it, and the time the fused kernel saves, per call of the model.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import linecache
 
 from fuselint.findings import Finding, Gain, Span, format_bytes
+from fuselint.fusion.attention import choose_backend, eager_call, sdpa_call
+from fuselint.fusion.cost import Cost, fused_attention_cost, math_attention_cost
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import FusionPlan, GraphFacts, Materialized
 
@@ -79,6 +86,58 @@ def materialized_findings(plans: list[FusionPlan], device: Device = DEFAULT) -> 
                 gain=gain,
                 source_line=source,
                 details=details,
+            )
+        )
+    return findings
+
+
+def attention_findings(plans: list[FusionPlan], device: Device = DEFAULT) -> list[Finding]:
+    """FL302 findings: SDPA calls that compile runs on the math path, one per source line."""
+    by_line: dict[tuple[str, int], list] = {}
+    for p in plans:
+        facts = GraphFacts(p.graph)
+        for c in facts.kind:
+            node = p.graph.dag.nodes[c]
+            call = sdpa_call(node["fx"])
+            if call is None or not node["file"] or not node["line"]:
+                continue
+            backend = choose_backend(call)
+            if backend.fused:
+                continue
+            slow = math_attention_cost(call, device).scaled(p.graph.calls)
+            fast = fused_attention_cost(call, device).scaled(p.graph.calls)
+            eager_fused = choose_backend(eager_call(call)).fused
+            by_line.setdefault((node["file"], node["line"]), []).append((backend, slow, fast, eager_fused))
+    findings = []
+    for (path, line), items in sorted(by_line.items()):
+        span, source = _span(path, line)
+        backend = items[0][0]
+        slow = sum((i[1] for i in items), Cost())
+        fast = sum((i[2] for i in items), Cost())
+        than = (
+            "; eager runs it on a fused kernel (the mask is built only while tracing), so compile is "
+            "slower than eager here"
+            if all(i[3] for i in items)
+            else ""
+        )
+        message = (
+            f"attention runs on SDPA's math kernel under compile (fp32 matmuls + softmax over the scores: "
+            f"~{slow.time_us:.0f} us per call vs ~{fast.time_us:.0f} us fused on {device.name}){than}: "
+            f"{backend.reason}; {backend.fix}"
+        )
+        findings.append(
+            Finding(
+                code="FL302",
+                message=message,
+                span=span,
+                gain=Gain(
+                    launches=slow.launches - fast.launches,
+                    bytes=slow.bytes - fast.bytes,
+                    time_us=slow.time_us - fast.time_us,
+                    device=device.name,
+                ),
+                source_line=source,
+                details=(("calls", str(len(items))), ("backend", backend.name)),
             )
         )
     return findings

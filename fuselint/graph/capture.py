@@ -385,17 +385,21 @@ def _sdpa_as_on_cpu(
     2-layer LLaMA), a graph no real device runs. The CPU kernel's choice reads only sizes,
     strides and dtypes, so it is asked directly, and the fused op it picks has a meta kernel.
     """
+    # The choice asked with a dense mask of the same sizes: on a meta tensor the CPU rules still
+    # check the mask's last stride (as CUDA does), which a CPU tensor is excused from.
+    shaped = None if attn_mask is None else torch.empty(attn_mask.shape, dtype=attn_mask.dtype, device="meta")
     choice = torch.ops.aten._fused_sdp_choice.default.redispatch(
-        _CPU_KEYS, query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        _CPU_KEYS, query, key, value, shaped, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
     )
     if choice != _SDP_FLASH:
         return torch.nn.functional.scaled_dot_product_attention(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )
     if attn_mask is not None and attn_mask.dtype == torch.bool:
-        # As the CPU path turns a boolean mask into an additive one.
+        # As the CPU path turns a boolean mask into an additive one: where(mask, 0, -inf).
         zero = torch.scalar_tensor(0.0, dtype=query.dtype, device=attn_mask.device)
-        attn_mask = torch.where(attn_mask, zero, -float("inf"))
+        minus_inf = torch.scalar_tensor(-float("inf"), dtype=query.dtype, device=attn_mask.device)
+        attn_mask = torch.where(attn_mask, zero, minus_inf)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
         query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
     )[0]

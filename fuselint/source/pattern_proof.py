@@ -203,10 +203,14 @@ def _disagreement(want: Any, got: Any) -> str:
         return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype} != {want.dtype}"
+    if not want.is_floating_point():  # comparisons, integer results: exactly equal
+        return "" if torch.equal(got, want) else "values differ"
     if not torch.isfinite(want).all():
         return "the pattern is not finite on the drawn inputs (declare a `domain`)"
+    if not torch.isfinite(got).all():  # NaN would compare as no error at all
+        return "the replacement is not finite where the pattern is"
     error = relative_error(got.double(), want.double())
-    if error >= tolerance(want.dtype):
+    if not error < tolerance(want.dtype):
         return f"relative error {error:.3g}"
     return ""
 

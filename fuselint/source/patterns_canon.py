@@ -35,6 +35,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 REQUIRED = object()
+# The `use` of an `inl` that sums and products must not flatten into: a traced node's own value
+# (fuselint.fusion.aten_terms), which a metavariable may bind whole.
+SEALED = object()
 _HERE = Path(__file__).parent
 
 # canonical function -> its parameters in order, with defaults (REQUIRED when none).
@@ -89,16 +92,16 @@ def _load_signatures() -> frozenset[str]:
 
 _METHOD_NAMES = _load_signatures()
 
-# Canonical functions that other spellings are lowered to (`F.relu6(x)` is a clamp), for the
-# engine's cheap text pre-filter: which source words can produce each canonical op.
+# Canonical functions that source words other than their own names lower to, by the lowering
+# code (identities.toml adds its own, see `_identity_words`), for the engine's cheap text
+# pre-filter: which source words can produce each canonical op.
 LOWERED_FROM = {
-    "torch.clamp": ("relu", "relu6", "hardtanh", "clamp_min"),
     "torch.amax": ("max",),
     "torch.transpose": ("mT",),
     "Tensor.to": ("to", "type", "float", "double", "half", "bfloat16"),
     # operators, and the mirrored spellings (`a < b` is `b > a`)
-    "torch.gt": (">", "<", "lt", "less"),
-    "torch.ge": (">=", "<=", "le", "less_equal"),
+    "torch.gt": (">", "<"),
+    "torch.ge": (">=", "<="),
     "torch.eq": ("==",),
     "torch.ne": ("!=",),
 }
@@ -113,9 +116,19 @@ def source_words(op: str) -> frozenset[str] | None:
     name = op[2:]
     words = {alias.rsplit(".", 1)[1] for alias, (canonical, _) in ALIASES.items() if canonical == name}
     words |= set(LOWERED_FROM.get(name, ()))
+    words |= _identity_words(op)
     if name.startswith("torch.") and name.count(".") == 1:
         words.add(name.rsplit(".", 1)[1])
     return frozenset(words) or None
+
+
+def _identity_words(op: str) -> set[str]:
+    """Words of the functions that identities.toml rewrites into `op` (relu6 for torch.clamp)."""
+    words: set[str] = set()
+    for (name, _arity), (_params, result) in identities().items():
+        if op in result.ops and "f:" + name != op:
+            words |= source_words("f:" + name) or set()
+    return words
 
 
 # Tensor methods that are the torch function of the same name with the tensor first.
@@ -174,6 +187,9 @@ class Term:
     use: object = None  # for op "inl": the Binding whose value this is
     # add/mul only: reads of temporaries whose sums/products were spliced into this one
     absorbed: tuple = ()
+    # add/mul that spliced a temporary's sum/product: the reading with that temporary kept whole
+    # (`h = a + b; h - mean(h)` is also (h) - mean(h)), which the matcher tries when this fails
+    alt: Term | None = None
 
 
 @dataclass
@@ -211,8 +227,9 @@ def strip(term: Term) -> Term:
 class Builder:
     """Makes canonical terms, folding and flattening as it goes."""
 
-    def __init__(self, interner: Interner) -> None:
+    def __init__(self, interner: Interner, identities: bool = True) -> None:
         self.interner = interner
+        self.identities = identities  # off only while identities.toml itself is read
 
     def make(
         self,
@@ -240,13 +257,14 @@ class Builder:
 
     # ---- arithmetic with canonical shapes
 
-    def _flatten(self, op: str, terms: list[Term]) -> tuple[list[Term], tuple]:
-        """Operands of nested sums (products), through temporaries: `c = a * b; c * d` is a*b*d."""
+    def _flatten(self, op: str, terms: list[Term], whole: bool = False) -> tuple[list[Term], tuple]:
+        """Operands of nested sums (products), through temporaries: `c = a * b; c * d` is a*b*d
+        (unless `whole`: then a temporary stays one operand)."""
         flat: list[Term] = []
         absorbed: list = []
         for t in terms:
             inner, reads = t, []
-            while inner.op == "inl":
+            while inner.op == "inl" and inner.use is not SEALED and not whole:
                 reads.append(inner.node)
                 inner = inner.args[0]
             if inner.op == op:
@@ -258,7 +276,22 @@ class Builder:
         return flat, tuple(absorbed)
 
     def add(self, terms: list[Term], node=None, stmt=-1) -> Term:
-        flat, absorbed = self._flatten("add", terms)
+        return self._with_alt("add", self._add, terms, node, stmt)
+
+    def mul(self, terms: list[Term], node=None, stmt=-1) -> Term:
+        return self._with_alt("mul", self._mul, terms, node, stmt)
+
+    def _with_alt(self, op: str, build, terms: list[Term], node, stmt) -> Term:
+        term = build(terms, node, stmt)
+        spliced = any(t.op == "inl" and t.use is not SEALED and strip(t).op == op for t in terms)
+        if spliced and term.op == op:
+            alt = build(terms, node, stmt, whole=True)
+            if alt.op == op:
+                term.alt = alt
+        return term
+
+    def _add(self, terms: list[Term], node=None, stmt=-1, whole: bool = False) -> Term:
+        flat, absorbed = self._flatten("add", terms, whole)
         total = 0
         rest, numbers = [], []
         for t in flat:
@@ -277,8 +310,8 @@ class Builder:
         rest.sort(key=lambda t: t.key)
         return self.make("add", tuple(rest), node=node, stmt=stmt, absorbed=absorbed)
 
-    def mul(self, terms: list[Term], node=None, stmt=-1) -> Term:
-        flat, absorbed = self._flatten("mul", terms)
+    def _mul(self, terms: list[Term], node=None, stmt=-1, whole: bool = False) -> Term:
+        flat, absorbed = self._flatten("mul", terms, whole)
         product = 1
         numbers: list[Term] = []
         powers: dict[int, tuple[Term, list[Term]]] = {}
@@ -354,41 +387,12 @@ class Builder:
         return self.make("f:" + name, tuple(args), node=node, stmt=stmt)
 
     def _lower(self, name: str, args: list[Term], node, stmt) -> Term | None:
-        """Functions that are arithmetic in disguise."""
+        """Functions that are arithmetic in disguise (identities.toml), and one order for symmetric calls."""
         n = len(args)
-        if name == "torch.sqrt" and n == 1:
-            return self.pow(args[0], self.const(0.5), node, stmt)
-        if name == "torch.rsqrt" and n == 1:
-            return self.pow(args[0], self.const(-0.5), node, stmt)
-        if name == "torch.reciprocal" and n == 1:
-            return self.pow(args[0], self.const(-1), node, stmt)
-        if name == "torch.square" and n == 1:
-            return self.pow(args[0], self.const(2), node, stmt)
-        if name == "torch.pow" and n == 2:
-            return self.pow(args[0], args[1], node, stmt)
-        if name == "torch.neg" and n == 1:
-            return self.neg(args[0], node, stmt)
-        if name == "torch.add" and n == 2:
-            return self.add(args, node, stmt)
-        if name == "torch.sub" and n == 2:
-            return self.add([args[0], self.neg(args[1])], node, stmt)
-        if name == "torch.mul" and n == 2:
-            return self.mul(args, node, stmt)
-        if name == "torch.div" and n == 2:
-            return self.div(args[0], args[1], node, stmt)
-        if name == "torch.matmul" and n == 2:
-            return self.make("mm", tuple(args), node=node, stmt=stmt)
-        if name == "torch.relu" and n == 1:
-            return self.call("torch.clamp", [args[0], self.const(0)], node, stmt)
-        if name == "torch.clamp_min" and n == 2:
-            return self.call("torch.clamp", args, node, stmt)
-        if name == "torch.nn.functional.relu6" and n == 1:
-            return self.call("torch.clamp", [args[0], self.const(0), self.const(6)], node, stmt)
-        if name == "torch.nn.functional.hardtanh" and n <= 3:
-            full = args + [self.const(-1.0), self.const(1.0)][n - 1 :]
-            return self.call("torch.clamp", full, node, stmt)
-        if name in _MIRRORED and n == 2:  # lt(a, b) is gt(b, a)
-            return self.call(_MIRRORED[name], [args[1], args[0]], node, stmt)
+        identity = identities().get((name, n)) if self.identities else None
+        if identity is not None:
+            params, result = identity
+            return self._instantiate(result, dict(zip(params, args, strict=True)), node, stmt)
         if name in ("torch.eq", "torch.ne") and n == 2 and args[0].key > args[1].key:
             return self.make("f:" + name, (args[1], args[0]), node=node, stmt=stmt)
         if name == "torch.transpose" and n == 3 and all(is_number(a) for a in args[1:]):
@@ -397,8 +401,43 @@ class Builder:
             return self.make("f:torch.transpose", (args[0], a, b), node=node, stmt=stmt)
         return None
 
+    def _instantiate(self, t: Term, env: dict[str, Term], node=None, stmt=-1) -> Term:
+        """An identity's right side with its metavariables replaced by `env`, built canonically."""
+        if t.op == "var":
+            return env[t.value]
+        if t.op == "c":
+            return self.const(t.value)
+        args = [self._instantiate(a, env) for a in t.args]
+        if t.op == "add":
+            return self.add(args, node, stmt)
+        if t.op == "mul":
+            return self.mul(args, node, stmt)
+        if t.op == "pow":
+            return self.pow(args[0], args[1], node, stmt)
+        if t.op.startswith("f:"):
+            return self.call(t.op[2:], args, node, stmt)
+        return self.make(t.op, tuple(args), t.value, node=node, stmt=stmt)
 
-_MIRRORED = {"torch.lt": "torch.gt", "torch.le": "torch.ge"}
+
+_IDENTITIES: dict[tuple[str, int], tuple[tuple[str, ...], Term]] = {}
+
+
+def identities() -> dict[tuple[str, int], tuple[tuple[str, ...], Term]]:
+    """(canonical function, argument count) -> (its metavariables, the term it is), from identities.toml."""
+    if not _IDENTITIES:
+        from fuselint.source.patterns_match import lower_template  # it lowers through this module
+
+        builder = Builder(Interner(), identities=False)
+        table = tomllib.loads((_HERE / "identities.toml").read_text(encoding="utf-8"))["identities"]
+        for left, right in table.items():
+            call = lower_template(left, builder)
+            if not call.op.startswith("f:") or any(a.op != "var" for a in call.args):
+                raise ValueError(
+                    f"identities.toml: {left!r} must be a call whose arguments are metavariables"
+                )
+            params = tuple(a.value for a in call.args)
+            _IDENTITIES[(call.op[2:], len(params))] = (params, lower_template(right, builder))
+    return _IDENTITIES
 
 
 def normalize_call(

@@ -175,7 +175,17 @@ def compile_pattern(text: str, specs: dict[str, VarSpec], builder: Builder, tol:
 
 
 def match_root(p: Pattern, t: Term) -> Iterator[Match]:
-    """Every way `p` matches at `t`; an add/mul pattern may leave some of t's operands over."""
+    """Every way `p` matches at `t`; an add/mul pattern may leave some of t's operands over.
+    Where none does and t spliced a temporary's sum, the reading with it kept whole is tried."""
+    found = False
+    for m in _match_root(p, t):
+        found = True
+        yield m
+    if not found and t.alt is not None:
+        yield from match_root(p, t.alt)
+
+
+def _match_root(p: Pattern, t: Term) -> Iterator[Match]:
     if p.term.op == t.op:
         if p.term.op in ("add", "mul") and len(t.args) > len(p.term.args):
             yield from _match_ac(
@@ -213,15 +223,26 @@ def match(p: Pattern, pt: Term, t: Term, m: Match) -> Iterator[Match]:
         if t.op == "c" and _const_equal(pt.value, t.value, p.tol):
             yield m
         return
+    if pt.op in ("add", "mul") and t.op == pt.op:
+        found = False
+        if len(pt.args) == len(t.args):
+            for m2 in _match_ac(p, pt.args, list(t.args), _crossing(m, t.absorbed), allow_rest=False):
+                found = True
+                yield m2
+        if not found and t.alt is not None:
+            yield from match(p, pt, t.alt, m)
+        return
     if pt.op != t.op or pt.value != t.value or len(pt.args) != len(t.args):
         return
-    if pt.op in ("add", "mul"):
-        if t.absorbed:
-            m = m.copy()
-            m.crossed.extend(t.absorbed)
-        yield from _match_ac(p, pt.args, list(t.args), m, allow_rest=False)
-        return
     yield from _match_seq(p, pt.args, t.args, 0, m)
+
+
+def _crossing(m: Match, nodes: tuple) -> Match:
+    if not nodes:
+        return m
+    m = m.copy()
+    m.crossed.extend(nodes)
+    return m
 
 
 def position(t: Term) -> tuple[int, int] | None:

@@ -205,12 +205,22 @@ def _predict(spec: str, variant: str, device_table) -> Prediction | None:
 
 
 def _build_fixed(
-    spec: str, entry: Entry, original: Built, tmp: Path, catalog, config, unsafe, device, seed, notes
+    spec: str,
+    entry: Entry,
+    original: Built,
+    tmp: Path,
+    catalog,
+    config,
+    unsafe,
+    device,
+    seed,
+    notes,
+    keep=None,
 ) -> tuple[str, Built, list[FixedFile]] | None:
     """The fixed variant, built from a fixed copy of the entry's folder under `tmp` (to be
     called inside `_isolated_modules`); None when no fix applies."""
     root = _entry_root(entry)
-    fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe)
+    fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
     if not fixed_files:
         notes.append("no fix applies to the entry's source: only the original was run")
         return None
@@ -245,8 +255,10 @@ def verify(
     with_fixed: bool = True,
     predict_on=None,
     seed: int = 0,
+    keep=None,
 ) -> Verification:
-    """Run the whole comparison for one entry; raises EntryError when it cannot be built."""
+    """Run the whole comparison for one entry; raises EntryError when it cannot be built.
+    `keep`: which fixes the fixed variant applies (a proof's `keeps`), None for all."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if "eager" not in backends:
         backends = ("eager", *backends)
@@ -267,7 +279,9 @@ def verify(
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuselint-verify-")))
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
-            made = _build_fixed(spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes)
+            made = _build_fixed(
+                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, keep
+            )
             if made:
                 fixed_spec, fixed, fixed_files = made
                 variants.append(("fixed", fixed))

@@ -24,9 +24,12 @@ class FixedFile:
 
 
 def copy_with_fixes(
-    src: Path, dst: Path, catalog: Catalog, config: Config, *, unsafe: bool
+    src: Path, dst: Path, catalog: Catalog, config: Config, *, unsafe: bool, keep=None
 ) -> list[FixedFile]:
-    """Copy every Python file under `src` to `dst`, fixing what fuselint can fix."""
+    """Copy every Python file under `src` to `dst`, fixing what fuselint can fix (only the
+    fixes `keep` accepts, when given: those a proof kept)."""
+    from fuselint.verify.prove import only_kept
+
     fixed = []
     dst.mkdir(parents=True, exist_ok=True)
     for path in discover([str(src)], config):
@@ -39,7 +42,7 @@ def copy_with_fixes(
             continue
         result = fix_text(
             text,
-            lambda t, p=str(path): lint_text(p, t, catalog, config),
+            lambda t, p=str(path): only_kept(lint_text(p, t, catalog, config), keep),
             unsafe=unsafe,
             line_length=line_length_for(path),
         )

@@ -305,3 +305,58 @@ def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, dat
     monkeypatch.setattr(compiler, "build_kernel", no_triton)
     reports = compile_and_compare(bias_gelu_residual, data["x"], data["b"], data["r"], kernels=0)
     assert any("ImportError" in why for r in reports for _, why in r.fallbacks)
+
+
+def mask_rows(scores, mask):
+    # a padding mask's any/all over the keys (BERT's mask checks, _safe_softmax's fully masked rows)
+    keep = mask.any(dim=-1, keepdim=True)
+    full = (scores > 0).all(dim=-1, keepdim=True)
+    return torch.where(keep & ~full, scores * 2, scores - 1)
+
+
+def test_any_and_all_reduce_inside_a_kernel():
+    torch.manual_seed(0)
+    scores = torch.randn(4, 6, 16)
+    scores[1, 2] = scores[1, 2].abs() + 0.5  # a row where all() is true
+    mask = torch.rand(4, 6, 16) > 0.7
+    mask[0, 3] = False  # a row where any() is false
+    (report,) = compile_and_compare(mask_rows, scores, mask)
+    names = " ".join(k.__name__ for k in report.kernels)
+    assert not report.fallbacks, report.fallbacks
+    assert "any" in names, names  # all() reaches the backend as not(any(not x))
+    assert len(report.kernels) == 1, names
+
+
+def gathered(table, ids, scale):
+    # BERT's token types: a buffer's entries picked by positions, then arithmetic on them
+    picked = torch.gather(table, 1, ids)
+    return picked.float() * scale + 1
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_gather_reads_its_rows_inside_the_kernel_that_uses_them(transposed):
+    torch.manual_seed(0)
+    table = torch.randn(4, 32)
+    if transposed:
+        table = torch.randn(32, 4).t()  # strides (1, 4): the gathered dim is not contiguous
+    ids = torch.randint(0, 32, (4, 16))
+    (report,) = compile_and_compare(gathered, table, ids, torch.randn(16))
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1 and "gather" in report.kernels[0].__name__
+
+
+def rotary(q, cos, sin):
+    # LLaMA's apply_rotary_pos_emb: rotate_half concatenates a computed half (-x2) with x1
+    half = q.shape[-1] // 2
+    x1, x2 = q[..., :half], q[..., half:]
+    return q * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def test_rotate_half_with_a_computed_cat_piece_is_one_kernel():
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 4, 16).transpose(1, 2)  # heads split from a projection: not contiguous
+    cos, sin = torch.randn(8, 16), torch.randn(8, 16)
+    (report,) = compile_and_compare(rotary, q, cos, sin)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+    assert "neg" in report.kernels[0].__name__ and "cat" in report.kernels[0].__name__

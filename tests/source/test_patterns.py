@@ -474,3 +474,36 @@ def test_a_short_constant_must_match_exactly():
     """
     assert _codes(source, "FL211") == []
     assert _codes(source.replace(" + 1e-8", ""), "FL211") == ["FL211"]
+
+
+def _pattern_codes(body: str) -> list[str]:
+    from fuselint.catalog import load_catalog
+    from fuselint.config import Config
+    from fuselint.source.lint import lint_text
+
+    source = "import torch\n\n\ndef f(a, b, eps):\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    return [f.code for f in lint_text("m.py", source, load_catalog(), Config(select=("FL2",)))]
+
+
+LAYER_NORM_OF_H = (
+    "return (h - h.mean(-1, keepdim=True)) / torch.sqrt("
+    "((h - h.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps)"
+)
+
+
+def test_a_layer_norm_of_a_temporary_sum_is_a_layer_norm():
+    """`h = a + b` is spliced into `h - mean(h)`; the matcher also reads h whole, as FL212's $x."""
+    assert _pattern_codes(f"h = a + b\n{LAYER_NORM_OF_H}") == ["FL212"]
+    assert _pattern_codes(f"h = a\n{LAYER_NORM_OF_H}") == ["FL212"]
+
+
+def test_an_rms_norm_of_a_temporary_product_is_found():
+    assert _pattern_codes("h = a * b\nreturn h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)") == [
+        "FL214"
+    ]
+
+
+def test_a_temporary_sum_still_splices_into_a_longer_sum():
+    """The spliced reading still matches first: `c = x * 0.5; c * (1 + erf(x / sqrt(2)))` is GELU."""
+    body = "c = a * 0.5\nreturn c * (1.0 + torch.erf(a / math.sqrt(2.0)))"
+    assert _pattern_codes(f"import math\n{body}") == ["FL203"]

@@ -1,0 +1,533 @@
+"""Proven fixes: a fix is written only after the fixed source was run and traced and held.
+
+`fuselint check --fix --entry E` (and `verify --entry E`) hand their fixes here before anything
+is written. Each trial runs the entry in a child process (`prove_child`) on a version of the
+source where some fixes are applied; the files on disk are never touched (the child imports
+the fixed text under the original file names). A set of fixes is kept only if, against the
+last accepted state (at first the original source):
+
+- the break sites went down, when the set holds a break fix (FL1xx), and did not go up otherwise;
+- the outputs equal the original's for the same weights and inputs: exactly, unless the set
+  holds a composite rewrite (FL2xx), which must agree within the tolerance that its rule's
+  pattern proof uses (`pattern_proof.tolerance`: 1e-4 relative in float32);
+- a second call with new inputs of the same shapes compiles no more graphs, and breaks at no
+  new site, than the original's second call;
+- every backend that compiled the original (fuselint, inductor) compiles it and matches eager.
+
+The trial tree: all fixes at once first; a set that fails is split in halves (in source
+order), each half tried on top of what was accepted so far, down to single fixes, each of which
+is then rejected with the reason its own trial gave. So one bad fix does not veto the good ones,
+the order is deterministic, and the fixes finally written are exactly a set that passed a trial.
+
+A fix is a "unit": the findings of one rule on one (stripped) source line of one file, the key
+that survives the line moving between fixing rounds.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from fuselint.findings import Finding, display_path
+from fuselint.source.fixer import allowed, fix_text
+
+BACKENDS = ("fuselint", "inductor")
+DEFAULT_TIMEOUT = 600.0
+FUSELINT_PARENT = str(Path(__file__).resolve().parents[2])
+
+Key = tuple[str, str, str]  # (resolved path, code, stripped source line)
+
+
+def unit_key(finding: Finding) -> Key:
+    return (str(Path(finding.span.path).resolve()), finding.code, finding.source_line)
+
+
+@dataclass(frozen=True, order=True)
+class FixUnit:
+    """The fixes of one rule on one source line of one file: what is kept or rejected as one."""
+
+    path: str
+    line: int
+    code: str
+    source_line: str
+    # The qualified name of the function the fix is in ("" at module level), as Python
+    # names its code object: what the entry must run for the fix to be proven.
+    function: str = ""
+
+    @property
+    def key(self) -> Key:
+        return (str(Path(self.path).resolve()), self.code, self.source_line)
+
+    @property
+    def break_fix(self) -> bool:
+        return self.code.startswith("FL1")
+
+    @property
+    def composite(self) -> bool:
+        return self.code.startswith("FL2")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    unit: FixUnit
+    reason: str
+
+    def __str__(self) -> str:
+        u = self.unit
+        return f"fix rejected: {display_path(u.path)}:{u.line} {u.code}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Proof:
+    accepted: tuple[FixUnit, ...]
+    rejected: tuple[Rejection, ...]
+    trials: int
+    sites_before: int
+    sites_after: int
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def _accepted_keys(self) -> frozenset[Key]:
+        return frozenset(u.key for u in self.accepted)
+
+    def summary(self) -> str:
+        return (
+            f"fuselint: proved {len(self.accepted)} fix(es), rejected {len(self.rejected)}; break sites "
+            f"{self.sites_before} -> {self.sites_after} ({self.trials} trials, {self.seconds:.0f} s)"
+        )
+
+    def keeps(self, finding: Finding) -> bool:
+        """Whether the fix of `finding` was proven (a finding of any later round keyed alike)."""
+        return unit_key(finding) in self._accepted_keys
+
+    def mark(self, findings: Sequence[Finding]) -> list[Finding]:
+        """The findings, each whose fix was rejected carrying `details.fix_rejected`."""
+        reasons = {r.unit.key: r.reason for r in self.rejected}
+        out = []
+        for f in findings:
+            reason = reasons.get(unit_key(f))
+            if reason is not None and f.fix is not None:
+                f = replace(f, details=(*f.details, ("fix_rejected", reason)))
+            out.append(f)
+        return out
+
+
+class ProveError(Exception):
+    """Nothing can be proven (the original source does not run); one line for the user."""
+
+
+@dataclass
+class SourceFixes:
+    """One file's text and the fixes that may apply to it; texts for any subset of its units."""
+
+    path: str
+    text: str
+    lint: Callable[[str], list[Finding]]
+    unsafe: bool
+    line_length: int
+    _texts: dict[frozenset, str] = field(default_factory=dict)
+
+    def fixed(self, keys: frozenset | None = None) -> tuple[str, tuple[Finding, ...]]:
+        """The text with the fixes whose unit key is in `keys` (all allowed fixes for None)."""
+
+        def lint(text: str) -> list[Finding]:
+            return only_kept(self.lint(text), None if keys is None else (lambda f: unit_key(f) in keys))
+
+        result = fix_text(self.text, lint, unsafe=self.unsafe, line_length=self.line_length)
+        return result.text, result.applied
+
+    def text_for(self, keys: frozenset) -> str:
+        mine = frozenset(k for k in keys if k[0] == str(Path(self.path).resolve()))
+        if mine not in self._texts:
+            self._texts[mine] = self.fixed(mine)[0] if mine else self.text
+        return self._texts[mine]
+
+    def units(self) -> list[FixUnit]:
+        """One unit per (rule, source line) among the fixes a full fix run applies, at the
+        line of the user's file where that text stands (where the finding was, if moved)."""
+        _text, applied = self.fixed(None)
+        first = {unit_key(f): f.span.line for f in self.lint(self.text) if allowed(f, self.unsafe)}
+        lines = [line.strip() for line in self.text.splitlines()]
+        functions = function_spans(self.text)
+        found: dict[Key, FixUnit] = {}
+        for f in applied:
+            key = unit_key(f)
+            if key in found:
+                continue
+            line = first.get(key) or next(
+                (i + 1 for i, text in enumerate(lines) if text and text == f.source_line), f.span.line
+            )
+            function = max((s for s in functions if s[0] <= line <= s[1]), default=(0, 0, ""))[2]
+            found[key] = FixUnit(self.path, line, f.code, f.source_line, function)
+        return sorted(found.values())
+
+
+def function_spans(text: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, qualified name) of every function, as `co_qualname` names it."""
+    spans: list[tuple[int, int, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                spans.append((child.lineno, child.end_lineno or child.lineno, name))
+                visit(child, name + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(text), "")
+    return spans
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """What one child said about one entry, and the failure that decides it, if any."""
+
+    entry: str
+    data: dict
+
+    @property
+    def sites(self) -> int:
+        return len(self.data.get("sites", []))
+
+    @property
+    def failure(self) -> str:
+        d = self.data
+        if d.get("error") and d.get("stage") in ("timeout", "crash"):
+            return d["error"]
+        if d.get("error"):
+            return f"the model fails with the fix ({d.get('stage', 'run')}): {d['error']}"
+        problem = d.get("outputs", {}).get("problem")
+        if problem:
+            return f"outputs differ from the original's: {problem}"
+        return ""
+
+
+class Prover:
+    """Runs trials: one child per entry per trial, sources mapped to temporary files."""
+
+    def __init__(
+        self,
+        entries: Sequence[str],
+        files: Sequence[SourceFixes],
+        *,
+        device: str | None,
+        train: bool,
+        timeout: float,
+        backends: Sequence[str],
+        work: Path,
+        say: Callable[[str], None],
+    ) -> None:
+        self.entries, self.files = list(entries), list(files)
+        self.device, self.train, self.timeout, self.backends = device, train, timeout, tuple(backends)
+        self.work, self.say = work, say
+        self.count = 0
+
+    def run(
+        self,
+        keys: frozenset,
+        *,
+        exact: bool,
+        max_sites: Sequence[int] | None,
+        baseline: bool,
+        max_second_graphs: Sequence[int | None] | None = None,
+    ) -> list[TrialResult]:
+        """One trial of the fixes in `keys`, on every entry; `max_sites` and `max_second_graphs`:
+        per entry, the break sites and the graphs the second call compiles above which the
+        trial is lost anyway (the child then skips the backends)."""
+        self.count += 1
+        folder = self.work / f"trial{self.count}"
+        folder.mkdir()
+        sources = {}
+        for i, source in enumerate(self.files):
+            path = folder / f"source{i}.py"
+            path.write_text(source.text_for(keys), encoding="utf-8")
+            sources[str(Path(source.path).resolve())] = str(path)
+        results = []
+        for n, entry in enumerate(self.entries):
+            request = {
+                "spec": entry,
+                "sources": sources,
+                "device": self.device,
+                "train": self.train,
+                "seed": 0,
+                "backends": list(self.backends),
+                "exact": exact,
+                "max_sites": None if max_sites is None else max_sites[n],
+                "max_second_graphs": None if max_second_graphs is None else max_second_graphs[n],
+                "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+            }
+            artifact = self.work / f"baseline{n}.pt"
+            request["save" if baseline else "reference"] = str(artifact)
+            results.append(TrialResult(entry, self._child(request, folder / f"entry{n}")))
+        return results
+
+    def _child(self, request: dict, stem: Path) -> dict:
+        req, out = stem.with_suffix(".request.json"), stem.with_suffix(".result.json")
+        req.write_text(json.dumps(request), encoding="utf-8")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (FUSELINT_PARENT, env.get("PYTHONPATH", "")) if p)
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "fuselint.verify.prove_child", str(req), str(out)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"the trial ran past its {self.timeout:.0f} s limit", "stage": "timeout"}
+        if done.returncode != 0 or not out.is_file():
+            tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            return {"error": f"the trial process died: {tail[:200]}", "stage": "crash"}
+        return json.loads(out.read_text(encoding="utf-8"))
+
+
+def verdict(
+    trial: list[TrialResult], state: list[TrialResult], baseline: list[TrialResult], group: Sequence[FixUnit]
+) -> str:
+    """'' when the trial holds against the accepted state and the original; else the reason."""
+    for result in trial:
+        if result.failure:
+            return result.failure
+    before, after = sum(s.sites for s in state), sum(t.sites for t in trial)
+    worse = any(t.sites > s.sites for t, s in zip(trial, state, strict=True))
+    if any(u.break_fix for u in group):
+        if after >= before or worse:
+            return f"breaks did not go down ({before} -> {after} break sites)"
+    elif after > before or worse:
+        return f"breaks went up ({before} -> {after} break sites)"
+    for t, b in zip(trial, baseline, strict=True):
+        again, was = t.data.get("second"), b.data.get("second")
+        if again is not None and was is not None:
+            if again["graphs"] > was["graphs"]:
+                extra = again["graphs"] - was["graphs"]
+                return f"recompiles on new inputs of the same shapes ({extra} more graph(s) compiled)"
+            old = {(s[0], s[2]) for s in was["sites"]}
+            new = [s for s in again["sites"] if (s[0], s[2]) not in old]
+            if new:
+                return f"breaks anew on new inputs at {display_path(new[0][0])}:{new[0][1]} ({new[0][2]})"
+        for name, status in b.data.get("backends", {}).items():
+            got = t.data.get("backends", {}).get(name, "error: not run")
+            if got and (not status or (status.startswith("mismatch") and got.startswith("error"))):
+                return f"{name} backend: {got}"
+    return ""
+
+
+def prove_fixes(
+    entries: Sequence[str],
+    files: Sequence[SourceFixes],
+    *,
+    device: str | None = None,
+    train: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    backends: Sequence[str] = BACKENDS,
+    say: Callable[[str], None] = lambda _line: None,
+) -> Proof:
+    """Decide, fix by fix, which fixes of `files` the entries prove (see the module docstring)."""
+    started = time.perf_counter()
+    units = sorted(u for source in files for u in source.units())
+    with tempfile.TemporaryDirectory(prefix="fuselint-prove-") as tmp:
+        prover = Prover(
+            entries,
+            files,
+            device=device,
+            train=train,
+            timeout=timeout,
+            backends=backends,
+            work=Path(tmp),
+            say=say,
+        )
+        say(f"fuselint: proving {len(units)} fix(es) on {', '.join(entries)}")
+        baseline = prover.run(frozenset(), exact=True, max_sites=None, baseline=True)
+        for b in baseline:
+            if b.data.get("error"):
+                raise ProveError(f"entry {b.entry!r}: the original source fails: {b.data['error']}")
+        loaded = {p for b in baseline for p in b.data.get("loaded", [])}
+        ran = {(p, f) for b in baseline for p, f in b.data.get("ran", [])}
+        rejected = [Rejection(u, why) for u in units if (why := _unproven(u, loaded, ran))]
+        queue = [[u for u in units if not _unproven(u, loaded, ran)]]
+        accepted: list[FixUnit] = []
+        state = baseline
+        while queue and queue[0]:
+            group = queue.pop(0)
+            keys = frozenset(u.key for u in (*accepted, *group))
+            if all(s.text_for(keys) == s.text_for(frozenset(u.key for u in accepted)) for s in files):
+                if len(group) == 1:
+                    rejected.append(Rejection(group[0], "it applies only together with a rejected fix"))
+                else:
+                    queue[0:0] = _halves(group)
+                continue
+            exact = not any(u.composite for u in (*accepted, *group))
+            trial = prover.run(
+                keys,
+                exact=exact,
+                max_sites=[s.sites for s in state],
+                max_second_graphs=[(b.data.get("second") or {}).get("graphs") for b in baseline],
+                baseline=False,
+            )
+            reason = verdict(trial, state, baseline, group)
+            took = sum(t.data.get("seconds", 0) for t in trial)
+            outcome = "kept" if not reason else f"not kept: {reason}"
+            say(f"fuselint: trial {prover.count - 1} ({len(group)} fix(es), {took:.0f} s): {outcome}")
+            if not reason:
+                accepted.extend(group)
+                state = trial
+            elif len(group) == 1:
+                rejected.append(Rejection(group[0], reason))
+            else:
+                queue[0:0] = _halves(group)
+        notes = tuple(f"{b.entry}: {b.data['note']}" for b in baseline if b.data.get("note"))
+        kept = frozenset(u.key for u in accepted)
+        written = {s.path: (s.text, s.text_for(kept)) for s in files}
+        rejected = [replace(r, unit=_moved(r.unit, *written[r.unit.path])) for r in rejected]
+        return Proof(
+            accepted=tuple(sorted(accepted)),
+            rejected=tuple(sorted(rejected, key=lambda r: r.unit)),
+            trials=prover.count,
+            sites_before=sum(b.sites for b in baseline),
+            sites_after=sum(s.sites for s in state),
+            seconds=time.perf_counter() - started,
+            notes=notes,
+        )
+
+
+def _unproven(unit: FixUnit, loaded: set[str], ran: set[tuple[str, str]]) -> str:
+    """Why no trial can prove the unit (the entry never reaches its code), or ''."""
+    path = unit.key[0]
+    if path not in loaded:
+        return "the entry never imports this file: nothing proves the fix (--no-prove applies it)"
+    if unit.function and (path, unit.function) not in ran:
+        return f"the entry never runs {unit.function}(): nothing proves the fix (--no-prove applies it)"
+    return ""
+
+
+def _moved(unit: FixUnit, before: str, after: str) -> FixUnit:
+    """The unit at its line in the text that will be written (the accepted fixes move lines)."""
+    if before == after:
+        return unit
+    old, new = before.splitlines(), after.splitlines()
+    blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+    line_map = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
+    return replace(unit, line=line_map.get(unit.line, unit.line))
+
+
+def _halves(group: list[FixUnit]) -> list[list[FixUnit]]:
+    middle = len(group) // 2
+    return [group[:middle], group[middle:]]
+
+
+def fixable_sources(
+    findings: Sequence[Finding],
+    lint: Callable[[str, str], list[Finding]],
+    read: Callable[[str], str | None],
+    *,
+    unsafe: bool,
+    line_length: Callable[[str], int],
+) -> list[SourceFixes]:
+    """The files with a fix that `--fix` would apply, as `check --fix` picks them."""
+    paths = sorted({f.span.path for f in findings if allowed(f, unsafe)})
+    out = []
+    for path in paths:
+        text = read(path)
+        if text is not None:
+            out.append(SourceFixes(path, text, lambda t, p=path: lint(p, t), unsafe, line_length(path)))
+    return out
+
+
+def only_kept(findings: list[Finding], keep: Callable[[Finding], bool] | None) -> list[Finding]:
+    """The findings, the fix of each that `keep` refuses taken away (None keeps every fix)."""
+    if keep is None:
+        return findings
+    return [f if f.fix is None or keep(f) else replace(f, fix=None) for f in findings]
+
+
+def entry_sources(spec: str, catalog, config, *, unsafe: bool) -> list[SourceFixes]:
+    """The fixable files of an entry's folder: what `verify` builds its fixed variant from."""
+    from fuselint.source.fixer import line_length_for
+    from fuselint.source.lint import discover, lint_text, read_source
+
+    target = spec.rpartition(":")[0]
+    if Path(target).suffix != ".py":
+        return []
+    files = discover([str(Path(target).resolve().parent)], config)
+    texts = {str(p): read_source(p)[0] for p in files}
+    findings = [f for p, t in texts.items() if t is not None for f in lint_text(p, t, catalog, config)]
+    return fixable_sources(
+        findings,
+        lambda p, t: lint_text(p, t, catalog, config),
+        texts.get,
+        unsafe=unsafe,
+        line_length=lambda p: line_length_for(Path(p)),
+    )
+
+
+@dataclass(frozen=True)
+class ProveSettings:
+    """How to prove: where the entries run, in which mode, how long a trial may take, and
+    the backends a fixed model must still compile with."""
+
+    device: str = "cpu"
+    train: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    backends: tuple[str, ...] = BACKENDS
+
+
+def parse_backends(value: str) -> tuple[str, ...]:
+    """`fuselint,inductor` -> the backends; ValueError names an unknown one."""
+    chosen = tuple(b.strip() for b in value.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
+    return chosen
+
+
+def prove_findings(
+    entries: Sequence[str],
+    findings: Sequence[Finding],
+    catalog,
+    config,
+    settings: ProveSettings,
+    say: Callable[[str], None],
+) -> Proof | None:
+    """Prove the fixes `check --fix` would apply to the files of `findings` (None: no fix)."""
+    from fuselint.source.fixer import line_length_for
+    from fuselint.source.lint import lint_text, read_source
+
+    files = fixable_sources(
+        findings,
+        lambda p, t: lint_text(p, t, catalog, config),
+        lambda p: read_source(Path(p))[0],
+        unsafe=config.unsafe_fixes,
+        line_length=lambda p: line_length_for(Path(p)),
+    )
+    return prove(entries, files, settings, say) if files else None
+
+
+def prove(
+    entries: Sequence[str], files: Sequence[SourceFixes], settings: ProveSettings, say: Callable[[str], None]
+) -> Proof:
+    """`prove_fixes` with `settings`."""
+    return prove_fixes(
+        entries,
+        files,
+        device=settings.device,
+        train=settings.train,
+        timeout=settings.timeout,
+        backends=settings.backends,
+        say=say,
+    )

@@ -1,0 +1,101 @@
+"""SDPA's kernel under compile: the choice per mask form, the math path's price, and FL302."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuselint.fusion.attention import Mask, SdpaCall, choose_backend, eager_call, sdpa_call
+from fuselint.fusion.devices import device
+from fuselint.fusion.model import analyse
+from fuselint.graph.capture import capture
+from fuselint.graph.entry import load_entry
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "trace" / "tracing_mask.py"
+H100 = device("H100-measured")
+
+
+def _call(mask: Mask | None = None, dtype=torch.bfloat16, head_dim=64, causal=False) -> SdpaCall:
+    return SdpaCall(16 * 12, 256, 256, head_dim, head_dim, dtype, (1, 1, 1), mask, causal)
+
+
+def _bool(shape, stride, all_true=False) -> Mask:
+    return Mask(torch.bool, shape, stride, all_true)
+
+
+@pytest.mark.parametrize(
+    "mask,dtype,expected",
+    [
+        (None, torch.bfloat16, "flash"),
+        (None, torch.float32, "efficient"),
+        (_bool((16, 1, 256, 256), (65536, 65536, 256, 1)), torch.bfloat16, "efficient"),
+        (_bool((16, 1, 256, 256), (256, 256, 0, 1)), torch.bfloat16, "efficient"),  # padding mask
+        (Mask(torch.bfloat16, (1, 12, 256, 256), (0, 65536, 256, 1)), torch.bfloat16, "efficient"),
+        (_bool((16, 1, 256, 256), (0, 256, 1, 0)), torch.bfloat16, "math"),  # BERT on torch 2.11
+        (Mask(torch.bfloat16, (16, 1, 256, 256), (256, 256, 1, 0)), torch.bfloat16, "math"),
+        (_bool((16, 1, 256, 1), (256, 256, 1, 1)), torch.bfloat16, "efficient"),  # one key: any stride
+    ],
+)
+def test_backend_follows_mask_form(mask, dtype, expected):
+    assert choose_backend(_call(mask, dtype)).name == expected
+
+
+def test_math_path_says_why_and_what_avoids_it():
+    broadcast = choose_backend(_call(_bool((16, 1, 256, 256), (0, 256, 1, 0))))
+    assert "boolean and broadcast over keys" in broadcast.reason and "(0, 256, 1, 0)" in broadcast.reason
+    assert "is_causal=True" in broadcast.fix
+    assert choose_backend(_call(_bool((16, 1, 256, 256), (0, 256, 1, 0), all_true=True))).fix.endswith(
+        "pass no mask"
+    )
+    odd = choose_backend(_call(head_dim=20))
+    assert odd.name == "math" and "head dimension is 20" in odd.reason
+
+
+def test_eager_drops_only_an_all_true_mask():
+    tracing_only = _call(_bool((16, 1, 256, 256), (0, 256, 1, 0), all_true=True))
+    assert eager_call(tracing_only).mask is None
+    assert choose_backend(eager_call(tracing_only)).name == "flash"
+    real = _call(_bool((16, 1, 256, 256), (0, 256, 1, 0)))
+    assert eager_call(real) == real
+
+
+def _analysis(factory: str, trace: str = "cpu"):
+    return analyse(capture(load_entry(f"{FIXTURE}:{factory}"), device=trace), H100)
+
+
+def _sdpa(analysis):
+    return [
+        call
+        for p in analysis.plans
+        for _n, d in p.graph.dag.nodes(data=True)
+        if (call := sdpa_call(d["fx"])) is not None
+    ]
+
+
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_traced_mask_is_read_before_sdpas_own_conversion(trace):
+    (call,) = _sdpa(_analysis("entry", trace))
+    assert call.mask == Mask(torch.bool, (2, 1, 32, 32), (0, 32, 1, 0), all_true=True)
+    (causal,) = _sdpa(_analysis("entry_causal", trace))
+    assert causal.mask.dtype == torch.bool and causal.mask.stride[-1] == 1 and not causal.mask.all_true
+
+
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_fl302_flags_the_tracing_only_mask_and_prices_compile_slower(trace):
+    analysis = _analysis("entry", trace)
+    (finding,) = [f for f in analysis.findings if f.code == "FL302"]
+    assert finding.span.path == str(FIXTURE) and "scaled_dot_product_attention" in finding.source_line
+    assert "compile is slower than eager" in finding.message and "pass no mask" in finding.message
+    assert finding.gain.time_us > 0
+    # the math path is priced on the compiled side only: this model gets slower under compile
+    attention = [
+        g for gc in analysis.cost.graphs for g in gc.groups if g.fused.launches > 1 and not g.fusible
+    ]
+    assert attention and all(g.fused.time_us > g.eager.time_us for g in attention)
+
+
+@pytest.mark.parametrize("factory", ["entry_causal", "entry_no_mask"])
+def test_fl302_quiet_when_sdpa_stays_fused(factory):
+    assert [f for f in _analysis(factory).findings if f.code == "FL302"] == []

@@ -1,0 +1,138 @@
+"""bench/fix_gain.py's table: ratios, geomeans and skipped rows, from made-up measurements (no model runs)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def gain():
+    spec = importlib.util.spec_from_file_location("fuselint_bench_fix_gain", ROOT / "bench" / "fix_gain.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _side(graphs, breaks, first_s, median_s, calls=40):
+    return {
+        "graphs": graphs,
+        "breaks": breaks,
+        "graphs_end": graphs,
+        "breaks_end": breaks,
+        "first_s": first_s,
+        "median_s": median_s,
+        "calls": calls,
+    }
+
+
+def _measured() -> dict:
+    return {
+        "env": "made-up GPU, torch 0.0",
+        "config": "device cuda, scale 8",
+        "command": "python bench/fix_gain.py --device cuda",
+        "commit": "abc1234",
+        "models": {
+            "hf_big_bird": {
+                "package": "transformers",
+                "sites_before": 2,
+                "inputs": [[16, 64]],
+                "backends": {
+                    "eager": {
+                        "original": _side(0, 0, 0.05, 0.010),
+                        "fixed": _side(0, 0, 0.05, 0.009),
+                        "diff": "0.00e+00",
+                    },
+                    "fuselint": {
+                        "original": _side(11, 13, 20.0, 0.004),
+                        "fixed": _side(1, 0, 5.0, 0.002),
+                        "diff": "0.00e+00",
+                    },
+                    "inductor": {"skipped": "budget: 12 s left"},
+                },
+            },
+            "esm2": {
+                "package": "esm",
+                "sites_before": 1,
+                "inputs": [[16, 16]],
+                "backends": {
+                    "fuselint": {
+                        "original": _side(2, 1, 4.0, 0.001),
+                        "fixed": _side(1, 0, 8.0, 0.002),
+                        "diff": "0.00e+00",
+                    },
+                    "inductor": {
+                        "original": _side(2, 1, 9.0, None),
+                        "error": "child exited: RuntimeError: boom",
+                    },
+                },
+            },
+            "hf_vits": {"package": "transformers", "skipped": "not traced: No module named 'transformers'"},
+        },
+    }
+
+
+def test_ratios_are_fixed_over_original(gain):
+    rows = {(r["model"], r["backend"]): r for r in gain.summarize(_measured())}
+    bird = rows["hf_big_bird", "fuselint"]
+    assert bird["graphs"] == (11, 1) and bird["breaks"] == (13, 0)
+    assert bird["steady_ms"] == pytest.approx((4.0, 2.0))
+    assert bird["steady_ratio"] == pytest.approx(0.5)
+    assert bird["first_ratio"] == pytest.approx(0.25)
+    assert rows["esm2", "fuselint"]["steady_ratio"] == pytest.approx(2.0)
+    # dynamo counts mean nothing for eager, and a failed pair has no ratio, only its reason
+    assert rows["hf_big_bird", "eager"]["graphs"] == (None, None)
+    failed = rows["esm2", "inductor"]
+    assert failed["steady_ratio"] is None and "RuntimeError: boom" in failed["note"]
+    assert rows["hf_big_bird", "inductor"]["note"] == "budget: 12 s left"
+    assert rows["hf_vits", "-"]["note"].startswith("not traced")
+
+
+def test_geomean_skips_missing_values(gain):
+    assert gain.geomean([0.5, 2.0, None]) == pytest.approx(1.0)
+    assert gain.geomean([0.25, 1.0]) == pytest.approx(0.5)
+    assert gain.geomean([]) is None
+    assert gain.ratio(None, 1.0) is None and gain.ratio(1.0, 0.0) is None
+
+
+def test_markdown_shows_each_row_and_the_geomeans(gain):
+    text = gain.markdown(_measured())
+    # fuselint: steady ratios 0.5 and 2.0 -> geomean 1.00; first-call ratios 0.25 and 2.0 -> sqrt(0.5)
+    assert (
+        "- fuselint: geomean fixed/original steady 1.00, "
+        f"first call {math.sqrt(0.5):.2f} over 2 models" in text
+    )
+    assert "- inductor: geomean fixed/original steady -, first call - over 0 models" in text
+    assert (
+        "| hf_big_bird | [[16, 64]] | fuselint | 11 → 1 | 13 → 0 | 20.00 → 5.00 | 0.25 | 4.000 → 2.000 | 0.50 |"
+        in text
+    )
+    assert "| hf_big_bird | [[16, 64]] | inductor | - → - | - → - |" in text and "budget: 12 s left" in text
+    assert "| hf_vits |  | - |" in text and "No module named 'transformers'" in text
+    assert "commit abc1234" in text and "device cuda, scale 8" in text
+    assert gain.markdown(_measured()) == text  # same measurements, same report
+
+
+def test_unknown_model_is_a_one_line_error(gain, capsys):
+    assert gain.main(["--models", "no_such_model"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "fix_gain: unknown model or backend: no_such_model"
+
+
+def test_a_recompile_after_the_first_call_is_noted(gain):
+    measured = _measured()
+    pair = measured["models"]["esm2"]["backends"]["fuselint"]
+    pair["fixed"]["graphs_end"] = 3  # one graph at the first call, two more during the rounds
+    pair["fixed"]["vs_eager"] = "1.50e-07"
+    rows = {(r["model"], r["backend"]): r for r in gain.summarize(measured)}
+    assert rows["esm2", "fuselint"]["graphs"] == (2, 3)
+    assert rows["esm2", "fuselint"]["note"] == "fixed recompiled after the first call (+2 graphs)"
+    assert rows["hf_big_bird", "fuselint"]["note"] == ""
+    assert "| 0.00e+00 | 1.50e-07 | fixed recompiled after the first call (+2 graphs) |" in gain.markdown(
+        measured
+    )

@@ -1,0 +1,254 @@
+"""Proven fixes: `check --fix --entry` keeps a fix only when re-running the fixed source holds."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from cli_runner import run as _run
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config
+from fuselint.findings import Applicability, Edit, Finding, Fix, Span
+from fuselint.report.json_format import render_json
+from fuselint.report.sarif import render_sarif
+from fuselint.source.fixer import line_length_for
+from fuselint.source.lint import lint_text
+from fuselint.verify.prove import (
+    FixUnit,
+    Proof,
+    Rejection,
+    SourceFixes,
+    TrialResult,
+    _unproven,
+    function_spans,
+    only_kept,
+    verdict,
+)
+from fuselint.verify.prove_child import compare_outputs
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "prove"
+CATALOG = load_catalog(())
+CONFIG = Config()
+
+
+def _sources(path: Path) -> SourceFixes:
+    return SourceFixes(
+        str(path),
+        path.read_text(),
+        lambda t: lint_text(str(path), t, CATALOG, CONFIG),
+        unsafe=True,
+        line_length=line_length_for(path),
+    )
+
+
+def _trial(sites: int, *, graphs: int = 0, second_sites=(), backends=None, **extra) -> TrialResult:
+    data = {
+        "sites": [["m.py", n, "gb0059", "print"] for n in range(sites)],
+        "second": {"graphs": graphs, "sites": [list(s) for s in second_sites]},
+        "backends": backends if backends is not None else {"fuselint": "", "inductor": ""},
+        **extra,
+    }
+    return TrialResult("m.py:entry", data)
+
+
+BREAK_FIX = FixUnit("m.py", 3, "FL103", "print(x)")
+COMPOSITE = FixUnit("m.py", 4, "FL201", "y = torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)")
+
+
+def test_a_break_fix_must_lower_the_break_sites():
+    base = [_trial(2)]
+    assert verdict([_trial(1)], base, base, [BREAK_FIX]) == ""
+    assert verdict([_trial(2)], base, base, [BREAK_FIX]) == "breaks did not go down (2 -> 2 break sites)"
+
+
+def test_a_composite_rewrite_may_keep_the_breaks_but_not_add_one():
+    base = [_trial(2)]
+    assert verdict([_trial(2)], base, base, [COMPOSITE]) == ""
+    assert verdict([_trial(3)], base, base, [COMPOSITE]) == "breaks went up (2 -> 3 break sites)"
+
+
+def test_a_recompile_or_a_new_break_on_new_inputs_rejects():
+    base = [_trial(2)]
+    recompiled = verdict([_trial(1, graphs=1)], base, base, [BREAK_FIX])
+    assert recompiled == "recompiles on new inputs of the same shapes (1 more graph(s) compiled)"
+    anew = verdict([_trial(1, second_sites=[("m.py", 9, "gb0170", "branch")])], base, base, [BREAK_FIX])
+    assert anew.startswith("breaks anew on new inputs at m.py:9 (gb0170)")
+
+
+def test_a_backend_that_compiled_the_original_must_compile_the_fix():
+    base = [_trial(2)]
+    broken = _trial(1, backends={"fuselint": "", "inductor": "error: CppCompileError: boom"})
+    assert verdict([broken], base, base, [BREAK_FIX]) == "inductor backend: error: CppCompileError: boom"
+    # What failed on the original already is not held against the fix.
+    base_fails = [_trial(2, backends={"fuselint": "", "inductor": "error: CppCompileError: boom"})]
+    assert verdict([broken], base_fails, base_fails, [BREAK_FIX]) == ""
+
+
+def test_a_failing_or_differing_trial_says_why():
+    base = [_trial(2)]
+    crashed = TrialResult("m.py:entry", {"error": "NameError: name 'y' is not defined", "stage": "eager"})
+    assert verdict([crashed], base, base, [BREAK_FIX]).startswith(
+        "the model fails with the fix (eager): NameError"
+    )
+    differs = _trial(1, outputs={"problem": "out: max abs diff 0.5"})
+    assert (
+        verdict([differs], base, base, [BREAK_FIX])
+        == "outputs differ from the original's: out: max abs diff 0.5"
+    )
+
+
+def test_break_fixes_compare_exactly_composites_within_the_pattern_proof_tolerance():
+    want = [("out", torch.ones(4))]
+    close = [("out", torch.ones(4) + 2**-20)]
+    assert compare_outputs(close, want, exact=True)[0].startswith("out: max abs diff 9.54e-07")
+    assert compare_outputs(close, want, exact=False)[0] == ""
+    far = [("out", torch.ones(4) * 1.01)]
+    assert compare_outputs(far, want, exact=False)[0].startswith("out: relative error")
+    nan = [("out", torch.tensor([1.0, float("nan"), 1.0, 1.0]))]
+    assert "NaN" in compare_outputs(nan, want, exact=False)[0]
+
+
+def test_units_are_one_rule_on_one_line_at_the_users_line():
+    units = _sources(FIXTURES / "shortcut_and_print.py").units()
+    text = (FIXTURES / "shortcut_and_print.py").read_text().splitlines()
+    assert [(u.code, text[u.line - 1].strip()) for u in units] == [
+        ("FL103", 'print("forward", x.shape)'),
+        ("FL102", "if not mask.any():"),
+    ]
+    assert [u.break_fix for u in units] == [True, True]
+    assert {u.function for u in units} == {"Shortcut.forward"}
+
+
+def test_function_names_match_pythons_qualified_names():
+    text = "class A:\n    def f(self):\n        def g():\n            return 1\n        return g\n\n\ndef h():\n    pass\n"
+    namespace: dict = {}
+    exec(compile(text, "m.py", "exec"), namespace)
+    spans = function_spans(text)
+    assert [name for _, _, name in spans] == ["A.f", "A.f.<locals>.g", "h"]
+    code = namespace["A"].f.__code__
+    assert code.co_qualname == "A.f" and namespace["A"]().f().__code__.co_qualname == "A.f.<locals>.g"
+
+
+def test_a_fix_the_entry_never_reaches_is_not_proven():
+    unit = FixUnit("/m.py", 3, "FL103", "print(x)", "Model.helper")
+    assert _unproven(unit, {"/m.py"}, {("/m.py", "Model.helper")}) == ""
+    assert _unproven(unit, {"/m.py"}, {("/m.py", "Model.forward")}).startswith(
+        "the entry never runs Model.helper(): nothing proves the fix"
+    )
+    assert _unproven(unit, set(), set()).startswith("the entry never imports this file")
+
+
+def test_a_subset_of_fixes_applies_only_those():
+    source = _sources(FIXTURES / "shortcut_and_print.py")
+    printing, shortcut = source.units()
+    only_print = source.text_for(frozenset({printing.key}))
+    assert "is_compiling" in only_print and "        if not mask.any():" in only_print
+    assert source.text_for(frozenset()) == source.text
+
+
+def _finding(code: str, line: str, fixable: bool = True) -> Finding:
+    fix = Fix(Applicability.UNSAFE, "fix", (Edit(1, 1, 1, 2, "x"),)) if fixable else None
+    return Finding(code, "message", Span("m.py", 3, 1, 3, 5), fix=fix, source_line=line)
+
+
+def test_rejected_fixes_carry_their_reason_in_json_and_sarif():
+    unit = FixUnit("m.py", 3, "FL102", "if not mask.any():")
+    proof = Proof((), (Rejection(unit, "outputs differ from the original's: out"),), 2, 2, 2, 1.0)
+    findings = proof.mark([_finding("FL102", "if not mask.any():"), _finding("FL103", "print(x)")])
+    assert str(proof.rejected[0]) == "fix rejected: m.py:3 FL102: outputs differ from the original's: out"
+    rows = json.loads(render_json(findings, CATALOG))
+    assert rows[0]["details"] == {"fix_rejected": "outputs differ from the original's: out"}
+    assert rows[1]["details"] == {}
+    sarif = json.loads(render_sarif(findings, CATALOG, Path.cwd()))
+    properties = sarif["runs"][0]["results"][0]["properties"]
+    assert properties["details"]["fix_rejected"] == "outputs differ from the original's: out"
+
+
+def test_only_the_kept_fixes_stay_fixable():
+    kept, dropped = _finding("FL103", "print(x)"), _finding("FL102", "if t:")
+    out = only_kept([kept, dropped], lambda f: f.code == "FL103")
+    assert out[0].fix is not None and out[1].fix is None
+    assert only_kept([kept, dropped], None) == [kept, dropped]
+
+
+@pytest.mark.slow
+def test_check_keeps_the_good_fix_and_rejects_the_one_that_changes_outputs(tmp_path):
+    shutil.copy(FIXTURES / "shortcut_and_print.py", tmp_path / "model.py")
+    args = ["check", "--no-cache", "--fix", "--unsafe-fixes", "--format", "json"]
+    result = _run([*args, "--entry", "model.py:entry", "model.py"], tmp_path)
+    fixed = (tmp_path / "model.py").read_text()
+    assert "if not torch.compiler.is_compiling():" in fixed  # the print fix: proven, written
+    assert "        if not mask.any():" in fixed  # the shortcut fix: rejected, not written
+    rejected = [line for line in result.stderr.splitlines() if line.startswith("fix rejected")]
+    line = fixed.splitlines().index("        if not mask.any():") + 1
+    assert len(rejected) == 1
+    assert rejected[0].startswith(
+        f"fix rejected: model.py:{line} FL102: outputs differ from the original's: out:"
+    )
+    rows = json.loads(result.stdout)
+    marked = [r for r in rows if r["code"] == "FL102"]
+    assert marked and marked[0]["details"]["fix_rejected"].startswith("outputs differ")
+    assert result.exit_code == 1
+
+
+@pytest.mark.slow
+def test_verify_rejects_a_fix_that_recompiles_and_builds_no_fixed_variant(tmp_path):
+    shutil.copy(FIXTURES / "recompile.py", tmp_path / "model.py")
+    args = ["verify", "--device", "cpu", "--backend", "eager", "--prove-backends", "", "--format", "json"]
+    result = _run([*args, "--unsafe-fixes", "--entry", "model.py:entry"], tmp_path)
+    # (verify exits 1 here: the model counts its calls, so eager's repeated calls differ.)
+    notes = json.loads(result.stdout)["notes"]
+    assert (
+        "fix rejected: model.py:22 FL103: recompiles on new inputs of the same shapes (1 more graph(s) compiled)"
+        in notes
+    )
+    assert "no fix applies to the entry's source: only the original was run" in notes
+
+
+def test_the_import_hook_finds_a_module_of_a_namespace_package(tmp_path, monkeypatch):
+    from fuselint.verify.prove_child import FixedSources
+
+    package = tmp_path / "pkg" / "sub"  # no __init__.py: namespace packages (fair-esm's esm.model)
+    package.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (package / "leaf.py").write_text("VALUE = 'original'\n")
+    finder = FixedSources({str((package / "leaf.py").resolve()): "VALUE = 'fixed'\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    for name in ("pkg", "pkg.sub", "pkg.sub.leaf"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # and gone again after the test
+    assert importlib.import_module("pkg.sub.leaf").VALUE == "fixed"
+    assert finder.loaded == {str((package / "leaf.py").resolve())}
+
+
+def test_check_without_an_entry_fixes_unproven_and_runs_nothing(tmp_path):
+    shutil.copy(FIXTURES / "shortcut_and_print.py", tmp_path / "model.py")
+    result = _run(["check", "--no-cache", "--fix", "--unsafe-fixes", "model.py"], tmp_path)
+    fixed = (tmp_path / "model.py").read_text()
+    assert "is_compiling" in fixed and "        if not mask.any():" not in fixed  # both written, as before
+    assert "proving" not in result.stderr and "fix rejected" not in result.stderr
+    assert "forward" not in result.stdout  # the model's print never ran
+
+
+def test_a_trial_that_hangs_is_killed_at_its_timeout_and_rejects(tmp_path):
+    from fuselint.verify.prove import Prover
+
+    (tmp_path / "model.py").write_text("import time\n\n\ndef entry():\n    time.sleep(60)\n")
+    prover = Prover(
+        [f"{tmp_path / 'model.py'}:entry"],
+        [],
+        device="cpu",
+        train=False,
+        timeout=3,
+        backends=(),
+        work=tmp_path,
+        say=print,
+    )
+    (result,) = prover.run(frozenset(), exact=True, max_sites=None, baseline=True)
+    assert result.failure == "the trial ran past its 3 s limit"
