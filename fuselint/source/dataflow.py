@@ -38,6 +38,11 @@ from fuselint.source.scope import FunctionNode, ModelFunction
 TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
 SHAPE, DIM = "shape", "dim"
 SCALAR, LIST = "scalar", "list"
+# A numpy value computed from Python numbers (`np.lcm(config.a, config.b)`): dynamo traces numpy
+# through `torch._numpy`, so to it this is a 0-d tensor, and a branch on it breaks the graph
+# (gb0170); arithmetic on it and `int()`/`float()` of it do not (checked with torch 2.13, see
+# `fuselint.source.numpy_numbers`).
+NUMPY = "numpy"
 # An argument that is a parameter taken for a tensor on its name alone: a tensor for the callee,
 # but not proof enough to overrule the callee's own annotation (see `parameter_kinds`).
 GUESS = "guess"
@@ -165,6 +170,19 @@ def annotation_kind(annotation: ast.expr) -> str | None:
     return BOOL if "BoolTensor" in text else TENSOR
 
 
+# numpy functions that dynamo traces into a 0-d tensor when given Python numbers (each of lcm, gcd,
+# sqrt, ceil, log2, abs, isclose, maximum, round, float32, int64, prod and sum checked with torch
+# 2.13: `if` on the result breaks). `np.isscalar`, `np.finfo`, `np.iinfo` stay Python values, and
+# numpy.random draws are FL101's finding (`numpy_numbers`).
+NUMPY_NUMBER_FUNCTIONS = frozenset(
+    {
+        "lcm", "gcd", "sqrt", "ceil", "floor", "log", "log2", "log10", "log1p", "exp", "abs", "absolute",
+        "round", "around", "rint", "maximum", "minimum", "max", "min", "amax", "amin", "prod", "sum", "mean",
+        "isclose", "power", "float_power", "clip", "sign", "sin", "cos", "tan", "arctan", "arctan2",
+        "float16", "float32", "float64", "int32", "int64", "trunc", "fmod", "mod", "remainder", "floor_divide",
+    }
+)  # fmt: skip
+
 _HOST_UNION = re.compile(r"(^|[\[|,]\s*)(int|float|bool|str)\s*([\]|,]|$)")
 
 
@@ -197,6 +215,8 @@ def parameter_kinds(
         if sure:
             # A caller hands it a tensor: annotations are hints (`timestep: int` gets a 0-d tensor).
             kind = BOOL if all(k == BOOL for k in passed[name]) else TENSOR
+        elif TUPLE in (passed or {}).get(name, []):
+            kind = TUPLE  # `paddings: tuple[int, int]` handed a pair of buffers is a pair of tensors
         elif default is not None and not _is_none(default):
             kind = None  # a default of 0, False, "mean", (1, 1): a host option, whatever the annotation says
         elif arg.annotation is not None and annotated is None:
@@ -329,6 +349,8 @@ class FunctionFlow:
     imports: ImportTable
     methods: frozenset[str]  # the names of its class's methods
     tensor_attrs: frozenset[str] = frozenset()  # `self.X` its class only sets to tensors
+    # What the file's in-scope helpers return, where that is a numpy number (see `HelperReturns`).
+    helpers: HelperReturns | None = None
     sites: dict[type, list[Site]] = field(default_factory=lambda: defaultdict(list))
     # Parameters taken for tensors on their name alone (no type, no default, no caller seen).
     guessed: set[str] = field(default_factory=set)
@@ -378,6 +400,30 @@ class FunctionFlow:
     def is_tensorish(self, expr: ast.AST | None, env: Env) -> bool:
         return self.kind(expr, env) in TENSORISH
 
+    def host_number(self, expr: ast.expr, env: Env) -> bool:
+        """A number the code shows to be on the host: a literal, a known scalar, or a config field."""
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+            return self.host_number(expr.operand, env)
+        if isinstance(expr, ast.Constant):
+            return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+        if self.kind(expr, env) == SCALAR:
+            return True
+        chain = []
+        while isinstance(expr, ast.Attribute):
+            chain.append(expr.attr)
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            chain.append(expr.id)
+        return len(chain) >= 2 and any("config" in part.lower() for part in chain[1:])
+
+    def _numpy_number(self, call: ast.Call, qual: str, env: Env) -> bool:
+        """`np.lcm(config.a, config.b)`: a numpy function of host numbers (or of a host list)."""
+        if qual.rsplit(".", 1)[-1] not in NUMPY_NUMBER_FUNCTIONS or qual.count(".") != 1:
+            return False
+        if not call.args or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            return False
+        return all(self.host_number(a, env) or self.kind(a, env) in (DIM, LIST, NUMPY) for a in call.args)
+
     def _kind(self, expr: ast.AST, env: Env) -> str | None:
         if isinstance(expr, ast.Name):
             return env.get(expr.id)
@@ -426,9 +472,13 @@ class FunctionFlow:
             if left in TENSORISH or right in TENSORISH:
                 bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
                 return BOOL if bitwise and left == BOOL and right in (BOOL, None) else TENSOR
+            if NUMPY in (left, right):
+                return NUMPY if {left, right} <= {*_NUMBERS, NUMPY} else None
             return SCALAR if left in _NUMBERS and right in _NUMBERS else None
         if isinstance(expr, ast.UnaryOp):
             inner = self.kind(expr.operand, env)
+            if inner == NUMPY:
+                return NUMPY
             if isinstance(expr.op, ast.Not):
                 return SCALAR if inner in _NUMBERS else None
             if inner in _NUMBERS:
@@ -440,7 +490,16 @@ class FunctionFlow:
             kinds = [self.kind(o, env) for o in (expr.left, *expr.comparators)]
             if any(k in TENSORISH for k in kinds):
                 return BOOL
+            if NUMPY in kinds:
+                return NUMPY if all(k in _NUMBERS or k == NUMPY for k in kinds) else None
             return SCALAR if all(k in _NUMBERS for k in kinds) else None
+        if isinstance(expr, ast.BoolOp):
+            # `a and b` is one of its operands: a tensor operand may be the value.
+            kinds = [self.kind(v, env) for v in expr.values]
+            for k in (TENSOR, BOOL, NUMPY):
+                if k in kinds:
+                    return TENSOR if k == BOOL and TENSOR in kinds else k
+            return None
         if isinstance(expr, ast.IfExp):
             body, orelse = self.kind(expr.body, env), self.kind(expr.orelse, env)
             for k in (TENSOR, BOOL, MAYBE, TUPLE):
@@ -463,12 +522,17 @@ class FunctionFlow:
         func = call.func
         qual = self.imports.qualname(func)
         if qual is not None:
+            if qual.startswith("numpy.") and self._numpy_number(call, qual, env):
+                return NUMPY
             return _torch_call_kind(qual, call)
         if isinstance(func, ast.Attribute):
             receiver = func.value
             if isinstance(receiver, ast.Name) and receiver.id == "self":
                 # self.proj(x) calls a submodule; self.helper(x) a method whose result we don't know.
-                return None if func.attr in self.methods else MAYBE
+                if func.attr in self.methods:
+                    cls = self.fn.cls.name if self.fn.cls is not None else None
+                    return self.helpers.kind((cls, func.attr)) if self.helpers else None
+                return MAYBE
             rk = self.kind(receiver, env)
             if rk == MODULE:
                 return MAYBE
@@ -483,7 +547,13 @@ class FunctionFlow:
         if isinstance(func, ast.Name):
             if func.id == "len" and len(call.args) == 1 and self.kind(call.args[0], env) in TENSORS:
                 return DIM
-            return MAYBE if env.get(func.id) == MODULE else None
+            if func.id in ("max", "min") and len(call.args) > 1 and not call.keywords:
+                # dynamo turns max/min of tensors into torch.maximum/minimum: a tensor, no branch
+                if any(self.kind(a, env) in TENSORS for a in call.args):
+                    return TENSOR
+            if env.get(func.id) == MODULE:
+                return MAYBE
+            return self.helpers.kind((None, func.id)) if self.helpers and func.id not in env else None
         if isinstance(func, ast.Subscript):
             return MAYBE  # self.layers[i](x)
         return None
@@ -716,9 +786,17 @@ def _dtype_name(expr: ast.expr) -> str | None:
     return None
 
 
+# Tensor subclasses a module holds its state in (`self.padding_total = nn.Buffer(t)`).
+_PARAMETER_TYPES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer"}
+)
+
+
 def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
     if not qual.startswith("torch."):
         return None
+    if qual in _PARAMETER_TYPES:
+        return TENSOR
     if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
         return None
     last = qual.rsplit(".", 1)[-1]
@@ -815,12 +893,51 @@ def _class_facts(cls: ast.ClassDef | None, imports: ImportTable, known: ClassFac
     return known[id(cls)]
 
 
+@dataclass
+class HelperReturns:
+    """Whether an in-scope helper of the file returns a numpy number (`NUMPY`), worked out on
+    first use from the helper's own flow (its parameters as if no caller were known), once per helper.
+
+    Only numpy numbers travel back to callers: reformer's `lcm = _get_least_common_mult_chunk_len(config)`
+    followed by `if length % lcm != 0`. Helpers that call no numpy function are not walked."""
+
+    functions: dict[tuple[str | None, str], ModelFunction]
+    imports: ImportTable
+    classes: ClassFacts
+    known: dict[int, str | None] = field(default_factory=dict)
+
+    def kind(self, key: tuple[str | None, str]) -> str | None:
+        fn = self.functions.get(key)
+        if fn is None:
+            return None
+        if id(fn.node) not in self.known:
+            self.known[id(fn.node)] = None  # a recursive call sees "unknown"
+            self.known[id(fn.node)] = self._returns(fn)
+        return self.known[id(fn.node)]
+
+    def _returns(self, fn: ModelFunction) -> str | None:
+        qualname = self.imports.qualname
+        if not any(
+            isinstance(n, ast.Call) and (qualname(n.func) or "").startswith("numpy.")
+            for n in ast.walk(fn.node)
+        ):
+            return None
+        methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        flow = FunctionFlow(
+            fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
+        )
+        flow.block(fn.node.body, parameter_kinds(fn.node, {}, None), True)
+        kinds = {flow.kind(site.node.value, site.env) for site in flow.of(ast.Return)}
+        return NUMPY if NUMPY in kinds else None
+
+
 def analyze(
     fn: ModelFunction,
     imports: ImportTable,
     callees: Callees | None = None,
     passed: Passed | None = None,
     classes: ClassFacts | None = None,
+    helpers: HelperReturns | None = None,
 ) -> FunctionFlow:
     """The flow of one model function.
 
@@ -830,7 +947,7 @@ def analyze(
     """
     passed = {} if passed is None else passed
     methods, tensor_attrs = _class_facts(fn.cls, imports, {} if classes is None else classes)
-    flow = FunctionFlow(fn=fn, imports=imports, methods=methods, tensor_attrs=tensor_attrs)
+    flow = FunctionFlow(fn=fn, imports=imports, methods=methods, tensor_attrs=tensor_attrs, helpers=helpers)
     given = passed.get(id(fn.node)) if fn.reason == "called" else None
     if fn.reason == "reached":  # callers in other files, and any in this file
         given = {name: list(kinds) for name, kinds in fn.given}
@@ -906,14 +1023,18 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
         callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
     passed: Passed = {}
     classes: ClassFacts = {}
+    helpers = None
+    if any(q == "numpy" or q.startswith("numpy.") for q in imports.aliases.values()):
+        by_key = {(fn.cls.name if fn.cls is not None else None, fn.node.name): fn for fn in functions}
+        helpers = HelperReturns(by_key, imports, classes)
     done: dict[int, FunctionFlow] = {}
     for fn in functions:
         if fn.reason != "called":
-            done[id(fn)] = analyze(fn, imports, callees, passed, classes)
+            done[id(fn)] = analyze(fn, imports, callees, passed, classes, helpers)
     pending = [fn for fn in functions if fn.reason == "called"]
     while pending:
         ready = next((fn for fn in pending if id(fn.node) in passed), pending[0])
-        done[id(ready)] = analyze(ready, imports, callees, passed, classes)
+        done[id(ready)] = analyze(ready, imports, callees, passed, classes, helpers)
         pending.remove(ready)
     result = [done[id(fn)] for fn in functions]
     _LastFile.functions, _LastFile.flows = functions, result

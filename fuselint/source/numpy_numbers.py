@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks._shared import finding
-from fuselint.source.dataflow import SCALAR, TENSORS, FunctionFlow, Site
+from fuselint.source.dataflow import TENSORS, FunctionFlow
 from fuselint.source.module import SourceFile
 
 
@@ -45,23 +45,6 @@ REPLACEMENTS = {
 }
 
 
-def _host_number(expr: ast.expr, flow: FunctionFlow, site: Site) -> bool:
-    """A number the code shows to be on the host: a literal, a known scalar, or a config field."""
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        return _host_number(expr.operand, flow, site)
-    if isinstance(expr, ast.Constant):
-        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
-    if flow.kind(expr, site.env) == SCALAR:
-        return True
-    chain = []
-    while isinstance(expr, ast.Attribute):
-        chain.append(expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        chain.append(expr.id)
-    return len(chain) >= 2 and any("config" in part.lower() for part in chain[1:])
-
-
 def _free(sf: SourceFile, module: str) -> bool:
     """`module` names that module in this file, or nothing yet (so `import module` can bind it)."""
     bound = sf.imports.aliases.get(module)
@@ -76,7 +59,7 @@ def numpy_on_numbers(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable
         swap = REPLACEMENTS.get(qual or "")
         if swap is None or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             continue
-        if len(call.args) not in swap.arity or not all(_host_number(a, flow, site) for a in call.args):
+        if len(call.args) not in swap.arity or not all(flow.host_number(a, site.env) for a in call.args):
             continue
         short = sf.segment(call.func)
         message = (

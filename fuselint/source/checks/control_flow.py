@@ -29,6 +29,7 @@ from fuselint.source.checks._shared import finding, has_comment, torch_name
 from fuselint.source.dataflow import (
     BOOL,
     HOST,
+    NUMPY,
     TENSORISH,
     TENSORS,
     Env,
@@ -93,9 +94,6 @@ def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | 
         return None  # `if kv_caches:` on an optional argument: a list or None far more often
     if isinstance(test, ast.Compare) and _host_comparison(test, flow, env):
         return None
-    kind = flow.kind(test, env)
-    if kind in TENSORS:
-        return test
     if isinstance(test, ast.BoolOp):
         stop = False if isinstance(test.op, ast.And) else True
         for value in test.values:
@@ -105,6 +103,8 @@ def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | 
             if found is not None:
                 return found
         return None
+    if flow.kind(test, env) in (*TENSORS, NUMPY):
+        return test
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return value_dependent(test.operand, flow, env)
     if isinstance(test, ast.Compare):
@@ -237,10 +237,53 @@ def data_dependent_control_flow(
                 sf,
                 rule,
                 node.test,
-                f"{what[type(node)]} on tensor values (`{describe(culprit, 40)}`) forces a host sync: {rule.message}",
+                _message(what[type(node)], culprit, flow, site, rule),
                 fix,
                 path=site.path,
             )
+        yield from _operand_jumps(sf, flow, rule)
+
+
+def _message(what: str, culprit: ast.expr, flow: FunctionFlow, site: Site, rule: Rule) -> str:
+    if _numpy_only(culprit, flow, site.env):
+        return (
+            f"{what} on a numpy value of Python numbers (`{describe(culprit, 40)}`): dynamo traces numpy "
+            "as a 0-d tensor, so the branch breaks the graph; compute it with `math` (a Python number)"
+        )
+    return f"{what} on tensor values (`{describe(culprit, 40)}`) forces a host sync: {rule.message}"
+
+
+def _numpy_only(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
+    """The test's tensor is a numpy value of host numbers, not a model tensor."""
+    return flow.kind(expr, env) == NUMPY or (
+        isinstance(expr, ast.UnaryOp) and flow.kind(expr.operand, env) == NUMPY
+    )
+
+
+def _operand_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """`pad = n % lcm != 0 and n > k` outside a test: `and`/`or` calls `bool()` on every operand
+    but the last, so a tensor operand breaks the graph where it stands (reformer's forward).
+    Operators inside a test are the test's finding; one finding per site."""
+    inside: set[int] = set()
+    for site in flow.of(ast.If, ast.While, ast.Assert):
+        inside.update(id(n) for n in ast.walk(site.node.test))
+    for site in flow.of(ast.IfExp):
+        inside.update(id(n) for n in ast.walk(site.node.test))
+    for site in flow.of(ast.BoolOp):
+        inside.update(id(v) for v in site.node.values if isinstance(v, ast.BoolOp))
+    for site in flow.of(ast.BoolOp):
+        node = site.node
+        if id(node) in inside:
+            continue
+        stop = isinstance(node.op, ast.Or)
+        for value in node.values[:-1]:
+            if compile_truth(value) is stop:
+                break  # short-circuits while compiling
+            culprit = value_dependent(value, flow, site.env)
+            if culprit is not None:
+                word = "`or`" if stop else "`and`"
+                yield finding(sf, rule, value, _message(word, culprit, flow, site, rule), path=site.path)
+                break
 
 
 def _plain_message(node: ast.Assert) -> bool:

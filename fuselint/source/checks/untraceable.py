@@ -4,6 +4,11 @@ Checked against dynamo (torch 2.13): `with torch.device(...)` in a compiled func
 whole frame to eager (no graph); `torch.Generator(...)` ends the graph (gb0055); a call to a
 function of the same file decorated `@torch.compiler.disable` ends the graph at the call.
 
+Calling an `nn.LSTM`, `nn.GRU` or `nn.RNN` submodule (`self.lstm = nn.LSTM(...)` in `__init__`)
+ends the graph (gb0014, "Attempted to wrap RNN, GRU, or LSTM"): dynamo cannot resume after it, so
+the module and the rest of the function run in eager (encodec's `EncodecLSTM`). The cells
+(`nn.LSTMCell`, ...) trace fine.
+
 `if mask is None and not is_torchdynamo_compiling(): mask = torch.ones(...)` leaves `mask` None
 in compiled runs only; a later `mask[:, None]` then raises TypeError inside the graph, dynamo
 gives up on it (gb0088, "Observed exception") and eager, where the default is made, runs
@@ -21,7 +26,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
-from fuselint.source.dataflow import flows
+from fuselint.source.dataflow import FunctionFlow, flows
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import ModelFunction
@@ -30,6 +35,22 @@ _DISABLE = ("torch.compiler.disable", "torch._dynamo.disable")
 # Tests that are True only while dynamo traces (transformers wraps torch.compiler.is_compiling).
 _COMPILING = ("torch.compiler.is_compiling", "torch._dynamo.is_compiling")
 _COMPILING_WRAPPERS = ("is_torchdynamo_compiling",)
+_RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
+                   "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
+
+
+def rnn_attributes(cls: ast.ClassDef | None, imports: ImportTable) -> dict[str, str]:
+    """`self.X` set to an `nn.LSTM`/`nn.GRU`/`nn.RNN` anywhere in the class -> the module's name."""
+    found: dict[str, str] = {}
+    for node in ast.walk(cls) if cls is not None else ():
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            qual = imports.qualname(node.value.func)
+            if qual in _RNNS:
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                        if target.value.id == "self":
+                            found[target.attr] = qual.rsplit(".", 1)[-1]
+    return found
 
 
 def _disabled(tree: ast.Module, imports: ImportTable) -> set[tuple[str | None, str]]:
@@ -59,8 +80,14 @@ def _callee(func: ast.expr, cls: ast.ClassDef | None) -> tuple[str | None, str] 
 @check("FL108")
 def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     disabled = _disabled(sf.tree, sf.imports)
+    rnns: dict[int, dict[str, str]] = {}
+    mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
+        cls = flow.fn.cls
+        if id(cls) not in rnns:
+            rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
+        yield from _rnn_calls(sf, flow, rnns[id(cls)], rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
@@ -80,6 +107,26 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                 name = _callee(func, flow.fn.cls)[1]
                 message = f"`{name}` is marked torch.compiler.disable: {rule.message} at the call"
                 yield finding(sf, rule, site.node, message, path=site.path)
+
+
+def _rnn_calls(sf: SourceFile, flow: FunctionFlow, rnns: dict[str, str], rule: Rule) -> Iterable[Finding]:
+    """FL108 findings for `self.lstm(x)` where the class set `self.lstm = nn.LSTM(...)`."""
+    if not rnns:
+        return
+    for site in flow.of(ast.Call):
+        func = site.node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "self"
+            and func.attr in rnns
+        ):
+            message = (
+                f"`self.{func.attr}` is an `nn.{rnns[func.attr]}`: dynamo does not trace RNN, GRU or LSTM "
+                "modules (gb0014); the graph ends at the call, and the module and the rest of the function "
+                "run outside the graph, in eager"
+            )
+            yield finding(sf, rule, site.node, message, path=site.path)
 
 
 def _is_compiling_call(expr: ast.expr, imports: ImportTable) -> bool:
