@@ -422,7 +422,12 @@ class FunctionFlow:
             return False
         if not call.args or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             return False
-        return all(self.host_number(a, env) or self.kind(a, env) in (DIM, LIST, NUMPY) for a in call.args)
+        return all(self._host_numbers(a, env) for a in call.args)
+
+    def _host_numbers(self, expr: ast.expr, env: Env) -> bool:
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            return bool(expr.elts) and all(self._host_numbers(e, env) for e in expr.elts)
+        return self.host_number(expr, env) or self.kind(expr, env) in (DIM, LIST, NUMPY)
 
     def _kind(self, expr: ast.AST, env: Env) -> str | None:
         if isinstance(expr, ast.Name):

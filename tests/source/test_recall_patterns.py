@@ -1,0 +1,164 @@
+"""Break sites that real models hit (issue 11 part 2): numpy numbers and buffers in branches, RNN modules.
+
+Each fixture's findings sit on the lines where dynamo (torch 2.13) breaks the graph; the snippets
+check what must stay quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+from source_rules_helpers import findings, lines
+
+BREAKS = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
+
+
+def _codes_by_line(name: str) -> dict[int, str]:
+    text = (BREAKS / name).read_text()
+    return {f.span.line: f.code for f in findings(text, "FL1")}
+
+
+def _dynamo_break_lines(name: str, cls: str, *shape: int) -> set[int]:
+    torch = pytest.importorskip("torch")
+    path = BREAKS / name
+    module = types.ModuleType("fixture")
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    model = getattr(module, cls)().eval()
+    torch._dynamo.reset()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        try:
+            explained = torch._dynamo.explain(model)(torch.randn(*shape))
+        finally:
+            logging.disable(logging.NOTSET)
+    return {
+        frame.lineno
+        for reason in explained.break_reasons
+        for frame in reason.user_stack[-1:]
+        if frame.filename == str(path)
+    }
+
+
+def test_branch_on_numpy_of_config_numbers_is_flagged_on_every_jump():
+    found = _codes_by_line("numpy_config.py")
+    # the `and` operand, and both `if must_pad:` (reformer's 2023, 2028, 2073)
+    assert [line for line, code in sorted(found.items()) if code == "FL102"] == [33, 34, 41]
+    assert found[21] == "FL101"  # the np.lcm call itself keeps its fix
+
+
+def test_numpy_branch_finding_is_where_dynamo_breaks():
+    assert _dynamo_break_lines("numpy_config.py", "Encoder", 2, 5, 12) <= set(_codes_by_line("numpy_config.py"))
+
+
+def test_buffer_branch_and_lstm_call_are_flagged_where_dynamo_breaks():
+    found = _codes_by_line("buffer_numbers.py")
+    assert found == {27: "FL102", 44: "FL108"}
+    assert _dynamo_break_lines("buffer_numbers.py", "Encoder", 2, 4, 10) == {27, 44}
+
+
+NUMPY_MODULE = """
+import math
+import numpy as np
+import torch
+from torch import nn
+
+def chunk(config):
+    return {helper}
+
+class M(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def forward(self, x):
+        n = chunk(self.config)
+        {line}
+        return x
+"""
+
+
+@pytest.mark.parametrize(
+    ("helper", "line", "flagged"),
+    [
+        ("np.lcm(config.a, config.b)", "if x.shape[-1] % n: x = x + 1", True),
+        ("np.sqrt(config.d)", "if n > 2: x = x + 1", True),
+        ("np.prod([config.a, config.b])", "pad = n > 2 or x.shape[0] > 1", True),
+        ("math.lcm(config.a, config.b)", "if x.shape[-1] % n: x = x + 1", False),
+        ("np.isscalar(config.d)", "if n: x = x + 1", False),
+        ("np.sqrt(config.d)", "x = x / n", False),
+        ("np.sqrt(config.d)", "x = x * float(n)", False),
+        ("config.a", "if x.shape[-1] % n: x = x + 1", False),
+        ("np.lcm(config.a, config.b)", "pad = x.shape[0] > 1 and n > 2", False),  # the last operand: no jump
+    ],
+)
+def test_numpy_numbers_in_branches(helper, line, flagged):
+    source = NUMPY_MODULE.format(helper=helper, line=line)
+    in_forward = [n for n in lines(source, "FL102") + lines(source, "FL101") if n == 17]
+    assert bool(in_forward) is flagged
+
+
+def test_and_outside_a_test_with_a_tensor_operand_is_one_finding():
+    source = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def forward(self, x):
+            keep = x.sum() > 0 and x.shape[0] > 1
+            if keep:
+                x = x * 2
+            if x.mean() > 0 and x.shape[0] > 1:
+                x = x + 1
+            skip = not torch.compiler.is_compiling() and x.sum() > 0
+            return x
+    """
+    assert lines(source, "FL102") == [7, 8, 10]
+
+
+def test_only_rnn_modules_not_cells_are_flagged():
+    source = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(4, 4)
+            self.cell = nn.LSTMCell(4, 4)
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h, c = self.cell(x[0])
+            y, _ = self.gru(self.proj(x))
+            return y + h
+    """
+    assert lines(source, "FL108") == [14]
+
+
+def test_parameter_and_buffer_attributes_are_tensors():
+    source = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(()))
+            self.limit = nn.Buffer(torch.tensor(3))
+            self.width = 4
+
+        def forward(self, x):
+            if self.scale > 1:
+                x = x * 2
+            if max(self.limit, 2) > x.shape[-1]:
+                x = x + 1
+            if self.width > 2:
+                x = x - 1
+            return x
+    """
+    assert lines(source, "FL102") == [13, 15]
