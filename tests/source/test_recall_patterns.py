@@ -52,7 +52,9 @@ def test_branch_on_numpy_of_config_numbers_is_flagged_on_every_jump():
 
 
 def test_numpy_branch_finding_is_where_dynamo_breaks():
-    assert _dynamo_break_lines("numpy_config.py", "Encoder", 2, 5, 12) <= set(_codes_by_line("numpy_config.py"))
+    assert _dynamo_break_lines("numpy_config.py", "Encoder", 2, 5, 12) <= set(
+        _codes_by_line("numpy_config.py")
+    )
 
 
 def test_buffer_branch_and_lstm_call_are_flagged_where_dynamo_breaks():
@@ -162,3 +164,23 @@ def test_parameter_and_buffer_attributes_are_tensors():
             return x
     """
     assert lines(source, "FL102") == [13, 15]
+
+
+def test_rnn_finding_sits_on_the_first_touch_of_the_module():
+    # torch_geometric's JumpingKnowledge: dynamo breaks at the assert that reads `self.lstm`
+    source = """
+    import torch
+    from torch import nn
+
+    class JumpingKnowledge(nn.Module):
+        def __init__(self, mode, channels):
+            super().__init__()
+            self.lstm = nn.LSTM(channels, channels, bidirectional=True) if mode == "lstm" else None
+            self.lstm = nn.LSTM(channels, channels)
+
+        def forward(self, xs):
+            assert self.lstm is not None
+            alpha, _ = self.lstm(torch.stack(xs, dim=1))
+            return alpha
+    """
+    assert lines(source, "FL108") == [12]

@@ -110,23 +110,31 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
 
 
 def _rnn_calls(sf: SourceFile, flow: FunctionFlow, rnns: dict[str, str], rule: Rule) -> Iterable[Finding]:
-    """FL108 findings for `self.lstm(x)` where the class set `self.lstm = nn.LSTM(...)`."""
+    """FL108 for the first touch of `self.lstm` in a function whose class set `self.lstm = nn.LSTM(...)`.
+
+    dynamo fails on wrapping the module itself, so the break is where the function first reads the
+    attribute (`assert self.lstm is not None` in torch_geometric's JumpingKnowledge), usually the
+    call; one finding per function, as the rest of the function runs in eager anyway."""
     if not rnns:
         return
-    for site in flow.of(ast.Call):
-        func = site.node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "self"
-            and func.attr in rnns
-        ):
-            message = (
-                f"`self.{func.attr}` is an `nn.{rnns[func.attr]}`: dynamo does not trace RNN, GRU or LSTM "
-                "modules (gb0014); the graph ends at the call, and the module and the rest of the function "
-                "run outside the graph, in eager"
-            )
-            yield finding(sf, rule, site.node, message, path=site.path)
+    touches = [
+        site
+        for site in flow.of(ast.Attribute)
+        if isinstance(site.node.value, ast.Name)
+        and site.node.value.id == "self"
+        and site.node.attr in rnns
+        and isinstance(site.node.ctx, ast.Load)
+    ]
+    if not touches:
+        return
+    site = min(touches, key=lambda s: (s.node.lineno, s.node.col_offset))
+    attr = site.node.attr
+    message = (
+        f"`self.{attr}` is an `nn.{rnns[attr]}`: dynamo does not trace RNN, GRU or LSTM modules (gb0014); "
+        "the graph ends where the function first touches it, and the module and the rest of the function "
+        "run outside the graph, in eager"
+    )
+    yield finding(sf, rule, site.node, message, path=site.path)
 
 
 def _is_compiling_call(expr: ast.expr, imports: ImportTable) -> bool:
