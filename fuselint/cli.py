@@ -8,7 +8,6 @@ FUSELINT_DEBUG=1 to see one).
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import shutil
 import sys
@@ -22,6 +21,8 @@ from fuselint import __version__
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding, with_display_path
+from fuselint.pipeline import carry_traced, fix_files, unified_diff
+from fuselint.report.rules import explain, rules_table
 from fuselint.source.lint import (
     Cache,
     PathError,
@@ -376,7 +377,7 @@ def check(
             proof = _prove(
                 output, lambda say: prove_findings(entries, findings, catalog, config, settings, say)
             )
-        fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
+        fixed_count, changed, diffs, unwritable, before, applied = fix_files(
             findings,
             catalog,
             config,
@@ -394,7 +395,7 @@ def check(
             # file's forward reaches stay reported.
             findings = [f for f in findings if f.span.path not in changed]
             findings.extend(tree.relint(changed))
-            carried = _carry_traced(traced, before, changed)
+            carried = carry_traced(traced, before, changed)
             if carried:
                 from fuselint.graph.breaks import merge_findings
 
@@ -460,30 +461,6 @@ def check(
         sys.exit(verdict.exit_code)
 
 
-def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str, str]) -> list[Finding]:
-    """The traced findings (graph breaks, FL301) of fixed files, moved to their lines in the
-    new text. The trace ran on the old text, so a finding on a line the fix rewrote no longer
-    describes the code and is dropped; one on an untouched line follows it."""
-    by_file = {str(Path(p).resolve()): p for p in after}
-    moved: list[Finding] = []
-    maps: dict[str, dict[int, int]] = {}
-    for f in traced:
-        path = by_file.get(str(Path(f.span.path).resolve()))
-        if path is None:
-            continue
-        if path not in maps:
-            old, new = before[path].splitlines(), after[path].splitlines()
-            blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
-            maps[path] = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
-        line_map = maps[path]
-        start, end = line_map.get(f.span.line), line_map.get(f.span.end_line)
-        if start is None or end is None:
-            continue
-        span = replace(f.span, line=start, end_line=end)
-        moved.append(replace(f, span=span))
-    return moved
-
-
 def _prove_settings(device, train, timeout, backends):
     from fuselint.verify.prove import ProveSettings, parse_backends
 
@@ -507,60 +484,6 @@ def _prove(output, run):
             _note(output, str(rejection), always=True)
         _note(output, proof.summary())
     return proof
-
-
-def _fix_files(
-    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, keep=None, lint=None
-) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
-    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
-    files that could not be written, old texts of the changed files, the findings fixed in
-    each). A file that cannot be written is left as it was. `keep`: the fixes to apply (a
-    predicate on findings, from a proof), None for all."""
-    # libcst costs a quarter of a second to import: only runs that fix pay for it.
-    from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
-    from fuselint.verify.prove import only_kept
-
-    paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
-    total, changed, diffs, unwritable, before, applied = 0, {}, [], [], {}, {}
-    for path in paths:
-        text, encoding, error = read_source(Path(path))
-        if error is not None:
-            continue
-        result = fix_text(
-            text,
-            (lambda t, p=path: only_kept(lint(p, t), keep))
-            if lint
-            else (lambda t, p=path: only_kept(lint_text(p, t, catalog, config), keep)),
-            unsafe=config.unsafe_fixes,
-            line_length=line_length_for(Path(path)),
-        )
-        if result.text == text:
-            continue
-        if write:
-            try:
-                write_atomically(Path(path), result.text, encoding)
-            except OSError as exc:
-                click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
-                unwritable.append(path)
-                continue
-        total += result.fixed
-        changed[path] = result.text
-        before[path] = text
-        applied[path] = result.applied
-        if not write:
-            diffs.append(_unified_diff(text, result.text, path))
-    return total, changed, diffs, unwritable, before, applied
-
-
-def _unified_diff(before: str, after: str, path: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"a/{path}",
-            tofile=f"b/{path}",
-        )
-    )
 
 
 def _render(
@@ -670,7 +593,7 @@ def _check_stdin(name: str, catalog: Catalog, config: Config, report: StdinRepor
 
         result = fix_text(text, lambda t: lint_text(name, t, catalog, config), unsafe=config.unsafe_fixes)
         if diff:
-            click.echo(_unified_diff(text, result.text, name), nl=False)
+            click.echo(unified_diff(text, result.text, name), nl=False)
             return 1 if result.text != text else 0
         if result.applied:
             applied[name] = result.applied
@@ -877,37 +800,6 @@ def _test_rules(target: str | None, config_path: str | None) -> int:
     return 1 if failed else 0
 
 
-def explain(r) -> str:
-    fix = {
-        "none": "This rule has no automatic fix.",
-        "safe": "The fix is safe: it keeps behaviour for every input; `--fix` applies it.",
-        "unsafe": "The fix is unsafe: it keeps behaviour only under the assumptions below; "
-        "`--fix --unsafe-fixes` applies it.",
-    }[r.fix]
-    parts = [
-        f"# {r.name} ({r.code})",
-        "",
-        f"Kind: {r.kind}",
-        "",
-        "## What it does",
-        r.summary,
-        "",
-        "## Why it blocks fusion",
-        r.why,
-        "",
-    ]
-    if r.bad:
-        parts += ["## Example", "```python", r.bad[0].strip("\n"), "```", ""]
-    parts += ["## Use instead", r.use_instead, ""]
-    example = r.fixed[0] if r.fixed else (r.good[0] if r.good else "")
-    if example:
-        parts += ["```python", example.strip("\n"), "```", ""]
-    parts += ["## Fix safety", fix]
-    if r.fix_notes:
-        parts += ["", r.fix_notes]
-    return "\n".join(parts) + "\n"
-
-
 @main.command(name="rules")
 @click.option("--format", "fmt", type=click.Choice(("text", "markdown", "json")), default="text")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read extra rules from.")
@@ -915,34 +807,6 @@ def rules_command(fmt: str, config_path: str | None) -> None:
     """List the rule catalog."""
     catalog = _catalog(_settings(config_path, ()))
     click.echo(rules_table(catalog, fmt), nl=False)
-
-
-def rules_table(catalog: Catalog, fmt: str = "text") -> str:
-    import json
-
-    rows = list(catalog)
-    if fmt == "json":
-        return (
-            json.dumps(
-                [
-                    {"code": r.code, "name": r.name, "kind": r.kind, "fix": r.fix, "summary": r.summary}
-                    for r in rows
-                ],
-                indent=2,
-            )
-            + "\n"
-        )
-    if fmt == "markdown":
-        lines = ["| Code | Name | Kind | Fix | What it flags |", "| --- | --- | --- | --- | --- |"]
-        escaped = [r.summary.replace("|", "\\|") for r in rows]
-        lines += [
-            f"| {r.code} | {r.name} | {r.kind} | {r.fix} | {s} |" for r, s in zip(rows, escaped, strict=True)
-        ]
-        return "\n".join(lines) + "\n"
-    width = max((len(r.name) for r in rows), default=4)
-    lines = [f"{'CODE':<6}  {'NAME':<{width}}  {'KIND':<7}  {'FIX':<6}  SUMMARY"]
-    lines += [f"{r.code:<6}  {r.name:<{width}}  {r.kind:<7}  {r.fix:<6}  {r.summary}" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 @contextlib.contextmanager
