@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,23 +19,19 @@ import click
 from fuselint import __version__
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
-from fuselint.findings import Finding, with_display_path
-from fuselint.pipeline import carry_traced, fix_files, unified_diff
+from fuselint.findings import Finding
+from fuselint.pipeline import CheckError, CheckRequest, run_check, unified_diff
+from fuselint.report.gate import Thresholds
 from fuselint.report.rules import explain, rules_table
 from fuselint.source.lint import (
     Cache,
     PathError,
-    ambiguous_lines,
     decode_source,
     discover,
     excluded_anywhere,
     lint_text,
-    lint_tree,
     read_source,
-    with_noqa,
-    without_suppressed,
 )
-from fuselint.source.paths import normal_path_only
 from fuselint.source.user_rules import check_user_rules
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
@@ -332,133 +327,76 @@ def check(
         raise UsageFailure(str(exc)) from None
 
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
-    started = time.perf_counter()
-    tree = lint_tree(files, catalog, config, jobs=jobs, cache=cache)
-    findings = tree.findings
-    if code_paths == "normal":
-        findings = normal_path_only(findings)
     if output == VERBOSE:
         where = config.root / "pyproject.toml" if config_path is None else Path(config_path)
         source = where if where.is_file() else "defaults (no pyproject.toml)"
         _note(output, f"fuselint: settings: {source}; cache: {cache.path if cache else 'off'}")
-        _note(output, f"fuselint: checked {len(files)} file(s) in {time.perf_counter() - started:.2f} s")
-
-    models: list[dict] = []
-    traced: list[Finding] = []
-    entries = entries or config.entries
-    if entries:
-        with _user_output_to_stderr():
-            analyses = trace_entries(entries, device, train, target)
-        from fuselint.graph.breaks import break_findings, merge_findings
-
-        traced = [
-            with_display_path(f)
-            for a in analyses
-            for f in (*break_findings(a.capture, a.break_gains), *a.findings)
-        ]
-        traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
-        findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
-        models = [a.summary() for a in analyses]
-
-    if add_noqa:
-        added, unwritable = _add_noqa(findings)
-        _note(output, f"Added {added} noqa directive{'s' if added != 1 else ''}.", always=True)
-        sys.exit(2 if unwritable else 0)
-
-    fixed_count = 0
-    unwritable: list[str] = []
-    applied: dict[str, tuple[Finding, ...]] = {}
-    proof = None
-    if diff or config.fix:
-        if entries and prove is not False:
-            from fuselint.verify.prove import prove_findings
-
-            settings = _prove_settings(device, train, prove_timeout, prove_backends)
-            proof = _prove(
-                output, lambda say: prove_findings(entries, findings, catalog, config, settings, say)
-            )
-        fixed_count, changed, diffs, unwritable, before, applied = fix_files(
-            findings,
-            catalog,
-            config,
-            write=not diff,
-            keep=proof.keeps if proof else None,
-            lint=tree.lint_text,
-        )
-        if diff:
-            _emit_report("".join(diffs), output_file, output)
-            if not exit_zero and diffs:
-                sys.exit(1)
-            return
-        if changed:
-            # Linted again with whole-program reach: findings in a fixed file that only another
-            # file's forward reaches stay reported.
-            findings = [f for f in findings if f.span.path not in changed]
-            findings.extend(tree.relint(changed))
-            carried = carry_traced(traced, before, changed)
-            if carried:
-                from fuselint.graph.breaks import merge_findings
-
-                findings = merge_findings(findings, carried)
-            findings.sort(key=lambda f: f.sort_key)
-
-    if code_paths == "normal":  # again: fixed files were linted anew
-        findings = normal_path_only(findings)
-    if proof is not None:
-        findings = proof.mark(findings)
-    from fuselint.report.gate import (
-        BaselineError,
-        Thresholds,
-        gate,
-        load_baseline,
-        new_findings,
-        write_baseline,
+    entries = tuple(entries or config.entries)
+    fixing = diff or config.fix
+    request = CheckRequest(
+        files=tuple(files),
+        catalog=catalog,
+        config=config,
+        action="add-noqa" if add_noqa else "diff" if diff else "report",
+        jobs=jobs,
+        cache=cache,
+        normal_paths_only=code_paths == "normal",
+        entries=entries,
+        prove=(
+            _prove_settings(device, train, prove_timeout, prove_backends)
+            if entries and fixing and prove is not False
+            else None
+        ),
+        baseline=baseline,
+        update_baseline=update_baseline,
+        thresholds=Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us),
     )
 
-    if update_baseline:
-        if not baseline:
-            raise UsageFailure("--update-baseline needs --baseline FILE")
-        try:
-            write_baseline(baseline, findings, config.root)
-        except BaselineError as exc:
-            raise UsageFailure(str(exc)) from None
-        n = len(findings)
-        _note(output, f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}")
-        return
-    hidden = 0
-    if baseline:
-        try:
-            known = load_baseline(baseline)
-        except BaselineError as exc:
-            raise UsageFailure(str(exc)) from None
-        new = new_findings(findings, known, config.root)
-        hidden, findings = len(findings) - len(new), new
-    thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
-    verdict = gate(findings, thresholds)
+    def trace(chosen: tuple[str, ...]) -> list:
+        with _user_output_to_stderr():
+            return trace_entries(chosen, device, train, target)
 
+    try:
+        result = run_check(request, say=_sayer(output), trace=trace)
+    except CheckError as exc:
+        raise UsageFailure(str(exc)) from None
+
+    if add_noqa:
+        added = result.noqa_added
+        _note(output, f"Added {added} noqa directive{'s' if added != 1 else ''}.", always=True)
+        sys.exit(result.status)
+    if diff:
+        _emit_report(result.diff, output_file, output)
+        if not exit_zero and result.status:
+            sys.exit(result.status)
+        return
+    if result.baseline_written:
+        return
+
+    applied = dict(result.applied)
     fixes = _fixes_listing(applied, catalog) if show_fixes else ""
     if fixes and fmt != "text":
         _note(output, fixes.rstrip("\n"))  # stdout holds a machine-readable report
     report = _render(
         fmt,
-        findings,
+        list(result.findings),
         catalog,
         config,
         statistics,
         show_source,
-        fixed_count,
-        models,
+        result.fixed,
+        result.models,
         quiet=output <= QUIET,
         fixes=fixes,
     )
     _emit_report(report, output_file, output)
-    if hidden or thresholds.any:
-        shown = f" ({hidden} known in {baseline})" if hidden else ""
-        _note(output, f"fuselint: {verdict.reason}{shown}")
-    if unwritable:
+    if result.hidden or request.thresholds.any:
+        shown = f" ({result.hidden} known in {baseline})" if result.hidden else ""
+        _note(output, f"fuselint: {result.gate_reason}{shown}")
+    if result.unwritable:
         sys.exit(2)  # asked to fix, could not: not a pass, whatever --exit-zero says
-    if verdict.exit_code and not exit_zero:
-        sys.exit(verdict.exit_code)
+    if result.status and not exit_zero:
+        sys.exit(result.status)
 
 
 def _prove_settings(device, train, timeout, backends):
@@ -545,6 +483,21 @@ def _output_level(quiet: bool, silent: bool, verbose: bool) -> int:
     return SILENT if silent else QUIET if quiet else VERBOSE if verbose else NORMAL
 
 
+def _sayer(output: int):
+    """The pipeline's `say`, at this run's -s/-q/-v level."""
+
+    def say(line: str, level: str) -> None:
+        if level == "error":
+            click.echo(line, err=True)
+        elif level == "verbose":
+            if output == VERBOSE:
+                click.echo(line, err=True)
+        else:
+            _note(output, line, always=level == "always")
+
+    return say
+
+
 def _note(output: int, message: str, *, always: bool = False) -> None:
     """A line for the user on stderr: hidden by -q unless `always`, and always by -s."""
     if output > QUIET or (always and output > SILENT):
@@ -622,36 +575,6 @@ def _check_stdin(name: str, catalog: Catalog, config: Config, report: StdinRepor
     elif report.output > SILENT:
         click.echo(rendered, nl=False, err=config.fix)
     return 1 if findings else 0
-
-
-def _add_noqa(findings: list[Finding]) -> tuple[int, list[str]]:
-    """Write `# noqa: CODE` for every finding into its file; (directives added, unwritable files)."""
-    from fuselint.source.fixer import write_atomically
-
-    by_path: dict[str, list[Finding]] = {}
-    for f in findings:
-        by_path.setdefault(f.span.path, []).append(f)
-    added, unwritable = 0, []
-    for path in sorted(by_path):
-        text, encoding, error = read_source(Path(path))
-        if error is not None:
-            continue
-        if ambiguous_lines(text):
-            click.echo(
-                f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", err=True
-            )
-            continue
-        new_text, count = with_noqa(text, by_path[path])
-        if not count:
-            continue
-        try:
-            write_atomically(Path(path), new_text, encoding)
-        except OSError as exc:
-            click.echo(f"fuselint: error: {path}: cannot add noqa: {exc.strerror or exc}", err=True)
-            unwritable.append(path)
-            continue
-        added += count
-    return added, unwritable
 
 
 def _fixes_listing(applied: dict[str, tuple[Finding, ...]], catalog: Catalog) -> str:

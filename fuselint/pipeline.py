@@ -1,21 +1,253 @@
-"""The check pipeline: lint, trace and merge, fix and re-lint, the baseline.
+"""The check pipeline: lint, trace and merge, fix and re-lint, prove, the baseline.
 
-`fuselint check` parses its arguments and calls in here; nothing in this module parses
-arguments or prints a report.
+`fuselint check` parses its arguments into a `CheckRequest` and calls `run_check`, which
+returns a `CheckResult`: the findings to report, what was fixed, what a proof rejected and
+the exit status. Nothing here parses arguments or renders a report. The effects the
+pipeline cannot avoid reach it as arguments: `say` for the lines a user reads on stderr,
+and `trace` for building and tracing the user's model (only with entries). Files are
+written only when the request asks (--fix, --add-noqa, --update-baseline).
+
+Like `check`, this module imports no torch, libcst or networkx at import time.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import click
+from typing import Literal
 
 from fuselint.catalog import Catalog
 from fuselint.config import Config
-from fuselint.findings import Finding
-from fuselint.source.lint import lint_text, read_source
+from fuselint.findings import Finding, with_display_path
+from fuselint.report.gate import Thresholds
+from fuselint.source.lint import (
+    Cache,
+    ambiguous_lines,
+    lint_text,
+    lint_tree,
+    read_source,
+    with_noqa,
+    without_suppressed,
+)
+from fuselint.source.paths import normal_path_only
+
+# How loud a line on stderr is; the CLI maps these onto -s/-q/-v: VERBOSE only with -v,
+# INFO hidden by -q, ALWAYS hidden only by -s, ERROR shown even with -s.
+Level = Literal["verbose", "info", "always", "error"]
+VERBOSE: Level = "verbose"
+INFO: Level = "info"
+ALWAYS: Level = "always"
+ERROR: Level = "error"
+Say = Callable[[str, Level], None]
+
+
+def _silent(line: str, level: Level) -> None:
+    pass
+
+
+class CheckError(Exception):
+    """The pipeline could not do what was asked (a baseline it cannot read, a proof that
+    cannot start); the message is one line and the CLI exits 2."""
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What `fuselint check` was asked to do, after settings and options were merged."""
+
+    files: tuple[Path, ...]
+    catalog: Catalog
+    config: Config
+    action: Literal["report", "diff", "add-noqa"] = "report"
+    jobs: int | None = None
+    cache: Cache | None = None
+    normal_paths_only: bool = False  # --paths normal
+    entries: tuple[str, ...] = ()
+    prove: object | None = None  # verify.prove.ProveSettings with entries and a fix; None: no proof
+    baseline: str | None = None
+    update_baseline: bool = False
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What came of a check. `status` is the exit code before --exit-zero: 2 when a file that
+    was to be fixed or annotated could not be written (never a pass), else the gate's verdict
+    (for a diff: 1 when there is one)."""
+
+    findings: tuple[Finding, ...]
+    status: int
+    fixed: int = 0  # fixes applied (or, for a diff, that would be)
+    applied: tuple[tuple[str, tuple[Finding, ...]], ...] = ()  # per fixed file, the findings fixed
+    unwritable: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()  # the proof's rejected fixes, one line each
+    models: tuple[dict, ...] = ()  # the traced entries' summaries, for the markdown report
+    diff: str = ""
+    noqa_added: int = 0
+    hidden: int = 0  # findings the baseline knew
+    gate_reason: str = ""
+    baseline_written: bool = False
+
+
+def run_check(
+    request: CheckRequest,
+    *,
+    say: Say = _silent,
+    trace: Callable[[tuple[str, ...]], list] | None = None,
+) -> CheckResult:
+    """Lint the request's files, add the traced findings of its entries, fix (proving the
+    fixes when it has entries), re-lint what changed, and judge the result against the
+    baseline and thresholds. `trace(entries)` returns fusion.model analyses."""
+    config, catalog = request.config, request.catalog
+    started = time.perf_counter()
+    tree = lint_tree(request.files, catalog, config, jobs=request.jobs, cache=request.cache)
+    findings = tree.findings
+    if request.normal_paths_only:
+        findings = normal_path_only(findings)
+    say(f"fuselint: checked {len(request.files)} file(s) in {time.perf_counter() - started:.2f} s", VERBOSE)
+
+    traced: list[Finding] = []
+    models: tuple[dict, ...] = ()
+    if request.entries:
+        if trace is None:
+            raise CheckError("tracing entries needs a tracer")
+        analyses = trace(request.entries)
+        from fuselint.graph.breaks import break_findings, merge_findings
+
+        traced = [
+            with_display_path(f)
+            for a in analyses
+            for f in (*break_findings(a.capture, a.break_gains), *a.findings)
+        ]
+        traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
+        findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
+        models = tuple(a.summary() for a in analyses)
+
+    if request.action == "add-noqa":
+        added, unwritable = add_noqa(findings, say)
+        return CheckResult(
+            tuple(findings), 2 if unwritable else 0, noqa_added=added, unwritable=tuple(unwritable)
+        )
+
+    fixed_count = 0
+    unwritable: list[str] = []
+    applied: dict[str, tuple[Finding, ...]] = {}
+    proof = None
+    diff = request.action == "diff"
+    if diff or config.fix:
+        if request.entries and request.prove is not None:
+            proof = _prove(request, findings, say)
+        fixed_count, changed, diffs, unwritable, before, applied = fix_files(
+            findings,
+            catalog,
+            config,
+            write=not diff,
+            keep=proof.keeps if proof else None,
+            lint=tree.lint_text,
+            say=say,
+        )
+        if diff:
+            text = "".join(diffs)
+            return CheckResult(tuple(findings), 1 if text else 0, fixed=fixed_count, diff=text)
+        if changed:
+            # Linted again with whole-program reach: findings in a fixed file that only another
+            # file's forward reaches stay reported.
+            findings = [f for f in findings if f.span.path not in changed]
+            findings.extend(tree.relint(changed))
+            carried = carry_traced(traced, before, changed)
+            if carried:
+                from fuselint.graph.breaks import merge_findings
+
+                findings = merge_findings(findings, carried)
+            findings.sort(key=lambda f: f.sort_key)
+
+    if request.normal_paths_only:  # again: fixed files were linted anew
+        findings = normal_path_only(findings)
+    if proof is not None:
+        findings = proof.mark(findings)
+    done = {
+        "fixed": fixed_count,
+        "applied": tuple(sorted(applied.items())),
+        "unwritable": tuple(unwritable),
+        "rejected": tuple(str(r) for r in proof.rejected) if proof else (),
+        "models": models,
+    }
+    from fuselint.report.gate import BaselineError, gate, load_baseline, new_findings, write_baseline
+
+    if request.update_baseline:
+        if not request.baseline:
+            raise CheckError("--update-baseline needs --baseline FILE")
+        try:
+            write_baseline(request.baseline, findings, config.root)
+        except BaselineError as exc:
+            raise CheckError(str(exc)) from None
+        n = len(findings)
+        say(f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {request.baseline}", INFO)
+        # As before the move: recording a baseline exits 0 even when a fix could not be written.
+        return CheckResult(tuple(findings), 0, baseline_written=True, **done)
+    hidden = 0
+    if request.baseline:
+        try:
+            known = load_baseline(request.baseline)
+        except BaselineError as exc:
+            raise CheckError(str(exc)) from None
+        new = new_findings(findings, known, config.root)
+        hidden, findings = len(findings) - len(new), new
+    verdict = gate(findings, request.thresholds)
+    status = 2 if unwritable else verdict.exit_code
+    return CheckResult(tuple(findings), status, hidden=hidden, gate_reason=verdict.reason, **done)
+
+
+def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say):
+    """Prove the fixes on the entries (verify/prove.py); each rejected fix is one line even with -q."""
+    from fuselint.verify.prove import ProveError, prove_findings
+
+    try:
+        proof = prove_findings(
+            request.entries,
+            findings,
+            request.catalog,
+            request.config,
+            request.prove,
+            lambda line: say(line, INFO),
+        )
+    except ProveError as exc:
+        raise CheckError(str(exc)) from None
+    if proof is not None:
+        for rejection in proof.rejected:
+            say(str(rejection), ALWAYS)
+        say(proof.summary(), INFO)
+    return proof
+
+
+def add_noqa(findings: Sequence[Finding], say: Say = _silent) -> tuple[int, list[str]]:
+    """Write `# noqa: CODE` for every finding into its file; (directives added, unwritable files)."""
+    from fuselint.source.fixer import write_atomically
+
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_path.setdefault(f.span.path, []).append(f)
+    added, unwritable = 0, []
+    for path in sorted(by_path):
+        text, encoding, error = read_source(Path(path))
+        if error is not None:
+            continue
+        if ambiguous_lines(text):
+            say(f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", ERROR)
+            continue
+        new_text, count = with_noqa(text, by_path[path])
+        if not count:
+            continue
+        try:
+            write_atomically(Path(path), new_text, encoding)
+        except OSError as exc:
+            say(f"fuselint: error: {path}: cannot add noqa: {exc.strerror or exc}", ERROR)
+            unwritable.append(path)
+            continue
+        added += count
+    return added, unwritable
 
 
 def carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str, str]) -> list[Finding]:
@@ -43,7 +275,14 @@ def carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str,
 
 
 def fix_files(
-    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, keep=None, lint=None
+    findings: list[Finding],
+    catalog: Catalog,
+    config: Config,
+    *,
+    write: bool,
+    keep=None,
+    lint=None,
+    say: Say = _silent,
 ) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
     files that could not be written, old texts of the changed files, the findings fixed in
@@ -73,7 +312,7 @@ def fix_files(
             try:
                 write_atomically(Path(path), result.text, encoding)
             except OSError as exc:
-                click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
+                say(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", ERROR)
                 unwritable.append(path)
                 continue
         total += result.fixed
