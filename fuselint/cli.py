@@ -728,8 +728,8 @@ def _test_rules(target: str | None, config_path: str | None) -> int:
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read extra rules from.")
 def rules_command(fmt: str, config_path: str | None) -> None:
     """List the rule catalog."""
-    catalog = _catalog(_settings(config_path, ()))
-    click.echo(rules_table(catalog, fmt), nl=False)
+    config = _settings(config_path, ())
+    click.echo(rules_table(_catalog(config), fmt, config), nl=False)
 
 
 @contextlib.contextmanager
