@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from fuselint import __version__
+from fuselint import __version__, pipeline
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding
@@ -487,7 +487,7 @@ def _sayer(output: int):
     """The pipeline's `say`, at this run's -s/-q/-v level."""
 
     def say(line: str, level: str) -> None:
-        if level == "error":
+        if level == "warning":
             click.echo(line, err=True)
         elif level == "verbose":
             if output == VERBOSE:
@@ -750,30 +750,16 @@ def _need_torch(what: str) -> None:
 
 
 def trace_entries(entries, device: str | None, train: bool, target: str) -> list:
-    """Capture and plan every entry (a progress bar on a terminal); EntryError exits 2."""
-    _need_torch("tracing an entry")
-    from fuselint.fusion.model import analyse
-    from fuselint.graph.capture import capture_entries
-    from fuselint.graph.entry import EntryError
-
-    table = _device_of(target)
+    """The pipeline's trace, with its notes on stderr; a failed trace exits 2 (the full log on -v)."""
     try:
-        captures = capture_entries(list(entries), device=device, train=train)
-    except EntryError as exc:
-        # A trace that did not complete is never a pass: exit 2, the full log only on -v.
+        return pipeline.trace_entries(
+            entries, device, train, target, say=lambda line, _level: click.echo(line, err=True)
+        )
+    except CheckError as exc:
         context = click.get_current_context(silent=True)
         if exc.detail and context is not None and context.params.get("verbose"):
             click.echo(exc.detail.rstrip(), err=True)
         raise UsageFailure(str(exc)) from None
-    for cap in captures:
-        if cap.mode_note:
-            click.echo(f"fuselint: note: {cap.entry}: {cap.mode_note}", err=True)
-        for name in cap.unlowered:
-            click.echo(
-                f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", err=True
-            )
-    analyses = [analyse(cap, table) for cap in captures]
-    return analyses
 
 
 @main.command()
@@ -992,12 +978,10 @@ def _device_for_prediction(device: str | None):
 
 def _device_of(target: str):
     """The GPU table named by --target; an unknown name is a usage error (exit 2)."""
-    from fuselint.fusion.devices import device as device_named
-
     try:
-        return device_named(target)
-    except KeyError as exc:
-        raise UsageFailure(str(exc.args[0])) from None
+        return pipeline.device_table(target)
+    except CheckError as exc:
+        raise UsageFailure(str(exc)) from None
 
 
 def run() -> None:

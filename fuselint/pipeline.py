@@ -35,12 +35,12 @@ from fuselint.source.lint import (
 from fuselint.source.paths import normal_path_only
 
 # How loud a line on stderr is; the CLI maps these onto -s/-q/-v: VERBOSE only with -v,
-# INFO hidden by -q, ALWAYS hidden only by -s, ERROR shown even with -s.
-Level = Literal["verbose", "info", "always", "error"]
+# INFO hidden by -q, ALWAYS hidden only by -s, WARNING (errors and warnings) shown even with -s.
+Level = Literal["verbose", "info", "always", "warning"]
 VERBOSE: Level = "verbose"
 INFO: Level = "info"
 ALWAYS: Level = "always"
-ERROR: Level = "error"
+WARNING: Level = "warning"
 Say = Callable[[str, Level], None]
 
 
@@ -50,7 +50,12 @@ def _silent(line: str, level: Level) -> None:
 
 class CheckError(Exception):
     """The pipeline could not do what was asked (a baseline it cannot read, a proof that
-    cannot start); the message is one line and the CLI exits 2."""
+    cannot start, an entry that does not trace); the message is one line and the CLI exits 2.
+    `detail` is the full log of a failed trace, for --verbose."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,43 @@ def run_check(
     return CheckResult(tuple(findings), status, hidden=hidden, gate_reason=verdict.reason, **done)
 
 
+def device_table(target: str):
+    """The GPU table named by --target (H200, H100, ... or a table's .json path)."""
+    from fuselint.fusion.devices import device as device_named
+
+    try:
+        return device_named(target)
+    except KeyError as exc:
+        raise CheckError(str(exc.args[0])) from None
+
+
+def trace_entries(
+    entries: Sequence[str], device: str | None, train: bool, target: str, say: Say = _silent
+) -> list:
+    """Capture every entry with dynamo and plan it on the `target` GPU table (fusion.model
+    analyses); the notes on the trace (the mode traced, ops left unlowered) go to `say`."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise CheckError("tracing an entry needs torch: pip install 'fuselint[torch]'") from None
+    from fuselint.fusion.model import analyse
+    from fuselint.graph.capture import capture_entries
+    from fuselint.graph.entry import EntryError
+
+    table = device_table(target)
+    try:
+        captures = capture_entries(list(entries), device=device, train=train)
+    except EntryError as exc:
+        # A trace that did not complete is never a pass.
+        raise CheckError(str(exc), exc.detail or "") from None
+    for cap in captures:
+        if cap.mode_note:
+            say(f"fuselint: note: {cap.entry}: {cap.mode_note}", WARNING)
+        for name in cap.unlowered:
+            say(f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", WARNING)
+    return [analyse(cap, table) for cap in captures]
+
+
 def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say):
     """Prove the fixes on the entries (verify/prove.py); each rejected fix is one line even with -q."""
     from fuselint.verify.prove import ProveError, prove_findings
@@ -235,7 +277,7 @@ def add_noqa(findings: Sequence[Finding], say: Say = _silent) -> tuple[int, list
         if error is not None:
             continue
         if ambiguous_lines(text):
-            say(f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", ERROR)
+            say(f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", WARNING)
             continue
         new_text, count = with_noqa(text, by_path[path])
         if not count:
@@ -243,7 +285,7 @@ def add_noqa(findings: Sequence[Finding], say: Say = _silent) -> tuple[int, list
         try:
             write_atomically(Path(path), new_text, encoding)
         except OSError as exc:
-            say(f"fuselint: error: {path}: cannot add noqa: {exc.strerror or exc}", ERROR)
+            say(f"fuselint: error: {path}: cannot add noqa: {exc.strerror or exc}", WARNING)
             unwritable.append(path)
             continue
         added += count
@@ -312,7 +354,7 @@ def fix_files(
             try:
                 write_atomically(Path(path), result.text, encoding)
             except OSError as exc:
-                say(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", ERROR)
+                say(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", WARNING)
                 unwritable.append(path)
                 continue
         total += result.fixed
