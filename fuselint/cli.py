@@ -20,16 +20,13 @@ from fuselint import __version__, pipeline
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding
-from fuselint.pipeline import CheckError, CheckRequest, run_check, unified_diff
+from fuselint.pipeline import CheckError, CheckRequest, run_check
 from fuselint.report.gate import Thresholds
 from fuselint.report.rules import explain, rules_table
 from fuselint.source.lint import (
     Cache,
     PathError,
-    decode_source,
     discover,
-    excluded_anywhere,
-    lint_text,
     read_source,
 )
 from fuselint.source.user_rules import check_user_rules
@@ -534,27 +531,16 @@ def _check_stdin(name: str, catalog: Catalog, config: Config, report: StdinRepor
     stdout carries the diff. A name that --force-exclude excludes is passed through untouched.
     """
     raw = sys.stdin.buffer.read()
-    text, encoding, error = decode_source(name, raw)
-    skipped = error is not None or (config.force_exclude and excluded_anywhere(Path(name), config))
-    if error is not None:
-        findings = [error] if config.enabled("FL000", name) else []
-    else:
-        findings = [] if skipped else lint_text(name, text, catalog, config)
-    applied: dict[str, tuple[Finding, ...]] = {}
-    if (config.fix or diff) and not skipped:
-        from fuselint.source.fixer import fix_text
-
-        result = fix_text(text, lambda t: lint_text(name, t, catalog, config), unsafe=config.unsafe_fixes)
-        if diff:
-            click.echo(unified_diff(text, result.text, name), nl=False)
-            return 1 if result.text != text else 0
-        if result.applied:
-            applied[name] = result.applied
-            text, findings = result.text, lint_text(name, result.text, catalog, config)
+    result = pipeline.check_text(name, raw, catalog, config, diff=diff)
+    if result.diff is not None:
+        click.echo(result.diff, nl=False)
+        return 1 if result.changed else 0
+    findings, text = list(result.findings), result.text
+    applied = {name: result.applied} if result.applied else {}
     if config.fix:
         sys.stdout.flush()
         out = sys.stdout.buffer
-        out.write(raw if text is None else text.encode(encoding))
+        out.write(raw if text is None else text.encode(result.encoding))
         out.flush()
     fixed = sum(len(done) for done in applied.values())
     fixes = _fixes_listing(applied, catalog) if report.show_fixes else ""

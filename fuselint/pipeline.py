@@ -26,6 +26,8 @@ from fuselint.report.gate import Thresholds
 from fuselint.source.lint import (
     Cache,
     ambiguous_lines,
+    decode_source,
+    excluded_anywhere,
     lint_text,
     lint_tree,
     read_source,
@@ -240,6 +242,48 @@ def trace_entries(
         for name in cap.unlowered:
             say(f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", WARNING)
     return [analyse(cap, table) for cap in captures]
+
+
+@dataclass(frozen=True)
+class TextCheck:
+    """What came of checking one source text that is not on disk (stdin): its findings
+    (after the fix, when fixed), the text to write back (None when it could not be decoded,
+    so the raw bytes pass through) and, for --diff, the diff."""
+
+    findings: tuple[Finding, ...]
+    text: str | None
+    encoding: str
+    applied: tuple[Finding, ...] = ()
+    diff: str | None = None  # None unless a diff was asked for and the text was checked
+    changed: bool = False
+
+
+def check_text(name: str, raw: bytes, catalog: Catalog, config: Config, *, diff: bool = False) -> TextCheck:
+    """Lint `raw` as the file `name`, with its settings (per-file-ignores), and fix it when
+    the settings say --fix. A name that --force-exclude excludes is left untouched."""
+    text, encoding, error = decode_source(name, raw)
+    skipped = error is not None or (config.force_exclude and excluded_anywhere(Path(name), config))
+    if error is not None:
+        findings = [error] if config.enabled("FL000", name) else []
+    else:
+        findings = [] if skipped else lint_text(name, text, catalog, config)
+    applied: tuple[Finding, ...] = ()
+    if (config.fix or diff) and not skipped:
+        from fuselint.source.fixer import fix_text
+
+        result = fix_text(text, lambda t: lint_text(name, t, catalog, config), unsafe=config.unsafe_fixes)
+        if diff:
+            return TextCheck(
+                tuple(findings),
+                text,
+                encoding,
+                diff=unified_diff(text, result.text, name),
+                changed=result.text != text,
+            )
+        if result.applied:
+            applied = tuple(result.applied)
+            text, findings = result.text, lint_text(name, result.text, catalog, config)
+    return TextCheck(tuple(findings), text, encoding, applied=applied)
 
 
 def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say):

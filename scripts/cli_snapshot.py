@@ -3,6 +3,9 @@
     python scripts/cli_snapshot.py record OUT_DIR     # run every case, save stdout/stderr/exit code
     python scripts/cli_snapshot.py compare OLD NEW    # exit 1 and list the cases that differ
 
+Record main and a branch by putting each checkout first on the path:
+    PYTHONPATH=/work/main python scripts/cli_snapshot.py record /tmp/snap_main
+
 Each case runs `python -m fuselint ...` in a fresh copy of fixtures/ (so --fix and
 --update-baseline write into the copy, never into the repository). Timings ("in 0.12 s") and
 the temporary folder's name are masked; everything else must match byte for byte.
@@ -105,6 +108,16 @@ CASES: list[tuple[str, list[str]]] = [
     ("bad-config", ["check", "--no-cache", "--config", "missing.toml", "."]),
 ]
 
+# (name, arguments, the fixture file whose bytes go to stdin, or raw bytes)
+STDIN_CASES: list[tuple[str, list[str], str | bytes]] = [
+    ("stdin-check", ["check", "--stdin-filename", "m.py"], "handwritten_gpt.py"),
+    ("stdin-json", ["check", "--format", "json", "--stdin-filename", "m.py"], "handwritten_gpt.py"),
+    ("stdin-fix", ["check", "--fix", "--show-fixes", "--stdin-filename", "m.py"], "handwritten_gpt.py"),
+    ("stdin-diff", ["check", "--diff", "--stdin-filename", "m.py"], "handwritten_mobilenet.py"),
+    ("stdin-undecodable", ["check", "--fix", "--stdin-filename", "m.py"], b"x = '\xff\xfe'\n"),
+    ("stdin-conflict", ["check", "--stdin-filename", "m.py", "--baseline", "b.json"], b""),
+]
+
 TIMING = re.compile(r"\b\d+(\.\d+)? ?(s|ms)\b")
 
 
@@ -118,9 +131,16 @@ def record(out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "fixtures"
         shutil.copytree(ROOT / "fixtures", work, ignore=shutil.ignore_patterns("__pycache__"))
-        for name, args in CASES:
-            done = subprocess.run(
-                [sys.executable, "-m", "fuselint", *args], cwd=work, capture_output=True, text=True
+        for name, args, stdin in [(n, a, b"") for n, a in CASES] + STDIN_CASES:
+            data = stdin if isinstance(stdin, bytes) else (ROOT / "fixtures" / stdin).read_bytes()
+            ran = subprocess.run(
+                [sys.executable, "-m", "fuselint", *args], cwd=work, capture_output=True, input=data
+            )
+            done = subprocess.CompletedProcess(
+                ran.args,
+                ran.returncode,
+                ran.stdout.decode("utf-8", "replace"),
+                ran.stderr.decode("utf-8", "replace"),
             )
             (out / f"{name}.json").write_text(
                 json.dumps(
@@ -140,13 +160,13 @@ def record(out: Path) -> None:
 
 def compare(old: Path, new: Path) -> int:
     differ = []
-    for name, _args in CASES:
+    for name, *_rest in CASES + STDIN_CASES:
         a = json.loads((old / f"{name}.json").read_text(encoding="utf-8"))
         b = json.loads((new / f"{name}.json").read_text(encoding="utf-8"))
         for key in ("exit", "stdout", "stderr"):
             if TIMING.sub("<T>", str(a[key])) != TIMING.sub("<T>", str(b[key])):
                 differ.append(f"{name}: {key} differs")
-    print("\n".join(differ) or f"all {len(CASES)} cases identical")
+    print("\n".join(differ) or f"all {len(CASES) + len(STDIN_CASES)} cases identical")
     return 1 if differ else 0
 
 

@@ -12,7 +12,7 @@ import pytest
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
 from fuselint.findings import Applicability, Finding, Span
-from fuselint.pipeline import CheckError, CheckRequest, carry_traced, run_check
+from fuselint.pipeline import CheckError, CheckRequest, carry_traced, check_text, run_check
 from fuselint.report.gate import Thresholds
 from fuselint.source.lint import discover
 
@@ -138,3 +138,19 @@ def test_pipeline_imports_no_torch_libcst_or_networkx():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_check_text_fixes_and_relints_a_text_not_on_disk():
+    raw = (FIXTURES / "handwritten_mobilenet.py").read_bytes()
+    linted = check_text("m.py", raw, load_catalog(), Config())
+    assert linted.findings and linted.applied == () and linted.text == raw.decode()
+    fixed = check_text("m.py", raw, load_catalog(), Config(fix=True))
+    assert fixed.applied and fixed.text != raw.decode() and not Path("m.py").exists()
+    assert fixed.findings == check_text("m.py", fixed.text.encode(), load_catalog(), Config()).findings
+    diff = check_text("m.py", raw, load_catalog(), Config(), diff=True)
+    assert diff.changed and diff.diff.startswith("--- a/m.py")
+
+
+def test_check_text_reports_undecodable_bytes_as_fl000():
+    result = check_text("m.py", b"x = '\xff\xfe'\n", load_catalog(), Config(fix=True))
+    assert [f.code for f in result.findings] == ["FL000"] and result.text is None
