@@ -29,7 +29,6 @@ from fuselint.source.lint import (
     discover,
     read_source,
 )
-from fuselint.source.user_rules import check_user_rules
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
 # ruff's names for its two text layouts: `full` (with the source line) and `concise` (without).
@@ -43,10 +42,6 @@ class UsageFailure(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"fuselint: error: {self.message}", err=True)
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
 
 
 def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
@@ -63,61 +58,9 @@ def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
         raise UsageFailure(str(exc)) from None
 
 
-def _with_options(
-    config: Config,
-    *,
-    select=(),
-    extend_select=(),
-    ignore=(),
-    exclude=(),
-    extend_exclude=(),
-    fix=None,
-    unsafe_fixes=None,
-    force_exclude=None,
-) -> Config:
-    """The settings file overridden by the command line, as ruff layers them: --select and
-    --exclude replace the file's lists, --extend-select, --ignore and --extend-exclude add."""
-    if select:
-        config = replace(config, select=_split(select))
-    if extend_select:
-        config = replace(config, select=config.select + _split(extend_select))
-    if ignore:
-        config = replace(config, ignore=config.ignore + _split(ignore))
-    if exclude:
-        config = replace(config, exclude=_globs(exclude))
-    if extend_exclude:
-        config = replace(config, extend_exclude=config.extend_exclude + _globs(extend_exclude))
-    if fix is not None:
-        config = replace(config, fix=fix)
-    if unsafe_fixes is not None:
-        config = replace(config, unsafe_fixes=unsafe_fixes)
-    if force_exclude is not None:
-        config = replace(config, force_exclude=force_exclude)
-    return config
-
-
-def _globs(values: tuple[str, ...]) -> tuple[str, ...]:
-    # Paths keep their case (unlike rule codes).
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
-
-
 def _catalog(config: Config) -> Catalog:
     try:
         return load_catalog(config.extra_rules)
-    except CatalogError as exc:
-        raise UsageFailure(str(exc)) from None
-
-
-def _check_selectors(config: Config, catalog: Catalog) -> None:
-    """A selector that matches no rule is a typo (`FL21O`): fail, as ruff does, instead of
-    silently selecting nothing and letting CI pass."""
-    codes = [r.code for r in catalog]
-    named = [*config.select, *config.ignore, *(c for _glob, cs in config.per_file_ignores for c in cs)]
-    for selector in named:
-        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
-            raise UsageFailure(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")
-    try:
-        check_user_rules(catalog, config)
     except CatalogError as exc:
         raise UsageFailure(str(exc)) from None
 
@@ -285,7 +228,7 @@ def check(
     if fmt in TEXT_STYLES:
         fmt, show_source = "text", TEXT_STYLES[fmt]
     config = _settings(config_path, (stdin_filename,) if stdin_filename else paths)
-    config = _with_options(
+    config = pipeline.with_options(
         config,
         select=select,
         extend_select=extend_select,
@@ -297,7 +240,10 @@ def check(
         force_exclude=force_exclude,
     )
     catalog = _catalog(config)
-    _check_selectors(config, catalog)
+    try:
+        pipeline.check_selectors(config, catalog)
+    except CheckError as exc:
+        raise UsageFailure(str(exc)) from None
     if statistics and fmt not in ("text", "json"):
         raise UsageFailure("--statistics works with --format text or json")
     output = _output_level(quiet, silent, verbose)

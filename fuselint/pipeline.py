@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from fuselint.catalog import Catalog
+from fuselint.catalog import Catalog, CatalogError
 from fuselint.config import Config
 from fuselint.findings import Finding, with_display_path
 from fuselint.report.gate import Thresholds
@@ -35,6 +35,7 @@ from fuselint.source.lint import (
     without_suppressed,
 )
 from fuselint.source.paths import normal_path_only
+from fuselint.source.user_rules import check_user_rules
 
 # How loud a line on stderr is; the CLI maps these onto -s/-q/-v: VERBOSE only with -v,
 # INFO hidden by -q, ALWAYS hidden only by -s, WARNING (errors and warnings) shown even with -s.
@@ -96,6 +97,62 @@ class CheckResult:
     hidden: int = 0  # findings the baseline knew
     gate_reason: str = ""
     baseline_written: bool = False
+
+
+def with_options(
+    config: Config,
+    *,
+    select=(),
+    extend_select=(),
+    ignore=(),
+    exclude=(),
+    extend_exclude=(),
+    fix=None,
+    unsafe_fixes=None,
+    force_exclude=None,
+) -> Config:
+    """The settings file overridden by the command line, as ruff layers them: --select and
+    --exclude replace the file's lists, --extend-select, --ignore and --extend-exclude add."""
+    if select:
+        config = replace(config, select=_split(select))
+    if extend_select:
+        config = replace(config, select=config.select + _split(extend_select))
+    if ignore:
+        config = replace(config, ignore=config.ignore + _split(ignore))
+    if exclude:
+        config = replace(config, exclude=_globs(exclude))
+    if extend_exclude:
+        config = replace(config, extend_exclude=config.extend_exclude + _globs(extend_exclude))
+    if fix is not None:
+        config = replace(config, fix=fix)
+    if unsafe_fixes is not None:
+        config = replace(config, unsafe_fixes=unsafe_fixes)
+    if force_exclude is not None:
+        config = replace(config, force_exclude=force_exclude)
+    return config
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
+
+
+def _globs(values: tuple[str, ...]) -> tuple[str, ...]:
+    # Paths keep their case (unlike rule codes).
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
+def check_selectors(config: Config, catalog: Catalog) -> None:
+    """A selector that matches no rule is a typo (`FL21O`): fail, as ruff does, instead of
+    silently selecting nothing and letting CI pass."""
+    codes = [r.code for r in catalog]
+    named = [*config.select, *config.ignore, *(c for _glob, cs in config.per_file_ignores for c in cs)]
+    for selector in named:
+        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
+            raise CheckError(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")
+    try:
+        check_user_rules(catalog, config)
+    except CatalogError as exc:
+        raise CheckError(str(exc)) from None
 
 
 def run_check(
