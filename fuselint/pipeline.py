@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from fuselint.catalog import Catalog, CatalogError
 from fuselint.config import Config
@@ -36,6 +36,9 @@ from fuselint.source.lint import (
 )
 from fuselint.source.paths import normal_path_only
 from fuselint.source.user_rules import check_user_rules
+
+if TYPE_CHECKING:  # verify.prove is imported only when a proof runs
+    from fuselint.verify.prove import ProveSettings
 
 # How loud a line on stderr is; the CLI maps these onto -s/-q/-v: VERBOSE only with -v,
 # INFO hidden by -q, ALWAYS hidden only by -s, WARNING (errors and warnings) shown even with -s.
@@ -73,7 +76,7 @@ class CheckRequest:
     cache: Cache | None = None
     normal_paths_only: bool = False  # --paths normal
     entries: tuple[str, ...] = ()
-    prove: object | None = None  # verify.prove.ProveSettings with entries and a fix; None: no proof
+    prove: ProveSettings | None = None  # with entries and a fix: prove the fixes first
     baseline: str | None = None
     update_baseline: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
