@@ -8,35 +8,27 @@ FUSELINT_DEBUG=1 to see one).
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import shutil
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 
-from fuselint import __version__
+from fuselint import __version__, pipeline
 from fuselint.catalog import Catalog, CatalogError, load_catalog
 from fuselint.config import Config, ConfigError, find_pyproject, load_config
-from fuselint.findings import Finding, with_display_path
+from fuselint.findings import Finding
+from fuselint.pipeline import CheckError, CheckRequest, run_check
+from fuselint.report.gate import Thresholds
+from fuselint.report.rules import explain, rules_table
 from fuselint.source.lint import (
     Cache,
     PathError,
-    ambiguous_lines,
-    decode_source,
     discover,
-    excluded_anywhere,
-    lint_text,
-    lint_tree,
     read_source,
-    with_noqa,
-    without_suppressed,
 )
-from fuselint.source.paths import normal_path_only
-from fuselint.source.user_rules import check_user_rules
 
 FORMATS = ("text", "json", "sarif", "github", "markdown")
 # ruff's names for its two text layouts: `full` (with the source line) and `concise` (without).
@@ -50,10 +42,6 @@ class UsageFailure(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"fuselint: error: {self.message}", err=True)
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
 
 
 def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
@@ -70,61 +58,9 @@ def _settings(config_path: str | None, paths: tuple[str, ...]) -> Config:
         raise UsageFailure(str(exc)) from None
 
 
-def _with_options(
-    config: Config,
-    *,
-    select=(),
-    extend_select=(),
-    ignore=(),
-    exclude=(),
-    extend_exclude=(),
-    fix=None,
-    unsafe_fixes=None,
-    force_exclude=None,
-) -> Config:
-    """The settings file overridden by the command line, as ruff layers them: --select and
-    --exclude replace the file's lists, --extend-select, --ignore and --extend-exclude add."""
-    if select:
-        config = replace(config, select=_split(select))
-    if extend_select:
-        config = replace(config, select=config.select + _split(extend_select))
-    if ignore:
-        config = replace(config, ignore=config.ignore + _split(ignore))
-    if exclude:
-        config = replace(config, exclude=_globs(exclude))
-    if extend_exclude:
-        config = replace(config, extend_exclude=config.extend_exclude + _globs(extend_exclude))
-    if fix is not None:
-        config = replace(config, fix=fix)
-    if unsafe_fixes is not None:
-        config = replace(config, unsafe_fixes=unsafe_fixes)
-    if force_exclude is not None:
-        config = replace(config, force_exclude=force_exclude)
-    return config
-
-
-def _globs(values: tuple[str, ...]) -> tuple[str, ...]:
-    # Paths keep their case (unlike rule codes).
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
-
-
 def _catalog(config: Config) -> Catalog:
     try:
         return load_catalog(config.extra_rules)
-    except CatalogError as exc:
-        raise UsageFailure(str(exc)) from None
-
-
-def _check_selectors(config: Config, catalog: Catalog) -> None:
-    """A selector that matches no rule is a typo (`FL21O`): fail, as ruff does, instead of
-    silently selecting nothing and letting CI pass."""
-    codes = [r.code for r in catalog]
-    named = [*config.select, *config.ignore, *(c for _glob, cs in config.per_file_ignores for c in cs)]
-    for selector in named:
-        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
-            raise UsageFailure(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")
-    try:
-        check_user_rules(catalog, config)
     except CatalogError as exc:
         raise UsageFailure(str(exc)) from None
 
@@ -292,7 +228,7 @@ def check(
     if fmt in TEXT_STYLES:
         fmt, show_source = "text", TEXT_STYLES[fmt]
     config = _settings(config_path, (stdin_filename,) if stdin_filename else paths)
-    config = _with_options(
+    config = pipeline.with_options(
         config,
         select=select,
         extend_select=extend_select,
@@ -304,7 +240,10 @@ def check(
         force_exclude=force_exclude,
     )
     catalog = _catalog(config)
-    _check_selectors(config, catalog)
+    try:
+        pipeline.check_selectors(config, catalog)
+    except CheckError as exc:
+        raise UsageFailure(str(exc)) from None
     if statistics and fmt not in ("text", "json"):
         raise UsageFailure("--statistics works with --format text or json")
     output = _output_level(quiet, silent, verbose)
@@ -331,157 +270,76 @@ def check(
         raise UsageFailure(str(exc)) from None
 
     cache = None if no_cache else Cache.for_settings(config.root, catalog, config)
-    started = time.perf_counter()
-    tree = lint_tree(files, catalog, config, jobs=jobs, cache=cache)
-    findings = tree.findings
-    if code_paths == "normal":
-        findings = normal_path_only(findings)
     if output == VERBOSE:
         where = config.root / "pyproject.toml" if config_path is None else Path(config_path)
         source = where if where.is_file() else "defaults (no pyproject.toml)"
         _note(output, f"fuselint: settings: {source}; cache: {cache.path if cache else 'off'}")
-        _note(output, f"fuselint: checked {len(files)} file(s) in {time.perf_counter() - started:.2f} s")
-
-    models: list[dict] = []
-    traced: list[Finding] = []
-    entries = entries or config.entries
-    if entries:
-        with _user_output_to_stderr():
-            analyses = trace_entries(entries, device, train, target)
-        from fuselint.graph.breaks import break_findings, merge_findings
-
-        traced = [
-            with_display_path(f)
-            for a in analyses
-            for f in (*break_findings(a.capture, a.break_gains), *a.findings)
-        ]
-        traced = without_suppressed(f for f in traced if config.enabled(f.code, f.span.path))
-        findings = sorted(merge_findings(findings, traced), key=lambda f: f.sort_key)
-        models = [a.summary() for a in analyses]
-
-    if add_noqa:
-        added, unwritable = _add_noqa(findings)
-        _note(output, f"Added {added} noqa directive{'s' if added != 1 else ''}.", always=True)
-        sys.exit(2 if unwritable else 0)
-
-    fixed_count = 0
-    unwritable: list[str] = []
-    applied: dict[str, tuple[Finding, ...]] = {}
-    proof = None
-    if diff or config.fix:
-        if entries and prove is not False:
-            from fuselint.verify.prove import prove_findings
-
-            settings = _prove_settings(device, train, prove_timeout, prove_backends)
-            proof = _prove(
-                output, lambda say: prove_findings(entries, findings, catalog, config, settings, say)
-            )
-        fixed_count, changed, diffs, unwritable, before, applied = _fix_files(
-            findings,
-            catalog,
-            config,
-            write=not diff,
-            keep=proof.keeps if proof else None,
-            lint=tree.lint_text,
-        )
-        if diff:
-            _emit_report("".join(diffs), output_file, output)
-            if not exit_zero and diffs:
-                sys.exit(1)
-            return
-        if changed:
-            # Linted again with whole-program reach: findings in a fixed file that only another
-            # file's forward reaches stay reported.
-            findings = [f for f in findings if f.span.path not in changed]
-            findings.extend(tree.relint(changed))
-            carried = _carry_traced(traced, before, changed)
-            if carried:
-                from fuselint.graph.breaks import merge_findings
-
-                findings = merge_findings(findings, carried)
-            findings.sort(key=lambda f: f.sort_key)
-
-    if code_paths == "normal":  # again: fixed files were linted anew
-        findings = normal_path_only(findings)
-    if proof is not None:
-        findings = proof.mark(findings)
-    from fuselint.report.gate import (
-        BaselineError,
-        Thresholds,
-        gate,
-        load_baseline,
-        new_findings,
-        write_baseline,
+    entries = tuple(entries or config.entries)
+    fixing = diff or config.fix
+    request = CheckRequest(
+        files=tuple(files),
+        catalog=catalog,
+        config=config,
+        action="add-noqa" if add_noqa else "diff" if diff else "report",
+        jobs=jobs,
+        cache=cache,
+        normal_paths_only=code_paths == "normal",
+        entries=entries,
+        prove=(
+            _prove_settings(device, train, prove_timeout, prove_backends)
+            if entries and fixing and prove is not False
+            else None
+        ),
+        baseline=baseline,
+        update_baseline=update_baseline,
+        thresholds=Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us),
     )
 
-    if update_baseline:
-        if not baseline:
-            raise UsageFailure("--update-baseline needs --baseline FILE")
-        try:
-            write_baseline(baseline, findings, config.root)
-        except BaselineError as exc:
-            raise UsageFailure(str(exc)) from None
-        n = len(findings)
-        _note(output, f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {baseline}")
-        return
-    hidden = 0
-    if baseline:
-        try:
-            known = load_baseline(baseline)
-        except BaselineError as exc:
-            raise UsageFailure(str(exc)) from None
-        new = new_findings(findings, known, config.root)
-        hidden, findings = len(findings) - len(new), new
-    thresholds = Thresholds(fail_on_gain_launches, fail_on_gain_bytes, fail_on_gain_us)
-    verdict = gate(findings, thresholds)
+    def trace(chosen: tuple[str, ...]) -> list:
+        with _user_output_to_stderr():
+            return trace_entries(chosen, device, train, target)
 
+    try:
+        result = run_check(request, say=_sayer(output), trace=trace)
+    except CheckError as exc:
+        raise UsageFailure(str(exc)) from None
+
+    if add_noqa:
+        added = result.noqa_added
+        _note(output, f"Added {added} noqa directive{'s' if added != 1 else ''}.", always=True)
+        sys.exit(result.status)
+    if diff:
+        _emit_report(result.diff, output_file, output)
+        if not exit_zero and result.status:
+            sys.exit(result.status)
+        return
+    if result.baseline_written:
+        return
+
+    applied = dict(result.applied)
     fixes = _fixes_listing(applied, catalog) if show_fixes else ""
     if fixes and fmt != "text":
         _note(output, fixes.rstrip("\n"))  # stdout holds a machine-readable report
     report = _render(
         fmt,
-        findings,
+        list(result.findings),
         catalog,
         config,
         statistics,
         show_source,
-        fixed_count,
-        models,
+        result.fixed,
+        result.models,
         quiet=output <= QUIET,
         fixes=fixes,
     )
     _emit_report(report, output_file, output)
-    if hidden or thresholds.any:
-        shown = f" ({hidden} known in {baseline})" if hidden else ""
-        _note(output, f"fuselint: {verdict.reason}{shown}")
-    if unwritable:
+    if result.hidden or request.thresholds.any:
+        shown = f" ({result.hidden} known in {baseline})" if result.hidden else ""
+        _note(output, f"fuselint: {result.gate_reason}{shown}")
+    if result.unwritable:
         sys.exit(2)  # asked to fix, could not: not a pass, whatever --exit-zero says
-    if verdict.exit_code and not exit_zero:
-        sys.exit(verdict.exit_code)
-
-
-def _carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str, str]) -> list[Finding]:
-    """The traced findings (graph breaks, FL301) of fixed files, moved to their lines in the
-    new text. The trace ran on the old text, so a finding on a line the fix rewrote no longer
-    describes the code and is dropped; one on an untouched line follows it."""
-    by_file = {str(Path(p).resolve()): p for p in after}
-    moved: list[Finding] = []
-    maps: dict[str, dict[int, int]] = {}
-    for f in traced:
-        path = by_file.get(str(Path(f.span.path).resolve()))
-        if path is None:
-            continue
-        if path not in maps:
-            old, new = before[path].splitlines(), after[path].splitlines()
-            blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
-            maps[path] = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
-        line_map = maps[path]
-        start, end = line_map.get(f.span.line), line_map.get(f.span.end_line)
-        if start is None or end is None:
-            continue
-        span = replace(f.span, line=start, end_line=end)
-        moved.append(replace(f, span=span))
-    return moved
+    if result.status and not exit_zero:
+        sys.exit(result.status)
 
 
 def _prove_settings(device, train, timeout, backends):
@@ -507,60 +365,6 @@ def _prove(output, run):
             _note(output, str(rejection), always=True)
         _note(output, proof.summary())
     return proof
-
-
-def _fix_files(
-    findings: list[Finding], catalog: Catalog, config: Config, *, write: bool, keep=None, lint=None
-) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
-    """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
-    files that could not be written, old texts of the changed files, the findings fixed in
-    each). A file that cannot be written is left as it was. `keep`: the fixes to apply (a
-    predicate on findings, from a proof), None for all."""
-    # libcst costs a quarter of a second to import: only runs that fix pay for it.
-    from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
-    from fuselint.verify.prove import only_kept
-
-    paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
-    total, changed, diffs, unwritable, before, applied = 0, {}, [], [], {}, {}
-    for path in paths:
-        text, encoding, error = read_source(Path(path))
-        if error is not None:
-            continue
-        result = fix_text(
-            text,
-            (lambda t, p=path: only_kept(lint(p, t), keep))
-            if lint
-            else (lambda t, p=path: only_kept(lint_text(p, t, catalog, config), keep)),
-            unsafe=config.unsafe_fixes,
-            line_length=line_length_for(Path(path)),
-        )
-        if result.text == text:
-            continue
-        if write:
-            try:
-                write_atomically(Path(path), result.text, encoding)
-            except OSError as exc:
-                click.echo(f"fuselint: error: {path}: cannot write the fix: {exc.strerror or exc}", err=True)
-                unwritable.append(path)
-                continue
-        total += result.fixed
-        changed[path] = result.text
-        before[path] = text
-        applied[path] = result.applied
-        if not write:
-            diffs.append(_unified_diff(text, result.text, path))
-    return total, changed, diffs, unwritable, before, applied
-
-
-def _unified_diff(before: str, after: str, path: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"a/{path}",
-            tofile=f"b/{path}",
-        )
-    )
 
 
 def _render(
@@ -622,6 +426,21 @@ def _output_level(quiet: bool, silent: bool, verbose: bool) -> int:
     return SILENT if silent else QUIET if quiet else VERBOSE if verbose else NORMAL
 
 
+def _sayer(output: int):
+    """The pipeline's `say`, at this run's -s/-q/-v level."""
+
+    def say(line: str, level: str) -> None:
+        if level == "warning":
+            click.echo(line, err=True)
+        elif level == "verbose":
+            if output == VERBOSE:
+                click.echo(line, err=True)
+        else:
+            _note(output, line, always=level == "always")
+
+    return say
+
+
 def _note(output: int, message: str, *, always: bool = False) -> None:
     """A line for the user on stderr: hidden by -q unless `always`, and always by -s."""
     if output > QUIET or (always and output > SILENT):
@@ -658,27 +477,16 @@ def _check_stdin(name: str, catalog: Catalog, config: Config, report: StdinRepor
     stdout carries the diff. A name that --force-exclude excludes is passed through untouched.
     """
     raw = sys.stdin.buffer.read()
-    text, encoding, error = decode_source(name, raw)
-    skipped = error is not None or (config.force_exclude and excluded_anywhere(Path(name), config))
-    if error is not None:
-        findings = [error] if config.enabled("FL000", name) else []
-    else:
-        findings = [] if skipped else lint_text(name, text, catalog, config)
-    applied: dict[str, tuple[Finding, ...]] = {}
-    if (config.fix or diff) and not skipped:
-        from fuselint.source.fixer import fix_text
-
-        result = fix_text(text, lambda t: lint_text(name, t, catalog, config), unsafe=config.unsafe_fixes)
-        if diff:
-            click.echo(_unified_diff(text, result.text, name), nl=False)
-            return 1 if result.text != text else 0
-        if result.applied:
-            applied[name] = result.applied
-            text, findings = result.text, lint_text(name, result.text, catalog, config)
+    result = pipeline.check_text(name, raw, catalog, config, diff=diff)
+    if result.diff is not None:
+        click.echo(result.diff, nl=False)
+        return 1 if result.changed else 0
+    findings, text = list(result.findings), result.text
+    applied = {name: result.applied} if result.applied else {}
     if config.fix:
         sys.stdout.flush()
         out = sys.stdout.buffer
-        out.write(raw if text is None else text.encode(encoding))
+        out.write(raw if text is None else text.encode(result.encoding))
         out.flush()
     fixed = sum(len(done) for done in applied.values())
     fixes = _fixes_listing(applied, catalog) if report.show_fixes else ""
@@ -699,36 +507,6 @@ def _check_stdin(name: str, catalog: Catalog, config: Config, report: StdinRepor
     elif report.output > SILENT:
         click.echo(rendered, nl=False, err=config.fix)
     return 1 if findings else 0
-
-
-def _add_noqa(findings: list[Finding]) -> tuple[int, list[str]]:
-    """Write `# noqa: CODE` for every finding into its file; (directives added, unwritable files)."""
-    from fuselint.source.fixer import write_atomically
-
-    by_path: dict[str, list[Finding]] = {}
-    for f in findings:
-        by_path.setdefault(f.span.path, []).append(f)
-    added, unwritable = 0, []
-    for path in sorted(by_path):
-        text, encoding, error = read_source(Path(path))
-        if error is not None:
-            continue
-        if ambiguous_lines(text):
-            click.echo(
-                f"fuselint: warning: {path}: lone carriage returns end its lines; no noqa added", err=True
-            )
-            continue
-        new_text, count = with_noqa(text, by_path[path])
-        if not count:
-            continue
-        try:
-            write_atomically(Path(path), new_text, encoding)
-        except OSError as exc:
-            click.echo(f"fuselint: error: {path}: cannot add noqa: {exc.strerror or exc}", err=True)
-            unwritable.append(path)
-            continue
-        added += count
-    return added, unwritable
 
 
 def _fixes_listing(applied: dict[str, tuple[Finding, ...]], catalog: Catalog) -> str:
@@ -877,72 +655,13 @@ def _test_rules(target: str | None, config_path: str | None) -> int:
     return 1 if failed else 0
 
 
-def explain(r) -> str:
-    fix = {
-        "none": "This rule has no automatic fix.",
-        "safe": "The fix is safe: it keeps behaviour for every input; `--fix` applies it.",
-        "unsafe": "The fix is unsafe: it keeps behaviour only under the assumptions below; "
-        "`--fix --unsafe-fixes` applies it.",
-    }[r.fix]
-    parts = [
-        f"# {r.name} ({r.code})",
-        "",
-        f"Kind: {r.kind}",
-        "",
-        "## What it does",
-        r.summary,
-        "",
-        "## Why it blocks fusion",
-        r.why,
-        "",
-    ]
-    if r.bad:
-        parts += ["## Example", "```python", r.bad[0].strip("\n"), "```", ""]
-    parts += ["## Use instead", r.use_instead, ""]
-    example = r.fixed[0] if r.fixed else (r.good[0] if r.good else "")
-    if example:
-        parts += ["```python", example.strip("\n"), "```", ""]
-    parts += ["## Fix safety", fix]
-    if r.fix_notes:
-        parts += ["", r.fix_notes]
-    return "\n".join(parts) + "\n"
-
-
 @main.command(name="rules")
 @click.option("--format", "fmt", type=click.Choice(("text", "markdown", "json")), default="text")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read extra rules from.")
 def rules_command(fmt: str, config_path: str | None) -> None:
     """List the rule catalog."""
-    catalog = _catalog(_settings(config_path, ()))
-    click.echo(rules_table(catalog, fmt), nl=False)
-
-
-def rules_table(catalog: Catalog, fmt: str = "text") -> str:
-    import json
-
-    rows = list(catalog)
-    if fmt == "json":
-        return (
-            json.dumps(
-                [
-                    {"code": r.code, "name": r.name, "kind": r.kind, "fix": r.fix, "summary": r.summary}
-                    for r in rows
-                ],
-                indent=2,
-            )
-            + "\n"
-        )
-    if fmt == "markdown":
-        lines = ["| Code | Name | Kind | Fix | What it flags |", "| --- | --- | --- | --- | --- |"]
-        escaped = [r.summary.replace("|", "\\|") for r in rows]
-        lines += [
-            f"| {r.code} | {r.name} | {r.kind} | {r.fix} | {s} |" for r, s in zip(rows, escaped, strict=True)
-        ]
-        return "\n".join(lines) + "\n"
-    width = max((len(r.name) for r in rows), default=4)
-    lines = [f"{'CODE':<6}  {'NAME':<{width}}  {'KIND':<7}  {'FIX':<6}  SUMMARY"]
-    lines += [f"{r.code:<6}  {r.name:<{width}}  {r.kind:<7}  {r.fix:<6}  {r.summary}" for r in rows]
-    return "\n".join(lines) + "\n"
+    config = _settings(config_path, ())
+    click.echo(rules_table(_catalog(config), fmt, config), nl=False)
 
 
 @contextlib.contextmanager
@@ -963,30 +682,16 @@ def _need_torch(what: str) -> None:
 
 
 def trace_entries(entries, device: str | None, train: bool, target: str) -> list:
-    """Capture and plan every entry (a progress bar on a terminal); EntryError exits 2."""
-    _need_torch("tracing an entry")
-    from fuselint.fusion.model import analyse
-    from fuselint.graph.capture import capture_entries
-    from fuselint.graph.entry import EntryError
-
-    table = _device_of(target)
+    """The pipeline's trace, with its notes on stderr; a failed trace exits 2 (the full log on -v)."""
     try:
-        captures = capture_entries(list(entries), device=device, train=train)
-    except EntryError as exc:
-        # A trace that did not complete is never a pass: exit 2, the full log only on -v.
+        return pipeline.trace_entries(
+            entries, device, train, target, say=lambda line, _level: click.echo(line, err=True)
+        )
+    except CheckError as exc:
         context = click.get_current_context(silent=True)
         if exc.detail and context is not None and context.params.get("verbose"):
             click.echo(exc.detail.rstrip(), err=True)
         raise UsageFailure(str(exc)) from None
-    for cap in captures:
-        if cap.mode_note:
-            click.echo(f"fuselint: note: {cap.entry}: {cap.mode_note}", err=True)
-        for name in cap.unlowered:
-            click.echo(
-                f"fuselint: warning: {cap.entry}: could not lower {name} to ATen; not planned", err=True
-            )
-    analyses = [analyse(cap, table) for cap in captures]
-    return analyses
 
 
 @main.command()
@@ -1205,12 +910,10 @@ def _device_for_prediction(device: str | None):
 
 def _device_of(target: str):
     """The GPU table named by --target; an unknown name is a usage error (exit 2)."""
-    from fuselint.fusion.devices import device as device_named
-
     try:
-        return device_named(target)
-    except KeyError as exc:
-        raise UsageFailure(str(exc.args[0])) from None
+        return pipeline.device_table(target)
+    except CheckError as exc:
+        raise UsageFailure(str(exc)) from None
 
 
 def run() -> None:

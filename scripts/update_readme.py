@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from fuselint.catalog import load_catalog
-from fuselint.cli import rules_table
+from fuselint.report.rules import rules_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
