@@ -65,6 +65,34 @@ def _catalog(config: Config) -> Catalog:
         raise UsageFailure(str(exc)) from None
 
 
+def _prove_options(default: bool | None, what: str):
+    """The proof's options, shared by `check` and `verify`."""
+
+    def apply(command):
+        for option in reversed(
+            (
+                click.option("--prove/--no-prove", default=default, help=what),
+                click.option(
+                    "--prove-timeout",
+                    type=click.FloatRange(min=1),
+                    default=600,
+                    show_default=True,
+                    help="Seconds one proof trial (one run of the entry) may take.",
+                ),
+                click.option(
+                    "--prove-backends",
+                    default="fuselint,inductor",
+                    show_default=True,
+                    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
+                ),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return apply
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fuselint")
 def main() -> None:
@@ -137,23 +165,9 @@ def main() -> None:
     "--device", type=click.Choice(("meta", "cpu", "cuda")), default=None, help="Where to build entries."
 )
 @click.option("--train", is_flag=True, help="Trace entries in train mode, backward graphs included.")
-@click.option(
-    "--prove/--no-prove",
+@_prove_options(
     default=None,
-    help="With --entry: keep only the fixes that re-tracing the fixed source proves (default on).",
-)
-@click.option(
-    "--prove-timeout",
-    type=click.FloatRange(min=1),
-    default=600,
-    show_default=True,
-    help="Seconds one proof trial (one run of the entry) may take.",
-)
-@click.option(
-    "--prove-backends",
-    default="fuselint,inductor",
-    show_default=True,
-    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
+    what="With --entry: keep only the fixes that re-tracing the fixed source proves (default on).",
 )
 @click.option(
     "--target",
@@ -764,24 +778,7 @@ def graph(entries, output, device, train, target) -> None:
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
 @click.option("--config", "config_path", type=click.Path(), help="pyproject.toml to read settings from.")
 @click.option("--verbose", "-v", is_flag=True, help="Show what the model printed while it was built and run.")
-@click.option(
-    "--prove/--no-prove",
-    default=True,
-    help="Build the fixed variant from proven fixes only (re-traced first).",
-)
-@click.option(
-    "--prove-timeout",
-    type=click.FloatRange(min=1),
-    default=600,
-    show_default=True,
-    help="Seconds one proof trial may take.",
-)
-@click.option(
-    "--prove-backends",
-    default="fuselint,inductor",
-    show_default=True,
-    help="Backends a proven fix must still compile with (comma-separated; empty for none).",
-)
+@_prove_options(default=True, what="Build the fixed variant from proven fixes only (re-traced first).")
 def verify(
     entries,
     backends,
