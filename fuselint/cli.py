@@ -750,9 +750,9 @@ def graph(entries, output, device, train, target) -> None:
     for a in analyses:
         s = a.summary()
         click.echo(
-            f"{s['model']}: {s['graphs']} graph(s), {s['breaks']} break(s); launches "
-            f"{s['eager']['launches']:.0f} eager -> {s['fused']['launches']:.0f} fused, "
-            f"expected speedup {s['speedup']:.2f}x on {s['device']}"
+            f"{s.model}: {s.graphs} graph(s), {s.breaks} break(s); launches "
+            f"{s.eager.launches:.0f} eager -> {s.fused.launches:.0f} fused, "
+            f"expected speedup {s.speedup:.2f}x on {s.device}"
         )
     click.echo(f"wrote {path}")
 

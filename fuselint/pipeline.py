@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from fuselint.catalog import Catalog, CatalogError
 from fuselint.config import Config
 from fuselint.findings import Finding, with_display_path
+from fuselint.fusion.model_summary import ModelSummary
 from fuselint.report.gate import Thresholds
 from fuselint.source.lint import (
     Cache,
@@ -94,7 +95,7 @@ class CheckResult:
     applied: tuple[tuple[str, tuple[Finding, ...]], ...] = ()  # per fixed file, the findings fixed
     unwritable: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()  # the proof's rejected fixes, one line each
-    models: tuple[dict, ...] = ()  # the traced entries' summaries, for the markdown report
+    models: tuple[ModelSummary, ...] = ()  # the traced entries' summaries, for the markdown report
     diff: str = ""
     noqa_added: int = 0
     hidden: int = 0  # findings the baseline knew
@@ -176,7 +177,7 @@ def run_check(
     say(f"fuselint: checked {len(request.files)} file(s) in {time.perf_counter() - started:.2f} s", VERBOSE)
 
     traced: list[Finding] = []
-    models: tuple[dict, ...] = ()
+    models: tuple[ModelSummary, ...] = ()
     if request.entries:
         if trace is None:
             raise CheckError("tracing entries needs a tracer")

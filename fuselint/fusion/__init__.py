@@ -7,4 +7,5 @@ plan_findings.py  findings read off the plan (FL301 materialized multi-consumer 
           FL302 attention on SDPA's math kernel under compile)
 breaks.py what fixing a graph break saves: the graphs on both sides planned apart and merged
 summary.py  the JSON the `graph` command embeds
+model_summary.py  ModelSummary, the frozen per-model row (eager vs fused) the reports read
 """

@@ -15,6 +15,7 @@ from fuselint.fusion.breaks import break_gains
 from fuselint.fusion.composites import composite_findings
 from fuselint.fusion.cost import ModelCost, model_cost
 from fuselint.fusion.devices import DEFAULT, Device
+from fuselint.fusion.model_summary import ModelSummary, Totals
 from fuselint.fusion.plan import FusionPlan, plan
 from fuselint.fusion.plan_findings import attention_findings, materialized_findings
 from fuselint.fusion.summary import plan_summary
@@ -30,22 +31,22 @@ class ModelAnalysis:
     # what fixing each of capture.breaks would save in fusion (fuselint.fusion.breaks)
     break_gains: tuple[Gain | None, ...] = ()
 
-    def summary(self) -> dict:
-        """The row the Markdown report's model table reads."""
+    def summary(self) -> ModelSummary:
+        """The row the Markdown report's model table and `fuselint graph` read."""
 
-        def totals(c) -> dict:
-            return {"launches": c.launches, "bytes": c.bytes, "time_us": round(c.time_us, 3)}
+        def totals(c) -> Totals:
+            return Totals(launches=c.launches, bytes=c.bytes, time_us=round(c.time_us, 3))
 
-        return {
-            "model": self.capture.entry,
-            "device": self.cost.device,
-            "graphs": len(self.plans),
-            "breaks": len(self.capture.breaks),
-            "eager": totals(self.cost.eager),
-            "fused": totals(self.cost.fused),
-            "speedup": round(self.cost.speedup, 3),
-            "fusible_speedup": round(self.cost.fusible_speedup, 3),
-        }
+        return ModelSummary(
+            model=self.capture.entry,
+            device=self.cost.device,
+            graphs=len(self.plans),
+            breaks=len(self.capture.breaks),
+            eager=totals(self.cost.eager),
+            fused=totals(self.cost.fused),
+            speedup=round(self.cost.speedup, 3),
+            fusible_speedup=round(self.cost.fusible_speedup, 3),
+        )
 
     def node_groups(self) -> dict[str, int]:
         """ "graph/node" -> a kernel number unique across the model's graphs, for colouring."""
@@ -84,16 +85,19 @@ def kernel_numbers(analyses: list[ModelAnalysis]) -> dict[str, int]:
 
 def plan_json(analyses: list[ModelAnalysis], device: Device = DEFAULT) -> dict:
     """The `plan` key of `fuselint graph`'s JSON: totals, per-model rows, groups, colours."""
-    models = [a.summary() for a in analyses]
+    summaries = [a.summary() for a in analyses]
     graphs = [plan_summary(p, device) for a in analyses for p in a.plans]
     totals = {
-        side: {key: sum(m[side][key] for m in models) for key in ("launches", "bytes", "time_us")}
+        side: {
+            key: sum(getattr(getattr(s, side), key) for s in summaries)
+            for key in ("launches", "bytes", "time_us")
+        }
         for side in ("eager", "fused")
     }
     return {
         **totals,
         "groups": [g for graph_plan in graphs for g in graph_plan["groups"]],
-        "models": models,
+        "models": [s.as_json() for s in summaries],
         "graphs": graphs,
         "node_group": kernel_numbers(analyses),
     }

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from fuselint.catalog import Catalog
 from fuselint.findings import Applicability, Finding, Gain
+from fuselint.fusion.model_summary import ModelSummary
 from fuselint.report.gain import describe_gain, format_bytes, format_count, format_time_us, total_gain
 from fuselint.report.traced import traced_break
 
@@ -65,8 +66,7 @@ def _rules_table(findings: Sequence[Finding], catalog: Catalog) -> list[str]:
     return rows + [""]
 
 
-def _number(side: dict, key: str) -> float | None:
-    value = side.get(key) if isinstance(side, dict) else None
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -77,21 +77,21 @@ def _change(eager: float | None, fused: float | None, fmt) -> tuple[str, str]:
     return f"{fmt(eager)} → {fmt(fused)}", fmt(eager - fused)
 
 
-def _models_table(models: Sequence[dict]) -> list[str]:
+def _models_table(models: Sequence[ModelSummary]) -> list[str]:
     rows = [
         "| Model | Launches (eager → fused) | Launches saved | Bytes (eager → fused) | Bytes saved "
         "| Time (eager → fused) | Expected speedup |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in models:
-        eager, fused = m.get("eager") or {}, m.get("fused") or {}
-        launches = _change(_number(eager, "launches"), _number(fused, "launches"), format_count)
-        moved = _change(_number(eager, "bytes"), _number(fused, "bytes"), format_bytes)
-        t_eager, t_fused = _number(eager, "time_us"), _number(fused, "time_us")
+        eager, fused = m.eager, m.fused
+        launches = _change(_number(eager.launches), _number(fused.launches), format_count)
+        moved = _change(_number(eager.bytes), _number(fused.bytes), format_bytes)
+        t_eager, t_fused = _number(eager.time_us), _number(fused.time_us)
         time = _change(t_eager, t_fused, format_time_us)[0]
         speedup = f"{t_eager / t_fused:.2f}×" if t_eager is not None and t_fused else DASH
         rows.append(
-            f"| {_cell(m.get('model', '?'))} | {launches[0]} | {launches[1]} | {moved[0]} | {moved[1]} "
+            f"| {_cell(m.model)} | {launches[0]} | {launches[1]} | {moved[0]} | {moved[1]} "
             f"| {time} | {speedup} |"
         )
     return rows + [""]
@@ -121,7 +121,9 @@ def _breaks_table(findings: Sequence[Finding]) -> list[str]:
     return head + rows + [""]
 
 
-def render_markdown(findings: Sequence[Finding], catalog: Catalog, models: list[dict] | None = None) -> str:
+def render_markdown(
+    findings: Sequence[Finding], catalog: Catalog, models: Sequence[ModelSummary] | None = None
+) -> str:
     out = ["## fuselint", ""]
     if findings:
         out += _totals(findings)

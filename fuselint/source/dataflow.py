@@ -430,100 +430,107 @@ class FunctionFlow:
         return self.host_number(expr, env) or self.kind(expr, env) in (DIM, LIST, NUMPY)
 
     def _kind(self, expr: ast.AST, env: Env) -> str | None:
-        if isinstance(expr, ast.Name):
-            return env.get(expr.id)
-        if isinstance(expr, ast.Call):
-            return self._call_kind(expr, env)
-        if isinstance(expr, ast.Attribute):
-            base = self.kind(expr.value, env)
-            if base in TENSORISH:
-                if expr.attr == "shape":
-                    return SHAPE
-                return TENSOR if expr.attr in TENSOR_ATTRS else None
-            if expr.attr in ("weight", "bias") and isinstance(expr.value, ast.Attribute):
-                if isinstance(expr.value.value, ast.Name) and expr.value.value.id == "self":
-                    return TENSOR  # self.proj.weight: a submodule's parameter
-            if (
-                isinstance(expr.value, ast.Name)
-                and expr.value.id == "self"
-                and expr.attr in self.tensor_attrs
-            ):
-                return TENSOR  # self.timesteps = torch.from_numpy(...): a tensor attribute
-            return None
-        if isinstance(expr, ast.Subscript):
-            base = self.kind(expr.value, env)
-            sliced = isinstance(expr.slice, ast.Slice)
-            if sliced and isinstance(expr.slice.step, ast.UnaryOp):
-                return TUPLE if base in TENSORISH or base == TUPLE else None  # x[::-1]: tensors can't
-            if base in TENSORS:
-                return base
-            if base == TUPLE:
-                return TUPLE if sliced else TENSOR
-            if base == MAYBE:
-                return MAYBE
-            if base == SHAPE:
-                return SHAPE if isinstance(expr.slice, ast.Slice) else DIM
-            return None
-        if isinstance(expr, ast.Constant):
-            return SCALAR if isinstance(expr.value, (int, float, complex, str)) else None
-        if isinstance(expr, ast.BinOp):
-            left, right = self.kind(expr.left, env), self.kind(expr.right, env)
-            if TUPLE in (left, right) or isinstance(expr.left, (ast.Tuple, ast.List)):
-                if left in TENSORISH or right in TENSORISH or TUPLE in (left, right):
-                    return TUPLE
-                return LIST if left == LIST else None  # [None] * n
-            if isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
-                return None
-            if left in TENSORISH or right in TENSORISH:
-                bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
-                return BOOL if bitwise and left == BOOL and right in (BOOL, None) else TENSOR
-            if NUMPY in (left, right):
-                return NUMPY if {left, right} <= {*_NUMBERS, NUMPY} else None
-            return SCALAR if left in _NUMBERS and right in _NUMBERS else None
-        if isinstance(expr, ast.UnaryOp):
-            inner = self.kind(expr.operand, env)
-            if inner == NUMPY:
-                return NUMPY
-            if isinstance(expr.op, ast.Not):
-                return SCALAR if inner in _NUMBERS else None
-            if inner in _NUMBERS:
-                return SCALAR
-            return inner if inner in TENSORS else (TENSOR if inner == MAYBE else None)
-        if isinstance(expr, ast.Compare):
-            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops):
-                return None
-            kinds = [self.kind(o, env) for o in (expr.left, *expr.comparators)]
-            if any(k in TENSORISH for k in kinds):
-                return BOOL
-            if NUMPY in kinds:
-                return NUMPY if all(k in _NUMBERS or k == NUMPY for k in kinds) else None
-            return SCALAR if all(k in _NUMBERS for k in kinds) else None
-        if isinstance(expr, ast.BoolOp):
-            # `a and b` is one of its operands: a tensor operand may be the value.
-            kinds = [self.kind(v, env) for v in expr.values]
-            for k in (TENSOR, BOOL, NUMPY):
-                if k in kinds:
-                    return TENSOR if k == BOOL and TENSOR in kinds else k
-            return None
-        if isinstance(expr, ast.IfExp):
-            body, orelse = self.kind(expr.body, env), self.kind(expr.orelse, env)
-            for k in (TENSOR, BOOL, MAYBE, TUPLE):
-                if k in (body, orelse):
-                    return k
-            return None
-        if isinstance(expr, (ast.Tuple, ast.List)):
-            kinds = [self.kind(e, env) for e in expr.elts]
-            if any(k in TENSORISH for k in kinds):
-                return TUPLE
-            host = all(
-                k in _NUMBERS or k == LIST or _is_none(e) for k, e in zip(kinds, expr.elts, strict=True)
-            )
-            return LIST if host else None
-        if isinstance(expr, ast.NamedExpr):
-            return self.kind(expr.value, env)
+        rule = _EXPRESSION_KINDS.get(type(expr))
+        return None if rule is None else rule(self, expr, env)
+
+    # One method per expression type (the table `_EXPRESSION_KINDS` below the class); a type
+    # without one has no kind.
+
+    def _kind_Name(self, expr: ast.Name, env: Env) -> str | None:
+        return env.get(expr.id)
+
+    def _kind_Attribute(self, expr: ast.Attribute, env: Env) -> str | None:
+        base = self.kind(expr.value, env)
+        if base in TENSORISH:
+            if expr.attr == "shape":
+                return SHAPE
+            return TENSOR if expr.attr in TENSOR_ATTRS else None
+        if expr.attr in ("weight", "bias") and isinstance(expr.value, ast.Attribute):
+            if isinstance(expr.value.value, ast.Name) and expr.value.value.id == "self":
+                return TENSOR  # self.proj.weight: a submodule's parameter
+        if isinstance(expr.value, ast.Name) and expr.value.id == "self" and expr.attr in self.tensor_attrs:
+            return TENSOR  # self.timesteps = torch.from_numpy(...): a tensor attribute
         return None
 
-    def _call_kind(self, call: ast.Call, env: Env) -> str | None:
+    def _kind_Subscript(self, expr: ast.Subscript, env: Env) -> str | None:
+        base = self.kind(expr.value, env)
+        sliced = isinstance(expr.slice, ast.Slice)
+        if sliced and isinstance(expr.slice.step, ast.UnaryOp):
+            return TUPLE if base in TENSORISH or base == TUPLE else None  # x[::-1]: tensors can't
+        if base in TENSORS:
+            return base
+        if base == TUPLE:
+            return TUPLE if sliced else TENSOR
+        if base == MAYBE:
+            return MAYBE
+        if base == SHAPE:
+            return SHAPE if isinstance(expr.slice, ast.Slice) else DIM
+        return None
+
+    def _kind_Constant(self, expr: ast.Constant, env: Env) -> str | None:
+        return SCALAR if isinstance(expr.value, (int, float, complex, str)) else None
+
+    def _kind_BinOp(self, expr: ast.BinOp, env: Env) -> str | None:
+        left, right = self.kind(expr.left, env), self.kind(expr.right, env)
+        if TUPLE in (left, right) or isinstance(expr.left, (ast.Tuple, ast.List)):
+            if left in TENSORISH or right in TENSORISH or TUPLE in (left, right):
+                return TUPLE
+            return LIST if left == LIST else None  # [None] * n
+        if isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
+            return None
+        if left in TENSORISH or right in TENSORISH:
+            bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
+            return BOOL if bitwise and left == BOOL and right in (BOOL, None) else TENSOR
+        if NUMPY in (left, right):
+            return NUMPY if {left, right} <= {*_NUMBERS, NUMPY} else None
+        return SCALAR if left in _NUMBERS and right in _NUMBERS else None
+
+    def _kind_UnaryOp(self, expr: ast.UnaryOp, env: Env) -> str | None:
+        inner = self.kind(expr.operand, env)
+        if inner == NUMPY:
+            return NUMPY
+        if isinstance(expr.op, ast.Not):
+            return SCALAR if inner in _NUMBERS else None
+        if inner in _NUMBERS:
+            return SCALAR
+        return inner if inner in TENSORS else (TENSOR if inner == MAYBE else None)
+
+    def _kind_Compare(self, expr: ast.Compare, env: Env) -> str | None:
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops):
+            return None
+        kinds = [self.kind(o, env) for o in (expr.left, *expr.comparators)]
+        if any(k in TENSORISH for k in kinds):
+            return BOOL
+        if NUMPY in kinds:
+            return NUMPY if all(k in _NUMBERS or k == NUMPY for k in kinds) else None
+        return SCALAR if all(k in _NUMBERS for k in kinds) else None
+
+    def _kind_BoolOp(self, expr: ast.BoolOp, env: Env) -> str | None:
+        # `a and b` is one of its operands: a tensor operand may be the value.
+        kinds = [self.kind(v, env) for v in expr.values]
+        for k in (TENSOR, BOOL, NUMPY):
+            if k in kinds:
+                return TENSOR if k == BOOL and TENSOR in kinds else k
+        return None
+
+    def _kind_IfExp(self, expr: ast.IfExp, env: Env) -> str | None:
+        body, orelse = self.kind(expr.body, env), self.kind(expr.orelse, env)
+        for k in (TENSOR, BOOL, MAYBE, TUPLE):
+            if k in (body, orelse):
+                return k
+        return None
+
+    def _kind_Tuple(self, expr: ast.Tuple | ast.List, env: Env) -> str | None:
+        kinds = [self.kind(e, env) for e in expr.elts]
+        if any(k in TENSORISH for k in kinds):
+            return TUPLE
+        host = all(k in _NUMBERS or k == LIST or _is_none(e) for k, e in zip(kinds, expr.elts, strict=True))
+        return LIST if host else None
+
+    def _kind_NamedExpr(self, expr: ast.NamedExpr, env: Env) -> str | None:
+        return self.kind(expr.value, env)
+
+    def _kind_Call(self, call: ast.Call, env: Env) -> str | None:
         func = call.func
         qual = self.imports.qualname(func)
         if qual is not None:
@@ -660,92 +667,159 @@ class FunctionFlow:
             self._path = outer
 
     def statement(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
-        if isinstance(stmt, ast.Assign):
-            self._record(stmt, [*stmt.targets, stmt.value], env, live)
-            kind = self.kind(stmt.value, env)
+        """Walk one statement: record its sites, and return the environment after it."""
+        return _STATEMENTS.get(type(stmt), FunctionFlow._walk_other)(self, stmt, env, live)
+
+    # One method per statement type (the table `_STATEMENTS` below the class); `_walk_other`
+    # takes the rest (Expr, Return, Global, Pass, Break, Continue ...).
+
+    def _walk_Assign(self, stmt: ast.Assign, env: Env, live: bool) -> Env:
+        self._record(stmt, [*stmt.targets, stmt.value], env, live)
+        kind = self.kind(stmt.value, env)
+        env = dict(env)
+        for target in stmt.targets:
+            self.bind(target, kind, stmt.value, env)
+        return env
+
+    def _walk_AnnAssign(self, stmt: ast.AnnAssign, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.target, stmt.value], env, live)
+        if stmt.value is not None:
             env = dict(env)
-            for target in stmt.targets:
-                self.bind(target, kind, stmt.value, env)
-            return env
-        if isinstance(stmt, ast.AnnAssign):
-            self._record(stmt, [stmt.target, stmt.value], env, live)
-            if stmt.value is not None:
-                env = dict(env)
-                self.bind(stmt.target, self.kind(stmt.value, env), stmt.value, env)
-            return env
-        if isinstance(stmt, ast.AugAssign):
-            self._record(stmt, [stmt.target, stmt.value], env, live)
-            if isinstance(stmt.target, ast.Name):
-                before, added = env.get(stmt.target.id), self.kind(stmt.value, env)
-                if before not in TENSORISH and added in TENSORISH and before != TUPLE:
-                    env = {**env, stmt.target.id: TENSOR}
-            return env
-        if isinstance(stmt, (ast.If, ast.While)):
-            self._record(stmt, [stmt.test], env, live)
-            truth = compile_truth(stmt.test)
-            body_in, else_in = env, env
-            if isinstance(stmt, ast.If):
-                negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
-                narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
-                if narrowed is not None:
-                    inner = {k: v for k, v in env.items() if k != narrowed[0]}
-                    if narrowed[1]:
-                        inner[narrowed[0]] = narrowed[1]
-                    body_in, else_in = (env, inner) if negated else (inner, env)
-            body_path = branch_path(stmt.test, stmt.body) if isinstance(stmt, ast.If) else None
-            body_env = self.branch(stmt.body, body_in, live and truth is not False, body_path)
-            if isinstance(stmt, ast.While):
-                body_env = self.block(stmt.body, _merge(env, body_env), False)
-            else_path = branch_path(None, stmt.orelse) if isinstance(stmt, ast.If) else None
-            else_env = self.branch(stmt.orelse, else_in, live and truth is not True, else_path)
-            return _merge(body_env, else_env)
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            self._record(stmt, [stmt.target, stmt.iter], env, live)
-            loop_env = dict(env)
-            self._bind_for_target(stmt.target, stmt.iter, loop_env)
-            # A first silent pass lets kinds carried around the loop reach its top.
-            was = self._recording
-            self._recording = False
-            after = self.block(stmt.body, loop_env, live)
-            self._recording = was
-            loop_env = _merge(loop_env, after)
-            after = self.block(stmt.body, loop_env, live)
-            return self.block(stmt.orelse, _merge(env, after), live)
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            self._record(stmt, [i.context_expr for i in stmt.items], env, live)
-            env = dict(env)
-            for item in stmt.items:
-                if item.optional_vars is not None:
-                    self.bind(item.optional_vars, None, None, env)
-            return self.block(stmt.body, env, live)
-        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            out = self.block(stmt.body, env, live)
-            for handler in stmt.handlers:
-                out = _merge(out, self.block(handler.body, env, live))
-            out = self.block(stmt.orelse, out, live)
-            return self.block(stmt.finalbody, out, live)
-        if isinstance(stmt, ast.Match):
-            self._record(stmt, [stmt.subject], env, live)
-            out = env
-            for case in stmt.cases:
-                out = _merge(out, self.block(case.body, env, live))
-            return out
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # A closure (e.g. a checkpointed custom_forward) is traced when called: walk it too.
-            self._record(stmt, list(stmt.decorator_list), env, live)
-            self.block(stmt.body, {**env, **parameter_kinds(stmt)}, live)
-            return env
-        if isinstance(stmt, (ast.Raise, ast.ClassDef, ast.Import, ast.ImportFrom)):
-            return env  # an error path, or nothing traced
-        if isinstance(stmt, ast.Assert):
-            self._record(stmt, [stmt.test], env, live)
-            return env
-        if isinstance(stmt, ast.Delete):
-            self._record(stmt, list(stmt.targets), env, live)
-            return env
-        # Expr, Return, Global, Pass, Break, Continue ...
+            self.bind(stmt.target, self.kind(stmt.value, env), stmt.value, env)
+        return env
+
+    def _walk_AugAssign(self, stmt: ast.AugAssign, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.target, stmt.value], env, live)
+        if isinstance(stmt.target, ast.Name):
+            before, added = env.get(stmt.target.id), self.kind(stmt.value, env)
+            if before not in TENSORISH and added in TENSORISH and before != TUPLE:
+                env = {**env, stmt.target.id: TENSOR}
+        return env
+
+    def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.test], env, live)
+        truth = compile_truth(stmt.test)
+        body_in, else_in = env, env
+        negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+        narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+        if narrowed is not None:
+            inner = {k: v for k, v in env.items() if k != narrowed[0]}
+            if narrowed[1]:
+                inner[narrowed[0]] = narrowed[1]
+            body_in, else_in = (env, inner) if negated else (inner, env)
+        body_env = self.branch(
+            stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
+        )
+        else_env = self.branch(
+            stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse)
+        )
+        return _merge(body_env, else_env)
+
+    def _walk_While(self, stmt: ast.While, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.test], env, live)
+        truth = compile_truth(stmt.test)
+        body_env = self.branch(stmt.body, env, live and truth is not False, None)
+        # A second pass (not live: it records nothing) carries kinds around the loop.
+        body_env = self.block(stmt.body, _merge(env, body_env), False)
+        else_env = self.branch(stmt.orelse, env, live and truth is not True, None)
+        return _merge(body_env, else_env)
+
+    def _walk_For(self, stmt: ast.For | ast.AsyncFor, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.target, stmt.iter], env, live)
+        loop_env = dict(env)
+        self._bind_for_target(stmt.target, stmt.iter, loop_env)
+        # A first silent pass lets kinds carried around the loop reach its top.
+        was = self._recording
+        self._recording = False
+        after = self.block(stmt.body, loop_env, live)
+        self._recording = was
+        loop_env = _merge(loop_env, after)
+        after = self.block(stmt.body, loop_env, live)
+        return self.block(stmt.orelse, _merge(env, after), live)
+
+    def _walk_With(self, stmt: ast.With | ast.AsyncWith, env: Env, live: bool) -> Env:
+        self._record(stmt, [i.context_expr for i in stmt.items], env, live)
+        env = dict(env)
+        for item in stmt.items:
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, None, None, env)
+        return self.block(stmt.body, env, live)
+
+    def _walk_Try(self, stmt: ast.Try, env: Env, live: bool) -> Env:
+        out = self.block(stmt.body, env, live)
+        for handler in stmt.handlers:
+            out = _merge(out, self.block(handler.body, env, live))
+        out = self.block(stmt.orelse, out, live)
+        return self.block(stmt.finalbody, out, live)
+
+    def _walk_Match(self, stmt: ast.Match, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.subject], env, live)
+        out = env
+        for case in stmt.cases:
+            out = _merge(out, self.block(case.body, env, live))
+        return out
+
+    def _walk_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, env: Env, live: bool) -> Env:
+        # A closure (e.g. a checkpointed custom_forward) is traced when called: walk it too.
+        self._record(stmt, list(stmt.decorator_list), env, live)
+        self.block(stmt.body, {**env, **parameter_kinds(stmt)}, live)
+        return env
+
+    def _walk_untraced(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
+        return env  # an error path (raise), or nothing traced (class, import)
+
+    def _walk_Assert(self, stmt: ast.Assert, env: Env, live: bool) -> Env:
+        self._record(stmt, [stmt.test], env, live)
+        return env
+
+    def _walk_Delete(self, stmt: ast.Delete, env: Env, live: bool) -> Env:
+        self._record(stmt, list(stmt.targets), env, live)
+        return env
+
+    def _walk_other(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
         self._record(stmt, [getattr(stmt, "value", None)], env, live)
         return env
+
+
+# Dispatch tables: node type -> the FunctionFlow method for it (exact types: `ast` has no subclasses
+# of these in what `ast.parse` returns).
+_EXPRESSION_KINDS = {
+    ast.Name: FunctionFlow._kind_Name,
+    ast.Call: FunctionFlow._kind_Call,
+    ast.Attribute: FunctionFlow._kind_Attribute,
+    ast.Subscript: FunctionFlow._kind_Subscript,
+    ast.Constant: FunctionFlow._kind_Constant,
+    ast.BinOp: FunctionFlow._kind_BinOp,
+    ast.UnaryOp: FunctionFlow._kind_UnaryOp,
+    ast.Compare: FunctionFlow._kind_Compare,
+    ast.BoolOp: FunctionFlow._kind_BoolOp,
+    ast.IfExp: FunctionFlow._kind_IfExp,
+    ast.Tuple: FunctionFlow._kind_Tuple,
+    ast.List: FunctionFlow._kind_Tuple,
+    ast.NamedExpr: FunctionFlow._kind_NamedExpr,
+}
+_STATEMENTS = {
+    ast.Assign: FunctionFlow._walk_Assign,
+    ast.AnnAssign: FunctionFlow._walk_AnnAssign,
+    ast.AugAssign: FunctionFlow._walk_AugAssign,
+    ast.If: FunctionFlow._walk_If,
+    ast.While: FunctionFlow._walk_While,
+    ast.For: FunctionFlow._walk_For,
+    ast.AsyncFor: FunctionFlow._walk_For,
+    ast.With: FunctionFlow._walk_With,
+    ast.AsyncWith: FunctionFlow._walk_With,
+    ast.Try: FunctionFlow._walk_Try,
+    getattr(ast, "TryStar", ast.Try): FunctionFlow._walk_Try,  # Python 3.11+
+    ast.Match: FunctionFlow._walk_Match,
+    ast.FunctionDef: FunctionFlow._walk_FunctionDef,
+    ast.AsyncFunctionDef: FunctionFlow._walk_FunctionDef,
+    ast.Raise: FunctionFlow._walk_untraced,
+    ast.ClassDef: FunctionFlow._walk_untraced,
+    ast.Import: FunctionFlow._walk_untraced,
+    ast.ImportFrom: FunctionFlow._walk_untraced,
+    ast.Assert: FunctionFlow._walk_Assert,
+    ast.Delete: FunctionFlow._walk_Delete,
+}
 
 
 def _element_kind(kind: str | None, value: ast.expr | None) -> str | None:

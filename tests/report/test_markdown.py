@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fuselint.findings import Finding, Gain, Span
+from fuselint.fusion.model_summary import ModelSummary, Totals
 from fuselint.report.markdown import render_markdown
 
 
@@ -45,12 +46,26 @@ def test_rules_table_sums_gains_per_rule(findings, catalog, project):
 
 def test_models_table_shows_savings_and_speedup(catalog):
     models = [
-        {
-            "model": "resnet|18",
-            "eager": {"launches": 120, "bytes": 48_000_000, "time_us": 2400.0},
-            "fused": {"launches": 40, "bytes": 12_000_000, "time_us": 800.0},
-        },
-        {"model": "tiny", "eager": {"launches": 3, "bytes": 900, "time_us": 7.5}, "fused": {"launches": 1}},
+        ModelSummary(
+            model="resnet|18",
+            device="H100",
+            graphs=1,
+            breaks=0,
+            eager=Totals(launches=120, bytes=48_000_000, time_us=2400.0),
+            fused=Totals(launches=40, bytes=12_000_000, time_us=800.0),
+            speedup=3.0,
+            fusible_speedup=3.0,
+        ),
+        ModelSummary(
+            model="tiny",
+            device="H100",
+            graphs=1,
+            breaks=0,
+            eager=Totals(launches=3, bytes=900, time_us=7.5),
+            fused=Totals(launches=1),
+            speedup=1.0,
+            fusible_speedup=1.0,
+        ),
     ]
     text = render_markdown([], catalog, models)
     assert "No findings" in text

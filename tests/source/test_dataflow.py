@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from pathlib import Path
 
 from fuselint.source.dataflow import BOOL, DIM, LIST, MAYBE, MODULE, SCALAR, TENSOR, flows
 from fuselint.source.module import SourceFile
@@ -363,3 +364,64 @@ class GEGLU(nn.Module):
     )
     assert paths["deprecate"] == "deprecation"
     assert paths["torch.relu"] is None
+
+
+def _node_state(tree: ast.AST) -> list[tuple[str, tuple[str, ...]]]:
+    return [(type(n).__name__, tuple(sorted(vars(n)))) for n in ast.walk(tree)]
+
+
+def test_flows_store_nothing_on_the_shared_ast_nodes():
+    """Every rule of a file reads the same tree: the analysis keeps its caches in its own tables."""
+    root = Path(__file__).resolve().parents[2] / "fixtures"
+    checked = 0
+    for path in sorted(root.rglob("*.py")):
+        sf = SourceFile.parse(str(path), path.read_text())
+        functions = model_functions(sf.tree, sf.imports, sf.text)
+        if not functions:
+            continue
+        before, dump = _node_state(sf.tree), ast.dump(sf.tree, include_attributes=True)
+        result = flows(functions, sf.imports)
+        assert any(flow.sites for flow in result)
+        assert _node_state(sf.tree) == before, path
+        assert ast.dump(sf.tree, include_attributes=True) == dump, path
+        checked += 1
+    assert checked >= 20
+
+
+def test_each_statement_kind_walks_its_bodies_and_merges_their_kinds():
+    _, all_flows = _flows(
+        HEADER
+        + """
+class M(nn.Module):
+    def forward(self, x, n: int = 2):
+        while n > 0:
+            w = x.sum()
+            n -= 1
+        with torch.no_grad():
+            v = x * 2
+        try:
+            t = x.exp()
+        except ValueError:
+            t = None
+        match n:
+            case 1:
+                m = x.abs()
+            case _:
+                m = 0
+        assert n >= 0
+        del n
+        return w, v, t, m
+"""
+    )
+    flow = all_flows[0]
+    env = flow.of(ast.Return)[0].env
+    assert {name: env.get(name) for name in ("w", "v", "t", "m")} == {
+        "w": TENSOR,
+        "v": TENSOR,
+        "t": TENSOR,
+        "m": TENSOR,
+    }
+    called = {ast.unparse(site.node) for site in flow.of(ast.Call)}
+    assert {"x.sum()", "torch.no_grad()", "x.exp()", "x.abs()"} <= called
+    assert len(flow.of(ast.While)) == len(flow.of(ast.With)) == len(flow.of(ast.Match)) == 1
+    assert len(flow.of(ast.Assert)) == len(flow.of(ast.Delete)) == 1
