@@ -12,6 +12,7 @@ wrong, the original graph runs unchanged.
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
+from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
 from fuselint.backend.views import fold_input_views
@@ -195,27 +197,87 @@ def _compile_groups(
             accept(found)
             continue
         # Split into the longest runs that lower; what no run takes stays in ATen.
-        run: list[str] = []
-        last: tuple[PreparedGroup, KernelIR] | None = None
-        for name in names:
-            try:
-                last = attempt((*run, name))
-                run.append(name)
-                continue
-            except Unsupported:
-                pass
+        for part in _split_parts(gm, names):
+            run: list[str] = []
+            last: tuple[PreparedGroup, KernelIR] | None = None
+            i = 0
+            while i < len(part):
+                # a node may lower only with the next few (a cat piece with its cat)
+                took = 0
+                for ahead in range(1, LOOKAHEAD + 2):
+                    try:
+                        last = attempt((*run, *part[i : i + ahead]))
+                    except Unsupported:
+                        continue
+                    took = ahead
+                    break
+                if took:
+                    run.extend(part[i : i + took])
+                    i += took
+                    continue
+                if run:  # close the run; the node starts the next one
+                    accept(last)
+                    run, last = [], None
+                    continue
+                try:  # not even alone: it stays an ATen op
+                    attempt((part[i],))
+                except Unsupported as single:
+                    if str(single) != "only views":  # views cost nothing in ATen
+                        report.fallbacks.append(((part[i],), str(single)))
+                i += 1
             if last is not None:
                 accept(last)
-            run, last = [], None
-            try:
-                last = attempt((name,))
-                run = [name]
-            except Unsupported as single:
-                if str(single) != "only views":  # views cost nothing in ATen
-                    report.fallbacks.append(((name,), str(single)))
-        if last is not None:
-            accept(last)
     return compiled
+
+
+# How many following nodes a split tries with a node that does not join its run alone.
+LOOKAHEAD = 3
+
+
+def _split_parts(gm: torch.fx.GraphModule, names: tuple[str, ...]) -> list[list[str]]:
+    """The parts a pointwise group that does not lower whole is split in, each in graph order:
+    first the small tables it computes from small data only (with what they need from the
+    group), then the rest. RoPE's cos/sin tables are computed over (seq, dim) before they broadcast over
+    (batch, heads, seq, dim); split in graph order, the cut fell after `q * cos`, which then ran
+    in the tables' kernel and left the rotary chain in two. Reduction groups keep graph order."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    sizes = {}
+    for name in names:
+        node = by_name[name]
+        if (
+            isinstance(node.target, torch._ops.OpOverload)
+            and node.target.overloadpacket.__name__ in REDUCTIONS
+        ):
+            return [list(names)]
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape):
+            sizes[name] = math.prod(val.shape)
+    if not sizes:
+        return [list(names)]
+    big = max(sizes.values())
+
+    def numel(node: torch.fx.Node) -> int:
+        val = node.meta.get("val")
+        return math.prod(val.shape) if isinstance(val, torch.Tensor) else 0
+
+    # small-sourced: computed only from data at most 1/16 of the group's largest value (tables
+    # built from positions and frequencies), through members of the group
+    small: dict[str, bool] = {}
+    for name in names:
+        small[name] = all(
+            small.get(a.name, False) if a.name in small else numel(a) * 16 <= big
+            for a in by_name[name].all_input_nodes
+        )
+    first = {name for name in names if small[name] and sizes.get(name, big) < big}
+    members = set(names)
+    stack = list(first)
+    while stack:
+        for a in by_name[stack.pop()].all_input_nodes:
+            if a.name in members and a.name not in first:
+                first.add(a.name)
+                stack.append(a.name)
+    parts = [[n for n in names if n in first], [n for n in names if n not in first]]
+    return [part for part in parts if part]
 
 
 class _Cycle(Exception):

@@ -360,3 +360,25 @@ def test_rotate_half_with_a_computed_cat_piece_is_one_kernel():
     assert not report.fallbacks, report.fallbacks
     assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
     assert "neg" in report.kernels[0].__name__ and "cat" in report.kernels[0].__name__
+
+
+def llama_rotary(q, k, inv_freq):
+    # LLaMA's rotary path: cos/sin tables from positions and frequencies, then both rotations
+    positions = torch.arange(q.shape[2], dtype=torch.float32)
+    freqs = positions[:, None] * inv_freq[None, :]
+    table = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = table.cos()[None, None], table.sin()[None, None]
+    return rotary(q, cos, sin), rotary(k, cos, sin)
+
+
+def test_a_group_that_splits_keeps_the_rotary_chain_whole_and_the_tables_apart():
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 4, 16).transpose(1, 2)
+    k = torch.randn(2, 8, 4, 16).transpose(1, 2)
+    (report,) = compile_and_compare(llama_rotary, q, k, torch.rand(8))
+    assert not report.fallbacks, report.fallbacks
+    rotating = [k.__name__ for k in report.kernels if "cat" in k.__name__]
+    # q * cos and k * cos run with their rotations: one kernel, no separate mul kernel
+    assert len(rotating) == 1, [k.__name__ for k in report.kernels]
+    assert not any(k.__name__ in ("fuselint_mul", "fuselint_neg") for k in report.kernels)
+    assert not any("cat" in k.__name__ and "cos" in k.__name__ for k in report.kernels)
