@@ -328,6 +328,8 @@ def check(
             sys.exit(result.status)
         return
     if result.baseline_written:
+        if result.status:
+            sys.exit(result.status)  # a fix that could not be written
         return
 
     applied = dict(result.applied)

@@ -253,8 +253,8 @@ def run_check(
             raise CheckError(str(exc)) from None
         n = len(findings)
         say(f"fuselint: recorded {n} finding{'s' if n != 1 else ''} in {request.baseline}", INFO)
-        # As before the move: recording a baseline exits 0 even when a fix could not be written.
-        return CheckResult(tuple(findings), 0, baseline_written=True, **done)
+        # Recorded; but a fix that could not be written is never a pass.
+        return CheckResult(tuple(findings), 2 if unwritable else 0, baseline_written=True, **done)
     hidden = 0
     if request.baseline:
         try:

@@ -180,3 +180,16 @@ def test_noqa_silences_a_traced_graph_break(tmp_path):
     args = ["check", "--no-cache", "--format", "json", "--entry", "model.py:entry", "model.py"]
     rows = json.loads(_run(args, tmp_path).stdout)
     assert [r["code"] for r in rows] == ["FL205"]
+
+
+def test_recording_a_baseline_while_a_fix_cannot_be_written_is_not_a_pass(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(EXPM1)
+    os.chmod(path, 0o444)
+    result = _run(
+        ["check", "--no-cache", "--fix", "--baseline", "b.json", "--update-baseline", "m.py"], tmp_path
+    )
+    assert result.exit_code == 2
+    assert "m.py: cannot write the fix" in result.stderr
+    assert path.read_text() == EXPM1
+    assert (tmp_path / "b.json").exists()  # the findings as they stand are recorded
