@@ -4,7 +4,7 @@
     python scripts/cli_snapshot.py compare OLD NEW    # exit 1 and list the cases that differ
 
 Record main and a branch by putting each checkout first on the path:
-    PYTHONPATH=/work/main python scripts/cli_snapshot.py record /tmp/snap_main
+    PYTHONPATH=path/to/main python scripts/cli_snapshot.py record /tmp/snap_main
 
 Each case runs `python -m fuselint ...` in a fresh copy of fixtures/ (so --fix and
 --update-baseline write into the copy, never into the repository). Timings ("in 0.12 s") and
