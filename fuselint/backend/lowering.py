@@ -566,37 +566,15 @@ class Lowering:
         instead of faulting (eager raises there)."""
         bound = bind(node)
         weight, indices = bound["weight"], bound["indices"]
-        if not isinstance(weight, torch.fx.Node) or weight.name not in self.input_index:
-            raise Unsupported("embedding of a weight computed in the kernel")
-        wmeta = tensor_meta(weight)
-        if len(wmeta.shape) != 2 or weight.meta["val"].device != self.device:
-            raise Unsupported("embedding weight is not a 2-D input on the kernel's device")
+        wmeta = self._table(weight, "embedding")
+        if len(wmeta.shape) != 2:
+            raise Unsupported("embedding weight is not 2-D")
         if not isinstance(indices, torch.fx.Node) or indices.name not in self.input_index:
             raise Unsupported("embedding indices computed in the kernel")
         out_shape = _concrete_shape(node.meta.get("val"))
         out_map = self._out_map(out_shape, [], self.hints.get(node.name))
         idx = self._operand(indices, out_shape[:-1], out_map[:-1])
-        if not isinstance(idx, Value) or idx.ctype != "i":
-            raise Unsupported("embedding indices are not an integer tensor")
-        strides = [0] * len(self.space)
-        col = out_map[-1]
-        if col is not None:
-            strides[col] = wmeta.stride[1]
-        self.current_ctype = self.ctype_for(wmeta.dtype)
-        v = Value(
-            self._fresh(node.name),
-            "gather",
-            self.current_ctype,
-            idx.dims | ({col} if col is not None and self.space[col] > 1 else set()),
-            idx.stage,
-            args=(idx,),
-            input_index=self.input_index[weight.name],
-            strides=tuple(strides),
-            dtype=wmeta.dtype,
-            rows=(wmeta.stride[0], wmeta.shape[0]),
-        )
-        self.values.append(v)
-        self._set(node, v, out_map)
+        self._read_rows(node, weight, idx, out_map, {out_map[-1]: wmeta.stride[1]}, 0)
 
     def _gather(self, node: torch.fx.Node) -> None:
         """gather(self, dim, index): self[..., index[p], ...] at each point p, the index
@@ -607,27 +585,46 @@ class Lowering:
         src, index = bound["self"], bound["index"]
         if bound.get("sparse_grad"):
             raise Unsupported("sparse gather")
-        if not isinstance(src, torch.fx.Node) or src.name not in self.input_index:
-            raise Unsupported("gather from a tensor computed in the kernel")
-        smeta = tensor_meta(src)
-        if src.meta["val"].device != self.device or not isinstance(index, torch.fx.Node):
-            raise Unsupported("gather source is not on the kernel's device")
+        smeta = self._table(src, "gather")
         out_shape = _concrete_shape(node.meta.get("val"))
-        if len(smeta.shape) != len(out_shape) or not out_shape:
+        if len(smeta.shape) != len(out_shape) or not out_shape or not isinstance(index, torch.fx.Node):
             raise Unsupported("gather of another rank")
         d = bound["dim"] % len(out_shape)
         out_map = self._out_map(out_shape, [index], self.hints.get(node.name))
         idx = self._operand(index, out_shape, out_map)
+        along = {m: smeta.stride[k] for k, m in enumerate(out_map) if k != d}
+        self._read_rows(node, src, idx, out_map, along, d)
+
+    def _table(self, t: object, what: str) -> TensorMeta:
+        """The metadata of a tensor rows are read from: a kernel input on the kernel's device."""
+        if not isinstance(t, torch.fx.Node) or t.name not in self.input_index:
+            raise Unsupported(f"{what} from a tensor computed in the kernel")
+        if t.meta["val"].device != self.device:
+            raise Unsupported(f"{what} from a tensor on another device")
+        return tensor_meta(t)
+
+    def _read_rows(
+        self,
+        node: torch.fx.Node,
+        table: torch.fx.Node,
+        idx: object,
+        out_map: tuple,
+        along: dict,
+        row_dim: int,
+    ) -> None:
+        """`node` as the gather value reading `table` at row idx[p] of its dim `row_dim`, and
+        along the kernel dims of `along` (kernel dim -> element stride) at p's own position."""
         if not isinstance(idx, Value) or idx.ctype != "i":
-            raise Unsupported("gather index is not an integer tensor")
+            raise Unsupported(f"{node.target} indices are not an integer tensor")
+        meta = tensor_meta(table)
         strides = [0] * len(self.space)
         dims = set(idx.dims)
-        for k, m in enumerate(out_map):
-            if k != d and m is not None:
-                strides[m] = smeta.stride[k]
+        for m, stride in along.items():
+            if m is not None:
+                strides[m] = stride
                 if self.space[m] > 1:
                     dims.add(m)
-        self.current_ctype = self.ctype_for(smeta.dtype)
+        self.current_ctype = self.ctype_for(meta.dtype)
         v = Value(
             self._fresh(node.name),
             "gather",
@@ -635,10 +632,10 @@ class Lowering:
             frozenset(dims),
             idx.stage,
             args=(idx,),
-            input_index=self.input_index[src.name],
+            input_index=self.input_index[table.name],
             strides=tuple(strides),
-            dtype=smeta.dtype,
-            rows=(smeta.stride[d], smeta.shape[d]),
+            dtype=meta.dtype,
+            rows=(meta.stride[row_dim], meta.shape[row_dim]),
         )
         self.values.append(v)
         self._set(node, v, out_map)
