@@ -34,6 +34,7 @@ import torch.fx
 
 from fuselint.backend import runtime
 from fuselint.backend.runtime import FusedKernel
+from fuselint.graph.op_facts import SILENT_ALIASES
 
 log = logging.getLogger("fuselint.backend")
 
@@ -123,10 +124,6 @@ _RELEASE = "\0release "
 # FUSELINT_REUSE_BUFFERS=0 gives every kernel output its own allocation (for comparison).
 REUSE_BUFFERS = os.environ.get("FUSELINT_REUSE_BUFFERS", "1") != "0"
 
-# ATen ops whose result may share its input's storage although their schema says nothing of it
-# (a view made by ATen's own code, or the input returned as it is).
-_SILENT_ALIASES = frozenset({"_unsafe_view", "reshape", "contiguous", "to", "type_as", "view_as", "flatten"})
-
 
 def _aliases_input(n: torch.fx.Node) -> torch.fx.Node | None:
     """The input whose storage `n`'s value may share: the base of a view, the first tensor
@@ -136,7 +133,7 @@ def _aliases_input(n: torch.fx.Node) -> torch.fx.Node | None:
         return base
     if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
         if (
-            n.target.overloadpacket.__name__ in _SILENT_ALIASES
+            n.target.overloadpacket.__name__ in SILENT_ALIASES
             and n.args
             and isinstance(n.args[0], torch.fx.Node)
         ):
