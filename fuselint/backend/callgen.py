@@ -120,7 +120,6 @@ def _same_layout(shape: tuple, got: tuple, want: tuple) -> bool:
     return all(n == 1 or a == b for n, a, b in zip(shape, got, want, strict=True))
 
 
-_RELEASE = "\0release "
 # FUSELINT_REUSE_BUFFERS=0 gives every kernel output its own allocation (for comparison).
 REUSE_BUFFERS = os.environ.get("FUSELINT_REUSE_BUFFERS", "1") != "0"
 
@@ -212,15 +211,14 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
     pool: dict[tuple, list[str]] = {}
     pooled_vars: set[str] = set()
     position = {n.name: i for i, n in enumerate(nodes)}
-
-    taken: set[str] = set()
+    release_line: dict[str, int] = {}  # pooled buffer -> its line in body: `del` unless taken
 
     def take(spec: tuple) -> str | None:
         free = pool.get(spec)
         if not free:
             return None
         held = free.pop(0)
-        taken.add(held)
+        body[release_line.pop(held)] = ""
         return held
 
     # Graph inputs that a kernel compiled for aligned pointers reads directly.
@@ -284,14 +282,9 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
             body.append(f"del {', '.join(sorted(set(dead)))}")
         for spec, held in release_at.pop(position[n.name], ()):
             pool.setdefault(_spec_key(spec), []).append(held)
-            body.append(_RELEASE + held)  # becomes `del` unless a later kernel takes it
+            release_line[held] = len(body)
+            body.append(f"del {held}")
 
-    body = [
-        (f"del {line[len(_RELEASE) :]}" if line[len(_RELEASE) :] not in taken else "")
-        if line.startswith(_RELEASE)
-        else line
-        for line in body
-    ]
     body = [line for line in body if line]
     head = [f"def call({', '.join(names[p.name] for p in params)}):"]
     checks = [f"{hooks}()"] + [f"{a}.data_ptr() & 15" for a in sorted(aligned_inputs)]
