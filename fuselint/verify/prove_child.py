@@ -186,7 +186,11 @@ def _outputs(value: Any) -> list[tuple[str, Any]]:
 
 
 def compare_outputs(got: list, want: list, exact: bool) -> tuple[str, float]:
-    """('' or the first difference, the largest absolute difference seen)."""
+    """('' or the first difference, the largest absolute difference seen).
+
+    Not verify.numerics.compare: a break fix must be bit-exact (dtype and Python numbers
+    included), and a composite rewrite is held to its rule proof's max-abs criterion
+    (pattern_proof.tolerance), where verify measures compiled against eager by a norm."""
     import torch
 
     from fuselint.source.pattern_proof import tolerance
