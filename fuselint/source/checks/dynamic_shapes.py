@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
+from fuselint.source.break_fixes import first_nonzero
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
@@ -82,7 +83,7 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
             what = _dynamic_call(site, flow, sf)
             if what is not None:
                 message = f"{what} has a data-dependent output shape: {rule.message}"
-                yield finding(sf, rule, site.node, message, path=site.path)
+                yield finding(sf, rule, site.node, message, first_nonzero(sf, site), path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
