@@ -202,7 +202,9 @@ def _in_range(sf: SourceFile, flow: FunctionFlow, env: Env, expr: ast.expr) -> s
 def _constant_index(part: ast.expr) -> bool:
     if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.USub):
         part = part.operand
-    return isinstance(part, ast.Constant) and (part.value is None or part.value is Ellipsis or type(part.value) is int)
+    return isinstance(part, ast.Constant) and (
+        part.value is None or part.value is Ellipsis or type(part.value) is int
+    )
 
 
 def _wrapped_index(sf: SourceFile, flow: FunctionFlow, env: Env, node: ast.Subscript) -> str | None:
