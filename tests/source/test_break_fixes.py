@@ -462,3 +462,22 @@ def test_where_fix_is_not_offered_where_the_skipped_branch_may_index_out_of_rang
     )
     found = [f for f in _lint(text, ("FL102",)) if "conditional" in f.message]
     assert found and all(f.fix is None for f in found)
+
+
+def test_where_fix_reads_a_shifted_index_in_range_with_pythons_negative_indexing():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.table = torch.arange(0.0, 40.0, 10.0)\n\n"
+        "    def forward(self, x, i: torch.Tensor):\n"
+        "        y = (\n            self.table[i - 1]\n            if (x > 0).all()\n            else x.sum()\n        )\n"
+        "        return y\n"
+    )
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "self.table.index_select(" in fixed and "(i - 1) % self.table.shape[0]" in fixed
+    before, after = _load(text, "a").M(), _load(fixed, "b").M()
+    for x in (torch.ones(3), -torch.ones(3)):
+        for i in range(4):  # i = 0 reads table[-1], as Python does
+            index = torch.tensor(i)
+            assert torch.equal(before(x, index), after(x, index))
+            g, _ = _trace(after, x, index)
+            assert g == 1

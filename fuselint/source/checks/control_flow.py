@@ -214,7 +214,7 @@ def _wrapped_index(sf: SourceFile, flow: FunctionFlow, env: Env, node: ast.Subsc
     chain = base
     while isinstance(chain, ast.Attribute):
         chain = chain.value
-    if not isinstance(chain, ast.Name) or flow.kind(base, env) not in TENSORISH:
+    if not isinstance(chain, ast.Name) or flow.kind(base, env) not in TENSORS:
         return None
     if not (isinstance(index, ast.BinOp) and isinstance(index.op, (ast.Add, ast.Sub))):
         return None
