@@ -255,13 +255,15 @@ def _int_index(node: ast.AST, parent: ast.Subscript) -> int | None:
     return None
 
 
-def first_nonzero(sf: SourceFile, site: Site) -> Fix | None:
+def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     """`x.nonzero()[0]` -> `torch.nonzero_static(x, size=1)[0]`, and
     `x.nonzero(as_tuple=True)[d][0]` (or `torch.where(x)[d][0]`) -> `torch.nonzero_static(x, size=1)[0, d]`.
 
     Only the first match is read, so a static buffer of one row holds it: the same row, in the
     same row-major order. dynamo traces `nonzero_static` with a static shape (no gb0036 break).
     Unsafe: where nothing matches, the original raises IndexError and the fix gives -1.
+    Only on an operand the code shows to be a tensor (not a parameter guessed from its name):
+    numpy's `a.nonzero()` is a tuple, so `a.nonzero()[0]` is every index along axis 0.
     """
     call = site.node
     if not isinstance(call, ast.Call):
@@ -270,6 +272,15 @@ def first_nonzero(sf: SourceFile, site: Site) -> Fix | None:
     if found is None:
         return None
     operand, as_tuple = found
+    if flow.kind(operand, site.env) not in TENSORS:
+        return None
+    tensors = [
+        n
+        for n in ast.walk(operand)
+        if isinstance(n, (ast.Name, ast.Attribute)) and flow.kind(n, site.env) in TENSORS
+    ]
+    if tensors and all(isinstance(n, ast.Name) and n.id in flow.guessed for n in tensors):
+        return None  # a tensor only by the guess on a parameter's name: it may be a numpy array
     parents = {id(child): node for node in ast.walk(site.stmt) for child in ast.iter_child_nodes(node)}
     outer = parents.get(id(call))
     if not isinstance(outer, ast.Subscript):

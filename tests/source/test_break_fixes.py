@@ -416,7 +416,7 @@ def test_first_nonzero_and_next_index_become_static_and_every_break_goes():
     ],
 )
 def test_first_nonzero_fix_reads_the_same_element(expr, want):
-    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n        return {expr}\n"
+    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x: torch.Tensor):\n        return {expr}\n"
     fixed = fix_text(text, lambda t: _lint(t, ("FL106",)), unsafe=True).text
     assert f"return {want}" in fixed
     x = torch.tensor([[0.0, -1.0, 2.0], [3.0, 0.0, 4.0]])
@@ -434,13 +434,13 @@ def test_first_nonzero_fix_reads_the_same_element(expr, want):
     ],
 )
 def test_first_nonzero_fix_only_where_one_match_is_read(expr):
-    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x, i: int):\n        return {expr}\n"
+    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x: torch.Tensor, i: int):\n        return {expr}\n"
     found = _lint(text, ("FL106",))
     assert found and all(f.fix is None for f in found)
 
 
 def test_first_nonzero_fix_is_unsafe_and_says_what_changes():
-    text = "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n        return x.nonzero()[0]\n"
+    text = "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x: torch.Tensor):\n        return x.nonzero()[0]\n"
     (found,) = _lint(text, ("FL106",))
     assert found.fix.applicability is Applicability.UNSAFE
     assert "IndexError" in found.fix.message and "-1" in found.fix.message
@@ -481,3 +481,12 @@ def test_where_fix_reads_a_shifted_index_in_range_with_pythons_negative_indexing
             assert torch.equal(before(x, index), after(x, index))
             g, _ = _trace(after, x, index)
             assert g == 1
+
+
+def test_first_nonzero_fix_is_not_offered_on_what_may_be_a_numpy_array():
+    # numpy's a.nonzero() is a tuple: a.nonzero()[0] is every index along axis 0
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, table):\n        rows = table.nonzero()[0]\n        return x[:, rows]\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL106",)))

@@ -83,7 +83,7 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
             what = _dynamic_call(site, flow, sf)
             if what is not None:
                 message = f"{what} has a data-dependent output shape: {rule.message}"
-                yield finding(sf, rule, site.node, message, first_nonzero(sf, site), path=site.path)
+                yield finding(sf, rule, site.node, message, first_nonzero(sf, site, flow), path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
