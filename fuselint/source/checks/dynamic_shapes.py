@@ -6,6 +6,9 @@ elements as the data says. dynamo cannot size the result without running it, so 
 default it breaks the graph there (detection heads, MoE routers); with
 `capture_dynamic_output_shape_ops` it keeps an unbacked size that blocks most fusions
 and static shapes (CUDA graphs) downstream.
+
+Where only the first match is read (`x.nonzero()[0]`, `x.nonzero(as_tuple=True)[d][0]`), the fix
+reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`).
 """
 
 from __future__ import annotations
