@@ -268,7 +268,8 @@ def _fix(sf: SourceFile, edit) -> Fix:
     _, imports = torch_name(sf)
     return Fix(
         Applicability.UNSAFE,
-        "select with `torch.where` (both branches are computed)",
+        "select with `torch.where` (both branches are computed: assumes the branch Python skipped "
+        "raises nothing; an index `X[j + k]` in it is read wrapped into range)",
         (edit,),
         imports,
     )
