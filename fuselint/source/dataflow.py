@@ -902,35 +902,97 @@ _TENSOR_METHODS = frozenset({"to", "float", "double", "half", "bfloat16", "long"
 
 
 def _makes_tensor(expr: ast.expr, imports: ImportTable) -> bool:
-    """A value the code visibly builds as a tensor: a torch function's result, or a cast of one."""
+    """A value the code visibly builds as a tensor: a torch function's result, or a tensor method
+    of one (`torch.from_numpy(t).to(device)`, `torch.arange(n).flip(0)`)."""
     if not isinstance(expr, ast.Call):
         return False
     func = expr.func
-    if isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS and imports.qualname(func) is None:
-        return _makes_tensor(func.value, imports)
     qual = imports.qualname(func)
-    return qual is not None and _torch_call_kind(qual, expr) == TENSOR
+    if qual is None:
+        return (
+            isinstance(func, ast.Attribute)
+            and _method_kind(func.attr, expr) in TENSORS
+            and _makes_tensor(func.value, imports)
+        )
+    return _torch_call_kind(qual, expr) == TENSOR
+
+
+def _cast_base(expr: ast.expr) -> ast.expr:
+    """`x.to("cpu").float()` -> `x`: the value a chain of tensor-preserving casts starts from."""
+    while (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _TENSOR_METHODS
+    ):
+        expr = expr.func.value
+    return expr
+
+
+def _self_attr(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+def _local_tensors(body: list[ast.stmt], imports: ImportTable, before: dict[str, bool], at: dict[int, dict]) -> dict:
+    """Which local names hold a tensor the code built, statement by statement (name -> bool);
+    `at` gets the state before each `self.X = <name>` statement. Branches merge by agreement:
+    a name is a tensor after an `if` only when every way through leaves it one."""
+    state = dict(before)
+    for stmt in body:
+        if isinstance(stmt, ast.Assign):
+            if any(_self_attr(t) for t in stmt.targets):
+                at[id(stmt)] = state
+            base = _cast_base(stmt.value)
+            made = _makes_tensor(stmt.value, imports) or (isinstance(base, ast.Name) and state.get(base.id, False))
+            state = dict(state)
+            for target in stmt.targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        state[node.id] = bool(made) and node is target
+            continue
+        blocks = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks = [b for b in blocks if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        if not blocks and not isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            continue
+        outs = [_local_tensors(b, imports, state, at) for b in blocks]
+        if not isinstance(stmt, (ast.With, ast.AsyncWith)) or not outs:
+            outs.append(state)  # the body may not run (a loop, an `if` without `else`, a `try`)
+        assigned = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        merged = dict(state)
+        for name in assigned:
+            merged[name] = all(out.get(name, False) for out in outs)
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.AugAssign, ast.AnnAssign)):
+            for node in ast.walk(stmt.target):
+                if isinstance(node, ast.Name):
+                    merged[node.id] = False
+        state = merged
+    return state
 
 
 def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
     """Attributes a class sets only to tensors built by torch (or None) and to nothing else:
-    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`.
-    One assignment of anything else (a number, a list, an unknown call) and the attribute is
-    left unknown."""
+    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`, a local
+    the method built with torch (`sigmas = torch.from_numpy(s)` then `self.sigmas = sigmas.to(d)`),
+    or a cast of another such attribute (`self.sigmas = self.sigmas.to("cpu")`). One assignment of
+    anything else (a number, a list, an unknown call) and the attribute is left unknown."""
     values: dict[str, list[ast.expr | None]] = defaultdict(list)
+    named: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # `self.X = name` statement -> method
+    for method in cls.body:
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(method):
+                if isinstance(node, ast.Assign) and isinstance(_cast_base(node.value), ast.Name):
+                    named[id(node)] = method
     for node in ast.walk(cls):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 for t in ast.walk(target):
-                    if (
-                        isinstance(t, ast.Attribute)
-                        and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"
-                    ):
+                    if _self_attr(t) is not None:
                         # Unpacking or augmented assignment: the value is not the attribute's own.
                         direct = t is target and not isinstance(node, ast.AugAssign)
-                        values[t.attr].append(node.value if direct else None)
+                        values[t.attr].append(node if direct else None)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -940,12 +1002,38 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
             and isinstance(node.args[0].value, str)
         ):
             values[node.args[0].value].append(node.args[1] if len(node.args) > 1 else None)
-    return frozenset(
-        name
-        for name, exprs in values.items()
-        if all(e is not None and (_makes_tensor(e, imports) or _is_none(e)) for e in exprs)
-        and any(e is not None and not _is_none(e) for e in exprs)
-    )
+    states: dict[int, dict] = {}
+    for method in {id(m): m for m in named.values()}.values():
+        _local_tensors(method.body, imports, {}, states)
+    # Each assignment is "made" (a built tensor), "none", a cast of another attribute, or unknown.
+    sources: dict[str, list[str | None]] = {}
+    for name, nodes in values.items():
+        kinds: list[str | None] = []
+        for node in nodes:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else node
+            base = None if value is None else _cast_base(value)
+            if value is None:
+                kinds.append(None)
+            elif _is_none(value):
+                kinds.append("none")
+            elif _makes_tensor(value, imports):
+                kinds.append("made")
+            elif _self_attr(base) is not None:
+                kinds.append("attr:" + _self_attr(base))
+            elif isinstance(base, ast.Name) and states.get(id(node), {}).get(base.id, False):
+                kinds.append("made")
+            else:
+                kinds.append(None)
+        sources[name] = kinds
+    tensors = {n for n, kinds in sources.items() if None not in kinds and "made" in kinds}
+    changed = True
+    while changed:  # an attribute cast from one that is not a tensor is not one either
+        changed = False
+        for name in sorted(tensors):
+            if any(k.startswith("attr:") and k[5:] not in tensors for k in sources[name]):
+                tensors.discard(name)
+                changed = True
+    return frozenset(tensors)
 
 
 def _is_none(expr: ast.expr) -> bool:
@@ -974,11 +1062,18 @@ def _class_facts(cls: ast.ClassDef | None, imports: ImportTable, known: ClassFac
 
 @dataclass
 class HelperReturns:
-    """Whether an in-scope helper of the file returns a numpy number (`NUMPY`), worked out on
-    first use from the helper's own flow (its parameters as if no caller were known), once per helper.
+    """What an in-scope helper of the file returns, where the helper itself decides it, worked out
+    on first use from the helper's own flow, once per helper. Its parameters count as unknown: a
+    helper's result is known only when it does not depend on what the caller passed.
 
-    Only numpy numbers travel back to callers: reformer's `lcm = _get_least_common_mult_chunk_len(config)`
-    followed by `if length % lcm != 0`. Helpers that call no numpy function are not walked."""
+    - a numpy number (`NUMPY`): reformer's `lcm = _get_least_common_mult_chunk_len(config)`
+      followed by `if length % lcm != 0`;
+    - a tensor, when some `return` hands back one the helper built or read from its object's
+      tensor state: a scheduler's `prev_t = self.previous_timestep(t)`, which returns
+      `self.timesteps[index + 1]` or `torch.tensor(-1)` (or a number on another path: kinds merge
+      by union, so a value that may be a tensor is one).
+
+    Helpers that call no numpy or torch function and read no tensor attribute are not walked."""
 
     functions: dict[tuple[str | None, str], ModelFunction]
     imports: ImportTable
@@ -995,19 +1090,34 @@ class HelperReturns:
         return self.known[id(fn.node)]
 
     def _returns(self, fn: ModelFunction) -> str | None:
-        qualname = self.imports.qualname
-        if not any(
-            isinstance(n, ast.Call) and (qualname(n.func) or "").startswith("numpy.")
-            for n in ast.walk(fn.node)
-        ):
-            return None
         methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        if not _may_return_built(fn.node, self.imports, tensor_attrs):
+            return None
         flow = FunctionFlow(
             fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
         )
-        flow.block(fn.node.body, parameter_kinds(fn.node, {}, None), True)
+        flow.block(fn.node.body, {}, True)
         kinds = {flow.kind(site.node.value, site.env) for site in flow.of(ast.Return)}
-        return NUMPY if NUMPY in kinds else None
+        if NUMPY in kinds:
+            return NUMPY
+        if kinds & TENSORS:
+            return BOOL if kinds & TENSORS == {BOOL} else TENSOR
+        return None
+
+
+def _may_return_built(fn: FunctionNode, imports: ImportTable, tensor_attrs: frozenset[str]) -> bool:
+    """Whether a helper calls numpy or torch or reads a tensor attribute, and returns a value:
+    only then can its result be a number or tensor of its own making."""
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+        return False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            qual = imports.qualname(node.func) or ""
+            if qual.startswith(("numpy.", "torch.")):
+                return True
+        elif isinstance(node, ast.Attribute) and node.attr in tensor_attrs and _self_attr(node):
+            return True
+    return False
 
 
 def analyze(
@@ -1102,10 +1212,8 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
         callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
     passed: Passed = {}
     classes: ClassFacts = {}
-    helpers = None
-    if any(q == "numpy" or q.startswith("numpy.") for q in imports.aliases.values()):
-        by_key = {(fn.cls.name if fn.cls is not None else None, fn.node.name): fn for fn in functions}
-        helpers = HelperReturns(by_key, imports, classes)
+    by_key = {(fn.cls.name if fn.cls is not None else None, fn.node.name): fn for fn in functions}
+    helpers = HelperReturns(by_key, imports, classes)
     done: dict[int, FunctionFlow] = {}
     for fn in functions:
         if fn.reason != "called":
