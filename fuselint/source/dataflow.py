@@ -249,6 +249,8 @@ def parameter_kinds(
 
 _CONTAINER_TYPES = frozenset({"list", "tuple", "List", "Tuple", "dict", "Sequence"})
 _SCALAR_TYPES = frozenset({"int", "float", "bool", "str"})
+_NUMBER_TYPES = frozenset({"int", "float"})
+_TENSOR_TYPES = frozenset({"Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "HalfTensor"})
 
 
 def _narrowed(test: ast.expr) -> tuple[str, str] | None:
@@ -268,6 +270,21 @@ def _narrowed(test: ast.expr) -> tuple[str, str] | None:
         return test.args[0].id, SCALAR
     if names & (_CONTAINER_TYPES | _SCALAR_TYPES | {"ndarray"}):
         return test.args[0].id, ""  # some host container or number: its elements are unknown too
+    return None
+
+
+def _tensor_test(test: ast.expr) -> str | None:
+    """`isinstance(x, torch.Tensor)` or `torch.is_tensor(x)` -> "x": where the test fails, x holds no tensor."""
+    if not (isinstance(test, ast.Call) and len(test.args) >= 1 and isinstance(test.args[0], ast.Name)):
+        return None
+    func = test.func
+    if isinstance(func, ast.Attribute) and func.attr == "is_tensor" and len(test.args) == 1:
+        return test.args[0].id
+    if isinstance(func, ast.Name) and func.id == "isinstance" and len(test.args) == 2:
+        types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+        if names and names <= _TENSOR_TYPES:
+            return test.args[0].id
     return None
 
 
@@ -707,6 +724,10 @@ class FunctionFlow:
             if narrowed[1]:
                 inner[narrowed[0]] = narrowed[1]
             body_in, else_in = (env, inner) if negated else (inner, env)
+        tested = _tensor_test(stmt.test.operand if negated else stmt.test)
+        if tested is not None:
+            host = {k: v for k, v in env.items() if k != tested}
+            body_in, else_in = (host, env) if negated else (env, host)
         body_env = self.branch(
             stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
         )
@@ -1120,6 +1141,68 @@ def _may_return_built(fn: FunctionNode, imports: ImportTable, tensor_attrs: froz
     return False
 
 
+def _number_annotation(annotation: ast.expr) -> bool:
+    """`int`, `float`, `int | torch.Tensor`, `Union[float, torch.FloatTensor]`: a number, perhaps a tensor."""
+    parts: list[ast.expr] = []
+    stack = [annotation]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            stack += [node.left, node.right]
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value).rsplit(".", 1)[-1] == "Union":
+            stack += node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        else:
+            parts.append(node)
+    names = [ast.unparse(p).rsplit(".", 1)[-1] for p in parts]
+    return any(n in _NUMBER_TYPES for n in names) and all(n in _NUMBER_TYPES | _TENSOR_TYPES for n in names)
+
+
+def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
+    """Parameters of an entry (a function compiled where its callers are not seen) that are
+    annotated as numbers but may hold 0-d tensors: annotations are hints, and nothing in the tree
+    shows what the caller passes. A required number parameter (`timestep: int`,
+    `timestep: int | torch.Tensor`) counts when the body uses it as a key into the object's own
+    tensor state: `self.alphas_cumprod[t]` or `self.timesteps == t` (directly or through
+    `t = timestep`). Such a value is a position in, or an element of, a schedule tensor, and a
+    caller that takes it from one (`for t in scheduler.timesteps: scheduler.step(out, t, x)`)
+    hands dynamo a tensor: `if t > 0` then breaks the graph where an int would not. A parameter
+    with a default is a host option, as everywhere else; an annotation that admits a tensor is
+    not evidence on its own (diffusers' `EntropyBoundScheduler.step(timestep: int | torch.Tensor)`
+    gets a `range` index from its pipeline)."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    required = positional[: len(positional) - len(args.defaults)]
+    required += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None]
+    candidates = {
+        a.arg: a.annotation
+        for a in required
+        if a.annotation is not None and _number_annotation(a.annotation)
+    }
+    if not candidates:
+        return []
+    aliases = {name: {name} for name in candidates}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            for name, names in aliases.items():
+                if node.value.id in names:
+                    names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    keyed: set[str] = set()
+
+    def state(expr: ast.expr) -> bool:
+        return _self_attr(expr) in tensor_attrs
+
+    for node in ast.walk(fn):
+        used: list[ast.expr] = []
+        if isinstance(node, ast.Subscript) and state(node.value):
+            used = [node.slice]
+        elif isinstance(node, ast.Compare) and any(state(o) for o in (node.left, *node.comparators)):
+            used = [node.left, *node.comparators]
+        for expr in used:
+            if isinstance(expr, ast.Name):
+                keyed.update(name for name, names in aliases.items() if expr.id in names)
+    return sorted(keyed)
+
+
 def analyze(
     fn: ModelFunction,
     imports: ImportTable,
@@ -1142,7 +1225,10 @@ def analyze(
         given = {name: list(kinds) for name, kinds in fn.given}
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
-    flow.block(fn.node.body, parameter_kinds(fn.node, given, flow.guessed), True)
+    env = parameter_kinds(fn.node, given, flow.guessed)
+    if fn.reason in ("configured", "compiled"):
+        env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs), TENSOR))
+    flow.block(fn.node.body, env, True)
     if callees:
         _record_calls(flow, callees, passed)
     return flow
