@@ -955,7 +955,9 @@ def _self_attr(expr: ast.expr) -> str | None:
     return None
 
 
-def _local_tensors(body: list[ast.stmt], imports: ImportTable, before: dict[str, bool], at: dict[int, dict]) -> dict:
+def _local_tensors(
+    body: list[ast.stmt], imports: ImportTable, before: dict[str, bool], at: dict[int, dict]
+) -> dict:
     """Which local names hold a tensor the code built, statement by statement (name -> bool);
     `at` gets the state before each `self.X = <name>` statement. Branches merge by agreement:
     a name is a tensor after an `if` only when every way through leaves it one."""
@@ -965,7 +967,9 @@ def _local_tensors(body: list[ast.stmt], imports: ImportTable, before: dict[str,
             if any(_self_attr(t) for t in stmt.targets):
                 at[id(stmt)] = state
             base = _cast_base(stmt.value)
-            made = _makes_tensor(stmt.value, imports) or (isinstance(base, ast.Name) and state.get(base.id, False))
+            made = _makes_tensor(stmt.value, imports) or (
+                isinstance(base, ast.Name) and state.get(base.id, False)
+            )
             state = dict(state)
             for target in stmt.targets:
                 for node in ast.walk(target):
@@ -1173,17 +1177,13 @@ def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
     positional = [*args.posonlyargs, *args.args]
     required = positional[: len(positional) - len(args.defaults)]
     required += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None]
-    candidates = {
-        a.arg: a.annotation
-        for a in required
-        if a.annotation is not None and _number_annotation(a.annotation)
-    }
+    candidates = [a.arg for a in required if a.annotation is not None and _number_annotation(a.annotation)]
     if not candidates:
         return []
     aliases = {name: {name} for name in candidates}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
-            for name, names in aliases.items():
+            for names in aliases.values():
                 if node.value.id in names:
                     names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     keyed: set[str] = set()
