@@ -1002,54 +1002,64 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
     the method built with torch (`sigmas = torch.from_numpy(s)` then `self.sigmas = sigmas.to(d)`),
     or a cast of another such attribute (`self.sigmas = self.sigmas.to("cpu")`). One assignment of
     anything else (a number, a list, an unknown call) and the attribute is left unknown."""
-    values: dict[str, list[ast.expr | None]] = defaultdict(list)
-    named: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # `self.X = name` statement -> method
-    for method in cls.body:
-        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(method):
-                if isinstance(node, ast.Assign) and isinstance(_cast_base(node.value), ast.Name):
-                    named[id(node)] = method
-    for node in ast.walk(cls):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for t in ast.walk(target):
-                    if _self_attr(t) is not None:
+    # attribute -> how each assignment sets it: "made" (a built tensor), "none", "attr:Y" (a cast
+    # of self.Y), ("local", statement, method) (a cast of a local name), or None (anything else)
+    sources: dict[str, list] = defaultdict(list)
+    for top in cls.body:
+        method = top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        stored: set[str] = (
+            set()
+        )  # the names the method assigns (a parameter it never rebinds is no local tensor)
+        pending: list[tuple[list, int, ast.Assign]] = []
+        for node in ast.walk(top):
+            kind = type(node)
+            if kind is ast.Name:
+                if isinstance(node.ctx, ast.Store):
+                    stored.add(node.id)
+            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
+                targets = node.targets if kind is ast.Assign else [node.target]
+                for target in targets:
+                    for t in ast.walk(target):
+                        if _self_attr(t) is None:
+                            continue
+                        kinds = sources[t.attr]
                         # Unpacking or augmented assignment: the value is not the attribute's own.
-                        direct = t is target and not isinstance(node, ast.AugAssign)
-                        values[t.attr].append(node if direct else None)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "register_buffer"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            values[node.args[0].value].append(node.args[1] if len(node.args) > 1 else None)
-    states: dict[int, dict] = {}
-    for method in {id(m): m for m in named.values()}.values():
-        _local_tensors(method.body, imports, {}, states)
-    # Each assignment is "made" (a built tensor), "none", a cast of another attribute, or unknown.
-    sources: dict[str, list[str | None]] = {}
-    for name, nodes in values.items():
-        kinds: list[str | None] = []
-        for node in nodes:
-            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else node
-            base = None if value is None else _cast_base(value)
-            if value is None:
-                kinds.append(None)
-            elif _is_none(value):
-                kinds.append("none")
-            elif _makes_tensor(value, imports):
-                kinds.append("made")
-            elif _self_attr(base) is not None:
-                kinds.append("attr:" + _self_attr(base))
-            elif isinstance(base, ast.Name) and states.get(id(node), {}).get(base.id, False):
-                kinds.append("made")
-            else:
-                kinds.append(None)
-        sources[name] = kinds
+                        if t is not target or kind is ast.AugAssign or node.value is None:
+                            kinds.append(None)
+                            continue
+                        value = node.value
+                        base = _cast_base(value)
+                        if _is_none(value):
+                            kinds.append("none")
+                        elif _makes_tensor(value, imports):
+                            kinds.append("made")
+                        elif _self_attr(base) is not None:
+                            kinds.append("attr:" + _self_attr(base))
+                        elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
+                            kinds.append(None)  # resolved below, once the method's stores are known
+                            pending.append((kinds, len(kinds) - 1, node))
+                        else:
+                            kinds.append(None)
+            elif (
+                kind is ast.Call
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register_buffer"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                value = node.args[1] if len(node.args) > 1 else None
+                made = value is not None and _makes_tensor(value, imports)
+                sources[node.args[0].value].append("made" if made else None)
+        states: dict[int, dict] | None = None
+        for kinds, index, node in pending:
+            if _cast_base(node.value).id not in stored:
+                continue
+            if states is None:
+                states = {}
+                _local_tensors(method.body, imports, {}, states)
+            if states.get(id(node), {}).get(_cast_base(node.value).id, False):
+                kinds[index] = "made"
     tensors = {n for n, kinds in sources.items() if None not in kinds and "made" in kinds}
     changed = True
     while changed:  # an attribute cast from one that is not a tensor is not one either
