@@ -1049,8 +1049,11 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                 and isinstance(node.args[0].value, str)
             ):
                 value = node.args[1] if len(node.args) > 1 else None
-                made = value is not None and _makes_tensor(value, imports)
-                sources[node.args[0].value].append("made" if made else None)
+                if value is not None and _is_none(value):
+                    sources[node.args[0].value].append("none")  # an optional buffer, off
+                else:
+                    made = value is not None and _makes_tensor(value, imports)
+                    sources[node.args[0].value].append("made" if made else None)
         states: dict[int, dict] | None = None
         for kinds, index, node in pending:
             if _cast_base(node.value).id not in stored:

@@ -174,3 +174,22 @@ def test_attribute_cast_from_a_non_tensor_is_not_a_tensor():
             return x
     """
     assert _found(text) == {16: "FL102"}
+
+
+def test_an_optional_buffer_registered_as_none_elsewhere_stays_a_tensor():
+    text = """
+    import torch
+    from torch import nn
+
+    class Norm(nn.Module):
+        def __init__(self, track: bool):
+            super().__init__()
+            if track:
+                self.register_buffer("count", torch.tensor(0))
+            else:
+                self.register_buffer("count", None)
+
+        def forward(self, x):
+            return x / float(self.count)
+    """
+    assert _found(text) == {14: "FL101"}
