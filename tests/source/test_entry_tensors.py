@@ -1,5 +1,6 @@
 """Tensors a compiled entry's code makes or is handed where nothing in the file says "tensor":
-a scheduler's `step` compiled in a sampling loop (issue 11, diffusers' DDPM and Euler).
+a scheduler's `step` compiled in a sampling loop (issue 11, diffusers' DDPM and Euler), and an
+index that is a 0-d tensor computed in the graph (DDPM's `self.timesteps[index + 1]`).
 
 The fixture's findings sit on the lines where dynamo (torch 2.13) breaks; the snippets check
 what must stay quiet.
@@ -193,3 +194,39 @@ def test_an_optional_buffer_registered_as_none_elsewhere_stays_a_tensor():
             return x / float(self.count)
     """
     assert _found(text) == {14: "FL101"}
+
+
+SCALAR_INDEX = FIXTURE.parent / "scalar_index.py"
+
+
+def test_index_with_a_computed_scalar_tensor_is_flagged_where_dynamo_breaks():
+    torch = pytest.importorskip("torch")
+    found = {f.span.line: f.code for f in lint_text("s.py", SCALAR_INDEX.read_text(), CATALOG, STEPS)}
+    assert found == {18: "FL101"}
+    module = types.ModuleType("fixture")
+    exec(compile(SCALAR_INDEX.read_text(), str(SCALAR_INDEX), "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explained = torch._dynamo.explain(module.Picker())(torch.randn(2, 5))
+    assert {
+        frame.lineno
+        for reason in explained.break_reasons
+        for frame in reason.user_stack[-1:]
+        if frame.filename == str(SCALAR_INDEX)
+    } == {18}
+
+
+def test_index_with_a_received_scalar_or_a_one_dim_tensor_is_quiet():
+    text = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def forward(self, x, t):
+            table = torch.arange(10.0)
+            i = x.argmax(dim=-1)
+            rows = torch.arange(2)
+            return table[t] + table[i] + table[rows + 1] + table[0]
+    """
+    assert _found(text) == {}
