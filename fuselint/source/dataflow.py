@@ -101,6 +101,7 @@ NON_TENSOR_TORCH_PREFIXES = (
     "torch.library.", "torch.mps.", "torch.xpu.", "torch.npu.", "torch.hub.", "torch.amp.",
     "torch._C.", "torch.autograd.graph.", "torch.profiler.", "torch.export.", "torch.cpu.",
     "torch.nn.init.", "torch.nn.utils.", "torch.nn.parameter.", "torch.serialization.",
+    "torch.nn.parallel.",  # scatter/gather/replicate: tuples and module replicas
 )  # fmt: skip
 TORCH_TUPLES = frozenset(
     {

@@ -230,3 +230,23 @@ def test_index_with_a_received_scalar_or_a_one_dim_tensor_is_quiet():
             return table[t] + table[i] + table[rows + 1] + table[0]
     """
     assert _found(text) == {}
+
+
+def test_helper_returning_what_torch_nn_parallel_builds_returns_no_tensor():
+    # torch's own DataParallel.forward: `inputs, kw = self.scatter(...)` is a pair of tuples
+    text = """
+    import torch
+    from torch import nn
+    from torch.nn.parallel.scatter_gather import scatter_kwargs
+
+    class M(nn.Module):
+        def scatter(self, inputs, kwargs):
+            return scatter_kwargs(inputs, kwargs, [0])
+
+        def forward(self, *inputs, **kwargs):
+            inputs, kw = self.scatter(inputs, kwargs)
+            if not inputs:
+                inputs = ((),)
+            return inputs
+    """
+    assert _found(text) == {}
