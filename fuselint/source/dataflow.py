@@ -1176,8 +1176,8 @@ def _number_annotation(annotation: ast.expr) -> bool:
 
 
 def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
-    """Parameters of an entry (a function compiled where its callers are not seen) that are
-    annotated as numbers but may hold 0-d tensors: annotations are hints, and nothing in the tree
+    """Parameters of a configured entry (`traced-functions`: compiled by code outside the tree)
+    that are annotated as numbers but may hold 0-d tensors: annotations are hints, and nothing in the tree
     shows what the caller passes. A required number parameter (`timestep: int`,
     `timestep: int | torch.Tensor`) counts when the body uses it as a key into the object's own
     tensor state: `self.alphas_cumprod[t]` or `self.timesteps == t` (directly or through
@@ -1240,7 +1240,7 @@ def analyze(
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
     env = parameter_kinds(fn.node, given, flow.guessed)
-    if fn.reason in ("configured", "compiled"):
+    if fn.reason == "configured":  # compiled elsewhere: its callers are not in the tree
         env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs), TENSOR))
     flow.block(fn.node.body, env, True)
     if callees:

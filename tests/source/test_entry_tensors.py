@@ -250,3 +250,24 @@ def test_helper_returning_what_torch_nn_parallel_builds_returns_no_tensor():
             return inputs
     """
     assert _found(text) == {}
+
+
+def test_a_decorated_compiled_function_keeps_its_number_annotations():
+    # its callers may be in the tree and pass ints (a decode loop's step index): dynamo specializes
+    text = """
+    import torch
+
+    class Decoder:
+        def __init__(self):
+            self.table = torch.zeros(10)
+
+        @torch.compile
+        def step(self, x, i: int):
+            y = self.table[i]
+            if i > 0:
+                x = x + y
+            return x
+    """
+    assert _found(text) == {}
+    configured = Config(select=("FL1",), traced_functions=("Decoder.step",))
+    assert _found(text.replace("        @torch.compile\n", ""), configured) == {10: "FL102"}
