@@ -983,7 +983,8 @@ def _local_tensors(
         if not blocks and not isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
             continue
         outs = [_local_tensors(b, imports, state, at) for b in blocks]
-        if not isinstance(stmt, (ast.With, ast.AsyncWith)) or not outs:
+        always = isinstance(stmt, (ast.With, ast.AsyncWith)) or (isinstance(stmt, ast.If) and stmt.orelse)
+        if not always or not outs:
             outs.append(state)  # the body may not run (a loop, an `if` without `else`, a `try`)
         assigned = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         merged = dict(state)

@@ -271,3 +271,29 @@ def test_a_decorated_compiled_function_keeps_its_number_annotations():
     assert _found(text) == {}
     configured = Config(select=("FL1",), traced_functions=("Decoder.step",))
     assert _found(text.replace("        @torch.compile\n", ""), configured) == {10: "FL102"}
+
+
+def test_a_local_built_with_torch_on_both_branches_makes_a_tensor_attribute():
+    text = """
+    import numpy as np
+    import torch
+
+    class ToyScheduler:
+        def set_timesteps(self, n: int, karras: bool = False):
+            if karras:
+                sigmas = torch.linspace(1.0, 0.0, n)
+            else:
+                sigmas = torch.from_numpy(np.linspace(1.0, 0.0, n))
+            self.sigmas = sigmas.to("cpu")
+
+        def step(self, out, timestep: int, sample):
+            sigma = self.sigmas[0]
+            if sigma > 0:
+                sample = sample * 2
+            return sample
+    """
+    assert _found(text) == {15: "FL102"}
+    # a branch that leaves a numpy array: unknown, not a tensor
+    assert (
+        _found(text.replace("torch.from_numpy(np.linspace(1.0, 0.0, n))", "np.linspace(1.0, 0.0, n)")) == {}
+    )
