@@ -101,6 +101,7 @@ NON_TENSOR_TORCH_PREFIXES = (
     "torch.library.", "torch.mps.", "torch.xpu.", "torch.npu.", "torch.hub.", "torch.amp.",
     "torch._C.", "torch.autograd.graph.", "torch.profiler.", "torch.export.", "torch.cpu.",
     "torch.nn.init.", "torch.nn.utils.", "torch.nn.parameter.", "torch.serialization.",
+    "torch.nn.parallel.",  # scatter/gather/replicate: tuples and module replicas
 )  # fmt: skip
 TORCH_TUPLES = frozenset(
     {
@@ -249,6 +250,8 @@ def parameter_kinds(
 
 _CONTAINER_TYPES = frozenset({"list", "tuple", "List", "Tuple", "dict", "Sequence"})
 _SCALAR_TYPES = frozenset({"int", "float", "bool", "str"})
+_NUMBER_TYPES = frozenset({"int", "float"})
+_TENSOR_TYPES = frozenset({"Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "HalfTensor"})
 
 
 def _narrowed(test: ast.expr) -> tuple[str, str] | None:
@@ -268,6 +271,21 @@ def _narrowed(test: ast.expr) -> tuple[str, str] | None:
         return test.args[0].id, SCALAR
     if names & (_CONTAINER_TYPES | _SCALAR_TYPES | {"ndarray"}):
         return test.args[0].id, ""  # some host container or number: its elements are unknown too
+    return None
+
+
+def _tensor_test(test: ast.expr) -> str | None:
+    """`isinstance(x, torch.Tensor)` or `torch.is_tensor(x)` -> "x": where the test fails, x holds no tensor."""
+    if not (isinstance(test, ast.Call) and len(test.args) >= 1 and isinstance(test.args[0], ast.Name)):
+        return None
+    func = test.func
+    if isinstance(func, ast.Attribute) and func.attr == "is_tensor" and len(test.args) == 1:
+        return test.args[0].id
+    if isinstance(func, ast.Name) and func.id == "isinstance" and len(test.args) == 2:
+        types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+        if names and names <= _TENSOR_TYPES:
+            return test.args[0].id
     return None
 
 
@@ -707,6 +725,10 @@ class FunctionFlow:
             if narrowed[1]:
                 inner[narrowed[0]] = narrowed[1]
             body_in, else_in = (env, inner) if negated else (inner, env)
+        tested = _tensor_test(stmt.test.operand if negated else stmt.test)
+        if tested is not None:
+            host = {k: v for k, v in env.items() if k != tested}
+            body_in, else_in = (host, env) if negated else (env, host)
         body_env = self.branch(
             stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
         )
@@ -902,50 +924,156 @@ _TENSOR_METHODS = frozenset({"to", "float", "double", "half", "bfloat16", "long"
 
 
 def _makes_tensor(expr: ast.expr, imports: ImportTable) -> bool:
-    """A value the code visibly builds as a tensor: a torch function's result, or a cast of one."""
+    """A value the code visibly builds as a tensor: a torch function's result, or a tensor method
+    of one (`torch.from_numpy(t).to(device)`, `torch.arange(n).flip(0)`)."""
     if not isinstance(expr, ast.Call):
         return False
     func = expr.func
-    if isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS and imports.qualname(func) is None:
-        return _makes_tensor(func.value, imports)
     qual = imports.qualname(func)
-    return qual is not None and _torch_call_kind(qual, expr) == TENSOR
+    if qual is None:
+        return (
+            isinstance(func, ast.Attribute)
+            and _method_kind(func.attr, expr) in TENSORS
+            and _makes_tensor(func.value, imports)
+        )
+    return _torch_call_kind(qual, expr) == TENSOR
+
+
+def _cast_base(expr: ast.expr) -> ast.expr:
+    """`x.to("cpu").float()` -> `x`: the value a chain of tensor-preserving casts starts from."""
+    while (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _TENSOR_METHODS
+    ):
+        expr = expr.func.value
+    return expr
+
+
+def _self_attr(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+def _local_tensors(
+    body: list[ast.stmt], imports: ImportTable, before: dict[str, bool], at: dict[int, dict]
+) -> dict:
+    """Which local names hold a tensor the code built, statement by statement (name -> bool);
+    `at` gets the state before each `self.X = <name>` statement. Branches merge by agreement:
+    a name is a tensor after an `if` only when every way through leaves it one."""
+    state = dict(before)
+    for stmt in body:
+        if isinstance(stmt, ast.Assign):
+            if any(_self_attr(t) for t in stmt.targets):
+                at[id(stmt)] = state
+            base = _cast_base(stmt.value)
+            made = _makes_tensor(stmt.value, imports) or (
+                isinstance(base, ast.Name) and state.get(base.id, False)
+            )
+            state = dict(state)
+            for target in stmt.targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        state[node.id] = bool(made) and node is target
+            continue
+        blocks = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks = [b for b in blocks if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        if not blocks and not isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            continue
+        outs = [_local_tensors(b, imports, state, at) for b in blocks]
+        always = isinstance(stmt, (ast.With, ast.AsyncWith)) or (isinstance(stmt, ast.If) and stmt.orelse)
+        if not always or not outs:
+            outs.append(state)  # the body may not run (a loop, an `if` without `else`, a `try`)
+        assigned = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        merged = dict(state)
+        for name in assigned:
+            merged[name] = all(out.get(name, False) for out in outs)
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.AugAssign, ast.AnnAssign)):
+            for node in ast.walk(stmt.target):
+                if isinstance(node, ast.Name):
+                    merged[node.id] = False
+        state = merged
+    return state
 
 
 def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
     """Attributes a class sets only to tensors built by torch (or None) and to nothing else:
-    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`.
-    One assignment of anything else (a number, a list, an unknown call) and the attribute is
-    left unknown."""
-    values: dict[str, list[ast.expr | None]] = defaultdict(list)
-    for node in ast.walk(cls):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for t in ast.walk(target):
-                    if (
-                        isinstance(t, ast.Attribute)
-                        and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"
-                    ):
+    `self.timesteps = torch.from_numpy(t)`, `self.register_buffer("mask", torch.ones(n))`, a local
+    the method built with torch (`sigmas = torch.from_numpy(s)` then `self.sigmas = sigmas.to(d)`),
+    or a cast of another such attribute (`self.sigmas = self.sigmas.to("cpu")`). One assignment of
+    anything else (a number, a list, an unknown call) and the attribute is left unknown."""
+    # attribute -> how each assignment sets it: "made" (a built tensor), "none", "attr:Y" (a cast
+    # of self.Y), ("local", statement, method) (a cast of a local name), or None (anything else)
+    sources: dict[str, list] = defaultdict(list)
+    for top in cls.body:
+        method = top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        stored: set[str] = (
+            set()
+        )  # the names the method assigns (a parameter it never rebinds is no local tensor)
+        pending: list[tuple[list, int, ast.Assign]] = []
+        for node in ast.walk(top):
+            kind = type(node)
+            if kind is ast.Name:
+                if isinstance(node.ctx, ast.Store):
+                    stored.add(node.id)
+            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
+                targets = node.targets if kind is ast.Assign else [node.target]
+                for target in targets:
+                    for t in ast.walk(target):
+                        if _self_attr(t) is None:
+                            continue
+                        kinds = sources[t.attr]
                         # Unpacking or augmented assignment: the value is not the attribute's own.
-                        direct = t is target and not isinstance(node, ast.AugAssign)
-                        values[t.attr].append(node.value if direct else None)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "register_buffer"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            values[node.args[0].value].append(node.args[1] if len(node.args) > 1 else None)
-    return frozenset(
-        name
-        for name, exprs in values.items()
-        if all(e is not None and (_makes_tensor(e, imports) or _is_none(e)) for e in exprs)
-        and any(e is not None and not _is_none(e) for e in exprs)
-    )
+                        if t is not target or kind is ast.AugAssign or node.value is None:
+                            kinds.append(None)
+                            continue
+                        value = node.value
+                        base = _cast_base(value)
+                        if _is_none(value):
+                            kinds.append("none")
+                        elif _makes_tensor(value, imports):
+                            kinds.append("made")
+                        elif _self_attr(base) is not None:
+                            kinds.append("attr:" + _self_attr(base))
+                        elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
+                            kinds.append(None)  # resolved below, once the method's stores are known
+                            pending.append((kinds, len(kinds) - 1, node))
+                        else:
+                            kinds.append(None)
+            elif (
+                kind is ast.Call
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register_buffer"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                value = node.args[1] if len(node.args) > 1 else None
+                if value is not None and _is_none(value):
+                    sources[node.args[0].value].append("none")  # an optional buffer, off
+                else:
+                    made = value is not None and _makes_tensor(value, imports)
+                    sources[node.args[0].value].append("made" if made else None)
+        states: dict[int, dict] | None = None
+        for kinds, index, node in pending:
+            if _cast_base(node.value).id not in stored:
+                continue
+            if states is None:
+                states = {}
+                _local_tensors(method.body, imports, {}, states)
+            if states.get(id(node), {}).get(_cast_base(node.value).id, False):
+                kinds[index] = "made"
+    tensors = {n for n, kinds in sources.items() if None not in kinds and "made" in kinds}
+    changed = True
+    while changed:  # an attribute cast from one that is not a tensor is not one either
+        changed = False
+        for name in sorted(tensors):
+            if any(k.startswith("attr:") and k[5:] not in tensors for k in sources[name]):
+                tensors.discard(name)
+                changed = True
+    return frozenset(tensors)
 
 
 def _is_none(expr: ast.expr) -> bool:
@@ -974,11 +1102,18 @@ def _class_facts(cls: ast.ClassDef | None, imports: ImportTable, known: ClassFac
 
 @dataclass
 class HelperReturns:
-    """Whether an in-scope helper of the file returns a numpy number (`NUMPY`), worked out on
-    first use from the helper's own flow (its parameters as if no caller were known), once per helper.
+    """What an in-scope helper of the file returns, where the helper itself decides it, worked out
+    on first use from the helper's own flow, once per helper. Its parameters count as unknown: a
+    helper's result is known only when it does not depend on what the caller passed.
 
-    Only numpy numbers travel back to callers: reformer's `lcm = _get_least_common_mult_chunk_len(config)`
-    followed by `if length % lcm != 0`. Helpers that call no numpy function are not walked."""
+    - a numpy number (`NUMPY`): reformer's `lcm = _get_least_common_mult_chunk_len(config)`
+      followed by `if length % lcm != 0`;
+    - a tensor, when some `return` hands back one the helper built or read from its object's
+      tensor state: a scheduler's `prev_t = self.previous_timestep(t)`, which returns
+      `self.timesteps[index + 1]` or `torch.tensor(-1)` (or a number on another path: kinds merge
+      by union, so a value that may be a tensor is one).
+
+    Helpers that call no numpy or torch function and read no tensor attribute are not walked."""
 
     functions: dict[tuple[str | None, str], ModelFunction]
     imports: ImportTable
@@ -995,19 +1130,92 @@ class HelperReturns:
         return self.known[id(fn.node)]
 
     def _returns(self, fn: ModelFunction) -> str | None:
-        qualname = self.imports.qualname
-        if not any(
-            isinstance(n, ast.Call) and (qualname(n.func) or "").startswith("numpy.")
-            for n in ast.walk(fn.node)
-        ):
-            return None
         methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        if not _may_return_built(fn.node, self.imports, tensor_attrs):
+            return None
         flow = FunctionFlow(
             fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
         )
-        flow.block(fn.node.body, parameter_kinds(fn.node, {}, None), True)
+        flow.block(fn.node.body, {}, True)
         kinds = {flow.kind(site.node.value, site.env) for site in flow.of(ast.Return)}
-        return NUMPY if NUMPY in kinds else None
+        if NUMPY in kinds:
+            return NUMPY
+        if kinds & TENSORS:
+            return BOOL if kinds & TENSORS == {BOOL} else TENSOR
+        return None
+
+
+def _may_return_built(fn: FunctionNode, imports: ImportTable, tensor_attrs: frozenset[str]) -> bool:
+    """Whether a helper calls numpy or torch or reads a tensor attribute, and returns a value:
+    only then can its result be a number or tensor of its own making."""
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+        return False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            qual = imports.qualname(node.func) or ""
+            if qual.startswith(("numpy.", "torch.")):
+                return True
+        elif isinstance(node, ast.Attribute) and node.attr in tensor_attrs and _self_attr(node):
+            return True
+    return False
+
+
+def _number_annotation(annotation: ast.expr) -> bool:
+    """`int`, `float`, `int | torch.Tensor`, `Union[float, torch.FloatTensor]`: a number, perhaps a tensor."""
+    parts: list[ast.expr] = []
+    stack = [annotation]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            stack += [node.left, node.right]
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value).rsplit(".", 1)[-1] == "Union":
+            stack += node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        else:
+            parts.append(node)
+    names = [ast.unparse(p).rsplit(".", 1)[-1] for p in parts]
+    return any(n in _NUMBER_TYPES for n in names) and all(n in _NUMBER_TYPES | _TENSOR_TYPES for n in names)
+
+
+def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
+    """Parameters of a configured entry (`traced-functions`: compiled by code outside the tree)
+    that are annotated as numbers but may hold 0-d tensors: annotations are hints, and nothing in the tree
+    shows what the caller passes. A required number parameter (`timestep: int`,
+    `timestep: int | torch.Tensor`) counts when the body uses it as a key into the object's own
+    tensor state: `self.alphas_cumprod[t]` or `self.timesteps == t` (directly or through
+    `t = timestep`). Such a value is a position in, or an element of, a schedule tensor, and a
+    caller that takes it from one (`for t in scheduler.timesteps: scheduler.step(out, t, x)`)
+    hands dynamo a tensor: `if t > 0` then breaks the graph where an int would not. A parameter
+    with a default is a host option, as everywhere else; an annotation that admits a tensor is
+    not evidence on its own (diffusers' `EntropyBoundScheduler.step(timestep: int | torch.Tensor)`
+    gets a `range` index from its pipeline)."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    required = positional[: len(positional) - len(args.defaults)]
+    required += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is None]
+    candidates = [a.arg for a in required if a.annotation is not None and _number_annotation(a.annotation)]
+    if not candidates:
+        return []
+    aliases = {name: {name} for name in candidates}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            for names in aliases.values():
+                if node.value.id in names:
+                    names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    keyed: set[str] = set()
+
+    def state(expr: ast.expr) -> bool:
+        return _self_attr(expr) in tensor_attrs
+
+    for node in ast.walk(fn):
+        used: list[ast.expr] = []
+        if isinstance(node, ast.Subscript) and state(node.value):
+            used = [node.slice]
+        elif isinstance(node, ast.Compare) and any(state(o) for o in (node.left, *node.comparators)):
+            used = [node.left, *node.comparators]
+        for expr in used:
+            if isinstance(expr, ast.Name):
+                keyed.update(name for name, names in aliases.items() if expr.id in names)
+    return sorted(keyed)
 
 
 def analyze(
@@ -1032,7 +1240,10 @@ def analyze(
         given = {name: list(kinds) for name, kinds in fn.given}
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
-    flow.block(fn.node.body, parameter_kinds(fn.node, given, flow.guessed), True)
+    env = parameter_kinds(fn.node, given, flow.guessed)
+    if fn.reason == "configured":  # compiled elsewhere: its callers are not in the tree
+        env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs), TENSOR))
+    flow.block(fn.node.body, env, True)
     if callees:
         _record_calls(flow, callees, passed)
     return flow
@@ -1102,10 +1313,8 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
         callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
     passed: Passed = {}
     classes: ClassFacts = {}
-    helpers = None
-    if any(q == "numpy" or q.startswith("numpy.") for q in imports.aliases.values()):
-        by_key = {(fn.cls.name if fn.cls is not None else None, fn.node.name): fn for fn in functions}
-        helpers = HelperReturns(by_key, imports, classes)
+    by_key = {(fn.cls.name if fn.cls is not None else None, fn.node.name): fn for fn in functions}
+    helpers = HelperReturns(by_key, imports, classes)
     done: dict[int, FunctionFlow] = {}
     for fn in functions:
         if fn.reason != "called":

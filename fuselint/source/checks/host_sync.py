@@ -1,7 +1,8 @@
 """FL101: a tensor's value copied to the host inside code that torch.compile traces.
 
 `.item()`, `.tolist()`, `.numpy()`, `int(t)`/`float(t)`/`bool(t)`, numpy functions applied
-to a tensor, a tensor used as a slice bound or as a size (an implicit `.item()`): each
+to a tensor, a tensor used as a slice bound or as a size, a 0-d tensor computed in the graph
+used as an index (`a[x.argmax()]`, `a[i + 1]`) (an implicit `.item()`): each
 needs the number on the CPU, so the GPU must finish first and dynamo must stop the graph
 (or, with capture_scalar_outputs, guard on an unbacked symbol). Everything downstream of
 the value becomes Python, and the kernels on either side cannot fuse.
@@ -98,6 +99,90 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
     return None
 
 
+# Reductions that give a 0-d tensor when called without a dim.
+_REDUCTIONS = frozenset(
+    {
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "prod",
+        "amax",
+        "amin",
+        "norm",
+        "std",
+        "var",
+        "count_nonzero",
+    }
+)
+
+
+def _single_values(flow: FunctionFlow) -> dict[str, ast.expr]:
+    """Each name assigned exactly once in the function (`name = value`), with its value."""
+    return {
+        s.node.targets[0].id: s.node.value
+        for s in flow.of(ast.Assign)
+        if len(s.node.targets) == 1
+        and isinstance(s.node.targets[0], ast.Name)
+        and flow.assigned.get(s.node.targets[0].id) == 1
+    }
+
+
+def _computed_scalar(
+    expr: ast.expr, flow: FunctionFlow, env: dict, values: dict[str, ast.expr], depth: int = 0
+) -> bool:
+    """A 0-d tensor computed inside the graph: a reduction without a dim (`x.argmax()`), an
+    element of a one-argument nonzero (`m.nonzero(as_tuple=True)[0][0]`), arithmetic on one
+    (`i + 1`), or a name assigned once to such a value. Checked with torch 2.13: indexing a tensor
+    with any of these is a data-dependent read (gb0033, "Data dependent operator"), while a 0-d
+    tensor the compiled function receives (`a[t]`) is not, nor a 1-d index (`a[idx + 1]`)."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Name):
+        value = values.get(expr.id)
+        return value is not None and _computed_scalar(value, flow, env, values, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, _ARITHMETIC):
+        sides = (expr.left, expr.right)
+        return any(_computed_scalar(e, flow, env, values, depth + 1) for e in sides) and all(
+            _computed_scalar(e, flow, env, values, depth + 1) or flow.host_number(e, env) for e in sides
+        )
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        return (
+            expr.func.attr in _REDUCTIONS
+            and not expr.args
+            and not expr.keywords
+            and flow.is_tensorish(expr.func.value, env)
+        )
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Subscript):
+        inner, call = expr.value, expr.value.value
+        constant = all(
+            isinstance(s.slice, ast.Constant) and isinstance(s.slice.value, int) for s in (expr, inner)
+        )
+        return constant and isinstance(call, ast.Call) and _one_dim_tuple(call)
+    return False
+
+
+def _one_dim_tuple(call: ast.Call) -> bool:
+    """`x.nonzero(as_tuple=True)`, `torch.nonzero(x, as_tuple=True)`, `torch.where(m)`: a tuple of 1-d tensors."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    as_tuple = any(
+        k.arg == "as_tuple" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords
+    )
+    return (name == "nonzero" and as_tuple) or (name == "where" and len(call.args) == 1 and not call.keywords)
+
+
+def _indexes_tensor(site: Site, flow: FunctionFlow) -> bool:
+    """`t[i]` with one index that is neither a slice nor a literal, read from a tensor."""
+    sub = site.node
+    if isinstance(sub.slice, (ast.Tuple, ast.Slice, ast.Constant)) or not isinstance(sub.ctx, ast.Load):
+        return False
+    return flow.is_tensorish(sub.value, site.env)
+
+
 def _is_cpu_copy(expr: ast.expr) -> bool:
     """`t.cpu()` or `t.detach().cpu()`: a tensor copied to the host for host code to use."""
     return (
@@ -180,7 +265,25 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
             what = _sync_call(site, flow, sf)
             if what is not None:
                 yield finding(sf, rule, site.node, f"{what}: {rule.message}", path=site.path)
+        values = None  # the function's single-assignment names, built on first need
         for site in flow.of(ast.Subscript):
+            if _indexes_tensor(site, flow):
+                values = _single_values(flow) if values is None else values
+                index = site.node.slice
+                if not _computed_scalar(index, flow, site.env, values):
+                    index = None
+            else:
+                index = None
+            if index is not None:
+                yield finding(
+                    sf,
+                    rule,
+                    index,
+                    f"indexing `{describe(site.node.value, 30)}` with `{describe(index, 30)}`, a 0-d tensor "
+                    f"computed in the graph, reads its value on the host (gb0033): {rule.message}",
+                    path=site.path,
+                )
+                continue
             bound = _slice_bound(site, flow)
             if bound is not None:
                 yield finding(

@@ -14,7 +14,8 @@ in compiled runs only; a later `mask[:, None]` then raises TypeError inside the 
 gives up on it (gb0088, "Observed exception") and eager, where the default is made, runs
 instead: transformers' switch_transformers and longt5 encoders. Dropping the
 `not ...compiling()` test makes the compiled run do what eager does: one graph, the same
-outputs for every input (eager never skipped the default).
+outputs for every input (eager never skipped the default). The finding sits on the use, the
+line dynamo names (switch_transformers:758), and its fix edits the test above it.
 """
 
 from __future__ import annotations
@@ -254,10 +255,11 @@ def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Itera
             use = _unguarded_use(block[i + 1 :], name, helpers)
             if use is None:
                 continue
+            # The finding sits on the use, where dynamo reports the break; the fix edits the test.
             message = (
-                f"`{name}` keeps its None default only while compiling (`{sf.segment(skip)}`), and line "
-                f"{use.lineno} uses it: the compiled run raises TypeError, dynamo gives up on the graph (gb0088) "
-                "and eager runs instead"
+                f"`{name}` keeps its None default only while compiling (line {stmt.lineno}: "
+                f"`{sf.segment(skip)}`), and this line uses it: the compiled run raises TypeError here, "
+                "dynamo gives up on the graph (gb0088) and eager runs instead"
             )
             fix = None
             if not has_comment(sf, stmt.test):
@@ -268,4 +270,4 @@ def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Itera
                     f"make the default in compiled runs too: drop `{sf.segment(skip)}`",
                     (sf.replace(stmt.test, text),),
                 )
-            yield finding(sf, rule, stmt.test, message, fix)
+            yield finding(sf, rule, use, message, fix)

@@ -1,0 +1,299 @@
+"""Tensors a compiled entry's code makes or is handed where nothing in the file says "tensor":
+a scheduler's `step` compiled in a sampling loop (issue 11, diffusers' DDPM and Euler), and an
+index that is a 0-d tensor computed in the graph (DDPM's `self.timesteps[index + 1]`).
+
+The fixture's findings sit on the lines where dynamo (torch 2.13) breaks; the snippets check
+what must stay quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+from source_rules_helpers import CATALOG
+
+from fuselint.config import Config
+from fuselint.source.lint import lint_text
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "schedule_step.py"
+STEPS = Config(select=("FL1",), traced_functions=("*Scheduler.step",))
+
+
+def _found(text: str, config: Config = STEPS) -> dict[int, str]:
+    return {f.span.line: f.code for f in lint_text("snippet.py", textwrap.dedent(text), CATALOG, config)}
+
+
+def test_scheduler_step_breaks_are_flagged():
+    found = _found(FIXTURE.read_text())
+    assert found == {43: "FL102", 45: "FL102", 47: "FL102"}
+
+
+def test_scheduler_step_findings_are_where_dynamo_breaks():
+    torch = pytest.importorskip("torch")
+    module = types.ModuleType("fixture")
+    exec(compile(FIXTURE.read_text(), str(FIXTURE), "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    scheduler = module.ToyScheduler()
+    scheduler.set_timesteps(10)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        try:
+            explained = torch._dynamo.explain(scheduler.step)(
+                torch.randn(2, 3), scheduler.timesteps[3], torch.randn(2, 3)
+            )
+        finally:
+            logging.disable(logging.NOTSET)
+    broke = {
+        frame.lineno
+        for reason in explained.break_reasons
+        for frame in reason.user_stack[-1:]
+        if frame.filename == str(FIXTURE)
+    }
+    assert broke == set(_found(FIXTURE.read_text()))
+
+
+def test_without_the_entry_configured_the_step_is_not_linted():
+    assert _found(FIXTURE.read_text(), Config(select=("FL1",))) == {}
+
+
+STEP = """
+import torch
+
+class ToyScheduler:
+    def __init__(self):
+        self.alphas = torch.linspace(0.9, 0.1, 10)
+        self.names = ["a", "b"]
+
+    def step(self, out, timestep: int, sample, churn: float = 0.0):
+{body}
+"""
+
+
+def _step(body: str) -> dict[int, str]:
+    return _found(STEP.format(body=textwrap.indent(textwrap.dedent(body), " " * 8)))
+
+
+def test_a_number_parameter_that_keys_tensor_state_is_a_tensor():
+    assert _step("a = self.alphas[timestep]\nif timestep > 0:\n    sample = sample * a\nreturn sample") == {
+        11: "FL102"
+    }
+    # through an alias, and searched for in the state
+    assert _step(
+        "t = timestep\nhit = self.alphas == t\nif t > 0:\n    sample = sample * 2\nreturn sample"
+    ) == {12: "FL102"}
+
+
+def test_a_number_parameter_that_keys_nothing_stays_a_number():
+    assert _step("if timestep > 0:\n    sample = sample * 2\nreturn sample") == {}
+    # keying a list, not tensor state
+    assert _step("n = self.names[timestep]\nif timestep > 0:\n    sample = sample * 2\nreturn sample") == {}
+
+
+def test_a_parameter_with_a_default_stays_a_host_option():
+    assert _step("a = self.alphas[churn]\nif churn > 0:\n    sample = sample * a\nreturn sample") == {}
+
+
+def test_forward_keeps_its_annotations():
+    text = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.zeros(10)
+
+        def forward(self, x, t: int):
+            y = self.table[t]
+            if t > 0:
+                x = x + y
+            return x
+    """
+    assert _found(text) == {}
+
+
+def test_isinstance_tensor_test_narrows_the_other_branch_to_a_host_value():
+    body = """
+    a = self.alphas[timestep]
+    if isinstance(timestep, torch.Tensor):
+        i = int(timestep.item())
+    else:
+        i = int(timestep)
+    return sample * a * i
+    """
+    assert _step(body) == {13: "FL101"}  # `.item()` on the tensor branch only
+
+
+def test_helper_returns_a_tensor_it_builds_to_its_caller():
+    text = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def span(self, n: int):
+            return torch.tensor(min(n, 8))
+
+        def limit(self, x):
+            return x.shape[0]
+
+        def forward(self, x):
+            s = self.span(x.shape[0])
+            if s > 4:
+                x = x * 2
+            k = self.limit(x)
+            if k > 4:
+                x = x * 3
+            return x
+    """
+    assert _found(text) == {14: "FL102"}
+
+
+def test_attribute_cast_from_a_non_tensor_is_not_a_tensor():
+    text = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+            self.scale = self.scale.to("cpu")
+            self.table = torch.zeros(4)
+            self.table = self.table.to("cpu")
+
+        def forward(self, x):
+            if self.scale > 0:
+                x = x * 2
+            if self.table[0] > 0:
+                x = x * 3
+            return x
+    """
+    assert _found(text) == {16: "FL102"}
+
+
+def test_an_optional_buffer_registered_as_none_elsewhere_stays_a_tensor():
+    text = """
+    import torch
+    from torch import nn
+
+    class Norm(nn.Module):
+        def __init__(self, track: bool):
+            super().__init__()
+            if track:
+                self.register_buffer("count", torch.tensor(0))
+            else:
+                self.register_buffer("count", None)
+
+        def forward(self, x):
+            return x / float(self.count)
+    """
+    assert _found(text) == {14: "FL101"}
+
+
+SCALAR_INDEX = FIXTURE.parent / "scalar_index.py"
+
+
+def test_index_with_a_computed_scalar_tensor_is_flagged_where_dynamo_breaks():
+    torch = pytest.importorskip("torch")
+    found = {f.span.line: f.code for f in lint_text("s.py", SCALAR_INDEX.read_text(), CATALOG, STEPS)}
+    assert found == {18: "FL101"}
+    module = types.ModuleType("fixture")
+    exec(compile(SCALAR_INDEX.read_text(), str(SCALAR_INDEX), "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explained = torch._dynamo.explain(module.Picker())(torch.randn(2, 5))
+    assert {
+        frame.lineno
+        for reason in explained.break_reasons
+        for frame in reason.user_stack[-1:]
+        if frame.filename == str(SCALAR_INDEX)
+    } == {18}
+
+
+def test_index_with_a_received_scalar_or_a_one_dim_tensor_is_quiet():
+    text = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def forward(self, x, t):
+            table = torch.arange(10.0)
+            i = x.argmax(dim=-1)
+            rows = torch.arange(2)
+            return table[t] + table[i] + table[rows + 1] + table[0]
+    """
+    assert _found(text) == {}
+
+
+def test_helper_returning_what_torch_nn_parallel_builds_returns_no_tensor():
+    # torch's own DataParallel.forward: `inputs, kw = self.scatter(...)` is a pair of tuples
+    text = """
+    import torch
+    from torch import nn
+    from torch.nn.parallel.scatter_gather import scatter_kwargs
+
+    class M(nn.Module):
+        def scatter(self, inputs, kwargs):
+            return scatter_kwargs(inputs, kwargs, [0])
+
+        def forward(self, *inputs, **kwargs):
+            inputs, kw = self.scatter(inputs, kwargs)
+            if not inputs:
+                inputs = ((),)
+            return inputs
+    """
+    assert _found(text) == {}
+
+
+def test_a_decorated_compiled_function_keeps_its_number_annotations():
+    # its callers may be in the tree and pass ints (a decode loop's step index): dynamo specializes
+    text = """
+    import torch
+
+    class Decoder:
+        def __init__(self):
+            self.table = torch.zeros(10)
+
+        @torch.compile
+        def step(self, x, i: int):
+            y = self.table[i]
+            if i > 0:
+                x = x + y
+            return x
+    """
+    assert _found(text) == {}
+    configured = Config(select=("FL1",), traced_functions=("Decoder.step",))
+    assert _found(text.replace("        @torch.compile\n", ""), configured) == {10: "FL102"}
+
+
+def test_a_local_built_with_torch_on_both_branches_makes_a_tensor_attribute():
+    text = """
+    import numpy as np
+    import torch
+
+    class ToyScheduler:
+        def set_timesteps(self, n: int, karras: bool = False):
+            if karras:
+                sigmas = torch.linspace(1.0, 0.0, n)
+            else:
+                sigmas = torch.from_numpy(np.linspace(1.0, 0.0, n))
+            self.sigmas = sigmas.to("cpu")
+
+        def step(self, out, timestep: int, sample):
+            sigma = self.sigmas[0]
+            if sigma > 0:
+                sample = sample * 2
+            return sample
+    """
+    assert _found(text) == {15: "FL102"}
+    # a branch that leaves a numpy array: unknown, not a tensor
+    assert (
+        _found(text.replace("torch.from_numpy(np.linspace(1.0, 0.0, n))", "np.linspace(1.0, 0.0, n)")) == {}
+    )
