@@ -109,13 +109,14 @@ NO_FIX = {
     "by the caller, is data-dependent",
     ("_scatter.py", "int(index.max())"): "the output's size is `index.max() + 1` (graphs in the "
     "batch); only the caller knows a static bound (`size=`)",
-    ("scheduling_ddpm.py", "if prev_t >= 0 else"): "no finding: `previous_timestep` returns `int | "
-    "Tensor` and `timestep` is annotated `int` (a 0-d tensor at run time)",
+    ("scheduling_ddpm.py", "if prev_t >= 0 else"): "FL102 finds it (`prev_t` is the helper "
+    "`previous_timestep`'s tensor); `torch.where` would read `self.alphas_cumprod[prev_t]` at "
+    "prev_t = -1 too, and a bare 0-d tensor index may be a mask, so no fix is written",
     ("scheduling_ddpm.py", "if t > 0:"): "the branch draws noise from the generator: drawing it on "
     "every step changes the random state, so later outputs differ",
-    ("scheduling_euler_discrete.py", "if s_tmin <= sigma <= s_tmax"): "no finding (`self.sigmas` is "
-    "not known as a tensor: `set_timesteps` builds it in numpy, then `torch.from_numpy`), and `if gamma > 0` then decides a noise draw: a `torch.where` "
-    "would move the break there",
+    ("scheduling_euler_discrete.py", "if s_tmin <= sigma <= s_tmax"): "FL102 finds it "
+    "(`self.sigmas` is a tensor made with `torch.from_numpy`); `if gamma > 0` then decides a noise "
+    "draw, so a `torch.where` here would move the break there",
 }
 
 
