@@ -79,7 +79,7 @@ def fix_copy(
 
 
 # Why no sound source fix removes a site that is left, by (file, a piece of its line): the
-# reasons checked at each line (docs/notes-fixes3.md). A fix must keep every output equal, its
+# reasons checked at each line (docs/NOTES.md, fixes3). A fix must keep every output equal, its
 # shape included, for every input; these sites either size what the caller sees by the data, or
 # need a rewrite that only fits the one model.
 NO_FIX = {
