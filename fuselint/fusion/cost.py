@@ -18,6 +18,7 @@ conservative there).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import networkx as nx
@@ -197,13 +198,36 @@ def kernel_cost(
     return Cost(launches, read + written, total_flops, time)
 
 
+# Functions that return their input itself when not training (`F.dropout(x, training=False) is
+# x`): eager launches nothing for them, while the traced ATen graph holds a clone in their place.
+_EVAL_IDENTITY = re.compile(
+    r"<(function|built-in method) (dropout|dropout1d|dropout2d|dropout3d|alpha_dropout|"
+    r"feature_alpha_dropout|feature_dropout)\b"
+)
+
+
+def _eager_identity(fx: torch.fx.Node) -> bool:
+    """A clone made from an eval-mode dropout call: no kernel in eager (the call returns its
+    input). The graph's clone stays priced in the fused plan, where it costs what its group does."""
+    if fx.target is not torch.ops.aten.clone.default or fx.kwargs.get("memory_format") not in (
+        None,
+        torch.preserve_format,
+    ):
+        return False
+    origin = fx.meta.get("from_node") or []
+    return bool(origin) and bool(_EVAL_IDENTITY.match(str(getattr(origin[-1], "target", ""))))
+
+
 def eager_kernels(facts: GraphFacts) -> list[set[str]]:
     """The compute nodes of each kernel eager launches: the nodes a decomposition made from one
     ATen call (same `original_aten` op and same `from_node` origin) form one kernel, so F.gelu
-    is one launch while torch.matmul's copies and bmm stay separate launches."""
+    is one launch while torch.matmul's copies and bmm stay separate launches. The clone that
+    stands for an eval-mode dropout is no kernel: eager's dropout returns its input."""
     units: dict[tuple, list[str]] = {}
     for c in facts.kind:  # graph order, so that units and kernels come out in graph order
         meta = facts.fg.dag.nodes[c]["fx"].meta
+        if _eager_identity(facts.fg.dag.nodes[c]["fx"]):
+            continue
         origin, aten = meta.get("from_node") or [], meta.get("original_aten")
         key = (getattr(origin[-1], "name", None), str(aten)) if origin and aten is not None else (c,)
         units.setdefault(key, []).append(c)

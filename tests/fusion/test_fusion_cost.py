@@ -170,3 +170,30 @@ def test_predictions_match_measured_h200_anchors(name):
         assert cost.eager.time_us / 1e3 == pytest.approx(eager_ms, rel=0.12)
     else:
         assert 0.65 * eager_ms < cost.eager.time_us / 1e3 < eager_ms
+
+
+class _DropoutBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        y = self.drop(torch.relu(x))  # nn.Dropout: F.dropout
+        z = F.dropout2d(y, 0.2, training=self.training)
+        return torch.dropout(z, 0.3, False) + 1, x.clone()
+
+
+def test_eval_dropout_is_no_eager_kernel():
+    # In eager an eval-mode dropout returns its input: no kernel, where the traced graph
+    # holds a clone. A clone the user wrote is still one.
+    x = torch.randn(8, 4, 16, 16)
+    block = _DropoutBlock().eval()
+    y = block.drop(x)
+    assert y is x and F.dropout2d(x, 0.2, training=False) is x and torch.dropout(x, 0.3, False) is x
+    fg = aten_graph(block, x)
+    clones = [n for n in fg.gm.graph.nodes if n.target is torch.ops.aten.clone.default]
+    assert len(clones) == 3  # nn.Dropout's, torch.dropout's (dynamo drops dropout2d) and the user's
+    cost = graph_cost(plan(fg), UNIT)
+    assert cost.eager.launches == 3  # relu, the user's clone, + 1
+    n = x.numel() * 4
+    assert cost.eager.bytes == 2 * n + 2 * n + 2 * n
