@@ -331,3 +331,65 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
 def model_cost(plans: list[FusionPlan], device: Device = DEFAULT) -> ModelCost:
     """Cost of a model made of several graphs, each weighted by its runs per call."""
     return ModelCost(device.name, tuple(graph_cost(p, device) for p in plans))
+
+
+# -- where the time goes, by kind of kernel -------------------------------------------------------
+# The classes a GPU profile's kernels fall into (bench/predict_accuracy.py names measured kernels
+# the same way), so that a prediction's error can be traced to the kernels it misprices.
+KERNEL_CLASSES = ("gemm", "conv", "attention", "other")
+
+
+def _kernel_class(facts: GraphFacts, nodes: set[str]) -> str:
+    kinds = {facts.kind[c] for c in nodes}
+    return "conv" if "conv" in kinds else "gemm" if "matmul" in kinds else "other"
+
+
+def _priced_by_class(
+    facts: GraphFacts,
+    nodes: set[str],
+    device: Device,
+    flops: dict[str, int],
+    attention: dict[str, SdpaCall],
+    launches: int = 1,
+) -> dict[str, Cost]:
+    """_priced, split by kernel class: a fused SDPA kernel is "attention"; the math path's two
+    matmuls are "gemm" and its casts and softmax "other"."""
+    sdpa = nodes & set(attention)
+    out: dict[str, Cost] = {}
+    if nodes - sdpa:
+        out[_kernel_class(facts, nodes - sdpa)] = kernel_cost(facts, nodes - sdpa, device, flops, launches)
+    for c in sorted(sdpa):
+        call = attention[c]
+        if choose_backend(call).fused:
+            out["attention"] = out.get("attention", Cost()) + fused_attention_cost(call, device)
+            continue
+        for part in math_parts(call):
+            cls = "gemm" if "@" in part.name else "other"
+            priced = Cost(1, part.bytes, part.flops, device.time_us(part.bytes, part.flops, part.dtype))
+            out[cls] = out.get(cls, Cost()) + priced
+    return out
+
+
+def cost_by_class(plans: list[FusionPlan], device: Device = DEFAULT) -> dict[str, dict[str, Cost]]:
+    """{"eager" | "fused": {kernel class: Cost}} of a model (graphs weighted by their calls), with
+    the same prices as model_cost: each side's classes sum to its total."""
+    sides: dict[str, dict[str, Cost]] = {"eager": {}, "fused": {}}
+
+    def add(side: str, parts: dict[str, Cost], calls: int) -> None:
+        for cls, cost in parts.items():
+            sides[side][cls] = sides[side].get(cls, Cost()) + cost.scaled(calls)
+
+    for p in plans:
+        facts = GraphFacts(p.graph)
+        flops = {c: node_flops(facts, c) for c in facts.kind}
+        compiled = sdpa_calls(facts)
+        eager_calls = {c: eager_call(k) for c, k in compiled.items()}
+        for unit in eager_kernels(facts):
+            add("eager", _priced_by_class(facts, unit, device, flops, eager_calls), p.graph.calls)
+        for g in p.groups:
+            add(
+                "fused",
+                _priced_by_class(facts, set(g.compute_nodes), device, flops, compiled, g.launches),
+                p.graph.calls,
+            )
+    return {side: {c: parts[c] for c in KERNEL_CLASSES if c in parts} for side, parts in sides.items()}

@@ -99,3 +99,19 @@ def test_fl302_flags_the_tracing_only_mask_and_prices_compile_slower(trace):
 @pytest.mark.parametrize("factory", ["entry_causal", "entry_no_mask"])
 def test_fl302_quiet_when_sdpa_stays_fused(factory):
     assert [f for f in _analysis(factory).findings if f.code == "FL302"] == []
+
+
+def test_cost_by_class_splits_the_math_path_and_adds_up():
+    from fuselint.fusion.cost import cost_by_class, math_parts
+
+    analysis = _analysis("entry")
+    classes = cost_by_class(list(analysis.plans), H100)
+    for side in ("eager", "fused"):
+        total = getattr(analysis.cost, side)
+        assert sum(c.time_us for c in classes[side].values()) == pytest.approx(total.time_us)
+        assert sum(c.launches for c in classes[side].values()) == total.launches
+    # eager runs the fused kernel (no mask); compile runs the math path: its two matmuls are gemm
+    (call,) = _sdpa(analysis)
+    assert classes["eager"]["attention"].launches == 1 and "attention" not in classes["fused"]
+    mm = [p for p in math_parts(call) if "@" in p.name]
+    assert classes["fused"]["gemm"].flops - classes["eager"]["gemm"].flops == sum(p.flops for p in mm)
