@@ -27,12 +27,14 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fuselint.fusion.attention import (
     FUSED_ATTENTION_EFFICIENCY,
+    SDPA_OPS,
     SdpaCall,
     choose_backend,
     eager_call,
     fused_work,
     math_parts,
     sdpa_call,
+    tracing_only_mask,
 )
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
@@ -218,15 +220,38 @@ def _eager_identity(fx: torch.fx.Node) -> bool:
     return bool(origin) and bool(_EVAL_IDENTITY.match(str(getattr(origin[-1], "target", ""))))
 
 
-def eager_kernels(facts: GraphFacts) -> list[set[str]]:
+def eager_absent(facts: GraphFacts) -> set[str]:
+    """Compute nodes eager code never runs: those that only build an all-true SDPA mask that
+    libraries make while tracing alone (attention.tracing_only_mask; eager passes no mask)."""
+    sdpa, cone = set(), set()
+    for c in facts.kind:
+        fx = facts.fg.dag.nodes[c]["fx"]
+        nodes = tracing_only_mask(fx) if str(fx.target) in SDPA_OPS else frozenset()
+        if nodes:
+            sdpa.add(c)
+            cone |= nodes
+    # a node some other computation also reads still runs in eager, and so do its inputs
+    absent = {c for c in cone if c in facts.fg.dag}
+    changed = True
+    while changed:
+        changed = False
+        for c in sorted(absent):
+            if any(u not in absent and u not in sdpa for u in facts.fg.dag.successors(c)):
+                absent.discard(c)
+                changed = True
+    return {c for c in absent if c in facts.kind}
+
+
+def eager_kernels(facts: GraphFacts, absent: set[str] | None = None) -> list[set[str]]:
     """The compute nodes of each kernel eager launches: the nodes a decomposition made from one
     ATen call (same `original_aten` op and same `from_node` origin) form one kernel, so F.gelu
     is one launch while torch.matmul's copies and bmm stay separate launches. The clone that
-    stands for an eval-mode dropout is no kernel: eager's dropout returns its input."""
+    stands for an eval-mode dropout is no kernel: eager's dropout returns its input; nor are
+    the `absent` nodes (eager_absent)."""
     units: dict[tuple, list[str]] = {}
     for c in facts.kind:  # graph order, so that units and kernels come out in graph order
         meta = facts.fg.dag.nodes[c]["fx"].meta
-        if _eager_identity(facts.fg.dag.nodes[c]["fx"]):
+        if _eager_identity(facts.fg.dag.nodes[c]["fx"]) or (absent and c in absent):
             continue
         origin, aten = meta.get("from_node") or [], meta.get("original_aten")
         key = (getattr(origin[-1], "name", None), str(aten)) if origin and aten is not None else (c,)
@@ -308,7 +333,7 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
     eager_calls = {c: eager_call(k) for c, k in compiled.items()}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
-    for unit in eager_kernels(facts):
+    for unit in eager_kernels(facts, eager_absent(facts)):
         first = min(unit, key=facts.order.get)
         gid = home.get(first, -1)
         eager_by_group[gid] = eager_by_group.get(gid, Cost()) + _priced(
@@ -384,7 +409,7 @@ def cost_by_class(plans: list[FusionPlan], device: Device = DEFAULT) -> dict[str
         flops = {c: node_flops(facts, c) for c in facts.kind}
         compiled = sdpa_calls(facts)
         eager_calls = {c: eager_call(k) for c, k in compiled.items()}
-        for unit in eager_kernels(facts):
+        for unit in eager_kernels(facts, eager_absent(facts)):
             add("eager", _priced_by_class(facts, unit, device, flops, eager_calls), p.graph.calls)
         for g in p.groups:
             add(

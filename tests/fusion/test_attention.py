@@ -115,3 +115,14 @@ def test_cost_by_class_splits_the_math_path_and_adds_up():
     assert classes["eager"]["attention"].launches == 1 and "attention" not in classes["fused"]
     mm = [p for p in math_parts(call) if "@" in p.name]
     assert classes["fused"]["gemm"].flops - classes["eager"]["gemm"].flops == sum(p.flops for p in mm)
+
+
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_eager_runs_none_of_the_tracing_only_mask(trace):
+    # eager code makes no mask at all, so it launches what the maskless model does; a causal
+    # mask (not all true) is built in eager too
+    traced, plain = _analysis("entry", trace), _analysis("entry_no_mask", trace)
+    assert traced.cost.eager == plain.cost.eager
+    assert traced.cost.fused.launches > plain.cost.fused.launches  # compile builds it, then the math path
+    causal = _analysis("entry_causal", trace)
+    assert causal.cost.eager.launches > plain.cost.eager.launches
