@@ -85,7 +85,8 @@ def build(name: str, small: bool = False):
 def _entry(name: str, dtype: torch.dtype, small: bool) -> Entry:
     def factory():
         model, args = build(name, small)
-        return model.to(dtype), args
+        # images are cast like the weights (bench/models.py's `_to`); token ids stay integers
+        return model.to(dtype), tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
 
     return Entry(spec=f"bench/models.py:{name}", factory=factory, path=str(ROOT / "bench" / "models.py"))
 

@@ -24,6 +24,7 @@ import operator
 
 import torch
 import torch.fx
+from torch._prims_common import suggest_memory_format
 
 aten = torch.ops.aten
 
@@ -195,7 +196,26 @@ def _evaluate(node: torch.fx.Node) -> object:
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
     if node.target is operator.getitem:
         return args[0][args[1]]
-    return node.target(*args, **kwargs)
+    out = node.target(*args, **kwargs)
+    if node.target is aten.convolution.default:
+        return _as_on_gpu(out, args[0], args[1])
+    return out
+
+
+def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """A convolution's output with the strides cuDNN gives it: channels_last when its input or
+    weight is channels_last (`cudnn_conv_suggest_memory_format`). The CPU kernel agrees for a
+    channels_last input; the meta kernel returns contiguous, so a meta trace would see copies a
+    GPU (and a CPU trace) never makes."""
+    fmt = torch.channels_last if out.dim() == 4 else torch.channels_last_3d if out.dim() == 5 else None
+    if fmt is None or out.is_contiguous(memory_format=fmt):
+        return out
+    if any(
+        isinstance(t, torch.Tensor) and t.dim() == out.dim() and suggest_memory_format(t) == fmt
+        for t in (x, weight)
+    ):
+        return out.contiguous(memory_format=fmt)
+    return out
 
 
 def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:

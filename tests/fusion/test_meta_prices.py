@@ -76,3 +76,21 @@ def test_meta_trace_prices_as_cpu_trace(name, use_cache):
     assert meta[2] == cpu[2] and meta[3] == cpu[3]  # same eager and fused prices
     assert meta[4] == cpu[4]
     assert cpu[2].time_us > cpu[3].time_us > 0
+
+
+@pytest.mark.parametrize("fixture", ["trace/conv_stem.py"])
+def test_meta_trace_of_conv_nets_prices_as_cpu_trace(fixture):
+    # The GPU layout pass runs convolutions channels_last; their outputs keep that layout as
+    # cuDNN's do on both devices (meta's kernel alone returned contiguous: 3 extra copies)
+    from pathlib import Path
+
+    from fuselint.graph.entry import load_entry
+
+    path = Path(__file__).resolve().parents[2] / "fixtures" / fixture
+    runs = {}
+    for trace in ("cpu", "meta"):
+        a = analyse(capture(load_entry(f"{path}:entry"), device=trace), device("H100-measured"))
+        ops = [sorted(d["op"] for _n, d in p.graph.dag.nodes(data=True)) for p in a.plans]
+        runs[trace] = (ops, a.cost.eager, a.cost.fused)
+    assert runs["meta"] == runs["cpu"]
+    assert any("convolution" in op for op in runs["cpu"][0][0])
