@@ -251,12 +251,25 @@ def _mask_bytes(mask: Mask | None) -> int:
     return span * torch.empty((), dtype=mask.dtype).element_size()
 
 
+def _tile(call: SdpaCall) -> tuple[int, int]:
+    """(queries, keys) of the score tile a fused kernel computes at once: the flash kernel
+    (FlashAttention-2's forward, as PyTorch ships it) takes 128 queries by 128 keys for head
+    dims up to 64 and 128 by 64 above; the memory-efficient one (CUTLASS) 64 by 64."""
+    if call.mask is None and call.dtype in _HALF:
+        return (128, 128) if call.head_dim <= 64 else (128, 64)
+    return 64, 64
+
+
 def fused_work(call: SdpaCall) -> tuple[int, int]:
     """(bytes, flops) of a fused attention kernel: q, k, v and the mask read once, out written;
-    two matmuls' flops, half of them when causal (the kernel skips masked-out blocks)."""
+    two matmuls' flops over whole score tiles (a sequence of 197 computes 256 x 256 scores on
+    the flash kernel's 128 x 128 tiles), half of them when causal (the kernel skips masked-out
+    blocks)."""
     e = torch.empty((), dtype=call.dtype).element_size()
     bh, lq, lk = call.batch_heads, call.q_len, call.kv_len
     nbytes = e * bh * (lq * call.head_dim + lk * call.head_dim + lk * call.v_dim + lq * call.v_dim)
+    tq, tk = _tile(call)
+    lq, lk = -(-lq // tq) * tq, -(-lk // tk) * tk
     flops = 2 * bh * lq * lk * (call.head_dim + call.v_dim)
     return nbytes + _mask_bytes(call.mask), flops // 2 if call.is_causal else flops
 

@@ -126,3 +126,21 @@ def test_eager_runs_none_of_the_tracing_only_mask(trace):
     assert traced.cost.fused.launches > plain.cost.fused.launches  # compile builds it, then the math path
     causal = _analysis("entry_causal", trace)
     assert causal.cost.eager.launches > plain.cost.eager.launches
+
+
+def test_fused_kernels_compute_whole_score_tiles():
+    from dataclasses import replace
+
+    from fuselint.fusion.attention import fused_work
+
+    def flops(call, length):
+        return fused_work(replace(call, q_len=length, kv_len=length))[1]
+
+    flash, dense = _call(), _call(Mask(torch.bfloat16, (16, 12, 256, 256), (786432, 65536, 256, 1)))
+    # ViT's 197 tokens: the flash kernel's 128 x 128 tiles cover 256 x 256 scores
+    assert flops(flash, 197) == flops(flash, 256) == 4 * 16 * 12 * 256 * 256 * 64
+    assert flops(flash, 130) == flops(flash, 256) and flops(flash, 128) < flops(flash, 130)
+    # the memory-efficient kernel (a mask) tiles by 64: 130 tokens compute 192 x 192 scores
+    assert flops(dense, 130) == 4 * 16 * 12 * 192 * 192 * 64
+    # bytes follow the real lengths
+    assert fused_work(replace(flash, q_len=197, kv_len=197))[0] < fused_work(flash)[0]
