@@ -52,6 +52,8 @@ TIMM_SUITE = ("resnet50", "vit", "convnext", "efficientnet", "mobilenetv3")
 SUITE = HF_SUITE + TIMM_SUITE
 TRACES = ("cpu", "meta")
 CLASSES = ("gemm", "conv", "attention", "other")
+# what a row carries of a GPU measurement besides its two totals
+_MEASURED_KEYS = ("measured_kernels", "measured_classes", "top_kernels", "measure_error")
 
 
 class TracingMask(torch.nn.Module):
@@ -134,7 +136,7 @@ def measured_from_json(paths: list[Path]) -> tuple[dict[str, dict], str]:
                     found[row["model"]] = {
                         "eager": row["measured_eager"],
                         "fuselint": row["measured_fused"],
-                        **{k: row[k] for k in ("measured_kernels", "measured_classes") if k in row},
+                        **{k: row[k] for k in _MEASURED_KEYS if k in row},
                     }
             elif not row.get("train") and "gpu_us" in row and row["backend"] in ("eager", "fuselint"):
                 m = found.setdefault(row["model"], {})
@@ -295,10 +297,12 @@ def markdown(rows: list[dict], env: str, target: str, command: str) -> str:
 
 
 def _rows_for(name: str, traces: list[str], a: argparse.Namespace, dtype, measured: dict, on_gpu: bool):
-    """The rows of one model: measured on the GPU here when there is one, then one per trace."""
+    """The rows of one model: measured on the GPU here when there is one, then one per trace
+    (none: one row with the measurement alone, for a later --measured run to price). Every row,
+    a failed prediction's too, carries the measurement."""
     m = measured.get(name, {})
     if name in TIMM_SUITE and importlib.util.find_spec("timm") is None:
-        return [{"model": name, "trace": t, "error": "timm is not installed here"} for t in traces]
+        return [{"model": name, "trace": t, "error": "timm is not installed here"} for t in traces or ["-"]]
     if on_gpu:
         try:
             m = measure_on_gpu(name, dtype)
@@ -306,19 +310,19 @@ def _rows_for(name: str, traces: list[str], a: argparse.Namespace, dtype, measur
         except Exception as exc:  # one model failing must not lose the others
             traceback.print_exc(limit=-4)
             m = {"measure_error": f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]}
+    base = {"measured_eager": m.get("eager"), "measured_fused": m.get("fuselint")}
+    base.update({k: m[k] for k in _MEASURED_KEYS if k in m})
+    if not traces:
+        return [{"model": name, "trace": "-", "error": "not predicted (--traces none)", **base}]
     rows = []
     for trace in traces:
         try:
-            row = predict(name, trace, a.target, dtype, a.small)
+            row = {**predict(name, trace, a.target, dtype, a.small), **base}
         except Exception as exc:
             traceback.print_exc(limit=-4)
             why = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
-            rows.append({"model": name, "trace": trace, "error": why})
+            rows.append({"model": name, "trace": trace, "error": why, **base})
             continue
-        row["measured_eager"], row["measured_fused"] = m.get("eager"), m.get("fuselint")
-        for key in ("measured_kernels", "measured_classes", "top_kernels", "measure_error"):
-            if key in m:
-                row[key] = m[key]
         row["error_eager"] = _err(row["eager_us"], row["measured_eager"])
         row["error_fused"] = _err(row["fused_us"], row["measured_fused"])
         rows.append(row)
@@ -327,7 +331,12 @@ def _rows_for(name: str, traces: list[str], a: argparse.Namespace, dtype, measur
 
 def _summary_line(r: dict) -> str:
     if "error" in r:
-        return f"{r['model']:15s} {r['trace']:5s} error: {r['error'][:120]}"
+        meas = (
+            f" (measured {r['measured_eager']:.0f} -> {r['measured_fused']:.0f} µs)"
+            if r.get("measured_eager") and r.get("measured_fused")
+            else ""
+        )
+        return f"{r['model']:15s} {r['trace']:5s} {r['error'][:120]}{meas}"
     line = f"{r['model']:15s} {r['trace']:5s} predicted {r['eager_us']:7.0f} -> {r['fused_us']:6.0f} µs"
     if r.get("measured_eager") and r.get("measured_fused"):
         line += (
@@ -340,7 +349,9 @@ def _summary_line(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(SUITE))
-    p.add_argument("--traces", default=",".join(TRACES), help="cpu, meta, cuda (on a GPU)")
+    p.add_argument(
+        "--traces", default=",".join(TRACES), help="cpu, meta, cuda (on a GPU); none: measure only"
+    )
     p.add_argument(
         "--target",
         help="device table the prediction prices on (default: the measured table of the GPU here, else H100-measured)",
@@ -361,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s) {', '.join(unknown)}; the suite: {', '.join(SUITE)}", file=sys.stderr)
         return 2
-    traces = [t for t in a.traces.split(",") if t]
+    traces = [t for t in a.traces.split(",") if t and t != "none"]
     on_gpu = torch.cuda.is_available() and not a.measured and not a.small
     if "cuda" in traces and not torch.cuda.is_available():
         print("--traces cuda needs a CUDA GPU", file=sys.stderr)

@@ -109,3 +109,57 @@ def test_small_run_prices_by_class_and_reports_missing_models(acc, tmp_path, cap
 def test_unknown_model_is_a_usage_error(acc, capsys):
     assert acc.main(["--small", "--models", "gpt3"]) == 2
     assert "unknown model(s) gpt3" in capsys.readouterr().err
+
+
+def test_gpu_measurements_reach_every_row_and_a_later_run(acc, tmp_path, monkeypatch):
+    # measure_on_gpu stands in for the GPU: its totals, counts, classes and top kernels go into
+    # each row, a failed prediction's too, and --measured reads them back from the JSON
+    import argparse
+
+    import torch
+
+    fake = {
+        "eager": 300.0,
+        "fuselint": 150.0,
+        "measured_kernels": {"eager": 20, "fuselint": 8},
+        "measured_classes": {"eager": {"gemm": 200.0, "other": 100.0}, "fuselint": {"gemm": 150.0}},
+        "top_kernels": {"eager": [[200.0, 4, "nvjet_sm90"]], "fuselint": [[150.0, 4, "nvjet_sm90"]]},
+    }
+    monkeypatch.setattr(acc, "measure_on_gpu", lambda name, dtype: dict(fake))
+
+    def fail(name, trace, *args):
+        if trace == "meta":
+            raise RuntimeError("no meta kernel")
+        return {
+            "model": name,
+            "trace": trace,
+            "eager_us": 330.0,
+            "fused_us": 120.0,
+            "eager_launches": 20,
+            "fused_launches": 9,
+            "eager_classes": {"gemm": 230.0, "other": 100.0},
+            "fused_classes": {"gemm": 120.0},
+            "findings": [],
+            "seconds": 0.1,
+        }
+
+    monkeypatch.setattr(acc, "predict", fail)
+    a = argparse.Namespace(target="H100-measured", small=False)
+    rows = acc._rows_for("gpt2", ["cpu", "meta"], a, torch.bfloat16, {}, True)
+    assert rows[0]["error_eager"] == 10.0 and rows[0]["error_fused"] == -20.0
+    assert rows[1]["error"] == "RuntimeError: no meta kernel"
+    for r in rows:
+        assert r["measured_eager"] == 300.0 and r["measured_classes"] == fake["measured_classes"]
+    only = acc._rows_for("gpt2", [], a, torch.bfloat16, {}, True)
+    assert [r["trace"] for r in only] == ["-"] and only[0]["top_kernels"] == fake["top_kernels"]
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({"env": "made-up GPU", "rows": only}))
+    measured, env = acc.measured_from_json([path])
+    assert env == "made-up GPU"
+    assert measured["gpt2"]["eager"] == 300.0 and measured["gpt2"]["measured_kernels"] == {
+        "eager": 20,
+        "fuselint": 8,
+    }
+    md = acc.markdown(rows, env, "H100", "cmd")
+    assert "| gpt2 | cpu | 330 → 120 | 300 → 150 | +10% | -20% | 2.75× | 2.00× | 20/20, 9/8 | – |" in md
+    assert "| gpt2 | gemm 230/200, other 100/100 | gemm 120/150 |" in md
