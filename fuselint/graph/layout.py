@@ -34,6 +34,8 @@ _CHANNELS_LAST_TIME = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "defau
 # Inductor skips the layout change when convolutions are rare in a graph: >= this many nodes each.
 _NODES_PER_CONV = 300
 _INSERTED = "fuselint_layout_copy"  # meta key of the copies this pass adds (only those may go)
+# meta key on each convolution: (memory format, has a bias) as the user's code runs it in eager
+EAGER_LAYOUT = "fuselint_eager_layout"
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
@@ -91,6 +93,7 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
     changed = False
     for old in convs:
         conv = env[old]
+        conv.meta[EAGER_LAYOUT] = eager_layout(old)
         changed |= _peel_bias(graph, conv)
         if channels_last and len(conv.args[1].meta["val"].shape) == 4:
             for i in (0, 1):
@@ -107,6 +110,20 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
     graph.lint()
     new.recompile()
     return new
+
+
+def eager_layout(conv: torch.fx.Node) -> tuple[str, bool]:
+    """(memory format, has a bias) of a convolution as the user's code runs it: its output's
+    layout before this pass (cuDNN's NCHW or channels_last), and whether it adds a bias."""
+    val = _val(conv)
+    fmt = "contiguous"
+    if (
+        isinstance(val, torch.Tensor)
+        and val.dim() in (4, 5)
+        and suggest_memory_format(val) != torch.contiguous_format
+    ):
+        fmt = "channels_last"
+    return fmt, conv.args[2] is not None
 
 
 def _like(node: torch.fx.Node, anchor: torch.fx.Node) -> None:

@@ -197,3 +197,30 @@ def test_eval_dropout_is_no_eager_kernel():
     assert cost.eager.launches == 3  # relu, the user's clone, + 1
     n = x.numel() * 4
     assert cost.eager.bytes == 2 * n + 2 * n + 2 * n
+
+
+class _ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)  # biased: 3 conversions + a bias kernel
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)  # PyTorch's NCHW kernel
+        self.se = torch.nn.Conv2d(16, 16, 1)  # on a 1x1 image: its bias kernel alone
+
+    def forward(self, x):
+        h = self.dw(self.conv(x))
+        return h * self.se(h.mean((2, 3), keepdim=True))
+
+
+def test_eager_nchw_convs_pay_cudnns_layout_conversions_and_bias_kernel():
+    from fuselint.fusion.cost import nchw_conv_extra
+
+    x = torch.randn(4, 8, 32, 32)
+    nchw = graph_cost(plan(aten_graph(_ConvNet().eval(), x)), UNIT)
+    cl_model = _ConvNet().eval().to(memory_format=torch.channels_last)
+    cl = graph_cost(plan(aten_graph(cl_model, x.to(memory_format=torch.channels_last))), UNIT)
+    assert nchw.eager.launches - cl.eager.launches == 3 + 1 + 1
+    y = 4 * 16 * 32 * 32 * 4  # the conv's output, bytes
+    moved = 2 * (x.numel() * 4 + 16 * 8 * 9 * 4 + y) + 2 * y + 2 * 4 * 16 * 4
+    assert nchw.eager.bytes - cl.eager.bytes == moved
+    facts = GraphFacts(aten_graph(torch.nn.Linear(8, 8), torch.randn(2, 8)))
+    assert nchw_conv_extra(facts, set(facts.kind), UNIT) == Cost()
