@@ -314,7 +314,10 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
     the input and the weight to NHWC and the output back, three kernels that each read and
     write their tensor (`nchwToNhwcKernel`, `nhwcToNchwKernel`), and PyTorch adds the bias in a
     kernel of its own. A 1x1 image (squeeze-excite convs after a global pool) is the same in both
-    layouts and is not converted; a depthwise conv runs PyTorch's own NCHW kernel, with its bias.
+    layouts and is not converted. A depthwise conv runs PyTorch's own NCHW kernel (cuDNN takes
+    only fp16 ones) with its bias: one thread per output reading its k x k taps, untiled, so it
+    moves taps x outputs elements where the roofline counts the input once (measured on the H100,
+    bf16 3x3 over 64x256x56x56: 497 µs; this prices it at 342 µs, the roofline at 70 µs).
     Measured on the H100 (torch 2.11, bf16), eager kernels per call less the cost model's count
     before this: ResNet-50 347 - 174 = 173 for 53 convs (159 here), ViT-B/16 4 for its biased
     patch conv (4), EfficientNet-B0 150 (131), MobileNetV3 121 (110), ConvNeXt-T 27 (16); the
@@ -328,7 +331,10 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
         x, w, y = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in (*fx.args[:2], fx))
         if fmt != "contiguous" or not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
             continue
-        if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel
+        if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
+            taps = y.numel() * w.shape[2] * w.shape[3] * x.element_size()
+            extra = max(taps - x.numel() * x.element_size(), 0)
+            out = out + Cost(0, extra, 0, extra / (device.bandwidth_gbs * 1e3))
             continue
         moved = [2 * y.numel() * y.element_size()] if bias else []
         if x.shape[2] * x.shape[3] > 1:

@@ -203,7 +203,9 @@ class _ConvNet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)  # biased: 3 conversions + a bias kernel
-        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)  # PyTorch's NCHW kernel
+        self.dw = torch.nn.Conv2d(
+            16, 16, 3, padding=1, groups=16, bias=False
+        )  # PyTorch's NCHW kernel: its taps
         self.se = torch.nn.Conv2d(16, 16, 1)  # on a 1x1 image: its bias kernel alone
 
     def forward(self, x):
@@ -221,6 +223,7 @@ def test_eager_nchw_convs_pay_cudnns_layout_conversions_and_bias_kernel():
     assert nchw.eager.launches - cl.eager.launches == 3 + 1 + 1
     y = 4 * 16 * 32 * 32 * 4  # the conv's output, bytes
     moved = 2 * (x.numel() * 4 + 16 * 8 * 9 * 4 + y) + 2 * y + 2 * 4 * 16 * 4
+    moved += (9 - 1) * y  # the depthwise kernel reads 9 taps per output, the roofline its input once
     assert nchw.eager.bytes - cl.eager.bytes == moved
     facts = GraphFacts(aten_graph(torch.nn.Linear(8, 8), torch.randn(2, 8)))
     assert nchw_conv_extra(facts, set(facts.kind), UNIT) == Cost()
