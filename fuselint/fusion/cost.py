@@ -38,7 +38,7 @@ from fuselint.fusion.attention import (
 )
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
-from fuselint.graph.layout import EAGER_LAYOUT, eager_layout
+from fuselint.graph.layout import conv_eager_layout
 
 
 @dataclass(frozen=True)
@@ -327,9 +327,14 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
         fx = facts.fg.dag.nodes[c]["fx"]
         if fx.target is not torch.ops.aten.convolution.default:
             continue
-        fmt, bias = fx.meta.get(EAGER_LAYOUT) or eager_layout(fx)
+        fmt, bias, copied = conv_eager_layout(fx)
         x, w, y = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in (*fx.args[:2], fx))
-        if fmt != "contiguous" or not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
+        if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
+            continue
+        if fmt != "contiguous":  # cuDNN in channels_last: the operands not in it are copied first
+            moved = [2 * y.numel() * y.element_size()] if bias else []
+            moved += [2 * t.numel() * t.element_size() for i, t in enumerate((x, w)) if i in copied]
+            out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
             continue
         if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
             taps = y.numel() * w.shape[2] * w.shape[3] * x.element_size()

@@ -213,17 +213,28 @@ class _ConvNet(torch.nn.Module):
         return h * self.se(h.mean((2, 3), keepdim=True))
 
 
-def test_eager_nchw_convs_pay_cudnns_layout_conversions_and_bias_kernel():
+def _conv_extra(fg) -> Cost:
     from fuselint.fusion.cost import nchw_conv_extra
 
+    facts = GraphFacts(fg)
+    return sum((nchw_conv_extra(facts, unit, UNIT) for unit in eager_kernels(facts)), Cost())
+
+
+def test_eager_convs_pay_cudnns_layout_copies_and_bias_kernel():
     x = torch.randn(4, 8, 32, 32)
-    nchw = graph_cost(plan(aten_graph(_ConvNet().eval(), x)), UNIT)
+    y = 4 * 16 * 32 * 32 * 4  # the conv's output (and the depthwise conv's), bytes
+    se = 2 * 4 * 16 * 4  # the squeeze-excite conv's bias kernel: its (4, 16, 1, 1) output, read + written
+    # NCHW: the conv's input, weight and output converted, and its bias kernel; the depthwise
+    # conv's untiled taps (9 per output where the roofline reads its input once)
+    nchw = _conv_extra(aten_graph(_ConvNet().eval(), x))
+    assert nchw.launches == 3 + 1 + 1
+    assert nchw.bytes == 2 * (x.numel() * 4 + 16 * 8 * 9 * 4 + y) + 2 * y + se + (9 - 1) * y
+    # the user's model in channels_last: no copies, the bias kernels stay
     cl_model = _ConvNet().eval().to(memory_format=torch.channels_last)
-    cl = graph_cost(plan(aten_graph(cl_model, x.to(memory_format=torch.channels_last))), UNIT)
-    assert nchw.eager.launches - cl.eager.launches == 3 + 1 + 1
-    y = 4 * 16 * 32 * 32 * 4  # the conv's output, bytes
-    moved = 2 * (x.numel() * 4 + 16 * 8 * 9 * 4 + y) + 2 * y + 2 * 4 * 16 * 4
-    moved += (9 - 1) * y  # the depthwise kernel reads 9 taps per output, the roofline its input once
-    assert nchw.eager.bytes - cl.eager.bytes == moved
+    cl = _conv_extra(aten_graph(cl_model, x.to(memory_format=torch.channels_last)))
+    assert cl.launches == 2 and cl.bytes == 2 * y + se
+    # channels_last weights, NCHW image: cuDNN copies the image into channels_last first
+    mixed = _conv_extra(aten_graph(cl_model, x))
+    assert mixed.launches == 3 and mixed.bytes == 2 * x.numel() * 4 + 2 * y + se
     facts = GraphFacts(aten_graph(torch.nn.Linear(8, 8), torch.randn(2, 8)))
-    assert nchw_conv_extra(facts, set(facts.kind), UNIT) == Cost()
+    assert _conv_extra(facts.fg) == Cost()

@@ -94,3 +94,28 @@ def test_meta_trace_of_conv_nets_prices_as_cpu_trace(fixture):
         runs[trace] = (ops, a.cost.eager, a.cost.fused)
     assert runs["meta"] == runs["cpu"]
     assert any("convolution" in op for op in runs["cpu"][0][0])
+
+
+class _DepthwiseBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 32, 4, stride=4)
+        self.dw = torch.nn.Conv2d(32, 32, 7, padding=3, groups=32)
+
+    def forward(self, x):
+        h = self.stem(x)
+        return h + self.dw(h)
+
+
+def test_eager_conv_layout_is_the_users_on_either_trace():
+    # The CPU runs this bf16 depthwise conv channels_last; a GPU runs the user's NCHW model
+    # NCHW (PyTorch's depthwise kernel): both traces price what the GPU runs
+    def entry():
+        torch.manual_seed(0)
+        return _DepthwiseBlock().eval().to(torch.bfloat16), (torch.randn(2, 3, 64, 64, dtype=torch.bfloat16),)
+
+    costs = {
+        trace: analyse(capture(Entry("dw", entry, __file__), device=trace), device("H100-measured")).cost
+        for trace in ("cpu", "meta")
+    }
+    assert costs["cpu"].eager == costs["meta"].eager and costs["cpu"].fused == costs["meta"].fused
