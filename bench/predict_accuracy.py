@@ -250,7 +250,8 @@ def _classes(pred: dict | None, meas: dict | None) -> str:
 
 def markdown(rows: list[dict], env: str, target: str, command: str) -> str:
     lines = [
-        f"Predicted on the `{target}` device table; measured: {env}. Command: `{command}`.",
+        f"Predicted on the `{target}` device table (traced with torch {torch.__version__}); measured: {env}. "
+        f"Command: `{command}`.",
         "",
         "eager / fused: µs of GPU kernel time per call (fused: the fuselint backend's plan); "
         "error = (predicted − measured) / measured; kernels: predicted / measured per call.",
