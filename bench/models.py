@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -239,6 +240,9 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
     return row, call
 
 
+TRACE_ROUNDS = os.environ.get("FUSELINT_BENCH_TRACE") == "1"
+
+
 def time_rounds(calls: dict[str, object], rounds: int) -> dict[str, tuple[float, float]]:
     """{backend: (wall ms, host µs)} for one model's compiled calls, timed in interleaved rounds
     (the order rotating each round) so that the host's load, which drifts over minutes on a
@@ -251,6 +255,8 @@ def time_rounds(calls: dict[str, object], rounds: int) -> dict[str, tuple[float,
     for r in range(rounds):
         k = r % len(names)
         for b in names[k:] + names[:k]:
+            if TRACE_ROUNDS:  # which backend a fault shows up in (set FUSELINT_BENCH_TRACE=1)
+                print(f"[round {r}] {b}", file=sys.stderr, flush=True)
             walls[b].append(triton.testing.do_bench(calls[b], warmup=10, rep=40, return_mode="median"))
             hosts[b].append(host_us(calls[b], calls=6))
     return {b: (statistics.median(walls[b]), statistics.median(hosts[b])) for b in names}

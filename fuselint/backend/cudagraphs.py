@@ -14,6 +14,8 @@ graph (PyTorch's ``torch.cuda.CUDAGraph`` does the recording):
 - outputs are cloned after each replay, since the recording's own output memory is
   overwritten by the next replay (a training forward's saved activations must survive
   a second forward before the backward);
+- the recording owns its cuBLAS workspace (made in its pool during capture), so clearing the
+  workspaces elsewhere, as Inductor's CUDA graph trees do, cannot pull memory from under it;
 - where recording is impossible (CPU tensors, a graph that writes to its inputs, a
   capture error) the graph runs normally and the reason is logged once, at WARNING on
   logger ``fuselint.backend``, and kept in :attr:`GraphReplay.disabled`.
@@ -130,8 +132,18 @@ class GraphReplay:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
+        # cuBLAS keeps one workspace per (handle, stream), made on first use and kept until
+        # something clears it. A recording that used the warm-up's workspace would replay into
+        # memory it does not own: Inductor's CUDA graph trees clear every workspace around each
+        # of their recordings (so do memory clean-up helpers), the next empty_cache unmaps it, and
+        # the replay faults (`unspecified launch failure`, HF LLaMA beside reduce-overhead) or
+        # writes over another tensor. Cleared before, the recording makes its workspace in its
+        # own pool, which lives as long as the graph; cleared after, no later matmul outside
+        # the recording uses that pool memory while a replay does.
+        _clear_cublas_workspaces()
         with torch.cuda.graph(graph, pool=self._pool, stream=stream):
             outputs = self.fn(*inputs)
+        _clear_cublas_workspaces()
         self.recordings += 1
         in_place = tuple(
             (i, a.data_ptr()) for i, a in enumerate(args) if i not in moved and isinstance(a, torch.Tensor)
@@ -146,6 +158,12 @@ class GraphReplay:
         rec.graph.replay()
         self.replays += 1
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+
+
+def _clear_cublas_workspaces() -> None:
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
 
 
 def _ptr(x: object) -> int | None:

@@ -359,22 +359,34 @@ class Lowering:
     def _dim_hints(self) -> dict[str, tuple]:
         """Dims of S for small values that do not right-align with S but whose readers place
         them: BatchNorm's per-channel scale, shape (C,), is read through unsqueezes as (C, 1, 1)
-        by (N, C, H, W) math, so its dim 0 is S's dim 1. Found backwards from the readers
+        by (N, C, H, W) math, so its dim 0 is S's dim 1; and values of any size read through a
+        permute, which take the dims the permute gives them. Found backwards from the readers
         (the last reader first), through views that only add or drop size-1 dims."""
         hints: dict[str, tuple] = {}
         members = {n.name for n in self.nodes}
         for node in reversed(self.nodes):
             shape = _tensor_shape(node)
-            if shape is None or math.prod(shape) >= math.prod(self.space):
+            if shape is None:
                 continue
+            whole = math.prod(shape) >= math.prod(self.space)
             for user in node.users:
                 if user.name not in members:
+                    continue
+                packet = getattr(getattr(user.target, "overloadpacket", None), "__name__", "")
+                if whole and packet != "permute":
                     continue
                 umap = hints.get(user.name) or self._aligned_map(_tensor_shape(user))
                 if umap is None:
                     continue
-                packet = getattr(getattr(user.target, "overloadpacket", None), "__name__", "")
                 ushape = _tensor_shape(user)
+                if packet == "permute":
+                    # a value computed where its permuted reader needs it: ConvNeXt's
+                    # (conv + bias).permute(0, 2, 3, 1) feeding LayerNorm over channels
+                    dims = [None] * len(shape)
+                    for i, src in enumerate(user.args[1]):
+                        dims[src % len(shape)] = umap[i]
+                    hints[node.name] = tuple(None if s == 1 else m for s, m in zip(shape, dims, strict=True))
+                    break
                 if packet in ("unsqueeze", "squeeze", "view", "reshape", "_unsafe_view"):
                     if [s for s in shape if s != 1] != [s for s in ushape if s != 1]:
                         continue

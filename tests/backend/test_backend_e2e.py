@@ -382,3 +382,19 @@ def test_a_group_that_splits_keeps_the_rotary_chain_whole_and_the_tables_apart()
     assert len(rotating) == 1, [k.__name__ for k in report.kernels]
     assert not any(k.__name__ in ("fuselint_mul", "fuselint_neg") for k in report.kernels)
     assert not any("cat" in k.__name__ and "cos" in k.__name__ for k in report.kernels)
+
+
+def channels_layer_norm(y, b, weight, bias):
+    # ConvNeXt's block: the depthwise conv's bias add, then LayerNorm over channels through a permute
+    y = (y + b.view(1, -1, 1, 1)).permute(0, 2, 3, 1)
+    return F.layer_norm(y, (y.shape[-1],), weight, bias, 1e-6)
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 8, 8), (2, 16, 4, 16), (1, 8, 8, 8)])
+def test_a_value_read_through_a_permute_is_computed_in_the_reduction_that_reads_it(shape):
+    torch.manual_seed(0)
+    c = shape[1]
+    args = torch.randn(shape), torch.randn(c), torch.randn(c), torch.randn(c)
+    (report,) = compile_and_compare(channels_layer_norm, *args, atol=1e-5, rtol=1e-4)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]

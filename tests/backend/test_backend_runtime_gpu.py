@@ -112,3 +112,31 @@ def test_calls_after_the_first_run_the_generated_function_and_match_eager():
             torch.testing.assert_close(compiled(ids), model(ids), atol=3e-2, rtol=3e-2)
     # after the first call no kernel went through its FusedKernel: all launched from the function
     assert all(k.calls == 1 and k.fallback_calls == 0 for k in report.kernels)
+
+
+def test_cudagraphs_replay_survives_cublas_workspaces_cleared_elsewhere():
+    """Inductor's CUDA graph trees (and memory clean-up code) clear cuBLAS's workspaces; a
+    recording must not replay into the workspace it warmed up with, which is then freed,
+    unmapped by empty_cache and handed to other tensors (HF LLaMA faulted beside
+    reduce-overhead before recordings owned their workspace)."""
+    model, ids = _model_and_ids(torch.bfloat16, batch=8)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="fuselint", options={"cudagraphs": True})
+    with torch.no_grad():
+        want = model(ids)
+        for _ in range(3):  # compile, record, first replay
+            compiled(ids)
+        # What a reduce-overhead recording does beside ours: clear, record its own matmuls.
+        other = torch.compile(lambda a, b: (a @ b).relu(), mode="reduce-overhead")
+        a = torch.randn(512, 512, device="cuda", dtype=torch.bfloat16)
+        for _ in range(3):
+            other(a, a)
+        torch._C._cuda_clearCublasWorkspaces()
+        torch.cuda.empty_cache()
+        # Memory freed above is handed to new tensors: a replay writing there would change them.
+        filler = [torch.full((1 << 22,), 7.0, device="cuda") for _ in range(32)]
+        for _ in range(20):
+            got = compiled(ids)
+        torch.cuda.synchronize()
+    torch.testing.assert_close(got, want, atol=3e-2, rtol=3e-2)
+    assert all(bool((f == 7.0).all()) for f in filler)
