@@ -294,6 +294,15 @@ def markdown(rows: list[dict], env: str, target: str, command: str) -> str:
                 f"| {r['model']} | {_classes(r['eager_classes'], mc.get('eager'))} | "
                 f"{_classes(r['fused_classes'], mc.get('fuselint'))} |"
             )
+    tops = {r["model"]: r["top_kernels"] for r in rows if r.get("top_kernels")}
+    if tops:
+        lines += ["", "Largest kernels per call (µs, launches, name), as measured:"]
+        for model, top in tops.items():
+            for backend in ("eager", "fuselint"):
+                lines += ["", f"{model}, {backend}:", ""]
+                lines += [
+                    f"    {us:8.1f}  x{n:<4g} {name[:100]}" for us, n, name in top.get(backend, [])[:12]
+                ]
     return "\n".join(lines) + "\n"
 
 
