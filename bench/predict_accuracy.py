@@ -278,21 +278,27 @@ def markdown(rows: list[dict], env: str, target: str, command: str) -> str:
             f"{_pct(r.get('error_eager'))} | {_pct(r.get('error_fused'))} | "
             f"{r['eager_us'] / r['fused_us']:.2f}× | {ms} | {kern} | {', '.join(r['findings']) or '–'} |"
         )
-    by_class = [r for r in rows if "error" not in r and r["trace"] == rows[0]["trace"]]
+    by_class: dict[str, dict] = {}  # model -> its first row with a prediction or measured classes
+    for r in rows:
+        if "eager_classes" in r or r.get("measured_classes"):
+            if r["model"] not in by_class or (
+                "eager_classes" in r and "eager_classes" not in by_class[r["model"]]
+            ):
+                by_class[r["model"]] = r
     if by_class:
         lines += [
             "",
-            f"By kernel class ({by_class[0]['trace']} trace), µs per call, predicted/measured where measured "
-            "(classes of measured kernels by name: `kernel_class`):",
+            "By kernel class, µs per call, predicted/measured where measured (classes of measured "
+            "kernels by name: `kernel_class`; predicted 0 where the prediction failed):",
             "",
             "| model | eager | fused |",
             "|---|---|---|",
         ]
-        for r in by_class:
+        for model, r in by_class.items():
             mc = r.get("measured_classes") or {}
             lines.append(
-                f"| {r['model']} | {_classes(r['eager_classes'], mc.get('eager'))} | "
-                f"{_classes(r['fused_classes'], mc.get('fuselint'))} |"
+                f"| {model} | {_classes(r.get('eager_classes'), mc.get('eager'))} | "
+                f"{_classes(r.get('fused_classes'), mc.get('fuselint'))} |"
             )
     tops = {r["model"]: r["top_kernels"] for r in rows if r.get("top_kernels")}
     if tops:

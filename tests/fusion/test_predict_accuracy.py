@@ -164,3 +164,6 @@ def test_gpu_measurements_reach_every_row_and_a_later_run(acc, tmp_path, monkeyp
     assert "| gpt2 | cpu | 330 → 120 | 300 → 150 | +10% | -20% | 2.75× | 2.00× | 20/20, 9/8 | – |" in md
     assert "| gpt2 | gemm 230/200, other 100/100 | gemm 120/150 |" in md
     assert "gpt2, fuselint:\n\n       150.0  x4    nvjet_sm90" in md
+    # a measurement whose predictions all failed still shows its kernel classes
+    md_only = acc.markdown(only, env, "H100", "cmd")
+    assert "| gpt2 | gemm 0/200, other 0/100 | gemm 0/150 |" in md_only
