@@ -78,6 +78,57 @@ def fix_copy(
     return moved, " ".join(summary + proof[-1:]) or done.stderr.strip()[-200:]
 
 
+# Why no sound source fix removes a site that is left, by (file, a piece of its line): the
+# reasons checked at each line (docs/notes-fixes3.md). A fix must keep every output equal, its
+# shape included, for every input; these sites either size what the caller sees by the data, or
+# need a rewrite that only fits the one model.
+NO_FIX = {
+    ("modeling_longformer.py", ".any().item()"): "the bool picks the global-attention path, whose "
+    "own `nonzero` calls size tensors by the number of global tokens: both paths keep dynamic shapes",
+    ("modeling_encodec.py", "if length <= max_pad"): "the paddings come from tensor arithmetic "
+    "(`torch.ceil`, `.to(int64)`) on three 0-d buffers and size `F.pad`'s output; Python ints need the "
+    "buffers (module state) made ints and three methods rewritten: model-specific, not a rule",
+    ("modeling_encodec.py", "self.lstm("): "dynamo does not trace `nn.LSTM` (gb0014); a Python LSTM "
+    "cell is not bit-equal to the fused ATen LSTM kernel",
+    ("modeling_vits.py", "predicted_lengths.max()"): "the waveform's length is the sum of predicted "
+    "durations: an output shape the caller sees",
+    ("modeling_qwen2_vl.py", "lengths.tolist()"): "per-image chunk lengths from the `grid_thw` input "
+    "size the split; a block-diagonal mask is not bit-equal (softmax over a longer row)",
+    ("output_capturing.py", "recordable_keys"): "inside the output-capturing decorator's wrapper "
+    "(a dict subclass registry dynamo cannot iterate); no finding reaches it, and no rule describes it",
+    ("vision_utils.py", "repeat_interleave"): "segment count and lengths come from the `grid_thw` "
+    "input: a data-dependent shape returned to the caller",
+    ("vision_utils.py", "grid_thw.tolist()"): "position ids per image from `grid_thw` values: a "
+    "data-dependent shape returned to the caller",
+    ("modeling_switch_transformers.py", ".nonzero()"): "the MoE loop visits only the hit experts; "
+    "a dense form runs every expert on every token (num_experts times the FLOPs) and is bit-equal "
+    "only if a matmul's rows do not depend on the row count",
+    ("modeling_switch_transformers.py", "torch.where(expert_mask"): "tokens per expert: the gathered "
+    "states' shape is the routing's; see the line above",
+    ("loop.py", "edge_index[:, mask]"): "the returned edge list drops self loops: its length, seen "
+    "by the caller, is data-dependent",
+    ("_scatter.py", "int(index.max())"): "the output's size is `index.max() + 1` (graphs in the "
+    "batch); only the caller knows a static bound (`size=`)",
+    ("scheduling_ddpm.py", "if prev_t >= 0 else"): "no finding: `previous_timestep` returns `int | "
+    "Tensor` and `timestep` is annotated `int` (a 0-d tensor at run time)",
+    ("scheduling_ddpm.py", "if t > 0:"): "the branch draws noise from the generator: drawing it on "
+    "every step changes the random state, so later outputs differ",
+    ("scheduling_euler_discrete.py", "if s_tmin <= sigma <= s_tmax"): "no finding (`self.sigmas` is "
+    "not known as a tensor: `set_timesteps` builds it in numpy, then `torch.from_numpy`), and `if gamma > 0` then decides a noise draw: a `torch.where` "
+    "would move the break there",
+}
+
+
+def why_left(site: dict) -> str:
+    """The recorded reason no fix removes `site`, matched on its file and its line's text."""
+    try:
+        text = Path(site["file"]).read_text(encoding="utf-8").splitlines()[site["line"] - 1]
+    except (OSError, IndexError):
+        return ""
+    name = Path(site["file"]).name
+    return next((why for (file, piece), why in NO_FIX.items() if file == name and piece in text), "")
+
+
 def max_diff(a: str, b: str) -> str:
     import torch
 
@@ -119,15 +170,21 @@ def table(rows: list[dict], fix_summary: str) -> str:
         "| model | package | sites | graphs | break events | outputs max abs diff | left (file:line gb reason) |",
         "|---|---|---|---|---|---|---|",
     ]
+    reasons = []
     for r in rows:
         b, a = r["before"], r["after"]
         left = "; ".join(describe_site(s, 60) for s in a["sites"])
+        reasons.extend(
+            f"- {r['model']}: {describe_site(s, 40)}: {why_left(s) or 'not yet examined'}" for s in a["sites"]
+        )
         error = f" (after: {a['error']})" if a.get("error") else ""
         lines.append(
             f"| {r['model']}{error} | {r['package']} | {len(b['sites'])} → {len(a['sites'])} | "
             f"{b.get('graphs', 0)} → {a.get('graphs', 0)} | {b.get('events', 0)} → {a.get('events', 0)} | "
             f"{r['diff']} | {left or '-'} |"
         )
+    if reasons:
+        lines += ["", "Why each site that is left has no sound source fix:", "", *reasons]
     return "\n".join(lines) + "\n"
 
 

@@ -77,7 +77,7 @@ import networkx as nx
 import torch
 
 from fuselint.graph.fusion_graph import FusionGraph
-from fuselint.graph.op_facts import ELEMENTWISE_COPIES, FLAT_VIEWS, WINDOW_OPS
+from fuselint.graph.op_facts import ELEMENTWISE_COPIES, FLAT_VIEWS, LOOKUPS, WINDOW_OPS
 
 OPAQUE = ("matmul", "conv", "other")
 
@@ -446,13 +446,22 @@ class _Planner:
             return g
         # else one side may run as the other's prologue, at the positions the other reads
         for host, pw in ((a, b), (b, a)):
-            if all(r == "full" for r in pw.roles.values()) and self._is_prologue(host, pw):
+            if all(self._prologue_role(c, r) for c, r in pw.roles.items()) and self._is_prologue(host, pw):
                 roles = dict(host.roles)
                 roles.update({c: "prologue" for c in pw.roles})
                 g = _Group(_kind_of(host, roles), roles, host.shape, host.rdims)
                 if self._reads_ok(g):
                     return g
         return None
+
+    def _prologue_role(self, c: str, role: str) -> bool:
+        """May member c (role `role`) run as a prologue, once per position read? Pointwise ops
+        may; so may a lookup whose data is read from memory (an embedding or index_select
+        table: T5's relative position bias, permuted into the attention mask's layout), but not
+        a window, which reads each element several times."""
+        if role == "full":
+            return True
+        return role == "gather" and _packet(self.f.fg, c) in LOOKUPS
 
     def _in_space_of(self, a: _Group, b: _Group) -> _Group | None:
         """a + b with b's members taking roles in a's iteration space."""
@@ -753,6 +762,9 @@ def plan(fg: FusionGraph, options: PlanOptions | None = None) -> FusionPlan:
     p.vertical()
     if options.horizontal:
         p.horizontal()
+        # Siblings merged side by side may now take a producer they all read as their prologue
+        # (T5's position bias: one lookup, copied into each layer's attention mask).
+        p.vertical()
     recomputed, materialized = p.settle()
     return _freeze(p, recomputed, materialized, options)
 

@@ -23,5 +23,6 @@ KIND_OF: dict[str, str] = {op: kind for kind, ops in _TABLE["kinds"].items() for
 FLAT_VIEWS = frozenset(_TABLE["roles"]["flat_view"])
 WINDOW_OPS = frozenset(_TABLE["roles"]["window"])
 ELEMENTWISE_COPIES = frozenset(_TABLE["roles"]["elementwise_copy"])
+LOOKUPS = frozenset(_TABLE["roles"]["lookup"])
 SILENT_ALIASES = frozenset(_TABLE["roles"]["silent_alias"])
 GENERATED_WINDOWS = frozenset(_TABLE["backend"]["window"])

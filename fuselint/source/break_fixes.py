@@ -203,3 +203,99 @@ def assert_instead_of_raise(sf: SourceFile, site: Site, flow: FunctionFlow) -> F
         holds = f"{torch}.logical_not({sf.segment(test)})"
     content = f"{torch}._assert_async({holds}, {message})"
     return Fix(Applicability.UNSAFE, CHECK_MESSAGE, (sf.replace(stmt, content),), imports)
+
+
+# ---------------------------------------------------------------- FL106: the first nonzero
+
+FIRST_NONZERO_MESSAGE = (
+    "take the first match with `torch.nonzero_static(x, size=1)`, which has a static shape "
+    "(assumes some element is nonzero: with none, the original raises IndexError and this gives -1)"
+)
+_NONZERO = frozenset({"torch.nonzero", "torch.argwhere"})
+
+
+def _nonzero_operand(sf: SourceFile, call: ast.Call) -> tuple[ast.expr, bool] | None:
+    """(the tensor, as_tuple) of `x.nonzero(...)`, `torch.nonzero(x, ...)`, `x.argwhere()`,
+    `torch.argwhere(x)` or one-argument `torch.where(x)` (a nonzero as a tuple); else None."""
+    func = call.func
+    qual = sf.imports.qualname(func)
+    as_tuple: object = False
+    keywords = {k.arg: k.value for k in call.keywords}
+    if None in keywords or set(keywords) - {"as_tuple"}:
+        return None
+    if "as_tuple" in keywords:
+        flag = keywords["as_tuple"]
+        if not (isinstance(flag, ast.Constant) and isinstance(flag.value, bool)):
+            return None
+        as_tuple = flag.value
+    if qual == "torch.where" and len(call.args) == 1 and not keywords:
+        return call.args[0], True
+    if qual in _NONZERO and len(call.args) == 1:
+        operand, name = call.args[0], qual.rsplit(".", 1)[1]
+    elif qual is None and isinstance(func, ast.Attribute) and func.attr in ("nonzero", "argwhere"):
+        if call.args:
+            return None
+        operand, name = func.value, func.attr
+    else:
+        return None
+    if isinstance(operand, ast.Starred) or (name == "argwhere" and keywords):
+        return None  # argwhere takes no as_tuple
+    return operand, bool(as_tuple)
+
+
+def _int_index(node: ast.AST, parent: ast.Subscript) -> int | None:
+    part = parent.slice
+    if parent.value is not node or not isinstance(parent.ctx, ast.Load):
+        return None
+    sign = 1
+    if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.USub):
+        part, sign = part.operand, -1
+    if isinstance(part, ast.Constant) and type(part.value) is int:
+        return sign * part.value
+    return None
+
+
+def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
+    """`x.nonzero()[0]` -> `torch.nonzero_static(x, size=1)[0]`, and
+    `x.nonzero(as_tuple=True)[d][0]` (or `torch.where(x)[d][0]`) -> `torch.nonzero_static(x, size=1)[0, d]`.
+
+    Only the first match is read, so a static buffer of one row holds it: the same row, in the
+    same row-major order. dynamo traces `nonzero_static` with a static shape (no gb0036 break).
+    Unsafe: where nothing matches, the original raises IndexError and the fix gives -1.
+    Only on an operand the code shows to be a tensor (not a parameter guessed from its name):
+    numpy's `a.nonzero()` is a tuple, so `a.nonzero()[0]` is every index along axis 0.
+    """
+    call = site.node
+    if not isinstance(call, ast.Call):
+        return None
+    found = _nonzero_operand(sf, call)
+    if found is None:
+        return None
+    operand, as_tuple = found
+    if flow.kind(operand, site.env) not in TENSORS:
+        return None
+    tensors = [
+        n
+        for n in ast.walk(operand)
+        if isinstance(n, (ast.Name, ast.Attribute)) and flow.kind(n, site.env) in TENSORS
+    ]
+    if tensors and all(isinstance(n, ast.Name) and n.id in flow.guessed for n in tensors):
+        return None  # a tensor only by the guess on a parameter's name: it may be a numpy array
+    parents = {id(child): node for node in ast.walk(site.stmt) for child in ast.iter_child_nodes(node)}
+    outer = parents.get(id(call))
+    if not isinstance(outer, ast.Subscript):
+        return None
+    first = _int_index(call, outer)
+    if first is None:
+        return None
+    torch, imports = torch_name(sf)
+    static = f"{torch}.nonzero_static({sf.segment(operand)}, size=1)"
+    if not as_tuple:
+        if first != 0:
+            return None  # a later row: the static buffer would need more rows
+        return Fix(Applicability.UNSAFE, FIRST_NONZERO_MESSAGE, (sf.replace(call, static),), imports)
+    inner = parents.get(id(outer))
+    if not isinstance(inner, ast.Subscript) or _int_index(outer, inner) != 0:
+        return None
+    content = f"{static}[0, {first}]"
+    return Fix(Applicability.UNSAFE, FIRST_NONZERO_MESSAGE, (sf.replace(inner, content),), imports)

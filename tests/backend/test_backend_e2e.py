@@ -398,3 +398,18 @@ def test_a_value_read_through_a_permute_is_computed_in_the_reduction_that_reads_
     (report,) = compile_and_compare(channels_layer_norm, *args, atol=1e-5, rtol=1e-4)
     assert not report.fallbacks, report.fallbacks
     assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+
+
+def position_bias_per_layer(table, buckets, mask):
+    # T5's relative position bias: one lookup, permuted into (1, heads, q, k) and copied into each
+    # layer's attention mask
+    bias = F.embedding(buckets, table).permute(2, 0, 1).unsqueeze(0)
+    return [(bias + mask).contiguous() for _ in range(3)]
+
+
+def test_a_lookup_read_through_a_permute_by_siblings_runs_in_their_kernel():
+    torch.manual_seed(0)
+    table, buckets, mask = torch.randn(32, 4), torch.randint(0, 32, (8, 8)), torch.randn(2, 1, 1, 8)
+    (report,) = compile_and_compare(position_bias_per_layer, table, buckets, mask)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]

@@ -387,3 +387,106 @@ def test_guard_keeps_crlf_line_endings():
     text += "        print(x)\r\n        return x\r\n"
     (found,) = _lint(text, ("FL103",))
     assert found.fix.edits[0].content == "if not torch.compiler.is_compiling():\r\n            print(x)"
+
+
+def test_first_nonzero_and_next_index_become_static_and_every_break_goes():
+    x = torch.randn(2, 8)
+    text = (ROOT / "next_timestep.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102", "FL106")), unsafe=True).text
+    assert "torch.nonzero_static(self.timesteps == timestep, size=1)[0, 0]" in fixed
+    assert "self.timesteps[index + 1]" not in fixed
+    before, after = _load(text, "before").Sampler().eval(), _load(fixed, "after").Sampler().eval()
+    for t in (90, 40, 0):  # 0: the last step, where the skipped branch would index past the end
+        timestep = torch.tensor(t)
+        g0, y0 = _trace(before, x, timestep)
+        g1, y1 = _trace(after, x, timestep)
+        assert g0 >= 3  # nonzero and the `if` each end a graph (the index too, on some paths)
+        assert g1 == 1
+        assert torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "expr,want",
+    [
+        ("(x > 0).nonzero()[0]", "torch.nonzero_static(x > 0, size=1)[0]"),
+        ("torch.nonzero(x > 0)[0][1]", "torch.nonzero_static(x > 0, size=1)[0][1]"),
+        ("torch.argwhere(x)[0]", "torch.nonzero_static(x, size=1)[0]"),
+        ("(x > 0).nonzero(as_tuple=True)[1][0]", "torch.nonzero_static(x > 0, size=1)[0, 1]"),
+        ("torch.where(x > 0)[-1][0]", "torch.nonzero_static(x > 0, size=1)[0, -1]"),
+    ],
+)
+def test_first_nonzero_fix_reads_the_same_element(expr, want):
+    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x: torch.Tensor):\n        return {expr}\n"
+    fixed = fix_text(text, lambda t: _lint(t, ("FL106",)), unsafe=True).text
+    assert f"return {want}" in fixed
+    x = torch.tensor([[0.0, -1.0, 2.0], [3.0, 0.0, 4.0]])
+    assert torch.equal(_load(text, "a").M()(x), _load(fixed, "b").M()(x))
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "(x > 0).nonzero()[1]",  # a later row: one static row would not hold it
+        "(x > 0).nonzero()",  # every row
+        "(x > 0).nonzero(as_tuple=True)[0]",  # every match
+        "(x > 0).nonzero(as_tuple=True)[0][1]",
+        "(x > 0).nonzero()[i]",
+    ],
+)
+def test_first_nonzero_fix_only_where_one_match_is_read(expr):
+    text = f"import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x: torch.Tensor, i: int):\n        return {expr}\n"
+    found = _lint(text, ("FL106",))
+    assert found and all(f.fix is None for f in found)
+
+
+def test_first_nonzero_fix_is_unsafe_and_says_what_changes():
+    text = "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x: torch.Tensor):\n        return x.nonzero()[0]\n"
+    (found,) = _lint(text, ("FL106",))
+    assert found.fix.applicability is Applicability.UNSAFE
+    assert "IndexError" in found.fix.message and "-1" in found.fix.message
+
+
+@pytest.mark.parametrize(
+    "branch",
+    [
+        "self.table[i]",  # a tensor index that may be out of range when the branch is skipped
+        "self.table[int(i)]",
+        "self.table[i + k]",  # k is not a literal
+    ],
+)
+def test_where_fix_is_not_offered_where_the_skipped_branch_may_index_out_of_range(branch):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.table = torch.arange(4.0)\n\n"
+        f"    def forward(self, x, i, k: int):\n        y = {branch} if (x > 0).all() else x\n        return y\n"
+    )
+    found = [f for f in _lint(text, ("FL102",)) if "conditional" in f.message]
+    assert found and all(f.fix is None for f in found)
+
+
+def test_where_fix_reads_a_shifted_index_in_range_with_pythons_negative_indexing():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.table = torch.arange(0.0, 40.0, 10.0)\n\n"
+        "    def forward(self, x, i: torch.Tensor):\n"
+        "        y = (\n            self.table[i - 1]\n            if (x > 0).all()\n            else x.sum()\n        )\n"
+        "        return y\n"
+    )
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "self.table.index_select(" in fixed and "(i - 1) % self.table.shape[0]" in fixed
+    before, after = _load(text, "a").M(), _load(fixed, "b").M()
+    for x in (torch.ones(3), -torch.ones(3)):
+        for i in range(4):  # i = 0 reads table[-1], as Python does
+            index = torch.tensor(i)
+            assert torch.equal(before(x, index), after(x, index))
+            g, _ = _trace(after, x, index)
+            assert g == 1
+
+
+def test_first_nonzero_fix_is_not_offered_on_what_may_be_a_numpy_array():
+    # numpy's a.nonzero() is a tuple: a.nonzero()[0] is every index along axis 0
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, table):\n        rows = table.nonzero()[0]\n        return x[:, rows]\n"
+    )
+    assert all(f.fix is None for f in _lint(text, ("FL106",)))

@@ -169,8 +169,77 @@ def _where(
         return None
     if not all(_pure(e, flow, env) for e in (test, a, b)):
         return None
+    left, right = (_in_range(sf, flow, env, e) for e in (a, b))
+    if left is None or right is None:
+        return None
     torch, _ = torch_name(sf)
-    return f"{torch}.where({sf.segment(test)}, {sf.segment(a)}, {sf.segment(b)})"
+    return f"{torch}.where({sf.segment(test)}, {left}, {right})"
+
+
+def _in_range(sf: SourceFile, flow: FunctionFlow, env: Env, expr: ast.expr) -> str | None:
+    """The text of a branch that `torch.where` evaluates on every call, or None when it may raise.
+
+    A branch Python skipped may index out of range (`timesteps[index + 1]` at the last step).
+    A constant index or a slice is kept. `X[j]` with `j` a tensor plus or minus an int is
+    wrapped into range and read with `index_select`: the same values wherever the original
+    indexed in range (what its branch, when taken, required), and no `.item()` for dynamo
+    (a 0-d tensor index computed in the graph breaks it, gb0033). Any other index: None.
+    """
+    edits: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.Subscript):
+            continue
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if all(isinstance(p, ast.Slice) or _constant_index(p) for p in parts):
+            continue
+        wrapped = _wrapped_index(sf, flow, env, node)
+        if wrapped is None:
+            return None
+        edits.append((node, wrapped))
+    return _spliced(sf, expr, edits)
+
+
+def _constant_index(part: ast.expr) -> bool:
+    if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.USub):
+        part = part.operand
+    return isinstance(part, ast.Constant) and (
+        part.value is None or part.value is Ellipsis or type(part.value) is int
+    )
+
+
+def _wrapped_index(sf: SourceFile, flow: FunctionFlow, env: Env, node: ast.Subscript) -> str | None:
+    """`X.index_select(0, (j % X.shape[0]).flatten()).reshape(j.shape + X.shape[1:])` for `X[j]`,
+    `j` = a tensor plus or minus an int (an integer tensor, never a mask), `X` a tensor name."""
+    index, base = node.slice, node.value
+    chain = base
+    while isinstance(chain, ast.Attribute):
+        chain = chain.value
+    if not isinstance(chain, ast.Name) or flow.kind(base, env) not in TENSORS:
+        return None
+    if not (isinstance(index, ast.BinOp) and isinstance(index.op, (ast.Add, ast.Sub))):
+        return None
+    ints = [isinstance(o, ast.Constant) and type(o.value) is int for o in (index.left, index.right)]
+    tensor = index.right if ints[0] else index.left
+    if ints.count(True) != 1 or flow.kind(tensor, env) not in TENSORS:
+        return None
+    if any(isinstance(n, (ast.Subscript, ast.Call)) for n in ast.walk(index)):
+        return None  # written twice below: only a cheap, plain index
+    x, j = sf.segment(base), sf.segment(index)
+    return f"{x}.index_select(0, (({j}) % {x}.shape[0]).flatten()).reshape(({j}).shape + {x}.shape[1:])"
+
+
+def _spliced(sf: SourceFile, expr: ast.expr, edits: list[tuple[ast.AST, str]]) -> str:
+    """`expr`'s source text with each (node, text) edit's node replaced by its text."""
+    start = sf.span(expr)
+    lines = sf.segment(expr).split("\n")
+    for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        span = sf.span(node)
+        first, last = span.line - start.line, span.end_line - start.line
+        begin = span.column - (start.column if first == 0 else 1)
+        end = span.end_column - (start.column if last == 0 else 1)
+        head, tail = lines[first][:begin], lines[last][end:]
+        lines[first : last + 1] = (head + text + tail).split("\n")
+    return "\n".join(lines)
 
 
 def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
@@ -199,7 +268,8 @@ def _fix(sf: SourceFile, edit) -> Fix:
     _, imports = torch_name(sf)
     return Fix(
         Applicability.UNSAFE,
-        "select with `torch.where` (both branches are computed)",
+        "select with `torch.where` (both branches are computed: assumes the branch Python skipped "
+        "raises nothing; an index `X[j + k]` in it is read wrapped into range)",
         (edit,),
         imports,
     )

@@ -6,6 +6,9 @@ elements as the data says. dynamo cannot size the result without running it, so 
 default it breaks the graph there (detection heads, MoE routers); with
 `capture_dynamic_output_shape_ops` it keeps an unbacked size that blocks most fusions
 and static shapes (CUDA graphs) downstream.
+
+Where only the first match is read (`x.nonzero()[0]`, `x.nonzero(as_tuple=True)[d][0]`), the fix
+reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
+from fuselint.source.break_fixes import first_nonzero
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
@@ -82,7 +86,7 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
             what = _dynamic_call(site, flow, sf)
             if what is not None:
                 message = f"{what} has a data-dependent output shape: {rule.message}"
-                yield finding(sf, rule, site.node, message, path=site.path)
+                yield finding(sf, rule, site.node, message, first_nonzero(sf, site, flow), path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
