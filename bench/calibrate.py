@@ -9,18 +9,26 @@ Runs on the GPU itself (`python bench/calibrate.py --out bench/results/device-h1
   between CUDA events around a Python loop of launches measures the host instead (8.08 µs per
   op on an H100, where the kernel itself takes ~1.2 µs): printed beside it, not used;
 - matmul rates: a square bf16 and fp32 matmul (8192; TF32 off, as PyTorch's default), in dense
-  TFLOP/s.
+  TFLOP/s;
+- with --curves FILE, also the time of each matmul shape of bench/models.py's suite and of an
+  elementwise add from 1 to 256 MB moved (the rates kernels reach at the sizes models run,
+  which the two numbers above overstate; not yet read by the cost model).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+
+try:
+    from triton.testing import do_bench
+except ImportError:  # the CPU machines: curves() with a timer of its own (tests)
+    do_bench = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fuselint.fusion.devices import Device, device_to_json  # noqa: E402
@@ -80,10 +88,49 @@ def matmul_tflops(dtype: torch.dtype, n: int = 8192) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+# The suite's shapes (bench/models.py, bf16): the matmuls of its transformers as (M, N, K), and
+# elementwise sizes from 1 to 256 MB, so that a later cost model can price kernels at the sizes
+# the models run instead of at the 8192^3 GEMM's and 1 GiB copy's rates.
+SUITE_MATMULS = (
+    (4096, 512, 512), (4096, 2048, 512), (4096, 512, 2048),  # T5 encoder
+    (4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072),  # GPT-2, BERT
+    (4096, 1024, 1024), (4096, 2816, 1024), (4096, 1024, 2816),  # LLaMA
+    (6304, 2304, 768), (6304, 3072, 768), (6304, 768, 3072),  # ViT-B/16, 32 images
+    (100352, 384, 96), (100352, 96, 384),  # ConvNeXt-T's first-stage MLP
+)  # fmt: skip
+ELEMENTWISE_MB = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def curves(device: str = "cuda", dtype: torch.dtype = torch.bfloat16, timer=None) -> dict:
+    """Measured time of the suite's matmul shapes and of an elementwise add over a range of
+    sizes: {"matmul": [[M, N, K, µs, TFLOP/s]], "elementwise": [[MB moved, µs, GB/s]]}.
+    timer(fn) -> ms per call (default: triton's do_bench median)."""
+    timer = timer or (lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    out: dict = {"matmul": [], "elementwise": []}
+    for m, n, k in SUITE_MATMULS:
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        us = timer(lambda a=a, b=b: a @ b) * 1e3
+        out["matmul"].append([m, n, k, round(us, 2), round(2 * m * n * k / us / 1e6, 1)])
+    for mb in ELEMENTWISE_MB:
+        x = torch.empty(mb * (1 << 20) // 2 // _element_size(dtype), device=device, dtype=dtype).fill_(1)
+        us = timer(lambda x=x: x.add(1)) * 1e3
+        moved = 2 * x.numel() * _element_size(dtype)  # read + written
+        out["elementwise"].append([round(moved / 1e6, 2), round(us, 2), round(moved / us / 1e3, 1)])
+    return out
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="where to write the device table (JSON)")
     parser.add_argument("--name", help="the device's name in reports (default: torch's name for it)")
+    parser.add_argument(
+        "--curves", help="also time the suite's matmul shapes and elementwise sizes; write them here (JSON)"
+    )
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     name = args.name or torch.cuda.get_device_name()
@@ -101,6 +148,15 @@ def main() -> None:
     print(f"host-side issue cost per tiny eager op (not used): {host_launch_us():.2f} us")
     Path(args.out).write_text(device_to_json(table))
     print(device_to_json(table))
+    if args.curves:
+        measured = {"device": name, "torch": torch.__version__, **curves()}
+        Path(args.curves).write_text(json.dumps(measured, indent=1) + "\n")
+        for row in measured["matmul"]:
+            m, n, k, us, rate = row
+            print(f"matmul M={m} N={n} K={k}: {us:.2f} us, {rate:.1f} TFLOP/s")
+        for row in measured["elementwise"]:
+            mb, us, gbs = row
+            print(f"add moving {mb:.2f} MB: {us:.2f} us, {gbs:.1f} GB/s")
 
 
 if __name__ == "__main__":

@@ -170,6 +170,43 @@ def _mask(node: torch.fx.Node | None) -> Mask | None:
     return Mask(val.dtype, shape, stride, all_true=val.dtype == torch.bool and _all_true(node))
 
 
+def _mask_and_causal(node: torch.fx.Node) -> tuple[torch.fx.Node | None, bool]:
+    """The mask argument of an SDPA node (as the graph passes it) and its is_causal flag."""
+    target = str(node.target)
+    if "for_cpu" in target:
+        is_causal = bool(node.args[4]) if len(node.args) > 4 else bool(node.kwargs.get("is_causal", False))
+        return node.kwargs.get("attn_mask"), is_causal
+    if "efficient" in target:
+        mask_node = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_bias")
+        is_causal = bool(node.args[6]) if len(node.args) > 6 else bool(node.kwargs.get("is_causal", False))
+        return mask_node, is_causal
+    mask_node = node.kwargs.get("attn_bias") if "cudnn" in target else None
+    return mask_node, bool(node.args[4]) if len(node.args) > 4 else bool(node.kwargs.get("is_causal", False))
+
+
+def tracing_only_mask(node: torch.fx.Node) -> frozenset[str]:
+    """Names of the nodes that build an SDPA node's mask when that mask is all true and built from
+    positions and constants alone (`Mask.all_true`): the mask eager code never makes
+    (`eager_call`), so eager runs none of them. Empty for any other call."""
+    call = sdpa_call(node)
+    mask_node, _causal = _mask_and_causal(node) if call is not None else (None, False)
+    if (
+        call is None
+        or call.mask is None
+        or not call.mask.all_true
+        or not isinstance(mask_node, torch.fx.Node)
+    ):
+        return frozenset()
+    cone: set[str] = set()
+    stack = [mask_node]
+    while stack:
+        n = stack.pop()
+        if n.name not in cone and n.op == "call_function":
+            cone.add(n.name)
+            stack.extend(n.all_input_nodes)
+    return frozenset(cone)
+
+
 def sdpa_call(node: torch.fx.Node) -> SdpaCall | None:
     """The SDPA call an ATen node makes, or None when it is not an SDPA op."""
     if node.op != "call_function" or str(node.target) not in SDPA_OPS:
@@ -177,16 +214,7 @@ def sdpa_call(node: torch.fx.Node) -> SdpaCall | None:
     q, k, v = (_val(a) for a in node.args[:3])
     if q is None or k is None or v is None or q.dim() < 2:
         return None
-    target = str(node.target)
-    if "for_cpu" in target:
-        is_causal = bool(node.args[4]) if len(node.args) > 4 else bool(node.kwargs.get("is_causal", False))
-        mask_node = node.kwargs.get("attn_mask")
-    elif "efficient" in target:
-        mask_node = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_bias")
-        is_causal = bool(node.args[6]) if len(node.args) > 6 else bool(node.kwargs.get("is_causal", False))
-    else:
-        mask_node = node.kwargs.get("attn_bias") if "cudnn" in target else None
-        is_causal = bool(node.args[4]) if len(node.args) > 4 else bool(node.kwargs.get("is_causal", False))
+    mask_node, is_causal = _mask_and_causal(node)
     return SdpaCall(
         batch_heads=int(q.numel() // (q.shape[-2] * q.shape[-1])) if q.shape[-2] * q.shape[-1] else 0,
         q_len=int(q.shape[-2]),
@@ -223,12 +251,25 @@ def _mask_bytes(mask: Mask | None) -> int:
     return span * torch.empty((), dtype=mask.dtype).element_size()
 
 
+def _tile(call: SdpaCall) -> tuple[int, int]:
+    """(queries, keys) of the score tile a fused kernel computes at once: the flash kernel
+    (FlashAttention-2's forward, as PyTorch ships it) takes 128 queries by 128 keys for head
+    dims up to 64 and 128 by 64 above; the memory-efficient one (CUTLASS) 64 by 64."""
+    if call.mask is None and call.dtype in _HALF:
+        return (128, 128) if call.head_dim <= 64 else (128, 64)
+    return 64, 64
+
+
 def fused_work(call: SdpaCall) -> tuple[int, int]:
     """(bytes, flops) of a fused attention kernel: q, k, v and the mask read once, out written;
-    two matmuls' flops, half of them when causal (the kernel skips masked-out blocks)."""
+    two matmuls' flops over whole score tiles (a sequence of 197 computes 256 x 256 scores on
+    the flash kernel's 128 x 128 tiles), half of them when causal (the kernel skips masked-out
+    blocks)."""
     e = torch.empty((), dtype=call.dtype).element_size()
     bh, lq, lk = call.batch_heads, call.q_len, call.kv_len
     nbytes = e * bh * (lq * call.head_dim + lk * call.head_dim + lk * call.v_dim + lq * call.v_dim)
+    tq, tk = _tile(call)
+    lq, lk = -(-lq // tq) * tq, -(-lk // tk) * tk
     flops = 2 * bh * lq * lk * (call.head_dim + call.v_dim)
     return nbytes + _mask_bytes(call.mask), flops // 2 if call.is_causal else flops
 

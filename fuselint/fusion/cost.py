@@ -18,6 +18,7 @@ conservative there).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import networkx as nx
@@ -26,15 +27,18 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fuselint.fusion.attention import (
     FUSED_ATTENTION_EFFICIENCY,
+    SDPA_OPS,
     SdpaCall,
     choose_backend,
     eager_call,
     fused_work,
     math_parts,
     sdpa_call,
+    tracing_only_mask,
 )
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
+from fuselint.graph.layout import conv_eager_layout
 
 
 @dataclass(frozen=True)
@@ -197,13 +201,59 @@ def kernel_cost(
     return Cost(launches, read + written, total_flops, time)
 
 
-def eager_kernels(facts: GraphFacts) -> list[set[str]]:
+# Functions that return their input itself when not training (`F.dropout(x, training=False) is
+# x`): eager launches nothing for them, while the traced ATen graph holds a clone in their place.
+_EVAL_IDENTITY = re.compile(
+    r"<(function|built-in method) (dropout|dropout1d|dropout2d|dropout3d|alpha_dropout|"
+    r"feature_alpha_dropout|feature_dropout)\b"
+)
+
+
+def _eager_identity(fx: torch.fx.Node) -> bool:
+    """A clone made from an eval-mode dropout call: no kernel in eager (the call returns its
+    input). The graph's clone stays priced in the fused plan, where it costs what its group does."""
+    if fx.target is not torch.ops.aten.clone.default or fx.kwargs.get("memory_format") not in (
+        None,
+        torch.preserve_format,
+    ):
+        return False
+    origin = fx.meta.get("from_node") or []
+    return bool(origin) and bool(_EVAL_IDENTITY.match(str(getattr(origin[-1], "target", ""))))
+
+
+def eager_absent(facts: GraphFacts) -> set[str]:
+    """Compute nodes eager code never runs: those that only build an all-true SDPA mask that
+    libraries make while tracing alone (attention.tracing_only_mask; eager passes no mask)."""
+    sdpa, cone = set(), set()
+    for c in facts.kind:
+        fx = facts.fg.dag.nodes[c]["fx"]
+        nodes = tracing_only_mask(fx) if str(fx.target) in SDPA_OPS else frozenset()
+        if nodes:
+            sdpa.add(c)
+            cone |= nodes
+    # a node some other computation also reads still runs in eager, and so do its inputs
+    absent = {c for c in cone if c in facts.fg.dag}
+    changed = True
+    while changed:
+        changed = False
+        for c in sorted(absent):
+            if any(u not in absent and u not in sdpa for u in facts.fg.dag.successors(c)):
+                absent.discard(c)
+                changed = True
+    return {c for c in absent if c in facts.kind}
+
+
+def eager_kernels(facts: GraphFacts, absent: set[str] | None = None) -> list[set[str]]:
     """The compute nodes of each kernel eager launches: the nodes a decomposition made from one
     ATen call (same `original_aten` op and same `from_node` origin) form one kernel, so F.gelu
-    is one launch while torch.matmul's copies and bmm stay separate launches."""
+    is one launch while torch.matmul's copies and bmm stay separate launches. The clone that
+    stands for an eval-mode dropout is no kernel: eager's dropout returns its input; nor are
+    the `absent` nodes (eager_absent)."""
     units: dict[tuple, list[str]] = {}
     for c in facts.kind:  # graph order, so that units and kernels come out in graph order
         meta = facts.fg.dag.nodes[c]["fx"].meta
+        if _eager_identity(facts.fg.dag.nodes[c]["fx"]) or (absent and c in absent):
+            continue
         origin, aten = meta.get("from_node") or [], meta.get("original_aten")
         key = (getattr(origin[-1], "name", None), str(aten)) if origin and aten is not None else (c,)
         units.setdefault(key, []).append(c)
@@ -257,6 +307,47 @@ def sdpa_calls(facts: GraphFacts) -> dict[str, SdpaCall]:
     return calls
 
 
+def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
+    """The kernels eager runs around a convolution it runs on NCHW tensors, besides the conv.
+
+    cuDNN's convolution kernels on sm80+ GPUs work on NHWC data: given NCHW tensors it converts
+    the input and the weight to NHWC and the output back, three kernels that each read and
+    write their tensor (`nchwToNhwcKernel`, `nhwcToNchwKernel`), and PyTorch adds the bias in a
+    kernel of its own. A 1x1 image (squeeze-excite convs after a global pool) is the same in both
+    layouts and is not converted. A depthwise conv runs PyTorch's own NCHW kernel (cuDNN takes
+    only fp16 ones) with its bias: one thread per output reading its k x k taps, untiled, so it
+    moves taps x outputs elements where the roofline counts the input once (measured on the H100,
+    bf16 3x3 over 64x256x56x56: 497 µs; this prices it at 342 µs, the roofline at 70 µs).
+    Measured on the H100 (torch 2.11, bf16), eager kernels per call less the cost model's count
+    before this: ResNet-50 347 - 174 = 173 for 53 convs (159 here), ViT-B/16 4 for its biased
+    patch conv (4), EfficientNet-B0 150 (131), MobileNetV3 121 (110), ConvNeXt-T 27 (16); the
+    channels_last convs the layout pass plans (graph/layout.py) need none of them."""
+    out = Cost()
+    for c in unit:
+        fx = facts.fg.dag.nodes[c]["fx"]
+        if fx.target is not torch.ops.aten.convolution.default:
+            continue
+        fmt, bias, copied = conv_eager_layout(fx)
+        x, w, y = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in (*fx.args[:2], fx))
+        if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
+            continue
+        if fmt != "contiguous":  # cuDNN in channels_last: the operands not in it are copied first
+            moved = [2 * y.numel() * y.element_size()] if bias else []
+            moved += [2 * t.numel() * t.element_size() for i, t in enumerate((x, w)) if i in copied]
+            out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
+            continue
+        if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
+            taps = y.numel() * w.shape[2] * w.shape[3] * x.element_size()
+            extra = max(taps - x.numel() * x.element_size(), 0)
+            out = out + Cost(0, extra, 0, extra / (device.bandwidth_gbs * 1e3))
+            continue
+        moved = [2 * y.numel() * y.element_size()] if bias else []
+        if x.shape[2] * x.shape[3] > 1:
+            moved += [2 * t.numel() * t.element_size() for t in (x, w, y)]
+        out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
+    return out
+
+
 def _priced(
     facts: GraphFacts,
     nodes: set[str],
@@ -284,11 +375,13 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
     eager_calls = {c: eager_call(k) for c, k in compiled.items()}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
-    for unit in eager_kernels(facts):
+    for unit in eager_kernels(facts, eager_absent(facts)):
         first = min(unit, key=facts.order.get)
         gid = home.get(first, -1)
-        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + _priced(
-            facts, unit, device, flops, eager_calls
+        eager_by_group[gid] = (
+            eager_by_group.get(gid, Cost())
+            + _priced(facts, unit, device, flops, eager_calls)
+            + nchw_conv_extra(facts, unit, device)
         )
     groups = tuple(
         GroupCost(
@@ -307,3 +400,69 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
 def model_cost(plans: list[FusionPlan], device: Device = DEFAULT) -> ModelCost:
     """Cost of a model made of several graphs, each weighted by its runs per call."""
     return ModelCost(device.name, tuple(graph_cost(p, device) for p in plans))
+
+
+# -- where the time goes, by kind of kernel -------------------------------------------------------
+# The classes a GPU profile's kernels fall into (bench/predict_accuracy.py names measured kernels
+# the same way), so that a prediction's error can be traced to the kernels it misprices.
+KERNEL_CLASSES = ("gemm", "conv", "attention", "other")
+
+
+def _kernel_class(facts: GraphFacts, nodes: set[str]) -> str:
+    kinds = {facts.kind[c] for c in nodes}
+    return "conv" if "conv" in kinds else "gemm" if "matmul" in kinds else "other"
+
+
+def _priced_by_class(
+    facts: GraphFacts,
+    nodes: set[str],
+    device: Device,
+    flops: dict[str, int],
+    attention: dict[str, SdpaCall],
+    launches: int = 1,
+) -> dict[str, Cost]:
+    """_priced, split by kernel class: a fused SDPA kernel is "attention"; the math path's two
+    matmuls are "gemm" and its casts and softmax "other"."""
+    sdpa = nodes & set(attention)
+    out: dict[str, Cost] = {}
+    if nodes - sdpa:
+        out[_kernel_class(facts, nodes - sdpa)] = kernel_cost(facts, nodes - sdpa, device, flops, launches)
+    for c in sorted(sdpa):
+        call = attention[c]
+        if choose_backend(call).fused:
+            out["attention"] = out.get("attention", Cost()) + fused_attention_cost(call, device)
+            continue
+        for part in math_parts(call):
+            cls = "gemm" if "@" in part.name else "other"
+            priced = Cost(1, part.bytes, part.flops, device.time_us(part.bytes, part.flops, part.dtype))
+            out[cls] = out.get(cls, Cost()) + priced
+    return out
+
+
+def cost_by_class(plans: list[FusionPlan], device: Device = DEFAULT) -> dict[str, dict[str, Cost]]:
+    """{"eager" | "fused": {kernel class: Cost}} of a model (graphs weighted by their calls), with
+    the same prices as model_cost: each side's classes sum to its total."""
+    sides: dict[str, dict[str, Cost]] = {"eager": {}, "fused": {}}
+
+    def add(side: str, parts: dict[str, Cost], calls: int) -> None:
+        for cls, cost in parts.items():
+            sides[side][cls] = sides[side].get(cls, Cost()) + cost.scaled(calls)
+
+    for p in plans:
+        facts = GraphFacts(p.graph)
+        flops = {c: node_flops(facts, c) for c in facts.kind}
+        compiled = sdpa_calls(facts)
+        eager_calls = {c: eager_call(k) for c, k in compiled.items()}
+        for unit in eager_kernels(facts, eager_absent(facts)):
+            parts = _priced_by_class(facts, unit, device, flops, eager_calls)
+            extra = nchw_conv_extra(facts, unit, device)
+            if extra.launches:
+                parts["other"] = parts.get("other", Cost()) + extra
+            add("eager", parts, p.graph.calls)
+        for g in p.groups:
+            add(
+                "fused",
+                _priced_by_class(facts, set(g.compute_nodes), device, flops, compiled, g.launches),
+                p.graph.calls,
+            )
+    return {side: {c: parts[c] for c in KERNEL_CLASSES if c in parts} for side, parts in sides.items()}

@@ -24,6 +24,7 @@ import operator
 
 import torch
 import torch.fx
+from torch._prims_common import suggest_memory_format
 
 aten = torch.ops.aten
 
@@ -33,6 +34,9 @@ _CHANNELS_LAST_TIME = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "defau
 # Inductor skips the layout change when convolutions are rare in a graph: >= this many nodes each.
 _NODES_PER_CONV = 300
 _INSERTED = "fuselint_layout_copy"  # meta key of the copies this pass adds (only those may go)
+# meta key on each convolution: (memory format, has a bias, arguments copied) as the user's code
+# runs it in eager (eager_layouts)
+EAGER_LAYOUT = "fuselint_eager_layout"
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
@@ -88,8 +92,11 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
     out = next(n for n in graph.nodes if n.op == "output")
     before = [_val(v) for v in out.args[0]]
     changed = False
+    eager = eager_layouts(gm)
     for old in convs:
         conv = env[old]
+        if old.name in eager:
+            conv.meta[EAGER_LAYOUT] = eager[old.name]
         changed |= _peel_bias(graph, conv)
         if channels_last and len(conv.args[1].meta["val"].shape) == 4:
             for i in (0, 1):
@@ -106,6 +113,81 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
     graph.lint()
     new.recompile()
     return new
+
+
+def eager_layouts(gm: torch.fx.GraphModule) -> dict[str, tuple[str, bool, tuple[int, ...]]]:
+    """conv node name -> (memory format, has a bias, the arguments (0: input, 1: weight) copied
+    into a channels_last conv's layout first) as the user's code runs it on a GPU.
+
+    cuDNN returns channels_last when the conv's input or weight is channels_last, NCHW
+    otherwise, and pointwise ops carry their inputs' layout on; the traced strides cannot say
+    which (a CPU trace shows the CPU kernels' choices, a meta trace the meta kernels'), so the
+    graph's values are followed again under that rule, from the user's inputs and weights."""
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode([_val(n) for n in gm.graph.nodes if n.op == "placeholder"])
+    if mode is None:
+        return {}
+    vals: dict[torch.fx.Node, object] = {}
+    out: dict[str, tuple[str, bool]] = {}
+    with mode:
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                vals[node] = _val(node)
+            elif node.op == "call_function":
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: vals.get(n))
+                try:
+                    val = (
+                        args[0][args[1]] if node.target is operator.getitem else node.target(*args, **kwargs)
+                    )
+                except Exception:  # an op fake tensors cannot follow here: keep the traced value
+                    val = _val(node)
+                if node.target is aten.convolution.default and isinstance(val, torch.Tensor):
+                    fmt = _cudnn_format(val, args[0], args[1])
+                    val = val.contiguous(memory_format=fmt)
+                    name = "contiguous" if fmt == torch.contiguous_format else "channels_last"
+                    # operands PyTorch copies into a channels_last conv's layout first
+                    copied = tuple(
+                        i
+                        for i in (0, 1)
+                        if fmt != torch.contiguous_format
+                        and isinstance(args[i], torch.Tensor)
+                        and not args[i].is_contiguous(memory_format=fmt)
+                    )
+                    out[node.name] = (name, node.args[2] is not None, copied)
+                vals[node] = val
+    return out
+
+
+def conv_eager_layout(conv: torch.fx.Node) -> tuple[str, bool, tuple[int, ...]]:
+    """eager_layouts' entry for a convolution: what it recorded on the node (EAGER_LAYOUT),
+    else cuDNN's choice for the traced input and weight."""
+    if EAGER_LAYOUT in conv.meta:
+        return conv.meta[EAGER_LAYOUT]
+    out, args = _val(conv), (_val(conv.args[0]), _val(conv.args[1]))
+    if not isinstance(out, torch.Tensor):
+        return "contiguous", conv.args[2] is not None, ()
+    fmt = _cudnn_format(out, *args)
+    if fmt == torch.contiguous_format:
+        return "contiguous", conv.args[2] is not None, ()
+    copied = tuple(
+        i
+        for i in (0, 1)
+        if isinstance(args[i], torch.Tensor) and not args[i].is_contiguous(memory_format=fmt)
+    )
+    return "channels_last", conv.args[2] is not None, copied
+
+
+def _cudnn_format(out: torch.Tensor, x: object, weight: object) -> torch.memory_format:
+    """The layout cuDNN gives a convolution's output: channels_last when its input or weight is
+    (`cudnn_conv_suggest_memory_format`), else contiguous."""
+    fmt = torch.channels_last if out.dim() == 4 else torch.channels_last_3d if out.dim() == 5 else None
+    if fmt is not None and any(
+        isinstance(t, torch.Tensor) and t.dim() == out.dim() and suggest_memory_format(t) == fmt
+        for t in (x, weight)
+    ):
+        return fmt
+    return torch.contiguous_format
 
 
 def _like(node: torch.fx.Node, anchor: torch.fx.Node) -> None:
@@ -195,7 +277,20 @@ def _evaluate(node: torch.fx.Node) -> object:
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
     if node.target is operator.getitem:
         return args[0][args[1]]
-    return node.target(*args, **kwargs)
+    out = node.target(*args, **kwargs)
+    if node.target is aten.convolution.default:
+        return _as_on_gpu(out, args[0], args[1])
+    return out
+
+
+def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """A convolution's output with the strides cuDNN gives it (_cudnn_format) where that is
+    channels_last. The CPU kernel agrees for a channels_last input; the meta kernel returns
+    contiguous, so a meta trace would see copies a GPU (and a CPU trace) never makes."""
+    fmt = _cudnn_format(out, x, weight)
+    if fmt == torch.contiguous_format or out.is_contiguous(memory_format=fmt):
+        return out
+    return out.contiguous(memory_format=fmt)
 
 
 def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:

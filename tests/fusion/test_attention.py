@@ -99,3 +99,48 @@ def test_fl302_flags_the_tracing_only_mask_and_prices_compile_slower(trace):
 @pytest.mark.parametrize("factory", ["entry_causal", "entry_no_mask"])
 def test_fl302_quiet_when_sdpa_stays_fused(factory):
     assert [f for f in _analysis(factory).findings if f.code == "FL302"] == []
+
+
+def test_cost_by_class_splits_the_math_path_and_adds_up():
+    from fuselint.fusion.cost import cost_by_class, math_parts
+
+    analysis = _analysis("entry")
+    classes = cost_by_class(list(analysis.plans), H100)
+    for side in ("eager", "fused"):
+        total = getattr(analysis.cost, side)
+        assert sum(c.time_us for c in classes[side].values()) == pytest.approx(total.time_us)
+        assert sum(c.launches for c in classes[side].values()) == total.launches
+    # eager runs the fused kernel (no mask); compile runs the math path: its two matmuls are gemm
+    (call,) = _sdpa(analysis)
+    assert classes["eager"]["attention"].launches == 1 and "attention" not in classes["fused"]
+    mm = [p for p in math_parts(call) if "@" in p.name]
+    assert classes["fused"]["gemm"].flops - classes["eager"]["gemm"].flops == sum(p.flops for p in mm)
+
+
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_eager_runs_none_of_the_tracing_only_mask(trace):
+    # eager code makes no mask at all, so it launches what the maskless model does; a causal
+    # mask (not all true) is built in eager too
+    traced, plain = _analysis("entry", trace), _analysis("entry_no_mask", trace)
+    assert traced.cost.eager == plain.cost.eager
+    assert traced.cost.fused.launches > plain.cost.fused.launches  # compile builds it, then the math path
+    causal = _analysis("entry_causal", trace)
+    assert causal.cost.eager.launches > plain.cost.eager.launches
+
+
+def test_fused_kernels_compute_whole_score_tiles():
+    from dataclasses import replace
+
+    from fuselint.fusion.attention import fused_work
+
+    def flops(call, length):
+        return fused_work(replace(call, q_len=length, kv_len=length))[1]
+
+    flash, dense = _call(), _call(Mask(torch.bfloat16, (16, 12, 256, 256), (786432, 65536, 256, 1)))
+    # ViT's 197 tokens: the flash kernel's 128 x 128 tiles cover 256 x 256 scores
+    assert flops(flash, 197) == flops(flash, 256) == 4 * 16 * 12 * 256 * 256 * 64
+    assert flops(flash, 130) == flops(flash, 256) and flops(flash, 128) < flops(flash, 130)
+    # the memory-efficient kernel (a mask) tiles by 64: 130 tokens compute 192 x 192 scores
+    assert flops(dense, 130) == 4 * 16 * 12 * 192 * 192 * 64
+    # bytes follow the real lengths
+    assert fused_work(replace(flash, q_len=197, kv_len=197))[0] < fused_work(flash)[0]

@@ -40,3 +40,31 @@ def test_a_bad_table_is_named(tmp_path, text, problem):
 def test_an_unknown_name_lists_what_is_known():
     with pytest.raises(KeyError, match="H200-measured"):
         device("Z9000")
+
+
+def test_calibrate_curves_time_the_suites_shapes(monkeypatch):
+    # bench/calibrate.py --curves on a CPU with a stand-in timer (the GPU run uses do_bench):
+    # every suite matmul shape and elementwise size is timed, with the rates worked out
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("fuselint_bench_calibrate", root / "bench" / "calibrate.py")
+    cal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cal)
+    monkeypatch.setattr(cal, "SUITE_MATMULS", ((64, 32, 16), (128, 64, 32)))
+    monkeypatch.setattr(cal, "ELEMENTWISE_MB", (1, 2))
+    calls = []
+
+    def timer(fn):
+        calls.append(fn())
+        return 0.5  # ms
+
+    out = cal.curves("cpu", torch.float32, timer)
+    assert [r[:3] for r in out["matmul"]] == [[64, 32, 16], [128, 64, 32]]
+    assert out["matmul"][1][3] == 500.0 and out["matmul"][1][4] == round(2 * 128 * 64 * 32 / 500 / 1e6, 1)
+    assert calls[1].shape == (128, 64)  # the timed function is the matmul itself
+    assert [r[0] for r in out["elementwise"]] == [1.05, 2.1]  # MB read + written
+    assert out["elementwise"][0][2] == round(1.05e6 / 500 / 1e3, 1)

@@ -170,3 +170,71 @@ def test_predictions_match_measured_h200_anchors(name):
         assert cost.eager.time_us / 1e3 == pytest.approx(eager_ms, rel=0.12)
     else:
         assert 0.65 * eager_ms < cost.eager.time_us / 1e3 < eager_ms
+
+
+class _DropoutBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        y = self.drop(torch.relu(x))  # nn.Dropout: F.dropout
+        z = F.dropout2d(y, 0.2, training=self.training)
+        return torch.dropout(z, 0.3, False) + 1, x.clone()
+
+
+def test_eval_dropout_is_no_eager_kernel():
+    # In eager an eval-mode dropout returns its input: no kernel, where the traced graph
+    # holds a clone. A clone the user wrote is still one.
+    x = torch.randn(8, 4, 16, 16)
+    block = _DropoutBlock().eval()
+    y = block.drop(x)
+    assert y is x and F.dropout2d(x, 0.2, training=False) is x and torch.dropout(x, 0.3, False) is x
+    fg = aten_graph(block, x)
+    clones = [n for n in fg.gm.graph.nodes if n.target is torch.ops.aten.clone.default]
+    assert len(clones) == 3  # nn.Dropout's, torch.dropout's (dynamo drops dropout2d) and the user's
+    cost = graph_cost(plan(fg), UNIT)
+    assert cost.eager.launches == 3  # relu, the user's clone, + 1
+    n = x.numel() * 4
+    assert cost.eager.bytes == 2 * n + 2 * n + 2 * n
+
+
+class _ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)  # biased: 3 conversions + a bias kernel
+        self.dw = torch.nn.Conv2d(
+            16, 16, 3, padding=1, groups=16, bias=False
+        )  # PyTorch's NCHW kernel: its taps
+        self.se = torch.nn.Conv2d(16, 16, 1)  # on a 1x1 image: its bias kernel alone
+
+    def forward(self, x):
+        h = self.dw(self.conv(x))
+        return h * self.se(h.mean((2, 3), keepdim=True))
+
+
+def _conv_extra(fg) -> Cost:
+    from fuselint.fusion.cost import nchw_conv_extra
+
+    facts = GraphFacts(fg)
+    return sum((nchw_conv_extra(facts, unit, UNIT) for unit in eager_kernels(facts)), Cost())
+
+
+def test_eager_convs_pay_cudnns_layout_copies_and_bias_kernel():
+    x = torch.randn(4, 8, 32, 32)
+    y = 4 * 16 * 32 * 32 * 4  # the conv's output (and the depthwise conv's), bytes
+    se = 2 * 4 * 16 * 4  # the squeeze-excite conv's bias kernel: its (4, 16, 1, 1) output, read + written
+    # NCHW: the conv's input, weight and output converted, and its bias kernel; the depthwise
+    # conv's untiled taps (9 per output where the roofline reads its input once)
+    nchw = _conv_extra(aten_graph(_ConvNet().eval(), x))
+    assert nchw.launches == 3 + 1 + 1
+    assert nchw.bytes == 2 * (x.numel() * 4 + 16 * 8 * 9 * 4 + y) + 2 * y + se + (9 - 1) * y
+    # the user's model in channels_last: no copies, the bias kernels stay
+    cl_model = _ConvNet().eval().to(memory_format=torch.channels_last)
+    cl = _conv_extra(aten_graph(cl_model, x.to(memory_format=torch.channels_last)))
+    assert cl.launches == 2 and cl.bytes == 2 * y + se
+    # channels_last weights, NCHW image: cuDNN copies the image into channels_last first
+    mixed = _conv_extra(aten_graph(cl_model, x))
+    assert mixed.launches == 3 and mixed.bytes == 2 * x.numel() * 4 + 2 * y + se
+    facts = GraphFacts(aten_graph(torch.nn.Linear(8, 8), torch.randn(2, 8)))
+    assert _conv_extra(facts.fg) == Cost()

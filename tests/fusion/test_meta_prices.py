@@ -76,3 +76,46 @@ def test_meta_trace_prices_as_cpu_trace(name, use_cache):
     assert meta[2] == cpu[2] and meta[3] == cpu[3]  # same eager and fused prices
     assert meta[4] == cpu[4]
     assert cpu[2].time_us > cpu[3].time_us > 0
+
+
+@pytest.mark.parametrize("fixture", ["trace/conv_stem.py"])
+def test_meta_trace_of_conv_nets_prices_as_cpu_trace(fixture):
+    # The GPU layout pass runs convolutions channels_last; their outputs keep that layout as
+    # cuDNN's do on both devices (meta's kernel alone returned contiguous: 3 extra copies)
+    from pathlib import Path
+
+    from fuselint.graph.entry import load_entry
+
+    path = Path(__file__).resolve().parents[2] / "fixtures" / fixture
+    runs = {}
+    for trace in ("cpu", "meta"):
+        a = analyse(capture(load_entry(f"{path}:entry"), device=trace), device("H100-measured"))
+        ops = [sorted(d["op"] for _n, d in p.graph.dag.nodes(data=True)) for p in a.plans]
+        runs[trace] = (ops, a.cost.eager, a.cost.fused)
+    assert runs["meta"] == runs["cpu"]
+    assert any("convolution" in op for op in runs["cpu"][0][0])
+
+
+class _DepthwiseBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 32, 4, stride=4)
+        self.dw = torch.nn.Conv2d(32, 32, 7, padding=3, groups=32)
+
+    def forward(self, x):
+        h = self.stem(x)
+        return h + self.dw(h)
+
+
+def test_eager_conv_layout_is_the_users_on_either_trace():
+    # The CPU runs this bf16 depthwise conv channels_last; a GPU runs the user's NCHW model
+    # NCHW (PyTorch's depthwise kernel): both traces price what the GPU runs
+    def entry():
+        torch.manual_seed(0)
+        return _DepthwiseBlock().eval().to(torch.bfloat16), (torch.randn(2, 3, 64, 64, dtype=torch.bfloat16),)
+
+    costs = {
+        trace: analyse(capture(Entry("dw", entry, __file__), device=trace), device("H100-measured")).cost
+        for trace in ("cpu", "meta")
+    }
+    assert costs["cpu"].eager == costs["meta"].eager and costs["cpu"].fused == costs["meta"].fused
