@@ -395,6 +395,7 @@ def test_first_nonzero_and_next_index_become_static_and_every_break_goes():
     fixed = fix_text(text, lambda t: _lint(t, ("FL102", "FL106")), unsafe=True).text
     assert "torch.nonzero_static(self.timesteps == timestep, size=1)[0, 0]" in fixed
     assert "self.timesteps[index + 1]" not in fixed
+    assert "self.alphas[prev_t] if" not in fixed  # prev_t is compared with 0: an integer index
     before, after = _load(text, "before").Sampler().eval(), _load(fixed, "after").Sampler().eval()
     for t in (90, 40, 0):  # 0: the last step, where the skipped branch would index past the end
         timestep = torch.tensor(t)
@@ -490,3 +491,28 @@ def test_first_nonzero_fix_is_not_offered_on_what_may_be_a_numpy_array():
         "    def forward(self, x, table):\n        rows = table.nonzero()[0]\n        return x[:, rows]\n"
     )
     assert all(f.fix is None for f in _lint(text, ("FL106",)))
+
+
+@pytest.mark.parametrize(
+    "expr,fixed",
+    [
+        ("self.t[j] if j >= 0 else self.one", True),  # j compared with a number: an integer index
+        ("self.t[j] if 0 <= j else self.one", True),
+        ("self.t[j] if k >= 0 else self.one", False),  # j may be a mask: X[mask] has another shape
+        ("self.t[j] if j == 0 else self.one", False),  # equality says nothing of j's dtype
+    ],
+)
+def test_where_fix_reads_a_bare_index_only_when_the_test_compares_it_with_a_number(expr, fixed):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.t = torch.linspace(0.9, 0.1, 8)\n        self.one = torch.tensor(1.0)\n\n"
+        "    def forward(self, x: torch.Tensor):\n"
+        "        j = (x > 0).sum() - 1\n        k = x.sum()\n"
+        f"        return x * ({expr})\n"
+    )
+    out = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert ("torch.where(" in out) is fixed, out
+    if fixed:
+        for x in (torch.tensor([-1.0, -2.0]), torch.tensor([1.0, -2.0, 3.0])):  # j = -1, then 1
+            assert torch.equal(_load(text, "a").M()(x), _load(out, "b").M()(x))

@@ -169,21 +169,44 @@ def _where(
         return None
     if not all(_pure(e, flow, env) for e in (test, a, b)):
         return None
-    left, right = (_in_range(sf, flow, env, e) for e in (a, b))
+    numbers = _compared_with_ints(test)
+    left, right = (_in_range(sf, flow, env, e, numbers) for e in (a, b))
     if left is None or right is None:
         return None
     torch, _ = torch_name(sf)
     return f"{torch}.where({sf.segment(test)}, {left}, {right})"
 
 
-def _in_range(sf: SourceFile, flow: FunctionFlow, env: Env, expr: ast.expr) -> str | None:
+def _compared_with_ints(test: ast.expr) -> frozenset[str]:
+    """Names the test compares with an int literal (`prev_t >= 0`): taken as integer indices."""
+    names: set[str] = set()
+    for node in ast.walk(test):
+        if not isinstance(node, ast.Compare):
+            continue
+        if not all(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+            continue
+        operands = [node.left, *node.comparators]
+        if any(isinstance(u := _unsigned(o), ast.Constant) and type(u.value) is int for o in operands):
+            names.update(o.id for o in operands if isinstance(o, ast.Name))
+    return frozenset(names)
+
+
+def _unsigned(part: ast.expr) -> ast.expr:
+    return part.operand if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.USub) else part
+
+
+def _in_range(
+    sf: SourceFile, flow: FunctionFlow, env: Env, expr: ast.expr, numbers: frozenset[str] = frozenset()
+) -> str | None:
     """The text of a branch that `torch.where` evaluates on every call, or None when it may raise.
 
     A branch Python skipped may index out of range (`timesteps[index + 1]` at the last step).
     A constant index or a slice is kept. `X[j]` with `j` a tensor plus or minus an int is
     wrapped into range and read with `index_select`: the same values wherever the original
     indexed in range (what its branch, when taken, required), and no `.item()` for dynamo
-    (a 0-d tensor index computed in the graph breaks it, gb0033). Any other index: None.
+    (a 0-d tensor index computed in the graph breaks it, gb0033). So is a bare `X[j]` where the
+    test compares `j` with an int literal (`X[prev_t] if prev_t >= 0 else one`): the fix's message
+    states the assumption that such a `j` is an integer index, not a mask. Any other index: None.
     """
     edits: list[tuple[ast.AST, str]] = []
     for node in ast.walk(expr):
@@ -192,7 +215,7 @@ def _in_range(sf: SourceFile, flow: FunctionFlow, env: Env, expr: ast.expr) -> s
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if all(isinstance(p, ast.Slice) or _constant_index(p) for p in parts):
             continue
-        wrapped = _wrapped_index(sf, flow, env, node)
+        wrapped = _wrapped_index(sf, flow, env, node, numbers)
         if wrapped is None:
             return None
         edits.append((node, wrapped))
@@ -207,21 +230,28 @@ def _constant_index(part: ast.expr) -> bool:
     )
 
 
-def _wrapped_index(sf: SourceFile, flow: FunctionFlow, env: Env, node: ast.Subscript) -> str | None:
+def _wrapped_index(
+    sf: SourceFile, flow: FunctionFlow, env: Env, node: ast.Subscript, numbers: frozenset[str] = frozenset()
+) -> str | None:
     """`X.index_select(0, (j % X.shape[0]).flatten()).reshape(j.shape + X.shape[1:])` for `X[j]`,
-    `j` = a tensor plus or minus an int (an integer tensor, never a mask), `X` a tensor name."""
+    `j` = a tensor plus or minus an int (an integer tensor, never a mask) or a tensor name the
+    test compares with an int (`numbers`), `X` a tensor name."""
     index, base = node.slice, node.value
     chain = base
     while isinstance(chain, ast.Attribute):
         chain = chain.value
     if not isinstance(chain, ast.Name) or flow.kind(base, env) not in TENSORS:
         return None
-    if not (isinstance(index, ast.BinOp) and isinstance(index.op, (ast.Add, ast.Sub))):
-        return None
-    ints = [isinstance(o, ast.Constant) and type(o.value) is int for o in (index.left, index.right)]
-    tensor = index.right if ints[0] else index.left
-    if ints.count(True) != 1 or flow.kind(tensor, env) not in TENSORS:
-        return None
+    if isinstance(index, ast.Name) and index.id in numbers:
+        if flow.kind(index, env) not in TENSORS:
+            return None
+    else:
+        if not (isinstance(index, ast.BinOp) and isinstance(index.op, (ast.Add, ast.Sub))):
+            return None
+        ints = [isinstance(o, ast.Constant) and type(o.value) is int for o in (index.left, index.right)]
+        tensor = index.right if ints[0] else index.left
+        if ints.count(True) != 1 or flow.kind(tensor, env) not in TENSORS:
+            return None
     if any(isinstance(n, (ast.Subscript, ast.Call)) for n in ast.walk(index)):
         return None  # written twice below: only a cheap, plain index
     x, j = sf.segment(base), sf.segment(index)
@@ -269,7 +299,8 @@ def _fix(sf: SourceFile, edit) -> Fix:
     return Fix(
         Applicability.UNSAFE,
         "select with `torch.where` (both branches are computed: assumes the branch Python skipped "
-        "raises nothing; an index `X[j + k]` in it is read wrapped into range)",
+        "raises nothing; an index `X[j + k]` in it, or `X[j]` with `j` compared to a number in the "
+        "test, is read wrapped into range, taking `j` as an integer index, not a mask)",
         (edit,),
         imports,
     )
