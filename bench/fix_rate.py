@@ -109,9 +109,6 @@ NO_FIX = {
     "by the caller, is data-dependent",
     ("_scatter.py", "int(index.max())"): "the output's size is `index.max() + 1` (graphs in the "
     "batch); only the caller knows a static bound (`size=`)",
-    ("scheduling_ddpm.py", "if prev_t >= 0 else"): "FL102 finds it (`prev_t` is the helper "
-    "`previous_timestep`'s tensor); `torch.where` would read `self.alphas_cumprod[prev_t]` at "
-    "prev_t = -1 too, and a bare 0-d tensor index may be a mask, so no fix is written",
     ("scheduling_ddpm.py", "if t > 0:"): "the branch draws noise from the generator: drawing it on "
     "every step changes the random state, so later outputs differ",
     ("scheduling_euler_discrete.py", "if s_tmin <= sigma <= s_tmax"): "FL102 finds it "
