@@ -115,3 +115,19 @@ class Matcher(nn.Module):
         return rows, cols, same_device
 """
     assert lines(src, "FL101") == [8]
+
+
+def test_a_parameter_guessed_from_its_name_is_no_slice_bound_or_branch_on_its_own():
+    # torchaudio's _HDecLayer.forward(x, skip, length): `length` is a Python int its caller passes;
+    # only its name made it a tensor, and a guess is not enough to report a host read
+    src = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x, length):\n"
+        "        z = x[..., self.pad : self.pad + length]\n"
+        "        if z.shape[-1] != length:\n"
+        "            raise ValueError('bad')\n"
+        "        m = x.sum()\n"
+        "        return x[..., : self.pad + m]\n"
+    )
+    assert lines(src, "FL101") == [10]
+    assert lines(src, "FL102") == []

@@ -34,3 +34,17 @@ def test_deepcopy_in_forward_is_flagged_not_in_init():
 
 def test_requires_grad_changes_in_forward_are_flagged_not_reads_or_init():
     assert lines(SRC, "FL105") == [17, 18]
+
+
+def test_turning_requires_grad_off_on_a_detached_tensor_is_not_flagged():
+    # dynamo traces `.detach().requires_grad_(False)` with no break; on a tensor that requires grad
+    # (a parameter, an input) `requires_grad_(False)` breaks, as `()` does (torch 2.13)
+    src = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+        "        a = x.detach().requires_grad_(False)\n"
+        "        b = x.detach().requires_grad_(requires_grad=False)\n"
+        "        c = x.detach().requires_grad_()\n"
+        "        x.requires_grad_(False)\n"
+        "        return a + b + c\n"
+    )
+    assert lines(src, "FL105") == [8, 9]

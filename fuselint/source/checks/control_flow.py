@@ -28,6 +28,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment, torch_name
 from fuselint.source.dataflow import (
     BOOL,
+    DIM,
     HOST,
     NUMPY,
     TENSORISH,
@@ -72,7 +73,7 @@ def _host_operand(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and flow.kind(expr, env) is None:
         owner = expr.value.id
         return owner[:1].isupper() and not flow.imports.qualname(expr.value) and owner not in env
-    return flow.kind(expr, env) in HOST
+    return flow.kind(expr, env) in HOST or flow.kind(expr, env) == DIM
 
 
 def _host_comparison(test: ast.Compare, flow: FunctionFlow, env: Env) -> bool:

@@ -199,9 +199,25 @@ def _slice_bound(site: Site, flow: FunctionFlow) -> ast.expr | None:
     for part in slices:
         if isinstance(part, ast.Slice):
             for bound in (part.lower, part.upper, part.step):
-                if bound is not None and flow.is_tensor(bound, site.env):
+                if (
+                    bound is not None
+                    and flow.is_tensor(bound, site.env)
+                    and not _on_a_guess(bound, flow, site.env)
+                ):
                     return bound
     return None
+
+
+def _on_a_guess(expr: ast.expr, flow: FunctionFlow, env) -> bool:
+    """`expr` is a tensor only through parameters taken for tensors on their name alone (`pad +
+    length`): as a size or a slice bound such a parameter is a Python int far more often."""
+    names = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and flow.is_tensor(n, env)]
+    calls = [n for n in ast.walk(expr) if isinstance(n, (ast.Call, ast.Subscript))]
+    return (
+        bool(names)
+        and not calls
+        and all(n.id in flow.guessed and flow.assigned.get(n.id) == 1 for n in names)
+    )
 
 
 def _item_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int, ast.AST]) -> Fix | None:

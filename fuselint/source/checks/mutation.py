@@ -4,7 +4,9 @@
 walks arbitrary Python objects: dynamo cannot trace into `copy.py` and breaks the graph.
 Setting `.requires_grad` or calling `.requires_grad_()` on a tensor in forward mutates
 autograd metadata that dynamo does not model inside a graph (gb0206 on torch 2.13);
-it typically sits in train-only paths, so it breaks only when training.
+it typically sits in train-only paths, so it breaks only when training. Turning the flag off
+on a tensor just detached (`.detach().requires_grad_(False)`) traces without a break and is not
+reported.
 """
 
 from __future__ import annotations
@@ -42,6 +44,24 @@ def _requires_grad_targets(stmt: ast.stmt) -> list[ast.Attribute]:
     return [t for t in targets if isinstance(t, ast.Attribute) and t.attr == "requires_grad"]
 
 
+def _turns_off(call: ast.Call) -> bool:
+    """`t.detach().requires_grad_(False)`: a detached tensor requires no grad, and dynamo traces
+    turning the flag off there without a break (torch 2.13). On a tensor that requires grad (a
+    parameter, an input) `requires_grad_(False)` breaks like `requires_grad_()` does."""
+    flag = (
+        call.args[0]
+        if call.args
+        else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
+    )
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    detached = (
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "detach"
+    )
+    return isinstance(flag, ast.Constant) and flag.value is False and detached
+
+
 @check("FL105")
 def requires_grad_in_forward(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
@@ -52,6 +72,10 @@ def requires_grad_in_forward(sf: SourceFile, functions: list[ModelFunction], rul
                 yield finding(sf, rule, target, message, path=site.path)
         for site in flow.of(ast.Call):
             func = site.node.func
-            if isinstance(func, ast.Attribute) and func.attr == "requires_grad_":
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "requires_grad_"
+                and not _turns_off(site.node)
+            ):
                 message = f"`{describe(func, 40)}()` in `{fn.node.name}`: {rule.message}"
                 yield finding(sf, rule, site.node, message, path=site.path)
