@@ -91,6 +91,17 @@ class TriggeredOr(nn.Module):
         return x * 2
 
 
+class TriggeredOrOnly(nn.Module):
+    """filtering.py:1669 alone: `has_triggered = has_triggered or (...)` with no `if`, so the
+    `or` itself reads the tensor from the second row on."""
+
+    def forward(self, x):
+        has_triggered = False
+        for i in range(x.shape[0]):
+            has_triggered = has_triggered or (x[i].mean() >= 10.0)
+        return x * 2
+
+
 class RangeOfTensorLength(nn.Module):
     """components.py:915 and 944 `range(length)` where `length` comes from
     `lengths = torch.full((num_mask,), mask_length)` (a 0-d tensor)."""
@@ -213,6 +224,7 @@ PROBES = [
     (IntPlusRand(), lambda n: (torch.rand(2, 4 * n),), {}),
     (LayerDropItem(), lambda n: (torch.rand(n, 4),), {}),
     (TriggeredOr(), lambda n: (torch.rand(n, 4),), {}),
+    (TriggeredOrOnly(), lambda n: (torch.rand(n, 4),), {}),
     (RangeOfTensorLength(), lambda n: (torch.rand(n, 4),), {}),
     (UniqueOfMasked(), lambda n: (torch.rand(n, 4),), {}),
     (RatioMask(), lambda n: (torch.rand(n, 2) + 0.1,), {}),
