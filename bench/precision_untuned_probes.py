@@ -8,11 +8,12 @@ graph-break counters miss some breaks, e.g. `warnings.warn` or an `.item()` slic
 `fullgraph=True` captures `.item()` and dynamic-shape ops instead of breaking), then at size 5, counting graphs and FX ops: a break is a blocker, a graph that grows with the size is a data-sized unroll, the same graph
 at both sizes is static.
 
-    PYTHONPATH=. python bench/precision_untuned_probes.py [--torchaudio DIR]
+    PYTHONPATH=. python bench/precision_untuned_probes.py [--torchaudio DIR] [--kornia DIR]
 
 With `--torchaudio DIR` (DIR holds a copy of the torchaudio 2.11.0 wheel's `torchaudio/` with
 `lib/*.so` removed) it also compiles the real torchaudio modules behind the sampled findings and
-lists the lines dynamo breaks at.
+lists the lines dynamo breaks at; with `--kornia DIR` (the unzipped kornia 0.9.0 wheel) the same
+for the kornia functions that import without `kornia_rs`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import types
 import warnings
 
 import torch
@@ -182,6 +184,34 @@ class RequiresGradOffReturned(nn.Module):
         return (x * 2).detach().requires_grad_(False)
 
 
+class RepeatInterleaveOutputSize(nn.Module):
+    """kornia feature/adalam/ransac.py:283 `torch.arange(n).repeat_interleave(rdims,
+    output_size=xsamples.shape[0])`: tensor repeats, but the output size is given."""
+
+    def forward(self, x):
+        repeats = torch.tensor([1, 2, 3])
+        return torch.arange(3).repeat_interleave(repeats, output_size=6) + x.shape[0]
+
+
+class RepeatInterleaveNoOutputSize(nn.Module):
+    """The same without `output_size`: the output size depends on the repeats' values."""
+
+    def forward(self, x):
+        repeats = torch.tensor([1, 2, 3])
+        return torch.arange(3).repeat_interleave(repeats) + x.shape[0]
+
+
+class JitTracingBranch(nn.Module):
+    """kornia filters/canny.py:82: a data-dependent `while` in a helper called only under
+    `elif torch.jit.is_tracing():`, which dynamo folds to False."""
+
+    def forward(self, x):
+        if torch.jit.is_tracing():
+            while bool((x > 0.5).any()):
+                x = x * 0.5
+        return x + 1
+
+
 class FrameLoop(nn.Module):
     """functional.py:1201 sliding_window_cmn `for t in range(num_frames)` over the time axis
     (also filtering.py:1648 over channels and _hdemucs.py:775 over frames)."""
@@ -233,6 +263,9 @@ PROBES = [
     (RequiresGradInForward(), lambda n: (torch.rand(n, 4),), {}),
     (RequiresGradThenBreak(), lambda n: (torch.rand(n, 4),), {}),
     (RequiresGradOffReturned(), lambda n: (torch.rand(n, 4),), {}),
+    (RepeatInterleaveOutputSize(), lambda n: (torch.rand(n, 4),), {}),
+    (RepeatInterleaveNoOutputSize(), lambda n: (torch.rand(n, 4),), {}),
+    (JitTracingBranch(), lambda n: (torch.rand(n, 4),), {}),
     (FrameLoop(), lambda n: (torch.rand(2, n, 4),), {}),
     (IntLengthArgument(), lambda n: (torch.rand(2, 3, n),), {}),
 ]
@@ -252,12 +285,12 @@ class _Breaks(logging.Handler):
             return
         code = re.search(r"/gb/(gb\d+)\.html", text)
         lines = [line.strip() for line in text.splitlines()]
-        short = next((line for line in lines[2:] if line and not line.startswith("Encountered")), "?")
+        short = next((ln for ln in lines[2:] if ln and not ln.startswith(("Encountered", "Explanation"))), "?")
         where = re.search(r"in user code at \S*/([^/\s]+:\d+)", text)
         label = f"{short[:50]}{f' {code.group(1)}' if code else ''}{f' @{where.group(1)}' if where else ''}"
         if label not in self.seen:
             self.seen.append(label)
-        at = re.search(r"in user code at \S*?torchaudio/(\S+:\d+)", text)
+        at = re.search(r"in user code at \S*?(?:torchaudio|kornia)/(\S+:\d+)", text)
         if at and not any(site.startswith(f"{at.group(1)} ") for site in self.sites):
             self.sites.append(f"{at.group(1)} ({short[:40]})")
 
@@ -370,6 +403,29 @@ def real_torchaudio(breaks: _Breaks) -> None:
         print(f"| {label} | {len(nodes)}, {sum(nodes)} | {'; '.join(breaks.sites) or '-'} |", flush=True)
 
 
+def real_kornia(breaks: _Breaks) -> None:
+    """The kornia sites that run without `kornia_rs` (only kornia.io needs it; a stub stands in)."""
+    sys.modules.setdefault("kornia_rs", types.ModuleType("kornia_rs")).io = None
+    from kornia.feature.matching import match_mnn, match_snn
+    from kornia.filters import canny
+
+    runs = [
+        ("canny (hysteresis)", canny, (torch.rand(1, 1, 16, 16),)),
+        ("match_mnn, rows <= cols", match_mnn, (torch.rand(5, 8), torch.rand(7, 8))),
+        ("match_mnn, rows > cols", match_mnn, (torch.rand(7, 8), torch.rand(5, 8))),
+        ("match_snn", match_snn, (torch.rand(6, 8), torch.rand(7, 8), 0.9)),
+    ]
+    print("\n| kornia function (real code) | break sites in kornia (innermost line) |")
+    print("|---|---|")
+    for label, fn, args in runs:
+        torch._dynamo.reset()
+        breaks.sites.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.compile(fn, backend="eager")(*args)
+        print(f"| {label} | {'; '.join(breaks.sites) or '-'} |", flush=True)
+
+
 def main() -> None:
     torch._logging.set_logs(graph_breaks=True)
     breaks = _Breaks()
@@ -386,9 +442,13 @@ def main() -> None:
     print("|---|---|---|---|")
     for module, inputs, kwargs in PROBES:
         print(probe(module, inputs, kwargs, breaks))
-    if len(sys.argv) > 2 and sys.argv[1] == "--torchaudio":
-        sys.path.insert(0, sys.argv[2])
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2], strict=False))
+    if "--torchaudio" in args:
+        sys.path.insert(0, args["--torchaudio"])
         real_torchaudio(breaks)
+    if "--kornia" in args:
+        sys.path.insert(0, args["--kornia"])
+        real_kornia(breaks)
 
 
 if __name__ == "__main__":
