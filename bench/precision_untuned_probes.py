@@ -285,7 +285,9 @@ class _Breaks(logging.Handler):
             return
         code = re.search(r"/gb/(gb\d+)\.html", text)
         lines = [line.strip() for line in text.splitlines()]
-        short = next((ln for ln in lines[2:] if ln and not ln.startswith(("Encountered", "Explanation"))), "?")
+        short = next(
+            (ln for ln in lines[2:] if ln and not ln.startswith(("Encountered", "Explanation"))), "?"
+        )
         where = re.search(r"in user code at \S*/([^/\s]+:\d+)", text)
         label = f"{short[:50]}{f' {code.group(1)}' if code else ''}{f' @{where.group(1)}' if where else ''}"
         if label not in self.seen:
