@@ -133,6 +133,16 @@ class RatioMask(nn.Module):
         return ratio[mask] * 2
 
 
+class NonzeroAndWhere(nn.Module):
+    """kornia's `.nonzero()` (ransac.py:845, scale_space.py:545) and one-argument `torch.where`
+    (lightglue.py:943, sold2_detector.py:606, adalam/core.py:249)."""
+
+    def forward(self, x):
+        rows = (x > 0.5).nonzero().flatten()
+        (cols,) = torch.where(x.flatten() > 0.2)
+        return rows.float().sum() + cols.float().sum() + x
+
+
 class BiLSTM(nn.Module):
     """_hdemucs.py:768 `x = self.lstm(x)[0]` (FL108; also nn.RNN in deepspeech, nn.GRU in wavernn)."""
 
@@ -258,6 +268,7 @@ PROBES = [
     (RangeOfTensorLength(), lambda n: (torch.rand(n, 4),), {}),
     (UniqueOfMasked(), lambda n: (torch.rand(n, 4),), {}),
     (RatioMask(), lambda n: (torch.rand(n, 2) + 0.1,), {}),
+    (NonzeroAndWhere(), lambda n: (torch.rand(n, 4),), {}),
     (BiLSTM(), lambda n: (torch.rand(2, n, 4),), {}),
     (WarnOnDefaultArgument(), lambda n: (torch.rand(n, 4),), {}),
     (RequiresGradInForward(), lambda n: (torch.rand(n, 4),), {}),
