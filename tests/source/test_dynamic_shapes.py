@@ -25,7 +25,7 @@ class M(nn.Module):
 
 
 class Static(nn.Module):
-    def forward(self, x, scores, attention_mask, index):
+    def forward(self, x, scores, attention_mask, index, counts):
         keep = scores > 0.5
         a = torch.where(keep, x, torch.zeros_like(x))
         b = x.masked_fill(~keep, 0.0)
@@ -36,7 +36,9 @@ class Static(nn.Module):
         f = torch.repeat_interleave(x, 3)
         g = x[:, : x.shape[1] // 2]
         h = scores.topk(5).indices
-        return a, b, c, d, e, f, g, h
+        i = torch.repeat_interleave(x, counts, dim=0, output_size=8)  # the caller states the length
+        j = x.repeat_interleave(counts, output_size=x.shape[0] * 2)
+        return a, b, c, d, e, f, g, h, i, j
 """
 
 

@@ -52,7 +52,7 @@ def _dynamic_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
                     call.args[0] if len(call.args) == 1 else None,
                 )
             )
-            if flow.kind(repeats, site.env) in TENSORS:
+            if flow.kind(repeats, site.env) in TENSORS and not _sized(call, flow):
                 return "`torch.repeat_interleave` with tensor repeats"
         return None
     if not isinstance(func, ast.Attribute):
@@ -63,9 +63,30 @@ def _dynamic_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
     if func.attr == "nonzero" and receiver_kind is None and not sf.imports.qualname(func.value):
         return "`.nonzero()`"
     if func.attr == "repeat_interleave" and receiver_kind in TENSORISH and call.args:
-        if flow.kind(call.args[0], site.env) in TENSORS:
+        if flow.kind(call.args[0], site.env) in TENSORS and not _sized(call, flow):
             return "`.repeat_interleave()` with tensor repeats"
     return None
+
+
+def _sized(call: ast.Call, flow: FunctionFlow) -> bool:
+    """`repeat_interleave(..., output_size=n)`: the caller states the output's length, so the shape
+    is static and dynamo traces it without a break (torch 2.13: one graph). Not when `n` is a
+    parameter that defaults to None (torch_geometric's `ptr2index(ptr, output_size=None)`)."""
+    value = next((k.value for k in call.keywords if k.arg == "output_size"), None)
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return False
+    if isinstance(value, ast.Name):
+        args = flow.fn.node.args
+        positional = [*args.posonlyargs, *args.args]
+        named = [a.arg for a in positional[len(positional) - len(args.defaults) :]]
+        defaults = dict(zip(named, args.defaults, strict=True))
+        defaults.update(
+            {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+        )
+        default = defaults.get(value.id)
+        if isinstance(default, ast.Constant) and default.value is None:
+            return False
+    return True
 
 
 def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
