@@ -34,6 +34,7 @@ from functools import cached_property
 from fuselint.source.imports import ImportTable
 from fuselint.source.paths import branch_path
 from fuselint.source.scope import FunctionNode, ModelFunction
+from fuselint.source.tracing_truth import compile_truth
 
 TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
 SHAPE, DIM = "shape", "dim"
@@ -117,10 +118,6 @@ TORCH_DIM_TUPLES = frozenset({"torch.max", "torch.min", "torch.median", "torch.m
 TORCH_BOOLS = frozenset(
     {f"torch.{n}" for n in BOOL_METHODS - {"bool", "any", "all"}} | {"torch.any", "torch.all"}
 )
-# Functions dynamo evaluates to a constant while tracing: code they guard is never traced.
-_COMPILING = frozenset({"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_exporting"})
-_NOT_COMPILING = frozenset({"is_scripting", "is_in_onnx_export"})
-
 # Parameter names that hold host values in model code (sizes, flags, options).
 _HOST_PARAM_NAMES = frozenset(
     {
@@ -286,32 +283,6 @@ def _tensor_test(test: ast.expr) -> str | None:
         names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
         if names and names <= _TENSOR_TYPES:
             return test.args[0].id
-    return None
-
-
-def compile_truth(test: ast.expr) -> bool | None:
-    """The value `test` has while dynamo traces (True/False), or None when it is not a constant there."""
-    if isinstance(test, ast.Call):
-        func = test.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name in _COMPILING or (name == "is_tracing" and isinstance(func, ast.Name)):
-            # transformers' `is_tracing(t)` is true under dynamo (`torch.jit.is_tracing()` is not)
-            return True
-        if name in _NOT_COMPILING or (name == "is_tracing" and isinstance(func, ast.Attribute)):
-            return False
-        return None
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = compile_truth(test.operand)
-        return None if inner is None else not inner
-    if isinstance(test, ast.BoolOp):
-        values = [compile_truth(v) for v in test.values]
-        if isinstance(test.op, ast.And):
-            if False in values:
-                return False
-            return True if all(v is True for v in values) else None
-        if True in values:
-            return True
-        return False if all(v is False for v in values) else None
     return None
 
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from fuselint.source.imports import ImportTable, iter_statements
+from fuselint.source.tracing_truth import live_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -170,7 +171,7 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
     """Add every same-file function that the functions on `work` call, transitively."""
     while work:
         current = work.pop()
-        for node in ast.walk(current.node):
+        for node in live_nodes(current.node):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func

@@ -111,3 +111,40 @@ def test_an_attribute_the_class_sets_only_to_tensors_is_a_tensor():
     )
     found = _codes(source, Config(traced_functions=("*.step",)))
     assert [line for code, line in found if code == "FL102"] == [17, 19]
+
+
+def test_helpers_called_only_where_dynamo_never_traces_are_not_linted():
+    # kornia's canny calls its TorchScript-friendly loop only under `elif torch.jit.is_tracing():`,
+    # which dynamo folds to False; a helper called from the live `else` is linted as before
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        def traced_loop(x):
+            while bool(x.sum() > 0):
+                x = x - 1
+            return x
+
+
+        def eager_loop(x):
+            while bool(x.mean() > 0):
+                x = x - 1
+            return x
+
+
+        class M(nn.Module):
+            def forward(self, x, exporting: bool = False):
+                if exporting:
+                    y = x * 2
+                elif torch.jit.is_tracing():
+                    y = traced_loop(x)
+                else:
+                    y = eager_loop(x)
+                if not torch.compiler.is_compiling():
+                    y = traced_loop(y)
+                return y
+        """
+    )
+    assert [line for code, line in _codes(source, Config()) if code == "FL101"] == [13]
