@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from fuselint.source.imports import ImportTable
-from fuselint.source.paths import branch_path
+from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
 from fuselint.source.tracing_truth import compile_truth
 
@@ -741,7 +741,7 @@ class FunctionFlow:
     def _walk_Try(self, stmt: ast.Try, env: Env, live: bool) -> Env:
         out = self.block(stmt.body, env, live)
         for handler in stmt.handlers:
-            out = _merge(out, self.block(handler.body, env, live))
+            out = _merge(out, self.branch(handler.body, env, live, handler_path(handler)))
         out = self.block(stmt.orelse, out, live)
         return self.block(stmt.finalbody, out, live)
 

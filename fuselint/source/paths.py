@@ -112,6 +112,31 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt]) -> str | None:
     return None
 
 
+# Exceptions that code catches to go another normal way (a missing key, the end of an
+# iterator, an optional import): their handlers are no error path.
+_LOOKUP_ERRORS = frozenset(
+    {
+        "KeyError",
+        "IndexError",
+        "AttributeError",
+        "StopIteration",
+        "ImportError",
+        "ModuleNotFoundError",
+        "LookupError",
+    }
+)
+
+
+def handler_path(handler: ast.ExceptHandler) -> str | None:
+    """An `except` block runs after something failed: an error path, unless every exception it
+    catches is one that code raises to take another normal way (`except KeyError:` a default)."""
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {c.id if isinstance(c, ast.Name) else getattr(c, "attr", "") for c in caught if c is not None}
+    if handler.type is not None and names and names <= _LOOKUP_ERRORS:
+        return None
+    return ERROR
+
+
 def path_note(path: str) -> str:
     """What a finding's message adds when it sits on `path`."""
     return _NOTES[path]

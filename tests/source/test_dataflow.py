@@ -425,3 +425,31 @@ class M(nn.Module):
     assert {"x.sum()", "torch.no_grad()", "x.exp()", "x.abs()"} <= called
     assert len(flow.of(ast.While)) == len(flow.of(ast.With)) == len(flow.of(ast.Match)) == 1
     assert len(flow.of(ast.Assert)) == len(flow.of(ast.Delete)) == 1
+
+
+def test_an_except_block_is_an_error_path_unless_it_catches_a_lookup():
+    paths = _paths(
+        """
+import warnings
+
+class M(nn.Module):
+    def forward(self, x):
+        try:
+            y = torch.linalg.inv(x)
+        except (RuntimeError, ValueError):
+            warnings.warn("singular")
+        try:
+            z = self.cache["k"]
+        except KeyError:
+            print(x.shape)
+        try:
+            w = torch.linalg.cholesky(x)
+        except Exception:
+            x.float()
+        return y
+"""
+    )
+    assert paths["warnings.warn"] == "error"
+    assert paths["print"] is None  # a missing key takes another normal way
+    assert paths["x.float"] == "error"
+    assert paths["torch.linalg.inv"] is None
