@@ -5,7 +5,7 @@ and imports with torch 2.13 CPU) or, where monai needs packages the venv lacks (
 nnunet), a tiny copy of the flagged pattern. Break sites come from dynamo's `graph_breaks` log
 artifact (reason, gb code, file:line), not from `torch._dynamo.explain`, which misses some breaks.
 
-    PYTHONPATH=$PWD python bench/precision_untuned2_probes.py --monai /tmp/judge2/src   # ~1 min, CPU
+    PYTHONPATH=$PWD python bench/precision_untuned2_probes.py --monai /tmp/judge2/src --smp /tmp/judge2/src
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class _Breaks(logging.Handler):
         # innermost user frame: the last "File ..., line N" of the user stack
         frames = re.findall(r'File "([^"]+)", line (\d+)', text)
         where = next(
-            (f"{path.split('/monai/')[-1] if '/monai/' in path else path.split('/')[-1]}:{ln}"
+            (f"{path.split('/src/')[-1] if '/src/' in path else path.split('/')[-1]}:{ln}"
              for path, ln in reversed(frames) if "/torch/" not in path),
             "?",
         )  # fmt: skip
@@ -261,6 +261,31 @@ def main() -> None:
             ("convert_to_tensor(t, dtype=torch.float16)", lambda t: convert_to_tensor(t, dtype=torch.float16) * 2,
              (x1,)),
             ("CoilSensitivityModel.get_fully_sampled_region", coil.get_fully_sampled_region, (mask,)),
+        ]  # fmt: skip
+    if "--smp" in args:
+        # smp's package __init__ imports timm (absent here): a bare package object stands in, so that
+        # only segmentation_models_pytorch.losses and what it imports run
+        import types
+
+        pkg = types.ModuleType("segmentation_models_pytorch")
+        pkg.__path__ = [f"{args['--smp']}/segmentation_models_pytorch"]
+        sys.modules["segmentation_models_pytorch"] = pkg
+        from segmentation_models_pytorch.losses import FocalLoss as SmpFocal
+        from segmentation_models_pytorch.losses import LovaszLoss
+
+        yp = torch.rand(2, 3, 6, 6)
+        yt = torch.randint(0, 3, (2, 6, 6))
+        runs += [
+            ("smp FocalLoss(multiclass), batch 2", SmpFocal("multiclass"), (yp, yt)),
+            ("smp FocalLoss(multiclass), batch 4 (recompile?)", SmpFocal("multiclass"),
+             (torch.rand(4, 3, 6, 6), torch.randint(0, 3, (4, 6, 6)))),
+            ("smp FocalLoss(multiclass, ignore_index=2)", SmpFocal("multiclass", ignore_index=2), (yp, yt)),
+            ("smp FocalLoss(binary, ignore_index=2)", SmpFocal("binary", ignore_index=2),
+             (torch.rand(2, 1, 6, 6), torch.randint(0, 3, (2, 1, 6, 6)))),
+            ("smp LovaszLoss(multiclass)", LovaszLoss("multiclass"), (yp, yt)),
+            ("smp LovaszLoss(binary, ignore_index=2)", LovaszLoss("binary", ignore_index=2),
+             (torch.rand(2, 1, 6, 6), torch.randint(0, 3, (2, 1, 6, 6)))),
+            ("smp LovaszLoss(multiclass, ignore_index=2)", LovaszLoss("multiclass", ignore_index=2), (yp, yt)),
         ]  # fmt: skip
     for label, fn, fargs in runs:
         compile_run(label, fn, fargs, breaks)
