@@ -27,7 +27,8 @@ _DEPRECATION_TEXT = re.compile(r"deprecat|will be removed|no longer (supported|u
 _MISUSE_TEXT = re.compile(
     r"will be ignored|(is|are) ignored|not (currently |yet )?supported|unsupported|does not support|"
     r"not expected|unexpected (keyword|argument)|incompatible|is not used|are not used|"
-    r"should not be (passed|set|used)|must not be",
+    r"should not be (passed|set|used)|must not be|"
+    r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
     re.IGNORECASE,
 )
 _WARNING_METHODS = frozenset({"warn", "warning", "warning_once", "warn_once", "error", "critical"})

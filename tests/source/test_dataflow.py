@@ -453,3 +453,25 @@ class M(nn.Module):
     assert paths["print"] is None  # a missing key takes another normal way
     assert paths["x.float"] == "error"
     assert paths["torch.linalg.inv"] is None
+
+
+def test_a_warning_that_a_quoted_argument_is_ignored_is_a_misuse_path():
+    # MONAI's losses: `softmax=True` on a single-channel prediction is ignored, with a warning
+    paths = _paths(
+        """
+import warnings
+
+class M(nn.Module):
+    def forward(self, x, softmax: bool = False):
+        if x.shape[1] == 1:
+            if softmax:
+                warnings.warn("single channel prediction, `softmax=True` ignored.")
+        else:
+            x = torch.softmax(x, 1)
+        if x.isnan().any():
+            print("NaN values ignored")
+        return x
+"""
+    )
+    assert paths["warnings.warn"] == "misuse"
+    assert paths["print"] is None  # a warning about the data, not about an argument
