@@ -187,9 +187,14 @@ def _compared_with_ints(test: ast.expr) -> frozenset[str]:
         if not all(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
             continue
         operands = [node.left, *node.comparators]
-        if any(isinstance(u := _unsigned(o), ast.Constant) and type(u.value) is int for o in operands):
+        if any(_int_literal(o) for o in operands):
             names.update(o.id for o in operands if isinstance(o, ast.Name))
     return frozenset(names)
+
+
+def _int_literal(part: ast.expr) -> bool:
+    part = _unsigned(part)
+    return isinstance(part, ast.Constant) and type(part.value) is int
 
 
 def _unsigned(part: ast.expr) -> ast.expr:
@@ -224,8 +229,7 @@ def _in_range(
 
 
 def _constant_index(part: ast.expr) -> bool:
-    if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.USub):
-        part = part.operand
+    part = _unsigned(part)
     return isinstance(part, ast.Constant) and (
         part.value is None or part.value is Ellipsis or type(part.value) is int
     )

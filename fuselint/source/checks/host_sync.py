@@ -17,7 +17,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding
-from fuselint.source.dataflow import FunctionFlow, Site, describe, flows
+from fuselint.source.dataflow import Env, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
@@ -208,9 +208,10 @@ def _slice_bound(site: Site, flow: FunctionFlow) -> ast.expr | None:
     return None
 
 
-def _on_a_guess(expr: ast.expr, flow: FunctionFlow, env) -> bool:
+def _on_a_guess(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
     """`expr` is a tensor only through parameters taken for tensors on their name alone (`pad +
-    length`): as a size or a slice bound such a parameter is a Python int far more often."""
+    length`): as a slice bound such a parameter is a Python int far more often (the size check
+    above makes the same call for a bare name)."""
     names = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and flow.is_tensor(n, env)]
     calls = [n for n in ast.walk(expr) if isinstance(n, (ast.Call, ast.Subscript))]
     return (
