@@ -48,3 +48,17 @@ def test_turning_requires_grad_off_on_a_detached_tensor_is_not_flagged():
         "        return a + b + c\n"
     )
     assert lines(src, "FL105") == [8, 9]
+
+
+def test_turning_requires_grad_off_on_a_tensor_a_factory_made_is_not_flagged():
+    # MONAI's adversarial loss: a label tensor made from a constant, then requires_grad_(False);
+    # dynamo keeps one graph (torch 2.13); a factory asked for grad still counts
+    src = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+        "        label = torch.tensor(1.0).fill_(0.5).type(x.type()).to(x.device)\n"
+        "        label.requires_grad_(False)\n"
+        "        made = torch.zeros(3, requires_grad=True)\n"
+        "        made.requires_grad_(False)\n"
+        "        return x * label + made\n"
+    )
+    assert lines(src, "FL105") == [9]

@@ -18,7 +18,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Finding
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
-from fuselint.source.dataflow import describe, flows
+from fuselint.source.dataflow import FunctionFlow, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import ModelFunction
 
@@ -44,22 +44,51 @@ def _requires_grad_targets(stmt: ast.stmt) -> list[ast.Attribute]:
     return [t for t in targets if isinstance(t, ast.Attribute) and t.attr == "requires_grad"]
 
 
-def _turns_off(call: ast.Call) -> bool:
-    """`t.detach().requires_grad_(False)`: a detached tensor requires no grad, and dynamo traces
-    turning the flag off there without a break (torch 2.13). On a tensor that requires grad (a
+# Factories whose result requires no grad unless asked (`requires_grad=True`).
+_FACTORIES = frozenset(
+    {"tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "rand", "randn",
+     "randint", "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like"}
+)  # fmt: skip
+
+
+def _turns_off(call: ast.Call, flow: FunctionFlow) -> bool:
+    """`t.requires_grad_(False)` on a tensor that requires no grad: one just detached, or one a
+    factory made (`torch.tensor(1).fill_(v).to(d)`, directly or through a name assigned once).
+    Dynamo traces that without a break (torch 2.13). On a tensor that requires grad (a
     parameter, an input) `requires_grad_(False)` breaks like `requires_grad_()` does."""
     flag = (
         call.args[0]
         if call.args
         else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
     )
+    if not (isinstance(flag, ast.Constant) and flag.value is False):
+        return False
     receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
-    detached = (
-        isinstance(receiver, ast.Call)
-        and isinstance(receiver.func, ast.Attribute)
-        and receiver.func.attr == "detach"
-    )
-    return isinstance(flag, ast.Constant) and flag.value is False and detached
+    if isinstance(receiver, ast.Name) and flow.assigned.get(receiver.id) == 1:
+        receiver = next(
+            (
+                site.node.value
+                for site in flow.of(ast.Assign)
+                if len(site.node.targets) == 1
+                and isinstance(site.node.targets[0], ast.Name)
+                and site.node.targets[0].id == receiver.id
+            ),
+            receiver,
+        )
+    return _fresh(receiver, flow)
+
+
+def _fresh(expr: ast.expr | None, flow: FunctionFlow) -> bool:
+    """A tensor that requires no grad: `.detach()` of anything, or a factory call's result through
+    methods that keep that (`.fill_()`, `.to()`, `.type()`)."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr == "detach":
+            return True
+        qual = flow.imports.qualname(expr.func)
+        if qual is not None and qual.startswith("torch.") and qual.removeprefix("torch.") in _FACTORIES:
+            return not any(k.arg == "requires_grad" for k in expr.keywords)
+        expr = expr.func.value
+    return False
 
 
 @check("FL105")
@@ -75,7 +104,7 @@ def requires_grad_in_forward(sf: SourceFile, functions: list[ModelFunction], rul
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr == "requires_grad_"
-                and not _turns_off(site.node)
+                and not _turns_off(site.node, flow)
             ):
                 message = f"`{describe(func, 40)}()` in `{fn.node.name}`: {rule.message}"
                 yield finding(sf, rule, site.node, message, path=site.path)
