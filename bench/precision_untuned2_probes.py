@@ -5,53 +5,25 @@ and imports with torch 2.13 CPU) or, where monai needs packages the venv lacks (
 nnunet), a tiny copy of the flagged pattern. Break sites come from dynamo's `graph_breaks` log
 artifact (reason, gb code, file:line), not from `torch._dynamo.explain`, which misses some breaks.
 
-    PYTHONPATH=$PWD python bench/precision_untuned2_probes.py --monai /tmp/judge2/src --smp /tmp/judge2/src
+    PYTHONPATH=$PWD python bench/precision_untuned2_probes.py --monai DIR --smp DIR
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import warnings
 
 import torch
+from break_probe import break_sites, listen, op_count
 from torch import nn
 
 
-class _Breaks(logging.Handler):
-    """Collects the graph-break records dynamo logs (the `graph_breaks` artifact)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sites: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if "in user code at" not in text:
-            return
-        lines = [line.strip() for line in text.splitlines()]
-        short = next(
-            (
-                ln
-                for ln in lines[2:]
-                if ln
-                and not ln.startswith(("Encountered", "Explanation", "Hint", "The branch", "#", "Developer"))
-            ),
-            "?",
-        )
-        code = re.search(r"/gb/(gb\d+)\.html", text)
-        # innermost user frame: the last "File ..., line N" of the user stack
-        frames = re.findall(r'File "([^"]+)", line (\d+)', text)
-        where = next(
-            (f"{path.split('/src/')[-1] if '/src/' in path else path.split('/')[-1]}:{ln}"
-             for path, ln in reversed(frames) if "/torch/" not in path),
-            "?",
-        )  # fmt: skip
-        label = f"{where} ({short[:60]}{f' {code.group(1)}' if code else ''})"
-        # one entry per line (dynamo logs some breaks twice, and once without a user line: "?")
-        if where != "?" and not any(site.startswith(f"{where} ") for site in self.sites):
-            self.sites.append(label)
+def _user(path: str) -> str | None:
+    """A break at a user line: monai's (named from `src/` down) or a probe's own, not torch's."""
+    if "/torch/" in path:
+        return None
+    return path.split("/src/")[-1] if "/src/" in path else path.rsplit("/", 1)[-1]
 
 
 # ---- pattern copies (monai code that cannot run here) -------------------------------------------
@@ -165,15 +137,13 @@ def debug_print(x, debug=True):
 # ---- runner ---------------------------------------------------------------------------------------
 
 
-def compile_run(label: str, fn, args, breaks: _Breaks) -> None:
+def compile_run(label: str, fn, args, breaks) -> None:
     torch._dynamo.reset()
-    breaks.sites.clear()
+    breaks.texts.clear()
     nodes: list[int] = []
 
     def backend(gm, _example):
-        nodes.append(
-            sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
-        )
+        nodes.append(op_count(gm))
         return gm.forward
 
     error = ""
@@ -183,22 +153,15 @@ def compile_run(label: str, fn, args, breaks: _Breaks) -> None:
             torch.compile(fn, backend=backend)(*args)
         except Exception as exc:  # a dynamo hard error is a result too
             error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
-    print(f"| {label} | {len(nodes)}, {sum(nodes)} | {'; '.join(breaks.sites) or '-'}{error} |", flush=True)
+    sites = "; ".join(break_sites(breaks.texts, _user)) or "-"
+    print(f"| {label} | {len(nodes)}, {sum(nodes)} | {sites}{error} |", flush=True)
 
 
 def main() -> None:
     args = dict(zip(sys.argv[1::2], sys.argv[2::2], strict=False))
     if "--monai" in args:
         sys.path.insert(0, args["--monai"])
-    torch._logging.set_logs(graph_breaks=True)
-    breaks = _Breaks()
-    for name in ("torch._dynamo", "torch"):
-        logger = logging.getLogger(name)
-        logger.addHandler(breaks)
-        logger.propagate = False
-        for handler in list(logger.handlers):
-            if handler is not breaks:
-                logger.removeHandler(handler)
+    breaks = listen()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, backend eager, dynamic=False\n")
     print("| call | graphs, ops | break sites (innermost user line) |")

@@ -18,13 +18,12 @@ for the kornia functions that import without `kornia_rs`.
 
 from __future__ import annotations
 
-import logging
-import re
 import sys
 import types
 import warnings
 
 import torch
+from break_probe import break_sites, listen, op_count
 from torch import nn
 
 
@@ -282,41 +281,26 @@ PROBES = [
 ]
 
 
-class _Breaks(logging.Handler):
-    """Collects dynamo's graph-break log records (the `graph_breaks` artifact)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-        self.sites: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if "in user code at" not in text:
-            return
-        code = re.search(r"/gb/(gb\d+)\.html", text)
-        lines = [line.strip() for line in text.splitlines()]
-        short = next(
-            (ln for ln in lines[2:] if ln and not ln.startswith(("Encountered", "Explanation"))), "?"
-        )
-        where = re.search(r"in user code at \S*/([^/\s]+:\d+)", text)
-        label = f"{short[:50]}{f' {code.group(1)}' if code else ''}{f' @{where.group(1)}' if where else ''}"
-        if label not in self.seen:
-            self.seen.append(label)
-        at = re.search(r"in user code at \S*?(?:torchaudio|kornia)/(\S+:\d+)", text)
-        if at and not any(site.startswith(f"{at.group(1)} ") for site in self.sites):
-            self.sites.append(f"{at.group(1)} ({short[:40]})")
+def _anywhere(path: str) -> str | None:
+    """A probe's break at any user line (its own file), not inside torch."""
+    return None if "/torch/" in path else path.rsplit("/", 1)[-1]
 
 
-def probe(module: nn.Module, inputs, kwargs: dict, breaks: _Breaks) -> str:
+def _in_package(path: str) -> str | None:
+    """A break inside torchaudio or kornia, named from the package down."""
+    for package in ("torchaudio", "kornia"):
+        if f"/{package}/" in path:
+            return package + "/" + path.rsplit(f"/{package}/", 1)[1]
+    return None
+
+
+def probe(module: nn.Module, inputs, kwargs: dict, breaks) -> str:
     torch._dynamo.reset()
-    breaks.seen.clear()
+    breaks.texts.clear()
     nodes: list[int] = []
 
     def backend(gm, _example):
-        nodes.append(
-            sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
-        )
+        nodes.append(op_count(gm))
         return gm.forward
 
     compiled = torch.compile(module, backend=backend, dynamic=False)
@@ -324,7 +308,7 @@ def probe(module: nn.Module, inputs, kwargs: dict, breaks: _Breaks) -> str:
         warnings.simplefilter("ignore")
         compiled(*inputs(3), **kwargs)
         first = list(nodes)
-        reasons = list(breaks.seen)
+        reasons = break_sites(breaks.texts, _anywhere)
         compiled(*inputs(5), **kwargs)
     second = nodes[len(first) :]
     broke = f"yes: {'; '.join(reasons)}" if reasons else "no"
@@ -334,7 +318,7 @@ def probe(module: nn.Module, inputs, kwargs: dict, breaks: _Breaks) -> str:
     )
 
 
-def real_torchaudio(breaks: _Breaks) -> None:
+def real_torchaudio(breaks) -> None:
     """The sampled torchaudio sites on the real modules, tiny configs, CPU. Needs a copy of the
     torchaudio 2.11.0 wheel on sys.path with `lib/*.so` removed (built for another torch; without
     them torchaudio imports its Python code only)."""
@@ -401,22 +385,21 @@ def real_torchaudio(breaks: _Breaks) -> None:
     print("|---|---|---|")
     for label, fn, args in runs:
         torch._dynamo.reset()
-        breaks.sites.clear()
+        breaks.texts.clear()
         nodes: list[int] = []
 
         def backend(gm, _example, nodes=nodes):
-            nodes.append(
-                sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
-            )
+            nodes.append(op_count(gm))
             return gm.forward
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.compile(fn, backend=backend)(*args)
-        print(f"| {label} | {len(nodes)}, {sum(nodes)} | {'; '.join(breaks.sites) or '-'} |", flush=True)
+        sites = break_sites(breaks.texts, _in_package)
+        print(f"| {label} | {len(nodes)}, {sum(nodes)} | {'; '.join(sites) or '-'} |", flush=True)
 
 
-def real_kornia(breaks: _Breaks) -> None:
+def real_kornia(breaks) -> None:
     """The kornia sites that run without `kornia_rs` (only kornia.io needs it; a stub stands in)."""
     sys.modules.setdefault("kornia_rs", types.ModuleType("kornia_rs")).io = None
     from kornia.feature.matching import match_mnn, match_snn
@@ -432,23 +415,15 @@ def real_kornia(breaks: _Breaks) -> None:
     print("|---|---|")
     for label, fn, args in runs:
         torch._dynamo.reset()
-        breaks.sites.clear()
+        breaks.texts.clear()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.compile(fn, backend="eager")(*args)
-        print(f"| {label} | {'; '.join(breaks.sites) or '-'} |", flush=True)
+        print(f"| {label} | {'; '.join(break_sites(breaks.texts, _in_package)) or '-'} |", flush=True)
 
 
 def main() -> None:
-    torch._logging.set_logs(graph_breaks=True)
-    breaks = _Breaks()
-    for name in ("torch._dynamo", "torch"):
-        logger = logging.getLogger(name)
-        logger.addHandler(breaks)
-        logger.propagate = False
-        for handler in list(logger.handlers):
-            if handler is not breaks:
-                logger.removeHandler(handler)
+    breaks = listen()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, backend eager, dynamic=False; sizes 3 then 5 (batch or sequence)\n")
     print("| probe | breaks (reasons) | size 3 | size 5 (recompiles) |")

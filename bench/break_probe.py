@@ -1,0 +1,45 @@
+"""Dynamo's graph breaks for the precision probes (bench/precision_*_probes.py), read with the
+project's own tools: `real_corpus.listen_breaks` collects the `graph_breaks` log records and
+`fuselint.graph.breaks_log.parse_break` reads each one (its frames, gb id and reason).
+
+`torch._dynamo.explain` and the graph-break counters miss some breaks (`warnings.warn`, an
+`.item()` slice bound) and `fullgraph=True` captures `.item()` instead of breaking, so the
+probes read the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from real_corpus import listen_breaks
+
+from fuselint.graph.breaks_log import parse_break
+
+
+def listen():
+    """Start collecting break records: the handler's `.texts` fills as dynamo logs breaks."""
+    return listen_breaks()
+
+
+def break_sites(texts: list[str], user: Callable[[str], str | None]) -> list[str]:
+    """One `"file:line (reason gbNNNN)"` per line that broke, in the order dynamo logged them.
+
+    `user(path)` names a frame's file as it should print, or None for a frame that is not user
+    code (torch's own, a library's); the innermost user frame is the site."""
+    sites: list[str] = []
+    for text in texts:
+        parsed = parse_break(text)
+        if parsed is None:
+            continue
+        frames = [(f, n) for f, n, _ in parsed.frames] + [(parsed.file, parsed.line)]
+        where = next((f"{name}:{line}" for f, line in reversed(frames) if (name := user(f))), None)
+        if where is None or any(site.startswith(f"{where} ") for site in sites):
+            continue  # no user line, or a line already listed (dynamo logs some breaks twice)
+        gb = f" {parsed.gb_id}" if parsed.gb_id else ""
+        sites.append(f"{where} ({parsed.reason[:60]}{gb})")
+    return sites
+
+
+def op_count(gm) -> int:
+    """FX ops in a captured graph (what a counting backend records per graph)."""
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
