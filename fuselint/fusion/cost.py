@@ -290,13 +290,6 @@ def fused_attention_cost(call: SdpaCall, device: Device) -> Cost:
     return Cost(1, nbytes, flops, max(memory, compute) + device.launch_us)
 
 
-def attention_cost(call: SdpaCall, device: Device) -> Cost:
-    """The kernel(s) SDPA runs for `call` on a CUDA GPU."""
-    if choose_backend(call).fused:
-        return fused_attention_cost(call, device)
-    return math_attention_cost(call, device)
-
-
 def sdpa_calls(facts: GraphFacts) -> dict[str, SdpaCall]:
     """The graph's SDPA nodes and the calls they make."""
     calls = {}
@@ -356,12 +349,20 @@ def _priced(
     attention: dict[str, SdpaCall],
     launches: int = 1,
 ) -> Cost:
-    """kernel_cost, except that an SDPA node costs the kernel(s) its call runs on a GPU."""
-    sdpa = nodes & set(attention)
-    if not sdpa:
-        return kernel_cost(facts, nodes, device, flops, launches)
-    rest = kernel_cost(facts, nodes - sdpa, device, flops, launches) if nodes - sdpa else Cost()
-    return sum((attention_cost(attention[c], device) for c in sorted(sdpa)), rest)
+    """kernel_cost, except that an SDPA node costs the kernel(s) its call runs on a GPU: the sum
+    of `_priced_by_class`, so that a model's classes always add up to its total."""
+    return sum(_priced_by_class(facts, nodes, device, flops, attention, launches).values(), Cost())
+
+
+def _eager_units(facts: GraphFacts, device: Device, flops: dict[str, int], eager_calls: dict[str, SdpaCall]):
+    """(kernel, {class: Cost}) for each kernel eager launches: its ops priced as eager runs them,
+    the layout conversions around an NCHW convolution counted as "other"."""
+    for unit in eager_kernels(facts, eager_absent(facts)):
+        parts = _priced_by_class(facts, unit, device, flops, eager_calls)
+        extra = nchw_conv_extra(facts, unit, device)
+        if extra.launches:
+            parts["other"] = parts.get("other", Cost()) + extra
+        yield unit, parts
 
 
 def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
@@ -375,14 +376,9 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
     eager_calls = {c: eager_call(k) for c, k in compiled.items()}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
-    for unit in eager_kernels(facts, eager_absent(facts)):
-        first = min(unit, key=facts.order.get)
-        gid = home.get(first, -1)
-        eager_by_group[gid] = (
-            eager_by_group.get(gid, Cost())
-            + _priced(facts, unit, device, flops, eager_calls)
-            + nchw_conv_extra(facts, unit, device)
-        )
+    for unit, parts in _eager_units(facts, device, flops, eager_calls):
+        gid = home.get(min(unit, key=facts.order.get), -1)
+        eager_by_group[gid] = eager_by_group.get(gid, Cost()) + sum(parts.values(), Cost())
     groups = tuple(
         GroupCost(
             g.id,
@@ -453,11 +449,7 @@ def cost_by_class(plans: list[FusionPlan], device: Device = DEFAULT) -> dict[str
         flops = {c: node_flops(facts, c) for c in facts.kind}
         compiled = sdpa_calls(facts)
         eager_calls = {c: eager_call(k) for c, k in compiled.items()}
-        for unit in eager_kernels(facts, eager_absent(facts)):
-            parts = _priced_by_class(facts, unit, device, flops, eager_calls)
-            extra = nchw_conv_extra(facts, unit, device)
-            if extra.launches:
-                parts["other"] = parts.get("other", Cost()) + extra
+        for _unit, parts in _eager_units(facts, device, flops, eager_calls):
             add("eager", parts, p.graph.calls)
         for g in p.groups:
             add(
