@@ -21,6 +21,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -120,6 +121,94 @@ def curves(device: str = "cuda", dtype: torch.dtype = torch.bfloat16, timer=None
     return out
 
 
+def kernel_ms(fn, calls: int = 10) -> float:
+    """Summed GPU kernel time of one call of `fn` (torch.profiler, mean over `calls`), in ms."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    total = sum(e.device_time if hasattr(e, "device_time") else e.cuda_time for e in kernels)
+    return total / calls / 1e3
+
+
+# The efficiency sweep: a grid over the shapes real models run, not the suite's own shapes, so
+# that the cost model interpolates rates for any model (`Device.efficiency`).
+GEMM_M = (256, 1024, 4096, 16384, 65536)
+GEMM_NK = (64, 128, 256, 512, 1024, 2048, 4096)
+CONV_HW = (112, 56, 28, 14, 7)
+CONV_C = (16, 32, 64, 128, 256, 512, 1024)
+CONV_BATCH = 32
+BANDWIDTH_BYTES = tuple(1 << s for s in range(16, 31, 2))  # 64 KiB to 1 GiB moved
+
+
+def efficiency(dtype: torch.dtype = torch.bfloat16, timer=None, device: str = "cuda") -> dict:
+    """What kernels reach at the sizes models run, measured on this GPU:
+    - "gemm": [M, N, K, TFLOP/s] of `a @ b` over GEMM_M x GEMM_NK x GEMM_NK;
+    - "conv": [batch, Cin, Cout, k, HW, groups, layout, µs, TFLOP/s] of dense (k x k, stride 1,
+      Cin -> Cout) and depthwise (groups = C) convolutions in channels_last and NCHW;
+    - "bandwidth": [bytes moved, GB/s] of an elementwise add (read + written) from 64 KiB to 1 GiB.
+    timer(fn) -> ms per call (default: `kernel_ms`, the GPU's kernel time, as the cost model prices
+    and bench/models.py measures; CUDA events around a small op time the host's launch instead)."""
+    timer = timer or kernel_ms
+    out: dict = {"dtype": str(dtype).removeprefix("torch."), "gemm": [], "conv": [], "bandwidth": []}
+    for m in GEMM_M:
+        for n in GEMM_NK:
+            for k in GEMM_NK:
+                a = torch.randn(m, k, device=device, dtype=dtype)
+                b = torch.randn(k, n, device=device, dtype=dtype)
+                us = timer(lambda a=a, b=b: a @ b) * 1e3
+                out["gemm"].append([m, n, k, float(f"{2 * m * n * k / us / 1e6:.4g}")])
+    for hw in CONV_HW:
+        for c in CONV_C:
+            if c * hw * hw > 256 * 56 * 56:  # larger than any stage of the usual image models
+                continue
+            for layout in ("channels_last", "contiguous"):
+                fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+                x = torch.randn(CONV_BATCH, c, hw, hw, device=device, dtype=dtype).to(memory_format=fmt)
+                shapes = [
+                    (c, c, 1, 1),
+                    (c, c, 3, 1),
+                    (c, 2 * c, 1, 1),
+                    (c, c, 3, c),
+                    (c, c, 5, c),
+                    (c, c, 7, c),
+                ]
+                for cin, cout, k, groups in shapes:
+                    w = torch.randn(cout, cin // groups, k, k, device=device, dtype=dtype).to(
+                        memory_format=fmt
+                    )
+
+                    def fn(x=x, w=w, k=k, g=groups):
+                        return torch.nn.functional.conv2d(x, w, padding=k // 2, groups=g)
+
+                    us = timer(fn) * 1e3
+                    flops = 2 * CONV_BATCH * hw * hw * cout * (cin // groups) * k * k
+                    out["conv"].append(
+                        [
+                            CONV_BATCH,
+                            cin,
+                            cout,
+                            k,
+                            hw,
+                            groups,
+                            layout,
+                            round(us, 2),
+                            float(f"{flops / us / 1e6:.4g}"),
+                        ]
+                    )
+    for moved in BANDWIDTH_BYTES:
+        x = torch.empty(moved // 2 // _element_size(dtype), device=device, dtype=dtype).fill_(1)
+        us = timer(lambda x=x: x.add(1)) * 1e3
+        out["bandwidth"].append([moved, round(moved / us / 1e3, 1)])
+    return out
+
+
 def _element_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
@@ -130,6 +219,9 @@ def main() -> None:
     parser.add_argument("--name", help="the device's name in reports (default: torch's name for it)")
     parser.add_argument(
         "--curves", help="also time the suite's matmul shapes and elementwise sizes; write them here (JSON)"
+    )
+    parser.add_argument(
+        "--efficiency", help="also sweep GEMM, convolution and elementwise sizes; write them here (JSON)"
     )
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -148,6 +240,14 @@ def main() -> None:
     print(f"host-side issue cost per tiny eager op (not used): {host_launch_us():.2f} us")
     Path(args.out).write_text(device_to_json(table))
     print(device_to_json(table))
+    if args.efficiency:
+        t0 = time.perf_counter()
+        swept = {"device": name, "torch": torch.__version__, **efficiency()}
+        Path(args.efficiency).write_text(json.dumps(swept) + "\n")
+        print(
+            f"efficiency sweep: {len(swept['gemm'])} GEMMs, {len(swept['conv'])} convolutions, "
+            f"{len(swept['bandwidth'])} sizes in {time.perf_counter() - t0:.0f} s"
+        )
     if args.curves:
         measured = {"device": name, "torch": torch.__version__, **curves()}
         Path(args.curves).write_text(json.dumps(measured, indent=1) + "\n")

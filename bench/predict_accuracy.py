@@ -50,6 +50,20 @@ from fuselint.graph.entry import Entry  # noqa: E402
 HF_SUITE = ("gpt2", "llama", "bert", "bert-tracemask", "t5enc")
 TIMM_SUITE = ("resnet50", "vit", "convnext", "efficientnet", "mobilenetv3")
 SUITE = HF_SUITE + TIMM_SUITE
+# Models the cost model was not tuned on, to check its prices on a second package: image models
+# of transformers (`hf-`, the library's default config of each) and of torchvision (`tv-`), bf16,
+# 32 images of 224x224, random weights.
+HOLDOUT_SUITE = (
+    "hf-resnet", "hf-convnext", "hf-mobilenetv2", "hf-efficientnet", "hf-regnet",
+    "tv-resnet18", "tv-mobilenet_v2", "tv-convnext_tiny", "tv-efficientnet_b0",
+)  # fmt: skip
+_HF_VISION = {
+    "hf-resnet": ("ResNetConfig", "ResNetModel"),
+    "hf-convnext": ("ConvNextConfig", "ConvNextModel"),
+    "hf-mobilenetv2": ("MobileNetV2Config", "MobileNetV2Model"),
+    "hf-efficientnet": ("EfficientNetConfig", "EfficientNetModel"),
+    "hf-regnet": ("RegNetConfig", "RegNetModel"),
+}
 TRACES = ("cpu", "meta")
 CLASSES = ("gemm", "conv", "attention", "other")
 # what a row carries of a GPU measurement besides its two totals
@@ -75,8 +89,20 @@ class TracingMask(torch.nn.Module):
 
 
 def build(name: str, small: bool = False):
-    """(model, args) of bench/models.py, on CPU in float32."""
+    """(model, args) of bench/models.py (or of HOLDOUT_SUITE), on CPU in float32."""
     import models
+
+    if name in HOLDOUT_SUITE:
+        torch.manual_seed(0)
+        images = (torch.randn(2 if small else 32, 3, 224, 224),)
+        if name.startswith("tv-"):
+            import torchvision
+
+            return getattr(torchvision.models, name[3:])(weights=None).eval(), images
+        import transformers as tf
+
+        config, model = _HF_VISION[name]
+        return getattr(tf, model)(getattr(tf, config)()).eval(), images
 
     if name == "bert-tracemask":
         model, args = models.build("bert", small=small)
@@ -317,8 +343,11 @@ def _rows_for(name: str, traces: list[str], a: argparse.Namespace, dtype, measur
     (none: one row with the measurement alone, for a later --measured run to price). Every row,
     a failed prediction's too, carries the measurement."""
     m = measured.get(name, {})
-    if name in TIMM_SUITE and importlib.util.find_spec("timm") is None:
-        return [{"model": name, "trace": t, "error": "timm is not installed here"} for t in traces or ["-"]]
+    needs = "timm" if name in TIMM_SUITE else "torchvision" if name.startswith("tv-") else None
+    if needs and importlib.util.find_spec(needs) is None:
+        return [
+            {"model": name, "trace": t, "error": f"{needs} is not installed here"} for t in traces or ["-"]
+        ]
     if on_gpu:
         try:
             m = measure_on_gpu(name, dtype)
@@ -384,9 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     dtype = torch.bfloat16
     names = [m for m in a.models.split(",") if m]
-    unknown = [m for m in names if m not in SUITE]
+    unknown = [m for m in names if m not in SUITE + HOLDOUT_SUITE]
     if unknown:
-        print(f"unknown model(s) {', '.join(unknown)}; the suite: {', '.join(SUITE)}", file=sys.stderr)
+        print(
+            f"unknown model(s) {', '.join(unknown)}; the suite: {', '.join(SUITE + HOLDOUT_SUITE)}",
+            file=sys.stderr,
+        )
         return 2
     traces = [t for t in a.traces.split(",") if t and t != "none"]
     on_gpu = torch.cuda.is_available() and not a.measured and not a.small

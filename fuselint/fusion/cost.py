@@ -18,6 +18,7 @@ conservative there).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -174,10 +175,16 @@ def _counted_flops(fx: torch.fx.Node, shapes: dict) -> int | None:
 
 
 def kernel_cost(
-    facts: GraphFacts, nodes: set[str], device: Device, flops: dict[str, int], launches: int = 1
+    facts: GraphFacts,
+    nodes: set[str],
+    device: Device,
+    flops: dict[str, int],
+    launches: int = 1,
+    eager: bool = False,
 ) -> Cost:
     """A kernel (or `launches` of them, for a split reduction) computing `nodes`: reads what
-    it needs from outside, writes what leaves it."""
+    it needs from outside, writes what leaves it. `eager`: priced as eager runs it (the layout
+    of a depthwise convolution is cuDNN's choice there)."""
     if not nodes:
         return Cost()
     read_nodes: dict[str, set[str]] = {}
@@ -197,8 +204,59 @@ def kernel_cost(
     # The kernel's math runs at the rate of its slowest dtype (fp32 unless every op is half);
     # the name sorts second so that the choice never depends on the order of `nodes`.
     dtype = min({facts.fg.dag.nodes[c]["dtype"] for c in nodes}, key=lambda d: (device.tflops(d), d))
-    time = device.time_us(read + written, total_flops, dtype, launches)
+    shaped = {c: _shaped_compute_us(facts, c, device, flops, eager) for c in sorted(nodes)}
+    priced = {c: t for c, t in shaped.items() if t is not None}
+    compute_us = None
+    if priced:  # matmuls and convolutions at the rates measured for their shapes
+        rest = sum(flops[c] for c in nodes if c not in priced)
+        compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
+    time = device.time_us(read + written, total_flops, dtype, launches, compute_us=compute_us)
     return Cost(launches, read + written, total_flops, time)
+
+
+def _shaped_compute_us(
+    facts: GraphFacts, c: str, device: Device, flops: dict[str, int], eager: bool
+) -> float | None:
+    """Math time of a matmul or convolution node at the rate the device reaches for its shape
+    (`Device.efficiency`): a matmul as an (M x K) @ (K x N) GEMM, a convolution as the implicit
+    GEMM cuDNN runs (M = batch x output pixels, N = output channels, K = input channels x taps,
+    once per group), a depthwise one at the rate swept for its layout, which eager takes from
+    cuDNN's rule and the compiled plan from its own graph. None: priced on the roofline."""
+    if device.efficiency is None or facts.kind[c] not in ("matmul", "conv") or not flops[c]:
+        return None
+    fx = facts.fg.dag.nodes[c]["fx"]
+    dtype = facts.fg.dag.nodes[c]["dtype"]
+    out = facts.shape.get(c)
+    if not out or len(out) < 2 or not all(out):
+        return None
+    if facts.kind[c] == "matmul":
+        n = out[-1]
+        m = math.prod(out) // n
+        return device.gemm_us(m, n, flops[c] / (2 * m * n), dtype)
+    if fx.target is not torch.ops.aten.convolution.default or fx.args[6]:  # transposed
+        return None
+    weight = fx.args[1]
+    w = None
+    if isinstance(weight, torch.fx.Node):
+        val = weight.meta.get("val")
+        w = facts.shape.get(weight.name) or (tuple(val.shape) if isinstance(val, torch.Tensor) else None)
+    groups = fx.args[8]
+    if not w or len(w) != len(out):
+        return None
+    if groups > 1 and w[1] == 1:  # depthwise
+        layout = conv_eager_layout(fx)[0] if eager else _layout(fx)
+        return device.depthwise_us(flops[c], w[2], layout)
+    m = math.prod(out) // out[1]
+    return groups * device.gemm_us(m, out[1] / groups, flops[c] / (2 * m * out[1]), dtype)
+
+
+def _layout(fx: torch.fx.Node) -> str:
+    """The memory format of a convolution's output in the compiled graph."""
+    val = fx.meta.get("val")
+    if isinstance(val, torch.Tensor) and val.dim() == 4 and not val.is_contiguous():
+        if val.is_contiguous(memory_format=torch.channels_last):
+            return "channels_last"
+    return "contiguous"
 
 
 # Functions that return their input itself when not training (`F.dropout(x, training=False) is
@@ -330,6 +388,8 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
             out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
             continue
         if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
+            if device.depthwise_us(1.0, w.shape[2], "contiguous") is not None:
+                continue  # priced at the rate swept for that kernel (_shaped_compute_us)
             taps = y.numel() * w.shape[2] * w.shape[3] * x.element_size()
             extra = max(taps - x.numel() * x.element_size(), 0)
             out = out + Cost(0, extra, 0, extra / (device.bandwidth_gbs * 1e3))
@@ -358,7 +418,7 @@ def _eager_units(facts: GraphFacts, device: Device, flops: dict[str, int], eager
     """(kernel, {class: Cost}) for each kernel eager launches: its ops priced as eager runs them,
     the layout conversions around an NCHW convolution counted as "other"."""
     for unit in eager_kernels(facts, eager_absent(facts)):
-        parts = _priced_by_class(facts, unit, device, flops, eager_calls)
+        parts = _priced_by_class(facts, unit, device, flops, eager_calls, eager=True)
         extra = nchw_conv_extra(facts, unit, device)
         if extra.launches:
             parts["other"] = parts.get("other", Cost()) + extra
@@ -416,13 +476,15 @@ def _priced_by_class(
     flops: dict[str, int],
     attention: dict[str, SdpaCall],
     launches: int = 1,
+    eager: bool = False,
 ) -> dict[str, Cost]:
     """_priced, split by kernel class: a fused SDPA kernel is "attention"; the math path's two
     matmuls are "gemm" and its casts and softmax "other"."""
     sdpa = nodes & set(attention)
     out: dict[str, Cost] = {}
     if nodes - sdpa:
-        out[_kernel_class(facts, nodes - sdpa)] = kernel_cost(facts, nodes - sdpa, device, flops, launches)
+        rest = nodes - sdpa
+        out[_kernel_class(facts, rest)] = kernel_cost(facts, rest, device, flops, launches, eager)
     for c in sorted(sdpa):
         call = attention[c]
         if choose_backend(call).fused:

@@ -10,8 +10,84 @@ replaces them with what `verify` measures.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+
+
+def _log_interp(x: float, points: list[tuple[float, float]]) -> float:
+    """y at x from (x, y) points sorted by x, linear in log x and log y, clamped at both ends."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if x <= x1:
+            f = math.log(x / x0) / math.log(x1 / x0)
+            return math.exp(math.log(y0) + f * (math.log(y1) - math.log(y0)))
+    return points[-1][1]
+
+
+def _cell(v: float, grid: tuple[int, ...]) -> tuple[int, float]:
+    """(index of the grid interval holding v, v's position in it in log space), clamped."""
+    v = min(max(v, grid[0]), grid[-1])
+    for i in range(len(grid) - 1):
+        if v <= grid[i + 1]:
+            return i, math.log(v / grid[i]) / math.log(grid[i + 1] / grid[i])
+    return len(grid) - 2, 1.0
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What kernels reach on a device at the sizes models run, swept by `bench/calibrate.py
+    --efficiency` (each rate includes the kernel's fixed cost, as a profiler times it):
+    - gemm: (M, N, K, TFLOP/s) of a half-precision matmul over a grid of M, N and K;
+    - depthwise: (layout, k, flops, TFLOP/s) of k x k depthwise convolutions, which run on CUDA
+      cores (one input channel per output: no tensor-core tile to fill), by layout: cuDNN's
+      channels_last kernel or PyTorch's own NCHW one, several times slower;
+    - bandwidth: (bytes moved, GB/s) of an elementwise kernel, from 64 KiB to 1 GiB."""
+
+    gemm: tuple[tuple[int, int, int, float], ...]
+    depthwise: tuple[tuple[str, int, float, float], ...]
+    bandwidth: tuple[tuple[float, float], ...]
+
+    def gemm_tflops(self, m: float, n: float, k: float) -> float:
+        """The measured rate at (m, n, k): trilinear in log space over the grid, clamped."""
+        rates = {(a, b, c): r for a, b, c, r in self.gemm}
+        ms = tuple(sorted({a for a, _b, _c in rates}))
+        ns = tuple(sorted({b for _a, b, _c in rates}))
+        ks = tuple(sorted({c for _a, _b, c in rates}))
+        (i, fi), (j, fj), (q, fq) = _cell(m, ms), _cell(n, ns), _cell(k, ks)
+        log_rate = 0.0
+        for di, wi in ((0, 1 - fi), (1, fi)):
+            for dj, wj in ((0, 1 - fj), (1, fj)):
+                for dq, wq in ((0, 1 - fq), (1, fq)):
+                    log_rate += wi * wj * wq * math.log(rates[(ms[i + di], ns[j + dj], ks[q + dq])])
+        return math.exp(log_rate)
+
+    def depthwise_tflops(self, layout: str, k: int, flops: float) -> float | None:
+        """The measured rate of a depthwise convolution: the nearest kernel size swept in that
+        layout, interpolated over the work done; None when none was swept."""
+        mine = [(kk, f, r) for lay, kk, f, r in self.depthwise if lay == layout]
+        if not mine:
+            return None
+        near = min({kk for kk, _f, _r in mine}, key=lambda kk: (abs(kk - k), kk))
+        return _log_interp(flops, sorted((f, r) for kk, f, r in mine if kk == near))
+
+    def bandwidth_gbs(self, nbytes: float) -> float:
+        return _log_interp(nbytes, sorted(self.bandwidth))
+
+    @staticmethod
+    def from_sweep(sweep: dict) -> Efficiency:
+        """From `bench/calibrate.py --efficiency`'s JSON."""
+        depthwise = [
+            (layout, k, 2.0 * batch * hw * hw * cout * k * k, rate)
+            for batch, cin, cout, k, hw, groups, layout, _us, rate in sweep["conv"]
+            if groups == cin and cin > 1
+        ]
+        return Efficiency(
+            gemm=tuple(tuple(r) for r in sweep["gemm"]),
+            depthwise=tuple(sorted(depthwise)),
+            bandwidth=tuple(tuple(r) for r in sweep["bandwidth"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -22,17 +98,56 @@ class Device:
     half_tflops: float  # dense FP16/BF16 tensor cores
     launch_us: float  # cost of one kernel launch in an eager stream of small ops
     source: str  # where the numbers come from
+    # rates measured at the sizes models run (None: every kernel at the peak rates above)
+    efficiency: Efficiency | None = field(default=None, compare=False, repr=False)
 
     def tflops(self, dtype: str) -> float:
         return self.half_tflops if dtype in ("float16", "bfloat16") else self.fp32_tflops
 
     def time_us(
-        self, nbytes: float, flops: float = 0.0, dtype: str = "float32", launches: float = 1
+        self,
+        nbytes: float,
+        flops: float = 0.0,
+        dtype: str = "float32",
+        launches: float = 1,
+        compute_us: float | None = None,
     ) -> float:
-        """Roofline time of kernels moving nbytes and doing flops, plus their launches."""
-        memory = nbytes / (self.bandwidth_gbs * 1e3)  # GB/s -> bytes per us
-        compute = flops / (self.tflops(dtype) * 1e6)  # TFLOP/s -> flops per us
-        return max(memory, compute) + launches * self.launch_us
+        """Roofline time of kernels moving nbytes and doing flops (or taking compute_us of math,
+        where the caller priced it by shape), plus their launches."""
+        compute = flops / (self.tflops(dtype) * 1e6) if compute_us is None else compute_us
+        return max(self.memory_us(nbytes, launches), compute) + launches * self.launch_us
+
+    def memory_us(self, nbytes: float, launches: float = 1) -> float:
+        """Time to move nbytes in `launches` kernels: at the bandwidth measured for kernels of
+        that size where the table has it (small kernels do not reach the 1 GiB copy's rate),
+        less the launch that `time_us` adds; never faster than the peak bandwidth."""
+        peak = nbytes / (self.bandwidth_gbs * 1e3)  # GB/s -> bytes per us
+        if self.efficiency is None or nbytes <= 0:
+            return peak
+        each = nbytes / max(launches, 1)
+        swept = each / (self.efficiency.bandwidth_gbs(each) * 1e3) - self.launch_us
+        return max(peak, swept * max(launches, 1))
+
+    def _at_rate(self, flops: float, tflops: float, peak: float) -> float:
+        """Time of flops at a swept rate (which includes the kernel's launch, added by
+        time_us), never faster than the peak rate."""
+        return max(flops / (peak * 1e6), flops / (tflops * 1e6) - self.launch_us)
+
+    def gemm_us(self, m: float, n: float, k: float, dtype: str) -> float:
+        """Math time of an (m x k) @ (k x n) matmul: at the rate swept for its shape (scaled to
+        dtype's peak: the sweep is half precision), else at the peak rate."""
+        peak = self.tflops(dtype)
+        flops = 2.0 * m * n * k
+        if self.efficiency is None:
+            return flops / (peak * 1e6)
+        rate = self.efficiency.gemm_tflops(m, n, k) * peak / self.half_tflops
+        return self._at_rate(flops, rate, peak)
+
+    def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
+        """Math time of a depthwise convolution at the rate swept for its layout and kernel size
+        (None: no sweep; the caller prices it on the roofline)."""
+        rate = self.efficiency.depthwise_tflops(layout, k, flops) if self.efficiency else None
+        return None if rate is None else self._at_rate(flops, rate, self.fp32_tflops)
 
 
 H200 = Device(
@@ -116,7 +231,10 @@ def calibrate(
 
 
 def device_to_json(d: Device) -> str:
-    return json.dumps(asdict(d), indent=1, sort_keys=True) + "\n"
+    data = asdict(d)
+    if d.efficiency is None:
+        del data["efficiency"]
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 def device_from_file(path: Path) -> Device:
@@ -125,10 +243,30 @@ def device_from_file(path: Path) -> Device:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise KeyError(f"{path}: cannot read the device table: {exc}") from None
-    names = {f.name for f in fields(Device)}
-    if not isinstance(data, dict) or set(data) != names:
-        raise KeyError(f"{path}: a device table has exactly the keys {', '.join(sorted(names))}")
+    names = {f.name for f in fields(Device)} - {"efficiency"}
+    if not isinstance(data, dict) or set(data) - {"efficiency"} != names:
+        raise KeyError(
+            f"{path}: a device table has exactly the keys {', '.join(sorted(names))} (and optionally efficiency)"
+        )
     numbers = names - {"name", "source"}
     if not all(isinstance(data[k], (int, float)) and data[k] >= 0 for k in numbers):
         raise KeyError(f"{path}: {', '.join(sorted(numbers))} must be non-negative numbers")
-    return Device(**data)
+    swept = data.pop("efficiency", None)
+    try:
+        efficiency = _efficiency(swept) if swept is not None else None
+    except (TypeError, ValueError, KeyError) as exc:
+        raise KeyError(f"{path}: efficiency: {exc}") from None
+    return Device(**data, efficiency=efficiency)
+
+
+def _efficiency(data: dict) -> Efficiency:
+    """An Efficiency from a device table's `efficiency` entry (as device_to_json writes it)."""
+    eff = Efficiency(
+        gemm=tuple((int(m), int(n), int(k), float(r)) for m, n, k, r in data["gemm"]),
+        depthwise=tuple((str(lay), int(k), float(f), float(r)) for lay, k, f, r in data["depthwise"]),
+        bandwidth=tuple((float(b), float(g)) for b, g in data["bandwidth"]),
+    )
+    rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
+    if not eff.gemm or not eff.bandwidth or min(rates) <= 0:
+        raise ValueError("needs gemm and bandwidth rows with positive rates")
+    return eff

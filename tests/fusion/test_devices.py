@@ -68,3 +68,76 @@ def test_calibrate_curves_time_the_suites_shapes(monkeypatch):
     assert calls[1].shape == (128, 64)  # the timed function is the matmul itself
     assert [r[0] for r in out["elementwise"]] == [1.05, 2.1]  # MB read + written
     assert out["elementwise"][0][2] == round(1.05e6 / 500 / 1e3, 1)
+
+
+def _swept() -> dict:
+    """A small sweep as `bench/calibrate.py --efficiency` writes it."""
+    gemm = [
+        [m, n, k, 100.0 if min(m, n, k) >= 1024 else 10.0]
+        for m in (256, 4096)
+        for n in (64, 1024)
+        for k in (64, 1024)
+    ]
+    conv = [
+        [32, 64, 64, 3, 56, 64, "channels_last", 12.8, 9.0],
+        [32, 64, 64, 3, 56, 64, "contiguous", 63.0, 1.8],
+        [32, 64, 64, 7, 56, 64, "channels_last", 49.2, 12.8],
+        [32, 64, 64, 3, 56, 1, "channels_last", 23.8, 310.0],  # dense: not a depthwise row
+    ]
+    return {"gemm": gemm, "conv": conv, "bandwidth": [[1 << 16, 70.0], [1 << 30, 4200.0]]}
+
+
+def test_efficiency_interpolates_the_sweep_and_clamps_outside_it():
+    from fuselint.fusion.devices import Efficiency
+
+    eff = Efficiency.from_sweep(_swept())
+    assert eff.gemm_tflops(4096, 1024, 1024) == pytest.approx(100.0)
+    assert eff.gemm_tflops(256, 64, 64) == pytest.approx(10.0)
+    assert eff.gemm_tflops(1 << 20, 8192, 8192) == pytest.approx(100.0)  # past the grid: its edge
+    assert 10.0 < eff.gemm_tflops(4096, 1024, 256) < 100.0
+    # depthwise: by layout and the nearest kernel size swept; dense convolutions are not in it
+    assert [row[:2] for row in eff.depthwise] == [
+        ("channels_last", 3),
+        ("channels_last", 7),
+        ("contiguous", 3),
+    ]
+    assert eff.depthwise_tflops("contiguous", 5, 1e9) == pytest.approx(1.8)
+    assert eff.depthwise_tflops("channels_last", 6, 1e9) == pytest.approx(12.8)
+    assert eff.depthwise_tflops("channels_first", 3, 1e9) is None
+    assert eff.bandwidth_gbs(1 << 10) == pytest.approx(70.0)
+    assert 70.0 < eff.bandwidth_gbs(1 << 23) < 4200.0
+
+
+def test_a_table_with_an_efficiency_sweep_prices_small_kernels_slower(tmp_path):
+    from dataclasses import replace
+
+    from fuselint.fusion.devices import Efficiency
+
+    swept = replace(H200, launch_us=0.5, efficiency=Efficiency.from_sweep(_swept()))
+    path = tmp_path / "swept.json"
+    path.write_text(device_to_json(swept))
+    back = device_from_file(path)
+    assert back.efficiency == swept.efficiency
+    # a small GEMM runs far below the peak rate; a big one at its swept rate, never above peak
+    assert back.gemm_us(4096, 64, 64, "bfloat16") > 10 * H200.gemm_us(4096, 64, 64, "bfloat16")
+    big = 2.0 * 8192**3
+    assert back.gemm_us(8192, 8192, 8192, "bfloat16") == pytest.approx(big / 100e6 - back.launch_us)
+    # a small kernel moves its bytes at the rate swept for its size, less the launch time_us adds
+    assert H200.memory_us(1 << 20) < back.memory_us(1 << 20)
+    assert back.memory_us(1 << 40) == pytest.approx(H200.memory_us(1 << 40))  # big: peak bandwidth
+    # PyTorch's NCHW depthwise kernel is slower than cuDNN's channels_last one
+    assert back.depthwise_us(1e9, 3, "contiguous") > 4 * back.depthwise_us(1e9, 3, "channels_last")
+    assert H200.depthwise_us(1e9, 3, "contiguous") is None
+    bad = json.loads(device_to_json(swept))
+    bad["efficiency"]["gemm"] = []
+    path.write_text(json.dumps(bad))
+    with pytest.raises(KeyError, match="efficiency"):
+        device_from_file(path)
+
+
+def test_the_measured_h200_table_carries_its_sweep():
+    d = device("H200-measured")
+    assert d.efficiency is not None and len(d.efficiency.gemm) >= 100 and d.efficiency.depthwise
+    # the sweep's own largest GEMM runs near the 8192^3 matmul's rate; a 64-wide one far below
+    assert d.efficiency.gemm_tflops(65536, 4096, 4096) > 0.9 * d.half_tflops
+    assert d.efficiency.gemm_tflops(4096, 64, 64) < 0.05 * d.half_tflops

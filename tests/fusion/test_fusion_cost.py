@@ -238,3 +238,19 @@ def test_eager_convs_pay_cudnns_layout_copies_and_bias_kernel():
     assert mixed.launches == 3 and mixed.bytes == 2 * x.numel() * 4 + 2 * y + se
     facts = GraphFacts(aten_graph(torch.nn.Linear(8, 8), torch.randn(2, 8)))
     assert _conv_extra(facts.fg) == Cost()
+
+
+def test_a_swept_device_prices_depthwise_convs_by_layout_and_small_matmuls_below_peak():
+    # H200-measured carries the efficiency sweep: eager runs an NCHW depthwise conv in PyTorch's
+    # own kernel (swept at ~1.8 TFLOP/s in bf16), far slower than the roofline, and the plan
+    # runs it in channels_last through cuDNN (~9); a small matmul runs below the peak rate.
+    swept = device("H200-measured")
+    plain = replace(swept, efficiency=None)
+    dw = torch.nn.Conv2d(64, 64, 3, padding=1, groups=64, bias=False).eval().to(torch.bfloat16)
+    fg = aten_graph(dw, torch.randn(8, 64, 56, 56, dtype=torch.bfloat16))
+    with_sweep, roofline = graph_cost(plan(fg), swept), graph_cost(plan(fg), plain)
+    flops = 2 * 8 * 64 * 56 * 56 * 9
+    assert with_sweep.eager.time_us > 0.8 * flops / 1.9e6  # at the swept NCHW rate
+    assert with_sweep.eager.time_us > 3 * roofline.eager.time_us
+    mm = aten_graph(lambda a, b: a @ b, torch.randn(256, 64), torch.randn(64, 64))
+    assert graph_cost(plan(mm), swept).eager.time_us > graph_cost(plan(mm), plain).eager.time_us
