@@ -5,13 +5,14 @@ Each check compiles real package code (the installed packages: both are pure Pyt
 flagged line sits in a training-only or optional-dependency path that is costly to build, a tiny copy
 of the flagged pattern. Break sites come from dynamo's `graph_breaks` log (bench/break_probe.py).
 
-    PYTHONPATH=$PWD python bench/precision_untuned3_probes.py [--only x|e|p]
+    PYTHONPATH=$PWD python bench/precision_untuned3_probes.py [--only p|c|x|e]
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import sys
 import warnings
 
@@ -131,6 +132,105 @@ def cond_on_list(mems):
     return out
 
 
+# ---- the false-positive classes of precision_untuned3.md, as minimal modules ----------------------
+# `fuselint check --select FL1 bench/precision_untuned3_probes.py` flags each marked line; each module
+# compiles to one graph (ClassFF: the one break is on `torch.autograd.grad`, not on the zip).
+
+
+class ClassFAAlibi(nn.Module):
+    """FA: `forward(self, i, j)` gets ints (x_transformers.py:685-692)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = None
+
+    def forward(self, i, j):
+        if self.bias is not None and self.bias.shape[-1] >= j:  # FL102 (false)
+            return self.bias[..., -i:, -j:]
+        q = torch.arange(j - i, j)  # FL101 (false)
+        k = torch.arange(j)  # FL101 (false)
+        return q[:, None] - k
+
+
+class ClassFA(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rel_pos = ClassFAAlibi()
+
+    def forward(self, q, k):
+        i, j = q.shape[-2], k.shape[-2]
+        return self.rel_pos(i, j) + q @ k.transpose(-1, -2)
+
+
+class ClassFB(nn.Module):
+    """FB: a keyword defaulting to None, set to an int, added to a shape (x_transformers.py:3403-3465)."""
+
+    def forward(self, x, seq_pos_offset=None, cache=None):
+        if seq_pos_offset is None:
+            seq_pos_offset = cache.cache_length if cache is not None else 0
+        return x + torch.arange(x.shape[1] + seq_pos_offset)  # FL101 (false)
+
+
+class ClassFC(nn.Module):
+    """FC: starred shape unpacking (continuous.py:159-165)."""
+
+    def forward(self, x, mask=None):
+        _batch, seq, _orig_mask, device = *x.shape[:2], mask, x.device
+        return x + torch.arange(seq, device=device)  # FL101 (false)
+
+
+class ClassFD(nn.Module):
+    """FD: truthiness of a list of tensors (x_transformers.py:3441, 3653)."""
+
+    def forward(self, x, mems=None):
+        mems = mems.copy() if mems is not None else [None] * 2
+        for _ in range(2):
+            layer_mem = mems.pop(0) if mems else None  # FL102 (false)
+            if layer_mem is not None:
+                x = x + layer_mem
+        return x
+
+
+def class_fe_rand_angles(*shape, requires_grad=False, dtype=None, device=None):
+    alpha, gamma = 2 * math.pi * torch.rand(2, *shape, dtype=dtype, device=device)
+    alpha = alpha.detach().requires_grad_(requires_grad)  # FL105 (false)
+    return alpha, gamma
+
+
+class ClassFE(nn.Module):
+    """FE: `requires_grad_(flag)`, flag defaulting to False and not passed (e3nn/o3/_rotation.py:67-71)."""
+
+    def forward(self, x):
+        a, _g = class_fe_rand_angles(dtype=x.dtype, device=x.device)
+        return x * a
+
+
+class ClassFF(nn.Module):
+    """FF: zip over the tuple `torch.autograd.grad` returns (xl_autoregressive_wrapper.py:490-507)."""
+
+    def forward(self, x, params):
+        grads = torch.autograd.grad((x * params[0] * params[1]).sum(), params)
+        wrapper_grads = grads[0:2]
+        out = []
+        for p, grad in zip(params, wrapper_grads, strict=True):  # FL107 (false)
+            out.append(p - 0.1 * grad)
+        return out
+
+
+class ClassFG(nn.Module):
+    """FG: an int argument of a `@torch.compile` method (up_wrapper.py:99-115)."""
+
+    @torch.compile(backend="eager")
+    def generate(self, length, seed=None):
+        x = seed
+        for _ in range(length):  # FL101 (false)
+            x = x * 2
+        return x
+
+    def forward(self, x):
+        return self.generate(8, seed=x)
+
+
 # ---- runner -------------------------------------------------------------------------------------
 
 
@@ -155,8 +255,27 @@ def compile_run(label: str, fn, args, breaks, kwargs=None) -> None:
 
 
 def grad_mode(label: str):
-    """Inference runs under no_grad; a run labelled "train ..." keeps autograd on (a training step)."""
-    return contextlib.nullcontext() if label.startswith("train") else torch.no_grad()
+    """Inference runs under no_grad; a run labelled "train ..." (a training step) or "class ..." (FF
+    calls torch.autograd.grad) keeps autograd on."""
+    return contextlib.nullcontext() if label.startswith(("train", "class")) else torch.no_grad()
+
+
+def class_runs() -> list:
+    q = torch.rand(2, 4, 8)
+    params = [torch.rand(3, requires_grad=True), torch.rand(3, requires_grad=True)]
+    return [
+        ("class FA (int i, j)", ClassFA(), (q, q)),
+        ("class FB (offset keyword)", ClassFB(), (torch.rand(2, 5),)),
+        ("class FC (starred shape)", ClassFC(), (torch.rand(2, 5),)),
+        (
+            "class FD (list truthiness)",
+            ClassFD(),
+            (torch.rand(2, 5), [torch.rand(2, 5), torch.rand(2, 5)]),
+        ),
+        ("class FE (requires_grad_ flag)", ClassFE(), (torch.rand(3),)),
+        ("class FF (zip over grads)", ClassFF(), (torch.rand(3), params)),
+        ("class FG (compiled int argument)", ClassFG(), (torch.rand(3),)),
+    ]
 
 
 def probe_runs() -> list:
@@ -332,15 +451,19 @@ def e_runs() -> list:
 
 
 def main() -> None:
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "pxe"
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "pcxe"
     breaks = listen()
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train'\n")
+    print(
+        f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train' or 'class'\n"
+    )
     print("| call | graphs, ops | break sites (innermost package line) |")
     print("|---|---|---|")
     runs: list = []
     if "p" in only:
         runs += probe_runs()
+    if "c" in only:
+        runs += class_runs()
     if "x" in only:
         runs += x_runs()
     if "e" in only:
