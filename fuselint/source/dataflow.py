@@ -271,6 +271,21 @@ def _narrowed(test: ast.expr) -> tuple[str, str] | None:
     return None
 
 
+def _numpy_test(test: ast.expr) -> str | None:
+    """`isinstance(x, np.ndarray)` -> "x"."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+        return None
+    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
+        return None
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+    return test.args[0].id if names == {"ndarray"} else None
+
+
+def _surely_tensors(env: Env) -> set[str]:
+    return {name for name, kind in env.items() if kind in TENSORS}
+
+
 def _tensor_test(test: ast.expr) -> str | None:
     """`isinstance(x, torch.Tensor)` or `torch.is_tensor(x)` -> "x": where the test fails, x holds no tensor."""
     if not (isinstance(test, ast.Call) and len(test.args) >= 1 and isinstance(test.args[0], ast.Name)):
@@ -691,6 +706,10 @@ class FunctionFlow:
         body_in, else_in = env, env
         negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
         narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+        if _numpy_test(stmt.test.operand if negated else stmt.test) in _surely_tensors(env):
+            # `isinstance(p, np.ndarray)` of a value this path makes a tensor: the numpy branch
+            # is dead here (MONAI's point sampling, reached from VISTA3D with tensor points).
+            truth = negated
         if narrowed is not None:
             inner = {k: v for k, v in env.items() if k != narrowed[0]}
             if narrowed[1]:
