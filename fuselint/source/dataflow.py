@@ -723,7 +723,7 @@ class FunctionFlow:
             stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
         )
         else_env = self.branch(
-            stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse)
+            stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse, stmt.body)
         )
         return _merge(body_env, else_env)
 
