@@ -36,6 +36,7 @@ from fuselint.source.lint import (
     without_suppressed,
 )
 from fuselint.source.paths import normal_path_only
+from fuselint.source.sites import one_per_site
 from fuselint.source.user_rules import check_user_rules
 
 if TYPE_CHECKING:  # verify.prove is imported only when a proof runs
@@ -235,6 +236,8 @@ def run_check(
         findings = normal_path_only(findings)
     if proof is not None:
         findings = proof.mark(findings)
+    # Fixes and noqa saw every finding; the report shows one per site (source/sites.py).
+    findings = one_per_site(findings)
     done = {
         "fixed": fixed_count,
         "applied": tuple(sorted(applied.items())),
@@ -335,7 +338,7 @@ def check_text(name: str, raw: bytes, catalog: Catalog, config: Config, *, diff:
         result = fix_text(text, lambda t: lint_text(name, t, catalog, config), unsafe=config.unsafe_fixes)
         if diff:
             return TextCheck(
-                tuple(findings),
+                tuple(one_per_site(findings)),
                 text,
                 encoding,
                 diff=unified_diff(text, result.text, name),
@@ -344,7 +347,7 @@ def check_text(name: str, raw: bytes, catalog: Catalog, config: Config, *, diff:
         if result.applied:
             applied = tuple(result.applied)
             text, findings = result.text, lint_text(name, result.text, catalog, config)
-    return TextCheck(tuple(findings), text, encoding, applied=applied)
+    return TextCheck(tuple(one_per_site(findings)), text, encoding, applied=applied)
 
 
 def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say):

@@ -34,7 +34,7 @@ from functools import cached_property
 from fuselint.source.imports import ImportTable
 from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
-from fuselint.source.tracing_truth import compile_truth
+from fuselint.source.tracing_truth import compile_truth, live_nodes
 
 TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
 SHAPE, DIM = "shape", "dim"
@@ -271,6 +271,21 @@ def _narrowed(test: ast.expr) -> tuple[str, str] | None:
     return None
 
 
+def _numpy_test(test: ast.expr) -> str | None:
+    """`isinstance(x, np.ndarray)` -> "x"."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+        return None
+    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
+        return None
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+    return test.args[0].id if names == {"ndarray"} else None
+
+
+def _surely_tensors(env: Env) -> set[str]:
+    return {name for name, kind in env.items() if kind in TENSORS}
+
+
 def _tensor_test(test: ast.expr) -> str | None:
     """`isinstance(x, torch.Tensor)` or `torch.is_tensor(x)` -> "x": where the test fails, x holds no tensor."""
     if not (isinstance(test, ast.Call) and len(test.args) >= 1 and isinstance(test.args[0], ast.Name)):
@@ -343,6 +358,9 @@ class FunctionFlow:
     sites: dict[type, list[Site]] = field(default_factory=lambda: defaultdict(list))
     # Parameters taken for tensors on their name alone (no type, no default, no caller seen).
     guessed: set[str] = field(default_factory=set)
+    # Parameters every call that reaches this helper leaves at a constant default (`copy=False`),
+    # never rebound: a test on one is decided, and the other arm is dead (see `defaulted_parameters`).
+    constants: dict[str, object] = field(default_factory=dict)
     _kinds: dict[int, str | None] = field(default_factory=dict)
     _recording: bool = True
     _path: str | None = None
@@ -637,6 +655,12 @@ class FunctionFlow:
                 kind = type(node)
                 if kind is ast.Lambda:
                     continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
+                if kind is ast.IfExp and self.constants:
+                    truth = self.constant_truth(node.test)
+                    if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
+                        add[kind].append(Site(node, env, stmt, path))
+                        stack.extend([node.test, node.body if truth else node.orelse])
+                        continue
                 if kind not in _UNRECORDED:
                     add[kind].append(Site(node, env, stmt, path))
                 stack.extend(ast.iter_child_nodes(node))
@@ -644,7 +668,14 @@ class FunctionFlow:
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:
             env = self.statement(stmt, env, live)
+            if live and self.constants and isinstance(stmt, ast.If) and self._always_leaves(stmt):
+                live = False  # `if not flag: return x` with flag left False: the rest is dead
         return env
+
+    def _always_leaves(self, stmt: ast.If) -> bool:
+        truth = self.constant_truth(stmt.test)
+        taken = stmt.body if truth else stmt.orelse
+        return truth is not None and bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 
     def branch(self, body: list[ast.stmt], env: Env, live: bool, path: str | None) -> Env:
         """Walk a branch; its sites are on `path` unless the branch already sits on a side road."""
@@ -685,12 +716,36 @@ class FunctionFlow:
                 env = {**env, stmt.target.id: TENSOR}
         return env
 
+    def constant_truth(self, test: ast.expr) -> bool | None:
+        """The value of a test on parameters left at their defaults (`if copy:`, `meta is None`)."""
+        if isinstance(test, ast.Name) and test.id in self.constants:
+            return bool(self.constants[test.id])
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.constant_truth(test.operand)
+            return None if inner is None else not inner
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.left, ast.Name)
+            and test.left.id in self.constants
+            and _is_none(test.comparators[0])
+        ):
+            return (self.constants[test.left.id] is None) == isinstance(test.ops[0], ast.Is)
+        return None
+
     def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
         self._record(stmt, [stmt.test], env, live)
         truth = compile_truth(stmt.test)
+        if truth is None:
+            truth = self.constant_truth(stmt.test)
         body_in, else_in = env, env
         negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
         narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+        if _numpy_test(stmt.test.operand if negated else stmt.test) in _surely_tensors(env):
+            # `isinstance(p, np.ndarray)` of a value this path makes a tensor: the numpy branch
+            # is dead here (MONAI's point sampling, reached from VISTA3D with tensor points).
+            truth = negated
         if narrowed is not None:
             inner = {k: v for k, v in env.items() if k != narrowed[0]}
             if narrowed[1]:
@@ -704,7 +759,7 @@ class FunctionFlow:
             stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
         )
         else_env = self.branch(
-            stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse)
+            stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse, stmt.body)
         )
         return _merge(body_env, else_env)
 
@@ -1196,6 +1251,7 @@ def analyze(
     passed: Passed | None = None,
     classes: ClassFacts | None = None,
     helpers: HelperReturns | None = None,
+    defaulted: dict[int, dict[str, object]] | None = None,
 ) -> FunctionFlow:
     """The flow of one model function.
 
@@ -1212,6 +1268,9 @@ def analyze(
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
     env = parameter_kinds(fn.node, given, flow.guessed)
+    if fn.reason == "called" and defaulted:
+        left = defaulted.get(id(fn.node), {})
+        flow.constants = {name: value for name, value in left.items() if flow.assigned.get(name) == 1}
     if fn.reason == "configured":  # compiled elsewhere: its callers are not in the tree
         env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs), TENSOR))
     flow.block(fn.node.body, env, True)
@@ -1291,13 +1350,125 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
         if fn.reason != "called":
             done[id(fn)] = analyze(fn, imports, callees, passed, classes, helpers)
     pending = [fn for fn in functions if fn.reason == "called"]
+    defaulted = defaulted_parameters(functions) if pending else {}
     while pending:
         ready = next((fn for fn in pending if id(fn.node) in passed), pending[0])
-        done[id(ready)] = analyze(ready, imports, callees, passed, classes, helpers)
+        done[id(ready)] = analyze(ready, imports, callees, passed, classes, helpers, defaulted)
         pending.remove(ready)
     result = [done[id(fn)] for fn in functions]
     _LastFile.functions, _LastFile.flows = functions, result
     return result
+
+
+_UNKNOWN = object()
+
+
+def defaulted_parameters(functions: list[ModelFunction]) -> dict[int, dict[str, object]]:
+    """Per helper called in the file (by node id): the parameters that every call of it from an
+    in-scope function leaves at, or passes as, one constant (`copy=False`, `meta=None`).
+
+    An argument is a constant when it is a literal `True`/`False`/`None`, or a parameter of the
+    calling helper that is itself such a constant (`items(copy_state=False)` handing
+    `copy_state` on), found by repeating until nothing changes. `*args`/`**kwargs`, or the helper
+    handed on uncalled (`map(self.f, xs)`), may pass anything. Calls are matched as the scope follows them: `f(...)` and, in class C, `self.m(...)`.
+    Callers in other files are not seen: only helpers that this file's entries reach (reason
+    "called") are asked about.
+    """
+    helpers = {
+        (fn.cls.name if fn.cls is not None else None, fn.node.name): fn.node
+        for fn in functions
+        if fn.reason == "called"
+    }
+    calls: list[tuple[FunctionNode, ast.Call, FunctionNode]] = []
+    handed: set[int] = set()
+    for fn in functions:
+        nodes = list(live_nodes(fn.node))
+        called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+        cls = fn.cls.name if fn.cls is not None else None
+        for node in nodes:
+            key = _helper_key(node, cls)
+            if key in helpers and isinstance(node.ctx, ast.Load) and id(node) not in called:
+                handed.add(id(helpers[key]))
+        for call in (n for n in nodes if isinstance(n, ast.Call)):
+            key = _helper_key(call.func, cls)
+            if key in helpers:
+                calls.append((fn.node, call, helpers[key]))
+    known: dict[int, dict[str, object]] = {}
+    for _round in range(6):
+        found = {
+            id(node): _left_constant(node, calls, known)
+            for node in helpers.values()
+            if id(node) not in handed
+        }
+        found = {key: value for key, value in found.items() if value}
+        if found == known:
+            break
+        known = found
+    return known
+
+
+def _helper_key(node: ast.AST, cls: str | None) -> tuple[str | None, str] | None:
+    """`f` -> (None, "f"); `self.m` inside class C -> ("C", "m"), as the scope follows calls."""
+    if isinstance(node, ast.Name):
+        return (None, node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return (cls, node.attr)
+    return None
+
+
+def _left_constant(
+    helper: FunctionNode, calls: list, known: dict[int, dict[str, object]]
+) -> dict[str, object]:
+    """The parameters of `helper` that every call in `calls` leaves at, or passes as, one constant."""
+    args = helper.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: dict[str, object] = {}
+    pairs = [
+        *zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True),
+        *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+    ]
+    for a, d in pairs:
+        defaults[a.arg] = d.value if isinstance(d, ast.Constant) else _UNKNOWN
+    values: dict[str, object] = {}
+    seen = False
+    for caller, call, callee in calls:
+        if callee is not helper:
+            continue
+        seen = True
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return {}
+        names = [a.arg for a in positional]
+        if isinstance(call.func, ast.Attribute) and names and names[0] in ("self", "cls"):
+            names = names[1:]
+        given = dict(zip(names, call.args, strict=False))
+        given.update((k.arg, k.value) for k in call.keywords)
+        for name in names + [a.arg for a in args.kwonlyargs]:
+            if name in given:
+                value = _argument_constant(given[name], caller, known)
+            else:
+                value = defaults.get(name, _UNKNOWN)
+            if value is _UNKNOWN or not isinstance(value, (bool, type(None))):
+                values[name] = _UNKNOWN
+            elif values.setdefault(name, value) is not value:
+                values[name] = _UNKNOWN
+    if not seen:
+        return {}
+    return {name: value for name, value in values.items() if value is not _UNKNOWN}
+
+
+def _argument_constant(arg: ast.expr, caller: FunctionNode, known: dict[int, dict[str, object]]) -> object:
+    if isinstance(arg, ast.Constant):
+        return arg.value
+    if isinstance(arg, ast.Name) and arg.id in known.get(id(caller), {}):
+        stores = sum(
+            1
+            for n in ast.walk(caller)
+            if (isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Store))
+            or (isinstance(n, ast.arg) and n.arg == arg.id)
+        )
+        if stores == 1:
+            return known[id(caller)][arg.id]
+    return _UNKNOWN
 
 
 def describe(node: ast.AST, limit: int = 60) -> str:

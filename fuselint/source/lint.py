@@ -36,6 +36,7 @@ from fuselint.source.reach import (
     summarize,
 )
 from fuselint.source.scope import ModelFunction, Reached, model_functions
+from fuselint.source.sites import in_site, site_codes
 
 # A bare noqa silences every rule; "noqa: FL101, FL2" those codes or prefixes. A code is letters
 # then digits, as ruff reads them, so words after the list ("noqa: FL101 reason") are not codes;
@@ -256,8 +257,11 @@ def with_noqa(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
     return "\n".join(lines), added
 
 
-def suppressed(finding: Finding, lines: list[str] | dict[int, str] | NoqaMap) -> bool:
-    """`# noqa` or `# noqa: FL101,FL2` on the line that carries the finding's first line.
+def suppressed(
+    finding: Finding, lines: list[str] | dict[int, str] | NoqaMap, codes: Iterable[str] | None = None
+) -> bool:
+    """`# noqa` or `# noqa: FL101,FL2` on the line that carries the finding's first line;
+    `codes`: the codes any of which silences it (its own code when None).
 
     `lines` is best the file's `noqa_map()`, so that a string holding "# noqa" does not silence
     the line it is on and a finding inside a multi-line string is silenced where it ends; the
@@ -270,10 +274,10 @@ def suppressed(finding: Finding, lines: list[str] | dict[int, str] | NoqaMap) ->
         text = lines.get(line, "")
     else:
         text = lines[line - 1] if 0 <= line - 1 < len(lines) else ""
-    codes = noqa_codes(text)
-    if codes is None:
+    named = noqa_codes(text)
+    if named is None:
         return False
-    return not codes or any(finding.code.startswith(c) for c in codes)
+    return not named or any(code.startswith(c) for code in codes or (finding.code,) for c in named)
 
 
 def without_suppressed(findings: Iterable[Finding]) -> list[Finding]:
@@ -353,7 +357,13 @@ def _check(
         notes = noqa_map(sf.text)
         if judge_noqa:
             findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
-        findings = [f for f in findings if not suppressed(f, notes)]
+        # One site, one finding (`sites`): a noqa of any break rule on the line silences them all.
+        codes = site_codes(findings)
+        findings = [
+            f
+            for f in findings
+            if not suppressed(f, notes, codes.get((f.span.path, f.span.line)) if in_site(f) else None)
+        ]
     unique = {(f.code, f.span): f for f in findings}
     return sorted(unique.values(), key=lambda f: f.sort_key), calls, local
 

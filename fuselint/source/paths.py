@@ -27,7 +27,8 @@ _DEPRECATION_TEXT = re.compile(r"deprecat|will be removed|no longer (supported|u
 _MISUSE_TEXT = re.compile(
     r"will be ignored|(is|are) ignored|not (currently |yet )?supported|unsupported|does not support|"
     r"not expected|unexpected (keyword|argument)|incompatible|is not used|are not used|"
-    r"should not be (passed|set|used)|must not be|"
+    r"should not be (passed|set|used)|must not be|will be an error|must be (of )?\w+ type|\binvalid\b|"
+    r"not recognized|unrecognized|"
     r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
     re.IGNORECASE,
 )
@@ -88,7 +89,7 @@ def _mentions_deprecated(test: ast.expr) -> bool:
     )
 
 
-def branch_path(test: ast.expr | None, body: list[ast.stmt]) -> str | None:
+def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.stmt] = ()) -> str | None:
     """The side road that a branch (`test` true, then `body`; no test for an `else`) is, or None
     when it may be the normal path.
 
@@ -97,11 +98,15 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt]) -> str | None:
     that an argument is unexpected, ignored, unsupported or incompatible is a misuse path. Only the
     branch's own statements count, not those of a test nested in it (which is classed on its own
     and inherits the outer road): a warning about the data (`"NSFW content was detected"`) leaves
-    the branch normal.
+    the branch normal. An `else` (`else_of`: the `if` body it is the other arm of) that only warns
+    where the `if` raises is the same error, made a warning in one mode (MONAI's RetinaNet: raise
+    on NaN boxes with grad enabled, warn without).
     """
     if any(_fails(stmt) for stmt in body):
         return ERROR
     texts = [t for t in map(_warning_text, body) if t is not None]
+    if else_of and len(texts) == len(body) and any(_fails(stmt) for stmt in else_of):
+        return ERROR
     if (
         (test is not None and _mentions_deprecated(test))
         or any(_DEPRECATION_TEXT.search(t) for t in texts)

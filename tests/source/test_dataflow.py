@@ -475,3 +475,36 @@ class M(nn.Module):
     )
     assert paths["warnings.warn"] == "misuse"
     assert paths["print"] is None  # a warning about the data, not about an argument
+
+
+def test_warnings_that_the_input_is_wrong_are_misuse_and_a_warn_beside_a_raise_is_an_error():
+    # torchaudio's mu-law and TimeStretch dtype checks, kornia's unknown config key, MONAI's
+    # RetinaNet NaN check (raises with grad enabled, warns without); a warning about data stays normal.
+    paths = _paths(
+        """
+import warnings
+
+class M(nn.Module):
+    def forward(self, x, config=None):
+        if not x.is_floating_point():
+            warnings.warn("The input Tensor must be of floating type. This will be an error in v0.12.")
+        if not torch.is_complex(x):
+            logger.warning("Providing non-complex tensor produces invalid results.")
+        for key in config:
+            if key not in self.known:
+                logger.warning_once(f"Custom configuration contains a key which is not recognized ({key}).")
+        if x.isnan().any():
+            if torch.is_grad_enabled():
+                raise ValueError("NaN in predicted boxes.")
+            else:
+                logger.error("NaN in predicted boxes.")
+        if x.shape[0] > 8:
+            logger.debug("large batch")
+        return x
+"""
+    )
+    assert paths["warnings.warn"] == "misuse"
+    assert paths["logger.warning"] == "misuse"
+    assert paths["logger.warning_once"] == "misuse"
+    assert paths["logger.error"] == "error"
+    assert paths["logger.debug"] is None

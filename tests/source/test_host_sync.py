@@ -131,3 +131,21 @@ def test_a_parameter_guessed_from_its_name_is_no_slice_bound_or_branch_on_its_ow
     )
     assert lines(src, "FL101") == [10]
     assert lines(src, "FL102") == []
+
+
+def test_a_numpy_branch_of_a_value_known_to_be_a_tensor_is_dead():
+    # MONAI's point sampling: `p` is a row of a tensor, so `isinstance(p, np.ndarray)` is False
+    # and only the tensor branch runs (its `.tolist()` is the real sync).
+    src = body(
+        "for p in x.round():",
+        "    if isinstance(p, np.ndarray):",
+        "        a = np.round(p).astype(int).tolist()",
+        "    else:",
+        "        a = p.int().tolist()",
+        "return a",
+    )
+    assert lines(src, "FL101") == [13]
+    # A value the code does not show to be a tensor may be an array: dynamo breaks on its
+    # `.tolist()` (torch 2.13), so the numpy branch stays checked.
+    unknown = src.replace("for p in x.round():", "for p in self.points:")
+    assert lines(unknown, "FL101") == [11, 13]

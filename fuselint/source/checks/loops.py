@@ -126,13 +126,33 @@ def _named_data_sized(end: ast.expr) -> bool:
     return any(word.startswith(_DATA_WORDS) for word in end.id.lower().split("_"))
 
 
+# Words in a dim-1 size's name that say it is the model's own: classes, channels, heads. In
+# (N, C, ...) logits and NCHW maps dim 1 is fixed by the model, so a loop over it unrolls into the
+# same graph at every batch size (smp's FocalLoss: one graph, 35 ops at batch 2 and 4).
+_STATIC_WORDS = ("class", "cls", "channel", "chan", "head", "label")
+_STATIC_LETTERS = frozenset({"C", "c"})
+
+
+def _named_static(end: ast.expr) -> bool:
+    if not isinstance(end, ast.Name):
+        return False
+    if end.id in _STATIC_LETTERS:
+        return True
+    return any(word.startswith(_STATIC_WORDS) for word in end.id.lower().split("_"))
+
+
 def _data_sized(end: ast.expr, flow: FunctionFlow) -> bool:
     """A size read off a tensor that grows with the input: its batch (dim 0) or sequence (dim 1),
-    or one whose name says batch, sequence or time. A trailing dim (`ids.shape[-1]`: 3 rope axes)
+    or one whose name says batch, sequence or time; dim 1 named a class, channel or head count
+    is the model's own. A trailing dim (`ids.shape[-1]`: 3 rope axes)
     or a later one (`w.shape[2]`: a chunk of fixed length) is a small static size: dynamo unrolls
     the loop into the same few ops at every call (bench/precision_probes.py)."""
     position = _dim_position(end, flow)
-    return position is None or position in (0, 1) or _named_data_sized(end)
+    if _named_data_sized(end):
+        return True
+    if position == 1 and _named_static(end):
+        return False  # a class or channel count (see _STATIC_WORDS)
+    return position is None or position in (0, 1)
 
 
 def _row_loop(site: Site, flow: FunctionFlow) -> str | None:

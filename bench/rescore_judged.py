@@ -1,0 +1,110 @@
+"""Re-score judged precision samples against lint JSON: which judged findings are still reported.
+
+    PYTHONPATH=. python bench/rescore_judged.py --json main=DIR_A --json prec4=DIR_B
+
+Each DIR holds `fuselint check --format json` output per package (`torchaudio.json`,
+`kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`), linted from
+a folder holding the unzipped wheels. Every verdict row of bench/results/precision_untuned.md and
+precision_untuned2.md (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
+on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
+Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
+the real share with and without the side roads `--paths normal` leaves out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROW = re.compile(r"^\| (#?[kst]?\d+) \| ([\w/.]+\.py):(\d+) \| (FL\d+) \| ([^|]+) \|")
+PACKAGES = ("torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics")
+SAMPLES = {
+    "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
+    "kornia k2-k50": ("precision_untuned.md", "torchaudio", lambda tag: tag.startswith("k")),
+    "MONAI's 50": ("precision_untuned2.md", "monai", lambda tag: tag[0].isdigit()),
+    "smp + torchmetrics (15)": ("precision_untuned2.md", "monai", lambda tag: tag[0] in "st"),
+}
+
+
+def rows(name: str, default: str):
+    """(tag, package, path, line, code, verdict class) of each verdict row of a result file."""
+    for line in (ROOT / "bench" / "results" / name).read_text().splitlines():
+        match = ROW.match(line)
+        if not match:
+            continue
+        tag, path, number, code, verdict = match.groups()
+        package = path.split("/")[0]
+        if package not in PACKAGES:  # MONAI rows name paths inside the package
+            path, package = f"{default}/{path}", default
+        yield tag, package, path, int(number), code, _verdict(verdict)
+
+
+def _verdict(text: str) -> str:
+    text = text.lower()
+    if "duplicate" in text:
+        return "duplicate"
+    for word in ("real", "side road"):
+        if text.startswith(word):
+            return word
+    return "false" if "false" in text else text.strip()
+
+
+def load(folder: Path, package: str) -> dict[tuple[str, int], list[dict]]:
+    found: dict[tuple[str, int], list[dict]] = {}
+    for f in json.loads((folder / f"{package}.json").read_text()):
+        # The package's own path: what follows the folder the wheels were unzipped into.
+        parts = Path(f["filename"]).parts
+        start = max(i for i, p in enumerate(parts) if p == package)
+        found.setdefault(("/".join(parts[start:]), f["location"]["row"]), []).append(f)
+    return found
+
+
+def status(found: dict, path: str, line: int, code: str) -> str:
+    here = found.get((path, line), [])
+    for f in here:
+        if f["code"] == code:
+            return "tagged" if "path" in f["details"] else "kept"
+    also = [p for f in here for p in f["details"].get("also", "").split(", ")]
+    return "merged" if any(p.startswith(f"{code} {line}:") for p in also) else "gone"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="append", required=True, help="LABEL=DIR of per-package lint JSON")
+    args = parser.parse_args()
+    lints = [(label, Path(folder)) for label, _, folder in (j.partition("=") for j in args.json)]
+    print("| sample | lint | left | real | side road tagged / untagged | false | real % | --paths normal |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sample, (name, default, chosen) in SAMPLES.items():
+        for label, folder in lints:
+            counts: Counter = Counter()
+            for tag, package, path, number, code, verdict in rows(name, default):
+                if not chosen(tag):
+                    continue
+                found = load(folder, package)
+                state = status(found, path, number, code)
+                if state in ("gone", "merged"):
+                    continue
+                if verdict == "duplicate":
+                    if sum(f["code"] == code for f in found.get((path, number), [])) < 2:
+                        continue  # its pair's site is one finding now
+                    verdict = "real"
+                counts[(verdict, state == "tagged")] += 1
+            left = sum(counts.values())
+            real = counts[("real", False)] + counts[("real", True)]
+            tagged = sum(n for (_v, t), n in counts.items() if t)
+            side = f"{counts[('side road', True)]} / {counts[('side road', False)]}"
+            false = counts[("false", False)] + counts[("false", True)]
+            normal = left - tagged
+            print(
+                f"| {sample} | {label} | {left} | {real} | {side} | {false} | {real / left:.1%} "
+                f"| {real}/{normal} = {real / normal:.1%} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
