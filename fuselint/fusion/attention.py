@@ -42,6 +42,10 @@ class Mask:
     # built from positions and constants only (no graph input reaches it), and every element
     # true: the mask transformers materialises only while tracing, and drops in eager
     all_true: bool = False
+    # built from positions and constants only, and equal to what `is_causal=True` computes (query i
+    # sees keys 0..i). Not taken as tracing-only: users build such masks in eager too (nanoGPT's
+    # tril), while transformers builds GPT-2's and LLaMA's only while tracing (torch 2.11)
+    causal: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,8 @@ def choose_backend(call: SdpaCall) -> Backend:
             f"{tuple(m.stride)}): every fused kernel needs the mask's last dimension at stride 1",
             "it is all true: pass no mask"
             if m.all_true
+            else "it is causal: pass is_causal=True and no mask"
+            if m.causal
             else "pass is_causal=True for a causal mask, no mask when it is all true, or a float "
             "additive mask that is contiguous in its last dimension",
         )
@@ -111,9 +117,9 @@ def _val(node) -> torch.Tensor | None:
 _EVAL_LIMIT = 1 << 24  # elements: a positions-only mask larger than this is not evaluated
 
 
-def _all_true(node: torch.fx.Node) -> bool:
-    """A mask built from positions and constants alone (no graph input among its ancestors)
-    whose every element is true, found by running its few ops on CPU tensors."""
+def _positions_only(node: torch.fx.Node) -> torch.Tensor | None:
+    """The value of a mask built from positions and constants alone (no graph input among its
+    ancestors), found by running its few ops on CPU tensors; None for any other mask."""
     seen: set[torch.fx.Node] = set()
     order: list[torch.fx.Node] = []
 
@@ -131,7 +137,7 @@ def _all_true(node: torch.fx.Node) -> bool:
         return True
 
     if not visit(node):
-        return False
+        return None
     values: dict[torch.fx.Node, object] = {}
 
     def real(a):
@@ -150,9 +156,18 @@ def _all_true(node: torch.fx.Node) -> bool:
             }
             values[n] = n.target(*args, **kwargs)
         out = values[node]
-        return isinstance(out, torch.Tensor) and bool(out.all())
-    except Exception:  # an op that cannot run here: not known to be all true
+        return out if isinstance(out, torch.Tensor) else None
+    except Exception:  # an op that cannot run here: its value is not known
+        return None
+
+
+def _is_causal(mask: torch.Tensor) -> bool:
+    """Whether a boolean mask equals `is_causal=True` (top left: query i sees keys 0..i) on every
+    (query, key) plane."""
+    if mask.dim() < 2 or mask.shape[-2] < 2:
         return False
+    q, k = mask.shape[-2:]
+    return bool((mask == torch.ones(q, k, dtype=torch.bool).tril()).all())
 
 
 def _mask(node: torch.fx.Node | None) -> Mask | None:
@@ -167,7 +182,14 @@ def _mask(node: torch.fx.Node | None) -> Mask | None:
             node, val = node.args[0], source
     stride = tuple(int(s) for s in val.stride()) if val.dim() else (1,)
     shape = tuple(int(s) for s in val.shape) if val.dim() else (1,)
-    return Mask(val.dtype, shape, stride, all_true=val.dtype == torch.bool and _all_true(node))
+    value = _positions_only(node) if val.dtype == torch.bool else None
+    return Mask(
+        val.dtype,
+        shape,
+        stride,
+        all_true=value is not None and bool(value.all()),
+        causal=value is not None and _is_causal(value),
+    )
 
 
 def _mask_and_causal(node: torch.fx.Node) -> tuple[torch.fx.Node | None, bool]:

@@ -144,3 +144,19 @@ def test_fused_kernels_compute_whole_score_tiles():
     assert flops(dense, 130) == 4 * 16 * 12 * 192 * 192 * 64
     # bytes follow the real lengths
     assert fused_work(replace(flash, q_len=197, kv_len=197))[0] < fused_work(flash)[0]
+
+
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_a_causal_mask_built_from_positions_is_known_causal_and_kept_in_eager(trace):
+    # nanoGPT-style tril masks are built in eager too: recognised as causal (the fix names
+    # is_causal), but eager still pays for it
+    (causal,) = _sdpa(_analysis("entry_causal", trace))
+    assert causal.mask.causal and not causal.mask.all_true
+    assert eager_call(causal) == causal
+    (traced,) = _sdpa(_analysis("entry", trace))
+    assert traced.mask.all_true and not traced.mask.causal
+
+
+def test_the_fix_for_a_causal_mask_off_the_fused_kernels_names_is_causal():
+    mask = Mask(torch.bool, (16, 1, 256, 256), (0, 0, 1, 0), causal=True)
+    assert choose_backend(_call(mask)).fix == "it is causal: pass is_causal=True and no mask"
