@@ -152,6 +152,8 @@ def efficiency(dtype: torch.dtype = torch.bfloat16, timer=None, device: str = "c
     - "gemm": [M, N, K, TFLOP/s] of `a @ b` over GEMM_M x GEMM_NK x GEMM_NK;
     - "conv": [batch, Cin, Cout, k, HW, groups, layout, µs, TFLOP/s] of dense (k x k, stride 1,
       Cin -> Cout) and depthwise (groups = C) convolutions in channels_last and NCHW;
+    - "batch_norm": [layout, bytes moved, GB/s] of eager inference BatchNorm (all its kernels), whose
+      NCHW kernel reaches a fraction of the copy bandwidth;
     - "bandwidth": [bytes moved, GB/s] of an elementwise add (read + written) from 64 KiB to 1 GiB.
     timer(fn) -> ms per call (default: `kernel_ms`, the GPU's kernel time, as the cost model prices
     and bench/models.py measures; CUDA events around a small op time the host's launch instead)."""
@@ -202,6 +204,22 @@ def efficiency(dtype: torch.dtype = torch.bfloat16, timer=None, device: str = "c
                             float(f"{flops / us / 1e6:.4g}"),
                         ]
                     )
+    out["batch_norm"] = []
+    for hw in CONV_HW:
+        for c in CONV_C:
+            if c * hw * hw > 256 * 56 * 56:
+                continue
+            for layout in ("channels_last", "contiguous"):
+                fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+                x = torch.randn(CONV_BATCH, c, hw, hw, device=device, dtype=dtype).to(memory_format=fmt)
+                stats = [torch.rand(c, device=device, dtype=dtype) + 0.5 for _ in range(4)]
+
+                def bn(x=x, s=stats):
+                    return torch.nn.functional.batch_norm(x, s[0], s[1], s[2], s[3], training=False)
+
+                us = timer(bn) * 1e3
+                moved = 2 * x.numel() * _element_size(dtype)
+                out["batch_norm"].append([layout, moved, round(moved / us / 1e3, 1)])
     for moved in BANDWIDTH_BYTES:
         x = torch.empty(moved // 2 // _element_size(dtype), device=device, dtype=dtype).fill_(1)
         us = timer(lambda x=x: x.add(1)) * 1e3
@@ -246,7 +264,7 @@ def main() -> None:
         Path(args.efficiency).write_text(json.dumps(swept) + "\n")
         print(
             f"efficiency sweep: {len(swept['gemm'])} GEMMs, {len(swept['conv'])} convolutions, "
-            f"{len(swept['bandwidth'])} sizes in {time.perf_counter() - t0:.0f} s"
+            f"{len(swept['batch_norm'])} batch norms, {len(swept['bandwidth'])} sizes in {time.perf_counter() - t0:.0f} s"
         )
     if args.curves:
         measured = {"device": name, "torch": torch.__version__, **curves()}
