@@ -152,7 +152,7 @@ def efficiency(dtype: torch.dtype = torch.bfloat16, timer=None, device: str = "c
     - "gemm": [M, N, K, TFLOP/s] of `a @ b` over GEMM_M x GEMM_NK x GEMM_NK;
     - "conv": [batch, Cin, Cout, k, HW, groups, layout, µs, TFLOP/s] of dense (k x k, stride 1,
       Cin -> Cout) and depthwise (groups = C) convolutions in channels_last and NCHW;
-    - "batch_norm": [layout, bytes moved, GB/s] of eager inference BatchNorm (all its kernels), whose
+    - "batch_norm": [layout, channels, HW, bytes moved, GB/s] of eager inference BatchNorm (all its kernels), whose
       NCHW kernel reaches a fraction of the copy bandwidth;
     - "bandwidth": [bytes moved, GB/s] of an elementwise add (read + written) from 64 KiB to 1 GiB.
     timer(fn) -> ms per call (default: `kernel_ms`, the GPU's kernel time, as the cost model prices
@@ -219,7 +219,7 @@ def efficiency(dtype: torch.dtype = torch.bfloat16, timer=None, device: str = "c
 
                 us = timer(bn) * 1e3
                 moved = 2 * x.numel() * _element_size(dtype)
-                out["batch_norm"].append([layout, moved, round(moved / us / 1e3, 1)])
+                out["batch_norm"].append([layout, c, hw, moved, round(moved / us / 1e3, 1)])
     for moved in BANDWIDTH_BYTES:
         x = torch.empty(moved // 2 // _element_size(dtype), device=device, dtype=dtype).fill_(1)
         us = timer(lambda x=x: x.add(1)) * 1e3

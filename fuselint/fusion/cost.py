@@ -210,8 +210,30 @@ def kernel_cost(
     if priced:  # matmuls and convolutions at the rates measured for their shapes
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
-    time = device.time_us(read + written, total_flops, dtype, launches, compute_us=compute_us)
+    memory_us = _eager_batch_norm_us(facts, nodes, device, read + written) if eager else None
+    time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
+
+
+def _eager_batch_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: int) -> float | None:
+    """Memory time of an eager inference BatchNorm (the nodes one `batch_norm` call decomposed
+    into) at the rate the device's sweep measured for its layout and image size."""
+    if device.efficiency is None or not device.efficiency.batch_norm:
+        return None
+    for c in sorted(nodes):
+        fx = facts.fg.dag.nodes[c]["fx"]
+        if "batch_norm" not in str(fx.meta.get("original_aten", "")):
+            continue
+        x = next((a.meta.get("val") for a in fx.all_input_nodes if _is_image(a.meta.get("val"))), None)
+        if x is None:  # one of the ops on its per-channel statistics
+            continue
+        cl = not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+        return device.batch_norm_us(nbytes, "channels_last" if cl else "contiguous", x.shape[2] * x.shape[3])
+    return None
+
+
+def _is_image(val: object) -> bool:
+    return isinstance(val, torch.Tensor) and val.dim() == 4
 
 
 def _shaped_compute_us(

@@ -43,11 +43,14 @@ class Efficiency:
     - depthwise: (layout, k, flops, TFLOP/s) of k x k depthwise convolutions, which run on CUDA
       cores (one input channel per output: no tensor-core tile to fill), by layout: cuDNN's
       channels_last kernel or PyTorch's own NCHW one, several times slower;
-    - bandwidth: (bytes moved, GB/s) of an elementwise kernel, from 64 KiB to 1 GiB."""
+    - bandwidth: (bytes moved, GB/s) of an elementwise kernel, from 64 KiB to 1 GiB;
+    - batch_norm: (layout, H x W, bytes moved, GB/s) of eager inference BatchNorm, all its kernels:
+      PyTorch's NCHW kernel works plane by plane and reaches a fraction of the copy bandwidth."""
 
     gemm: tuple[tuple[int, int, int, float], ...]
     depthwise: tuple[tuple[str, int, float, float], ...]
     bandwidth: tuple[tuple[float, float], ...]
+    batch_norm: tuple[tuple[str, int, float, float], ...] = ()
 
     def gemm_tflops(self, m: float, n: float, k: float) -> float:
         """The measured rate at (m, n, k): trilinear in log space over the grid, clamped."""
@@ -75,6 +78,20 @@ class Efficiency:
     def bandwidth_gbs(self, nbytes: float) -> float:
         return _log_interp(nbytes, sorted(self.bandwidth))
 
+    def batch_norm_gbs(self, layout: str, hw: int, nbytes: float) -> float | None:
+        """The rate of eager inference BatchNorm: the nearest image size swept in that layout,
+        interpolated over the bytes moved; None when none was swept."""
+        mine = [(h, b, g) for lay, h, b, g in self.batch_norm if lay == layout]
+        if not mine or hw < 1:
+            return None
+        near = min({h for h, _b, _g in mine}, key=lambda h: (abs(math.log(h / hw)), h))
+        points: dict[float, list[float]] = {}
+        for h, b, g in mine:
+            if h == near:
+                points.setdefault(b, []).append(g)
+        # one rate per size: the geometric mean of the channel counts swept at that size
+        return _log_interp(nbytes, sorted((b, math.prod(gs) ** (1 / len(gs))) for b, gs in points.items()))
+
     @staticmethod
     def from_sweep(sweep: dict) -> Efficiency:
         """From `bench/calibrate.py --efficiency`'s JSON."""
@@ -87,6 +104,12 @@ class Efficiency:
             gemm=tuple(tuple(r) for r in sweep["gemm"]),
             depthwise=tuple(sorted(depthwise)),
             bandwidth=tuple(tuple(r) for r in sweep["bandwidth"]),
+            batch_norm=tuple(
+                sorted(
+                    (layout, hw * hw, moved, gbs)
+                    for layout, _c, hw, moved, gbs in sweep.get("batch_norm", [])
+                )
+            ),
         )
 
 
@@ -111,11 +134,13 @@ class Device:
         dtype: str = "float32",
         launches: float = 1,
         compute_us: float | None = None,
+        memory_us: float | None = None,
     ) -> float:
-        """Roofline time of kernels moving nbytes and doing flops (or taking compute_us of math,
-        where the caller priced it by shape), plus their launches."""
+        """Roofline time of kernels moving nbytes and doing flops (or taking compute_us of math and
+        memory_us of memory traffic, where the caller priced them by shape), plus their launches."""
         compute = flops / (self.tflops(dtype) * 1e6) if compute_us is None else compute_us
-        return max(self.memory_us(nbytes, launches), compute) + launches * self.launch_us
+        memory = self.memory_us(nbytes, launches) if memory_us is None else memory_us
+        return max(memory, compute) + launches * self.launch_us
 
     def memory_us(self, nbytes: float, launches: float = 1) -> float:
         """Time to move nbytes in `launches` kernels: at the bandwidth measured for kernels of
@@ -142,6 +167,14 @@ class Device:
             return flops / (peak * 1e6)
         rate = self.efficiency.gemm_tflops(m, n, k) * peak / self.half_tflops
         return self._at_rate(flops, rate, peak)
+
+    def batch_norm_us(self, nbytes: float, layout: str, hw: int) -> float | None:
+        """Memory time of eager inference BatchNorm at the rate swept for its layout and image size,
+        less the launch time_us adds (None: no sweep)."""
+        gbs = self.efficiency.batch_norm_gbs(layout, hw, nbytes) if self.efficiency else None
+        if gbs is None:
+            return None
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
 
     def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
         """Math time of a depthwise convolution at the rate swept for its layout and kernel size
@@ -265,8 +298,12 @@ def _efficiency(data: dict) -> Efficiency:
         gemm=tuple((int(m), int(n), int(k), float(r)) for m, n, k, r in data["gemm"]),
         depthwise=tuple((str(lay), int(k), float(f), float(r)) for lay, k, f, r in data["depthwise"]),
         bandwidth=tuple((float(b), float(g)) for b, g in data["bandwidth"]),
+        batch_norm=tuple(
+            (str(lay), int(h), float(b), float(g)) for lay, h, b, g in data.get("batch_norm", [])
+        ),
     )
     rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
+    rates += [g for *_x, g in eff.batch_norm]
     if not eff.gemm or not eff.bandwidth or min(rates) <= 0:
         raise ValueError("needs gemm and bandwidth rows with positive rates")
     return eff

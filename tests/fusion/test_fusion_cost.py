@@ -254,3 +254,21 @@ def test_a_swept_device_prices_depthwise_convs_by_layout_and_small_matmuls_below
     assert with_sweep.eager.time_us > 3 * roofline.eager.time_us
     mm = aten_graph(lambda a, b: a @ b, torch.randn(256, 64), torch.randn(64, 64))
     assert graph_cost(plan(mm), swept).eager.time_us > graph_cost(plan(mm), plain).eager.time_us
+
+
+def test_a_swept_device_prices_eager_batch_norm_at_its_measured_rate():
+    # PyTorch's NCHW inference BatchNorm runs plane by plane, well below copy bandwidth (H200
+    # sweep: ~2000 GB/s at 26 MB over 56x56 planes); channels_last runs faster; the plan is unchanged.
+    swept = device("H200-measured")
+    plain = replace(swept, efficiency=None)
+    bn = torch.nn.BatchNorm2d(64).eval().to(torch.bfloat16)
+    x = torch.randn(32, 64, 56, 56, dtype=torch.bfloat16)
+    nchw = plan(aten_graph(bn, x))
+    cl = plan(aten_graph(bn, x.to(memory_format=torch.channels_last)))
+    moved = 2 * x.numel() * 2
+    assert graph_cost(nchw, swept).eager.time_us > 1.5 * graph_cost(nchw, plain).eager.time_us
+    assert graph_cost(nchw, swept).eager.time_us > moved / 2.5e6  # slower than 2500 GB/s
+    assert graph_cost(cl, swept).eager.time_us < graph_cost(nchw, swept).eager.time_us
+    assert graph_cost(nchw, swept).fused.time_us == pytest.approx(
+        graph_cost(nchw, plain).fused.time_us, rel=0.2
+    )
