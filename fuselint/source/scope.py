@@ -209,7 +209,7 @@ def wrappers(decorator: FunctionNode) -> list[FunctionNode]:
 
     def visit(fn: FunctionNode, outer: frozenset[str]) -> None:
         for inner in _nested_defs(fn):
-            own = _own_nodes(inner)
+            own = own_nodes(inner)
             calls = {n.func.id for n in own if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
             if calls & outer:
                 found.append(inner)
@@ -221,10 +221,10 @@ def wrappers(decorator: FunctionNode) -> list[FunctionNode]:
 
 def _nested_defs(fn: FunctionNode) -> list[FunctionNode]:
     """The defs directly inside `fn`'s body (not inside those defs, nor in classes)."""
-    return [n for n in _own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [n for n in own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def _own_nodes(fn: FunctionNode) -> list[ast.AST]:
+def own_nodes(fn: FunctionNode) -> list[ast.AST]:
     """The nodes of `fn`'s body, the defs nested in it included but not their insides."""
     out: list[ast.AST] = []
     todo: list[ast.AST] = list(fn.body)
