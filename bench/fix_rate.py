@@ -84,7 +84,8 @@ def fix_copy(
 # need a rewrite that only fits the one model.
 NO_FIX = {
     ("modeling_longformer.py", ".any().item()"): "the bool picks the global-attention path, whose "
-    "own `nonzero` calls size tensors by the number of global tokens: both paths keep dynamic shapes",
+    "own `nonzero` calls size tensors by the number of global tokens: both paths keep dynamic shapes; "
+    "the bool also decides whether `global_attentions` is a tuple or None, an output the caller sees",
     ("modeling_encodec.py", "if length <= max_pad"): "the paddings come from tensor arithmetic "
     "(`torch.ceil`, `.to(int64)`) on three 0-d buffers and size `F.pad`'s output; Python ints need the "
     "buffers (module state) made ints and three methods rewritten: model-specific, not a rule",
@@ -94,26 +95,30 @@ NO_FIX = {
     "durations: an output shape the caller sees",
     ("modeling_qwen2_vl.py", "lengths.tolist()"): "per-image chunk lengths from the `grid_thw` input "
     "size the split; a block-diagonal mask is not bit-equal (softmax over a longer row)",
-    ("output_capturing.py", "recordable_keys"): "inside the output-capturing decorator's wrapper "
-    "(a dict subclass registry dynamo cannot iterate); no finding reaches it, and no rule describes it",
     ("vision_utils.py", "repeat_interleave"): "segment count and lengths come from the `grid_thw` "
     "input: a data-dependent shape returned to the caller",
     ("vision_utils.py", "grid_thw.tolist()"): "position ids per image from `grid_thw` values: a "
     "data-dependent shape returned to the caller",
     ("modeling_switch_transformers.py", ".nonzero()"): "the MoE loop visits only the hit experts; "
-    "a dense form runs every expert on every token (num_experts times the FLOPs) and is bit-equal "
-    "only if a matmul's rows do not depend on the row count",
+    "a dense form runs every expert on every token (num_experts times the FLOPs) and is not "
+    "bit-equal: an expert's MLP on a subset of the rows differs from it on all rows, then indexed, for "
+    "5 of 20 random subsets at the corpus's sizes (32 -> 64 -> 32, 32 tokens, CPU)",
     ("modeling_switch_transformers.py", "torch.where(expert_mask"): "tokens per expert: the gathered "
     "states' shape is the routing's; see the line above",
     ("loop.py", "edge_index[:, mask]"): "the returned edge list drops self loops: its length, seen "
-    "by the caller, is data-dependent",
+    "by the caller, is data-dependent; keeping the loops with zero weight instead would change the "
+    "`edge_index` that `remove_self_loops`/`add_remaining_self_loops` return and GCN/GAT hand on",
     ("_scatter.py", "int(index.max())"): "the output's size is `index.max() + 1` (graphs in the "
-    "batch); only the caller knows a static bound (`size=`)",
+    "batch), a shape the caller sees; `global_mean_pool(x, batch)` passes `size=None`, and no caller "
+    "in the package knows the number of graphs",
     ("scheduling_ddpm.py", "if t > 0:"): "the branch draws noise from the generator: drawing it on "
-    "every step changes the random state, so later outputs differ",
+    "every step changes the random state, so later outputs differ; `torch.cond` (only the taken "
+    "branch draws) fails: the branch indexes `alphas_cumprod` with the tensor `t` (dynamo: could not "
+    "extract a specialized integer), and a `torch.Generator` cannot be traced inside a cond branch",
     ("scheduling_euler_discrete.py", "if s_tmin <= sigma <= s_tmax"): "FL102 finds it "
     "(`self.sigmas` is a tensor made with `torch.from_numpy`); `if gamma > 0` then decides a noise "
-    "draw, so a `torch.where` here would move the break there",
+    "draw, so a `torch.where` here would move the break there; `torch.cond` over the draw keeps the "
+    "random stream but raises UncapturedHigherOrderOpError, in eager too, when a generator is passed",
 }
 
 

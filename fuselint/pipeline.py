@@ -207,7 +207,7 @@ def run_check(
     diff = request.action == "diff"
     if diff or config.fix:
         if request.entries and request.prove is not None:
-            proof = _prove(request, findings, say)
+            proof = _prove(request, findings, say, tree.lint_text)
         fixed_count, changed, diffs, unwritable, before, applied = fix_files(
             findings,
             catalog,
@@ -350,8 +350,9 @@ def check_text(name: str, raw: bytes, catalog: Catalog, config: Config, *, diff:
     return TextCheck(tuple(one_per_site(findings)), text, encoding, applied=applied)
 
 
-def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say):
-    """Prove the fixes on the entries (verify/prove.py); each rejected fix is one line even with -q."""
+def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say, lint):
+    """Prove the fixes on the entries (verify/prove.py); each rejected fix is one line even with -q.
+    `lint(path, text)` is the tree's: a file is linted again with the roots reach gave it."""
     from fuselint.verify.prove import ProveError, prove_findings
 
     try:
@@ -362,6 +363,7 @@ def _prove(request: CheckRequest, findings: Sequence[Finding], say: Say):
             request.config,
             request.prove,
             lambda line: say(line, INFO),
+            lint,
         )
     except ProveError as exc:
         raise CheckError(str(exc)) from None

@@ -299,3 +299,23 @@ def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
         return None
     content = f"{static}[0, {first}]"
     return Fix(Applicability.UNSAFE, FIRST_NONZERO_MESSAGE, (sf.replace(inner, content),), imports)
+
+
+# ---------------------------------------------------------------- FL108: a comprehension's frame
+
+TUPLE_MESSAGE = (
+    "iterate a tuple of it: dynamo takes a tuple's iterator as the comprehension frame's input "
+    "(assumes the iterable is a container that the comprehension does not change: `tuple(...)` "
+    "reads every item before the first element is made)"
+)
+
+
+def iterate_a_tuple(sf: SourceFile, comp: ast.expr, bound: set[str]) -> Fix | None:
+    """`{k: f(k) for k in flags}` -> `{k: f(k) for k in tuple(flags)}`: only the first iterable
+    is the comprehension frame's input; a tuple's iterator is one dynamo can start a frame with."""
+    iterable = comp.generators[0].iter
+    if "tuple" in bound or "tuple" in sf.imports.aliases:
+        return None
+    text = sf.segment(iterable)
+    edit = sf.replace(iterable, f"tuple({text})")
+    return Fix(Applicability.UNSAFE, TUPLE_MESSAGE, (edit,))

@@ -226,7 +226,9 @@ class Call(NamedTuple):
     `form` says how to resolve it: "name" (`qualname` is a function or class; calling a class
     builds it), "self" (method or stored callable `attr` of the caller's class `qualname`),
     "super" (`attr` of a base of `qualname`), "instance" (method `attr` of an instance of class
-    `qualname`), "property" (reading `attr` of an instance of `qualname` runs its getter). `via` is the path from the entry to the caller, caller included."""
+    `qualname`), "property" (reading `attr` of an instance of `qualname` runs its getter),
+    "decorator" (function `qualname` decorates the caller: the wrapper it returns runs instead).
+    `via` is the path from the entry to the caller, caller included."""
 
     form: str
     qualname: str
@@ -273,6 +275,15 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 continue
             if _may_read_property(summary, base, node.attr):
                 found.add(Call("property", base, node.attr, (), (), via, site.path or fn.side))
+        for decorator in fn.node.decorator_list:
+            # `@capture_outputs` (or `@capture_outputs(...)`) on an entry: the wrapper the decorator
+            # returns runs on every call of the entry, so it is reached (`Index.targets`).
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(target, ast.Name) and target.id in summary.functions:
+                continue  # same-file decorator: the file's own scope follows it
+            qual = summary.qualify(target)
+            if qual and not outside(qual):
+                found.add(Call("decorator", qual, "", (), (), via, fn.side))
         for site in flow.of(ast.Call):
             target = _call_target(site.node.func, summary, flow.methods, owner, instances)
             if target is None or target[1].split(".")[0] in _OUTSIDE:
@@ -437,6 +448,11 @@ class Index:
                 owner = self.summaries[hit[0]].classes[hit[1].split(".")[0]]
                 return [(*hit, member not in owner.unbound)]
             return self._construct(path, head)
+        if call.form == "decorator":
+            found = self.lookup(call.qualname)
+            if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].functions:
+                return []
+            return [(found[0], f"@{found[1]}", False)]  # the wrappers it returns (`scope.wrappers`)
         if call.form in ("self", "super"):
             owner = self._class(call.qualname)
             if owner is None:

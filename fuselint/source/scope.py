@@ -4,7 +4,8 @@ A function is in scope when it is `forward` of an nn.Module subclass, is decorat
 with or passed to `torch.compile` (`torch.compile(fn)`, `torch.compile(obj.method)`), is
 named by the project's `traced-functions` (a scheduler's `step` for users who compile their
 whole sampling loop), or is called from an in-scope function of the same file
-(`self.helper(...)` in the same class, or a module-level function). Functions that an entry of
+(`self.helper(...)` in the same class, or a module-level function), or is the wrapper that a
+decorator of an in-scope function returns (`@capture_outputs` runs `wrapper` instead). Functions that an entry of
 another file reaches (`fuselint.source.reach`) come in as `Reached` roots: they are in scope
 with the path from that entry, and so is what they call in this file.
 """
@@ -57,7 +58,7 @@ class Reached:
     starred argument, whose positions are unknown), `keywords` the kinds of the named ones;
     several callers' kinds are merged per parameter."""
 
-    name: str
+    name: str  # "@f": the wrappers decorator `f` returns (`wrappers`), put on an entry there
     via: tuple[str, ...]
     args: tuple[tuple[str | None, ...], ...] = ()
     keywords: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
@@ -156,6 +157,10 @@ def model_functions(
     # Roots from other files come after this file's own closure, so that a function both reach
     # keeps no path: its findings belong to this file's entries.
     for root in reached:
+        if root.name.startswith("@"):  # a decorator of another file's entry: its wrappers run
+            for wrapper in wrappers(free[root.name[1:]]) if root.name[1:] in free else ():
+                add(wrapper, None, "reached", root.via, (), (*root.via, root.name), root.side)
+            continue
         target = free.get(root.name) if "." not in root.name else methods.get(tuple(root.name.split(".", 1)))
         if target is None:
             continue
@@ -171,6 +176,12 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
     """Add every same-file function that the functions on `work` call, transitively."""
     while work:
         current = work.pop()
+        for decorator in current.node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(target, ast.Name) and target.id in free:
+                chain = (*current.chain, f"@{target.id}")
+                for wrapper in wrappers(free[target.id]):
+                    add(wrapper, None, "called", current.via, (), chain, current.side)
         for node in live_nodes(current.node):
             if not isinstance(node, ast.Call):
                 continue
@@ -188,6 +199,41 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
                 fn, cls = methods[(current.cls.name, func.attr)]
                 chain = (*current.chain, f"{cls.name}.{fn.name}")
                 add(fn, cls, "called", current.via, (), chain, current.side)
+
+
+def wrappers(decorator: FunctionNode) -> list[FunctionNode]:
+    """The functions a decorator wraps its argument in: the defs nested in it that call a parameter
+    of a def around them (`def capture(func): ... def wrapper(*a): ... func(*a)`). They run in place
+    of every function the decorator is put on."""
+    found: list[FunctionNode] = []
+
+    def visit(fn: FunctionNode, outer: frozenset[str]) -> None:
+        for inner in _nested_defs(fn):
+            own = own_nodes(inner)
+            calls = {n.func.id for n in own if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            if calls & outer:
+                found.append(inner)
+            visit(inner, outer | {a.arg for a in (*inner.args.posonlyargs, *inner.args.args)})
+
+    visit(decorator, frozenset(a.arg for a in (*decorator.args.posonlyargs, *decorator.args.args)))
+    return found
+
+
+def _nested_defs(fn: FunctionNode) -> list[FunctionNode]:
+    """The defs directly inside `fn`'s body (not inside those defs, nor in classes)."""
+    return [n for n in own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def own_nodes(fn: FunctionNode) -> list[ast.AST]:
+    """The nodes of `fn`'s body, the defs nested in it included but not their insides."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tuple[str, ...]], ...]:

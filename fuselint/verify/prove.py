@@ -503,14 +503,17 @@ def prove_findings(
     config,
     settings: ProveSettings,
     say: Callable[[str], None],
+    lint: Callable[[str, str], list[Finding]] | None = None,
 ) -> Proof | None:
-    """Prove the fixes `check --fix` would apply to the files of `findings` (None: no fix)."""
+    """Prove the fixes `check --fix` would apply to the files of `findings` (None: no fix).
+    `lint(path, text)` finds a file's findings again as fixing goes; pass the tree's (with the
+    roots reach gave the file), or a fix that only another file's entry reaches is lost."""
     from fuselint.source.fixer import line_length_for
     from fuselint.source.lint import lint_text, read_source
 
     files = fixable_sources(
         findings,
-        lambda p, t: lint_text(p, t, catalog, config),
+        lint or (lambda p, t: lint_text(p, t, catalog, config)),
         lambda p: read_source(Path(p))[0],
         unsafe=config.unsafe_fixes,
         line_length=lambda p: line_length_for(Path(p)),

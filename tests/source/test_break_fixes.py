@@ -516,3 +516,35 @@ def test_where_fix_reads_a_bare_index_only_when_the_test_compares_it_with_a_numb
     if fixed:
         for x in (torch.tensor([-1.0, -2.0]), torch.tensor([1.0, -2.0, 3.0])):  # j = -1, then 1
             assert torch.equal(_load(text, "a").M()(x), _load(out, "b").M()(x))
+
+
+def _break_ids(path: Path) -> list[tuple[int, str]]:
+    from fuselint.graph.capture import capture
+    from fuselint.graph.entry import load_entry
+
+    return sorted((b.line, b.gb_id) for b in capture(load_entry(f"{path}:entry")).breaks)
+
+
+def test_iterating_a_tuple_removes_the_comprehension_frame_break_and_keeps_outputs(tmp_path):
+    text = (ROOT / "comprehension_frame.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL108",)), unsafe=True).text
+    assert "for k in tuple(RECORDABLE)}" in fixed
+    line = next(n for n, s in enumerate(text.splitlines(), 1) if "for k in RECORDABLE" in s)
+    (tmp_path / "before.py").write_text(text)
+    (tmp_path / "after.py").write_text(fixed)
+    before, after = _break_ids(tmp_path / "before.py"), _break_ids(tmp_path / "after.py")
+    assert (line, "gb4347") in before  # Missing tp_iternext, at the comprehension
+    assert [b for b in after if b[1] == "gb4347"] == []
+    assert len(after) == len(before) - 1  # the host read's break stays: no rule here removes it
+    torch.manual_seed(0)
+    model0, (x,) = _load(text, "before").entry()
+    torch.manual_seed(0)
+    model1, _ = _load(fixed, "after").entry()
+    with torch.no_grad():
+        assert torch.equal(model0(x), model1(x))
+
+
+def test_tuple_fix_is_unsafe_and_says_why():
+    found = [f for f in _lint((ROOT / "comprehension_frame.py").read_text(), ("FL108",)) if f.fix]
+    assert [f.fix.applicability for f in found] == [Applicability.UNSAFE]
+    assert "assumes the iterable is a container" in found[0].fix.message

@@ -288,3 +288,43 @@ def test_a_processor_handed_to_a_setter_is_the_stored_callable(tmp_path):
     )
     found = [(Path(f.span.path).name, f.span.line, f.code) for f in _lint(tmp_path).findings]
     assert found == [("processors.py", 3, "FL101"), ("processors.py", 8, "FL106")]
+
+
+def test_a_decorator_of_another_file_puts_the_wrapper_it_returns_in_scope(tmp_path):
+    # transformers' `@capture_outputs` on forward: its `wrapper` runs on every call of forward.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "capture.py").write_text(
+        "import functools\n\n\n"
+        "def capture_outputs(func=None, *, tie=True):\n"
+        "    def wrapped_fn(func):\n"
+        "        @functools.wraps(func)\n"
+        "        def wrapper(self, x):\n"
+        "            print('capturing')\n"
+        "            return func(self, x)\n\n"
+        "        return wrapper\n\n"
+        "    return wrapped_fn(func) if func is not None else wrapped_fn\n\n\n"
+        "def unused(func):\n"
+        "    def wrapper(x):\n"
+        "        print('never applied')\n"
+        "        return func(x)\n\n"
+        "    return wrapper\n"
+    )
+    model = tmp_path / "pkg" / "model.py"
+    model.write_text(
+        "from torch import nn\n\n"
+        "from .capture import capture_outputs\n\n\n"
+        "class Model(nn.Module):\n"
+        "    @capture_outputs\n"
+        "    def forward(self, x):\n"
+        "        return x * 2\n"
+    )
+    found = _lint(tmp_path).findings
+    assert [(Path(f.span.path).name, f.span.line, f.code) for f in found] == [("capture.py", 8, "FL103")]
+    assert "reached from" in found[0].message and "Model.forward → @capture_outputs" in found[0].message
+    # Called with arguments (`@capture_outputs(tie=False)`), the same wrapper runs.
+    model.write_text(model.read_text().replace("@capture_outputs\n", "@capture_outputs(tie=False)\n"))
+    assert [(Path(f.span.path).name, f.span.line) for f in _lint(tmp_path).findings] == [("capture.py", 8)]
+    # Undecorated, nothing reaches it.
+    model.write_text(model.read_text().replace("    @capture_outputs(tie=False)\n", ""))
+    assert _lint(tmp_path).findings == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -252,3 +253,29 @@ def test_a_trial_that_hangs_is_killed_at_its_timeout_and_rejects(tmp_path):
     )
     (result,) = prover.run(frozenset(), exact=True, max_sites=None, baseline=True)
     assert result.failure == "the trial ran past its 3 s limit"
+
+
+@pytest.mark.slow
+def test_a_fix_that_only_another_files_entry_reaches_is_proven_and_written(tmp_path, monkeypatch):
+    # The comprehension sits in a decorator's wrapper in capture.py; only model.py's forward, which
+    # wears the decorator, reaches it. Proving lints capture.py again with the roots reach gave it.
+    fixture = (
+        Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "comprehension_frame.py"
+    ).read_text()
+    head, _, model = fixture.partition("class Encoder(nn.Module):")
+    (tmp_path / "wrapped_pkg").mkdir()
+    (tmp_path / "wrapped_pkg" / "__init__.py").write_text("")
+    (tmp_path / "wrapped_pkg" / "capture.py").write_text(head.split('"""', 2)[2])
+    (tmp_path / "wrapped_pkg" / "model.py").write_text(
+        "import torch\nfrom torch import nn\n\nfrom wrapped_pkg.capture import capture_outputs\n\n\n"
+        "class Encoder(nn.Module):" + model
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    )
+    args = ["check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "FL108"]
+    result = _run([*args, "--entry", "wrapped_pkg/model.py:entry", "wrapped_pkg"], tmp_path)
+    assert "proved 1" in result.stderr, result.stderr + result.stdout
+    assert "for k in tuple(RECORDABLE)}" in (tmp_path / "wrapped_pkg" / "capture.py").read_text()
+    assert "proved 1 fix(es), rejected 0; break sites 2 -> 1" in result.stderr

@@ -21,16 +21,18 @@ line dynamo names (switch_transformers:758), and its fix edits the test above it
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
+from fuselint.source.break_fixes import iterate_a_tuple
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import FunctionFlow, flows
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import SourceFile
-from fuselint.source.scope import ModelFunction
+from fuselint.source.scope import ModelFunction, own_nodes
 
 _DISABLE = ("torch.compiler.disable", "torch._dynamo.disable")
 # Tests that are True only while dynamo traces (transformers wraps torch.compiler.is_compiling).
@@ -85,6 +87,7 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
+        yield from comprehension_frames(sf, flow, rule)
         cls = flow.fn.cls
         if id(cls) not in rnns:
             rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
@@ -271,3 +274,96 @@ def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Itera
                     (sf.replace(stmt.test, text),),
                 )
             yield finding(sf, rule, use, message, fix)
+
+
+# ---------------------------------------------------------------- comprehensions as frames of their own
+
+_TRY = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
+# Iterators dynamo accepts as a frame's input (measured, torch 2.13): a tuple's and a range's.
+_FRAME_SAFE_ITERABLES = ("tuple", "range")
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _top_names(stmt: ast.stmt) -> set[str]:
+    """Names a module-level statement binds (defs, classes, imports, assignments)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _bound_names(fn: ast.AST, nodes: list[ast.AST]) -> set[str]:
+    """Parameters and names the function assigns: what a nested frame can see through a cell."""
+    args = fn.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def _calls_what_it_is_handed(try_node: ast.AST, handed: set[str]) -> bool:
+    """The `try` body calls a parameter of the function or of a def around it (`func(*args)` in a
+    decorator's wrapper): whatever that callable runs may break the graph inside the `try`."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in handed
+        for stmt in try_node.body
+        for n in ast.walk(stmt)
+    )
+
+
+def _frame_safe(iterable: ast.expr, shadowed: set[str]) -> bool:
+    if isinstance(iterable, ast.Tuple):
+        return True
+    func = iterable.func if isinstance(iterable, ast.Call) else None
+    return isinstance(func, ast.Name) and func.id in _FRAME_SAFE_ITERABLES and func.id not in shadowed
+
+
+def comprehension_frames(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """A list/set/dict comprehension in a function with a `try` around calls (a decorator's
+    wrapper: `try: out = func(*args) finally: ...`). A graph break inside that `try` cannot be
+    resumed, so dynamo runs the whole frame in eager (torch 2.13, `should_compile_partial_graph`).
+    Up to Python 3.11 a comprehension is a frame of its own, called with an iterator over its
+    first iterable; when it can see a module or a tensor (through `self`, an argument, a local,
+    or `torch`), dynamo tries to start that frame and breaks again (gb4347, "Missing
+    tp_iternext"): it takes no iterator as a frame's input but a tuple's or a range's."""
+    fn = flow.fn.node
+    nodes = own_nodes(fn)  # a nested def is a frame of its own, with its own `try`s
+    bound = _bound_names(fn, nodes)
+    module_level = {name for stmt in sf.tree.body for name in _top_names(stmt)}
+    loaded = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    handed = params | {n for n in loaded - bound - module_level if n not in _BUILTINS}
+    if not any(isinstance(t, _TRY) and _calls_what_it_is_handed(t, handed) for t in nodes):
+        return
+    visible = bound | {sf.imports.local_name_for("torch") or "torch"}
+    own = {id(n) for n in nodes}
+    for site in flow.of(*_COMPREHENSIONS):
+        comp = site.node
+        if id(comp) not in own:
+            continue
+        if _frame_safe(comp.generators[0].iter, bound):
+            continue
+        targets = {n.id for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        # The first iterable is read in the enclosing frame: the comprehension's frame gets its iterator.
+        outside = {id(n) for n in ast.walk(comp.generators[0].iter)}
+        reads = {
+            n.id
+            for n in ast.walk(comp)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in outside
+        }
+        seen = sorted((reads - targets) & visible, key=lambda name: (name != "self", name))
+        if not seen:
+            continue
+        message = (
+            f"this comprehension is a frame of its own (Python 3.11 and older) that sees `{seen[0]}`: "
+            f"when a graph break inside `{fn.name}`'s `try` sends the frame to eager, dynamo starts "
+            "the comprehension's frame and cannot iterate its input (gb4347, Missing tp_iternext)"
+        )
+        fix = None if has_comment(sf, comp.generators[0].iter) else iterate_a_tuple(sf, comp, bound)
+        yield finding(sf, rule, comp, message, fix, path=site.path)
