@@ -6,9 +6,9 @@
 Runs on CPU: the forward and backward graphs of one training step (mean of the output,
 backward) are compiled by the fuselint backend's own compile_graph, while the step itself
 runs the graphs through ATen (nothing is interpreted). For every reduction kernel it prints
-the GPU launch configuration that :func:`choose_config` picks (``interpret=False``): a kernel
-whose grid is below 2 x 132 programs (an H100/H200 has 132 SMs) while it reduces a long
-extent leaves most of the GPU idle.
+the GPU launch grid it would have unsplit (``interpret=False``): a kernel whose grid is below
+2 x 132 programs (an H100/H200 has 132 SMs) while it reduces a long extent leaves most of
+the GPU idle; and what :func:`choose_config` makes of it now (split in chunks, or why not).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--min-rnumel", type=int, default=8192, help="a 'long' reduced extent")
     a = p.parse_args(argv)
-    from fuselint.backend.heuristics import choose_config
+    from fuselint.backend.heuristics import _unsplit_config, choose_config
 
     model, args = build(a.model, a.batch, a.seq)
     found = kernels_of_step(model, args)
@@ -89,17 +89,22 @@ def main(argv: list[str] | None = None) -> int:
     for graph, k in found:
         if not k.ir.rdims:
             continue
-        cfg = choose_config(k.ir, interpret=False)
-        rows.append((graph, k.__name__, k.ir.xnumel, k.ir.rnumel, cfg))
-    few = [r for r in rows if r[4].grid < 2 * SMS and r[3] >= a.min_rnumel]
+        unsplit = _unsplit_config(k.ir, interpret=False, max_persistent=None)
+        rows.append((graph, k.__name__, k.ir, unsplit, choose_config(k.ir, interpret=False)))
+    few = [r for r in rows if r[3].grid < 2 * SMS and r[2].rnumel >= a.min_rnumel]
+    split = [r for r in few if r[4].combine is not None]
     print(
         f"{a.model}: {len(found)} kernels, {len(rows)} reductions, {len(few)} with grid < {2 * SMS} "
-        f"and rnumel >= {a.min_rnumel}"
+        f"and rnumel >= {a.min_rnumel}, {len(split)} of them split"
     )
-    print("| graph | kernel | xnumel | rnumel | GPU launch (unsplit) |")
-    print("|---|---|---|---|---|")
-    for graph, name, x, r, cfg in few:
-        print(f"| {graph} | {name} | {x} | {r} | {cfg.describe()} |")
+    print("| graph | kernel | xnumel | rnumel | GPU grid unsplit | now |")
+    print("|---|---|---|---|---|---|")
+    for graph, name, ir, unsplit, cfg in few:
+        if cfg.combine is not None:
+            now = f"{cfg.split} chunks of {cfg.chunk}: grid ({cfg.grid}, {cfg.split}), combine grid {cfg.combine.grid}"
+        else:
+            now = "one kernel (" + ("too little work" if ir.splittable else "not splittable") + ")"
+        print(f"| {graph} | {name} | {ir.xnumel} | {ir.rnumel} | {unsplit.grid} | {now} |")
     return 0
 
 
