@@ -191,7 +191,7 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
         return None
     if any(k.target._fast is None or k.target.broken is not None for k in kernels):
         return None
-    if any(k.target.workspace and k.target._fast_combine is None for k in kernels):
+    if any(len(k.target._fast_more) != len(k.target.more) for k in kernels):
         return None
     w = _Writer()
     names: dict[str, str] = {}
@@ -432,7 +432,7 @@ def _kernel_lines(
                 f"{indent}{o} = {empty}({tuple(shape)!r}, {tuple(stride)!r}, dtype={dt}, device={device})"
             )
     launches = [fast]
-    if k.workspace:  # a split reduction: chunks into the workspace, then their combination
+    if k.workspace:  # a split reduction: chunks into the workspace, their combination...
         ws = f"{var}_ws"
         f32 = w.ref(torch.float32, "dt")
         if alloc is not None:
@@ -440,7 +440,7 @@ def _kernel_lines(
         else:
             lines.append(f"{indent}{ws} = {empty}(({k.workspace},), (1,), dtype={f32}, device={device})")
         outs = [*outs, ws]
-        launches.append(k._fast_combine)
+        launches.extend(k._fast_more)
     for step in launches:
         consts = ", ".join(repr(c) for c in step.consts)
         call_args = ", ".join(args + outs + ([consts] if consts else []))

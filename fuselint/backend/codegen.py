@@ -12,12 +12,14 @@ converted to fp32, the math, reductions, stores converted back. Three shapes of 
   (those that do not are stored by the first loop);
 * transposing pointwise: the 2-D tile of a reduction without one, when two big tensors are
   laid out differently (KernelIR.tile_dim);
-* split reduction (LaunchConfig.combine): two kernels. The first is the looped reduction
-  restricted to one chunk of the reduced extent (program_id(1)); it stores the full-size values
-  that need no reduction's result and writes each reduction's partial result to an fp32
-  workspace ``ws[reduction, chunk, row]``. The second holds all chunks of XBLOCK rows, combines
-  them (sum, max, min; a variance's sum of squares by Chan's formula from the chunks' sums and
-  sizes) and computes and stores the per-row values.
+* split reduction (LaunchConfig.combine): two or three kernels. The first is the looped
+  reduction restricted to one chunk of the reduced extent (program_id(1)); it stores the
+  full-size values that need no reduction's result and writes each reduction's partial result
+  to an fp32 workspace ``ws[reduction, chunk, row]``. The second (``_combine``) holds all
+  chunks of XBLOCK rows, combines them (sum, max, min; a variance's sum of squares by Chan's
+  formula from the chunks' sums and sizes) and computes and stores the per-row values. Where
+  full-size values need a reduction's result (normalisation), it also writes the totals to the
+  workspace, and a third kernel (``_store``) recomputes and stores those values chunk by chunk.
 
 Index expressions merge dims that are contiguous in a tensor, so a contiguous input is
 read at `xoffs` itself (which Triton vectorizes), a broadcast bias at `xoffs % N`, a
@@ -384,12 +386,16 @@ class _KernelWriter:
         """`n_chunk`: how many reduced elements the chunk(s) starting at `start` hold (the last
         chunk may be short)."""
         if not any(line.lstrip().startswith("n_chunk =") for line in self.outer.lines):
-            self.outer.add(
-                f"n_chunk = tl.minimum({self.cfg.chunk}, {self.ir.rnumel} - {start}).to(tl.float32)"
-            )
+            # at least 1: lanes past the last chunk are masked, but would divide by their size
+            size = f"tl.minimum({self.cfg.chunk}, {self.ir.rnumel} - {start})"
+            self.outer.add(f"n_chunk = tl.maximum({size}, 1).to(tl.float32)")
 
     def _ws_offsets(self, k: int, chunk: str) -> str:
         return f"ws + (({k} * {self.cfg.split} + {chunk}) * {self.ir.xnumel} + xoffs)"
+
+    def _totals(self, k: int) -> str:
+        n = len(self.ir.reductions)
+        return f"ws + ({n * self.cfg.split * self.ir.xnumel + k * self.ir.xnumel} + xoffs)"
 
     def _write_partials(self) -> None:
         self.outer.add("# each reduction's result over this chunk, for the combine kernel")
@@ -422,6 +428,28 @@ class _KernelWriter:
         for s in ir.stores:
             if not any(s.strides[d] for d in ir.rdims):
                 self.store(s, o)
+        if ir.late_stores:
+            o.add("# the totals, for the kernel that stores the full-size values that need them")
+            for k, v in enumerate(reds):
+                o.add(f"tl.store({self._totals(k)}, {v.name}, mask=xmask)")
+        return o.lines
+
+    def store_body(self) -> list[str]:
+        """The third kernel of a split reduction: per chunk, the full-size values that need the
+        reductions' totals, recomputed from memory and stored."""
+        o = self.outer
+        self._prologue()
+        o.add("chunk = tl.program_id(1)")
+        o.add(f"rstart = chunk * {self.cfg.chunk}")
+        for k, v in enumerate(self.ir.reductions):
+            o.add(
+                f"{v.name} = tl.load({self._totals(k)}, mask=xmask, other=1.0)"
+            )  # 1: no 0 / 0 past the rows
+            o.cache[id(v)] = v.name
+        loop = self._loop("_out")
+        for s in self.ir.late_stores:
+            self.store(s, loop)
+        self._close_loop(loop, [], "recompute and store this chunk")
         return o.lines
 
     def _prologue_combine(self) -> None:
@@ -485,4 +513,7 @@ def generate(ir: KernelIR, cfg: LaunchConfig) -> tuple[str, str]:
     if cfg.combine is not None:
         combine = _KernelWriter(ir, cfg).combine_body()
         body += ["", "", "@triton.jit", f"def {name}_combine({', '.join(params)}):", *combine]
+        if ir.late_stores:
+            stores = _KernelWriter(ir, cfg).store_body()
+            body += ["", "", "@triton.jit", f"def {name}_store({', '.join(params)}):", *stores]
     return "\n".join(header + body) + "\n", name

@@ -160,17 +160,18 @@ class KernelIR:
         return sorted((v for v in self.values if v.kind == "reduce"), key=lambda v: v.stage)
 
     @property
+    def late_stores(self) -> list[Store]:
+        """Full-size stores that need a reduction's result (normalisation)."""
+        return [s for s in self.stores if s.value.stage > 0 and any(s.strides[d] for d in self.rdims)]
+
+    @property
     def splittable(self) -> bool:
         """Whether chunks of the reduced extent can be reduced apart and combined after: every
         reduction reads no other reduction's result, except a variance's sum of squares, which
-        reads only its mean (chunks combine by Chan's formula); and no full-size store needs a
-        reduction's result (it would need a third pass)."""
+        reads only its mean (chunks combine by Chan's formula). Full-size stores that need a
+        reduction's result run in a third pass, over chunks again."""
         if not self.rdims or self.tile_dim is not None:
             return False
-        rset = set(self.rdims)
-        for s in self.stores:
-            if s.value.stage > 0 and any(s.strides[d] for d in rset):
-                return False
         for v in self.reductions:
             if v.stage == 1:
                 continue

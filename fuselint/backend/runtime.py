@@ -13,8 +13,8 @@ nodes instead, so a call never computes the wrong thing. Its first launch goes t
 Triton's JIT launcher (``kernel[grid](...)``), later ones straight to the compiled binary's C
 launcher (:class:`FastLaunch`), which skips Triton's per-call argument binding;
 ``FUSELINT_FAST_LAUNCH=0`` keeps every call on the JIT launcher. A split reduction is one
-FusedKernel that launches twice (chunks, then their combination) around an fp32 workspace
-it allocates per call.
+FusedKernel that launches two or three kernels (chunks, their combination, then the
+full-size stores that need it) around an fp32 workspace it allocates per call.
 """
 
 from __future__ import annotations
@@ -144,15 +144,20 @@ class FusedKernel:
         if ir.ydims:
             self.consts["RBLOCK"] = cfg.rblock
         self.num_warps = cfg.num_warps
-        # A split reduction: the combine kernel, its launch, and the workspace's element count.
-        self.combine: tuple[Callable, tuple, dict, int] | None = None
+        # A split reduction: the launches after the first, (kernel, grid, constexprs, warps)
+        # each, and the workspace's element count.
+        self.more: list[tuple[Callable, tuple, dict, int]] = []
         self.workspace = 0
         if cfg.combine is not None:
             c = cfg.combine
             self.grid = (cfg.grid, cfg.split)
-            fn = load_kernel(source, fn_name + "_combine", interpreting(ir.device))
-            self.combine = (fn, (c.grid,), {"XBLOCK": c.xblock, "RBLOCK": c.rblock}, c.num_warps)
-            self.workspace = len(ir.reductions) * cfg.split * ir.xnumel
+            interpret = interpreting(ir.device)
+            fn = load_kernel(source, fn_name + "_combine", interpret)
+            self.more.append((fn, (c.grid,), {"XBLOCK": c.xblock, "RBLOCK": c.rblock}, c.num_warps))
+            if ir.late_stores:
+                fn = load_kernel(source, fn_name + "_store", interpret)
+                self.more.append((fn, self.grid, self.consts, self.num_warps))
+            self.workspace = split_workspace(ir, cfg)
         self.in_strides = tuple(m.stride for m in ir.input_meta)
         self._in_sizes = tuple(m.shape for m in ir.input_meta)
         # Inputs passed as the base of the view the kernel reads: index -> the view ops, for the fallback.
@@ -166,7 +171,7 @@ class FusedKernel:
         self.fallback_calls = 0
         self.broken: str | None = None
         self._fast: FastLaunch | None = None
-        self._fast_combine: FastLaunch | None = None
+        self._fast_more: tuple[FastLaunch, ...] = ()
         self._fast_tried = False  # build the fast launcher once, after the first JIT launch
 
     def _layout_matches(self, args: tuple) -> bool:
@@ -197,8 +202,7 @@ class FusedKernel:
         compiled kernels, in launch order."""
         with interpret_env(False) if self._hide_interpret else contextlib.nullcontext():
             done = [self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)]
-            if self.combine is not None:
-                fn, grid, consts, warps = self.combine
+            for fn, grid, consts, warps in self.more:
                 done.append(fn[grid](*args, *outs, num_warps=warps, **consts))
         return done
 
@@ -219,10 +223,11 @@ class FusedKernel:
                     torch.empty_strided(s, st, dtype=dt, device=self.device) for s, st, dt in self.out_specs
                 )
             try:
-                if self._fast_combine is not None:
-                    both = outs + self._workspace(self.device)
-                    fast.launch(args, both)
-                    self._fast_combine.launch(args, both)
+                if self._fast_more:
+                    with_ws = outs + self._workspace(self.device)
+                    fast.launch(args, with_ws)
+                    for step in self._fast_more:
+                        step.launch(args, with_ws)
                 else:
                     fast.launch(args, outs)
             except Exception as exc:  # the launcher refused the arguments before launching
@@ -247,12 +252,20 @@ class FusedKernel:
         if not self._fast_tried and self.device.type == "cuda" and FAST_LAUNCH:
             self._fast_tried = True
             fast = FastLaunch.build(compiled[0], self.grid, self.consts, args, outs)
-            if self.combine is not None and fast is not None:
-                _, grid, consts, _ = self.combine
-                self._fast_combine = FastLaunch.build(compiled[1], grid, consts, args, outs)
-                fast = fast if self._fast_combine is not None else None
-            self._fast = fast
+            more = [
+                FastLaunch.build(c, grid, consts, args, outs)
+                for c, (_, grid, consts, _) in zip(compiled[1:], self.more, strict=True)
+            ]
+            if fast is not None and None not in more:
+                self._fast, self._fast_more = fast, tuple(more)
         return outs
+
+
+def split_workspace(ir: KernelIR, cfg: LaunchConfig) -> int:
+    """fp32 elements of a split reduction's workspace: each reduction's result per chunk and
+    row, then (when full-size stores need them) each reduction's total per row."""
+    n = len(ir.reductions)
+    return n * cfg.split * ir.xnumel + (n * ir.xnumel if ir.late_stores else 0)
 
 
 # FUSELINT_FAST_LAUNCH=0 keeps every call on Triton's JIT launcher (for comparison and as an escape hatch).

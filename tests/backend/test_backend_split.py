@@ -47,7 +47,9 @@ def run(fn, *args, train=False):
 
 
 def split_kernels(kernels):
-    return [k for k in kernels if k.cfg.combine is not None]
+    split = [k for k in kernels if k.cfg.combine is not None]
+    assert all(k.broken is None and k.fallback_calls == 0 for k in kernels)  # no ATen stood in
+    return split
 
 
 CASES = {
@@ -135,11 +137,29 @@ def test_chained_reductions_other_than_variance_stay_one_kernel():
     torch.testing.assert_close(got[0], want[0], **tol(torch.float32))
 
 
-def test_full_size_output_that_needs_the_reduction_keeps_one_kernel():
-    x = torch.randn(1000, 37)
-    got, want, kernels = run(lambda t: t - t.mean(0), x)
-    assert kernels and not split_kernels(kernels)
-    torch.testing.assert_close(got[0], want[0], **tol(torch.float32))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_size_outputs_that_need_the_reduction_are_stored_by_a_third_kernel(dtype):
+    # normalisation in the reduction's group: centred values, then a per-column std and
+    # the standardised values, as BatchNorm's forward with its statistics over N, H, W
+    x = (torch.randn(1000, 37) * 2 + 3).to(dtype)
+    got, want, kernels = run(lambda t: (t - t.mean(0), (t - t.mean(0)) / t.std(0), t.amax(0)), x)
+    (kernel,) = split_kernels(kernels)
+    assert len(kernel.more) == 2  # combine, then the full-size stores
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, **tol(dtype))
+
+
+def test_batch_norm_training_with_normalisation_in_the_statistics_kernel():
+    # N*H*W <= 8192: the planner fuses the normalisation with the statistics
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 10, 11).contiguous(memory_format=torch.channels_last)
+    w, b = torch.rand(8) + 0.5, torch.randn(8)
+    got, want, kernels = run(
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, w, b, train=True
+    )
+    assert any(len(k.more) == 2 for k in split_kernels(kernels))
+    for g, w_ in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w_, **tol(torch.float32))
 
 
 def test_generated_call_function_launches_both_kernels_of_a_split():
@@ -151,12 +171,12 @@ def test_generated_call_function_launches_both_kernels_of_a_split():
     (report,) = reports_since(mark)
     (kernel,) = report.kernels
     assert kernel.cfg.combine is not None
-    kernel._fast, kernel._fast_combine = StandIn(kernel, 0), StandIn(kernel, 1)
+    kernel._fast, kernel._fast_more = StandIn(kernel, 0), (StandIn(kernel, 1),)
     report.runner._generate()
     assert report.runner.call is not None, report.runner.why_not
     assert report.runner.source.count("None, None, None,") == 2  # chunks, then combine
     torch.testing.assert_close(fn(x), (x * 2).sum(0) + 1, **tol(torch.float32))
-    assert kernel._fast.launches == 1 and kernel._fast_combine.launches == 1
+    assert kernel._fast.launches == 1 and kernel._fast_more[0].launches == 1
 
 
 class StandIn:
@@ -185,7 +205,7 @@ class StandIn:
         self.launches += 1
         fn, grid, consts, warps = (self.kernel.fn, self.kernel.grid, self.kernel.consts, 4)
         if self.step:
-            fn, grid, consts, warps = self.kernel.combine
+            fn, grid, consts, warps = self.kernel.more[self.step - 1]
         fn[grid](*args, *outs, num_warps=warps, **consts)
 
 
