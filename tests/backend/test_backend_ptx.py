@@ -54,6 +54,8 @@ def compile_for_gpu(fn, shapes, dtype, max_persistent=None):
     launches = [(name, cfg)]
     if cfg.combine is not None:  # a split reduction: its combine kernel compiles too
         launches.append((name + "_combine", cfg.combine))
+        if ir.late_stores:
+            launches.append((name + "_store", cfg))
     return cfg, "\n".join(
         _ptx(load_kernel(source, fn, interpret=False), ir, c, cfg.combine) for fn, c in launches
     )
@@ -113,6 +115,7 @@ CASES["var_mean_split"] = (
     torch.bfloat16,
 )
 CASES["sum_rows_split"] = (lambda x: x.sum(-1), [(64, 200_000)], torch.float32)
+CASES["normalise_split"] = (lambda x: (x - x.mean(0)) / x.std(0), [(8192, 1024)], torch.bfloat16)
 
 
 def compile_cases(names: list[str]) -> dict:
@@ -167,6 +170,11 @@ def test_looped_reduction_is_looped(compiled_cases):
 def test_reductions_with_few_programs_split_into_two_kernels(name, compiled_cases):
     facts = compiled_cases[name]
     assert facts["split"] > 1 and facts["entries"] == 2
+
+
+def test_split_normalisation_stores_in_a_third_kernel(compiled_cases):
+    facts = compiled_cases["normalise_split"]
+    assert facts["split"] > 1 and facts["entries"] == 3
 
 
 def test_half_loads_vectorize_in_a_row_kernel(compiled_cases):
