@@ -93,17 +93,24 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((graph, k.__name__, k.ir, unsplit, choose_config(k.ir, interpret=False)))
     few = [r for r in rows if r[3].grid < 2 * SMS and r[2].rnumel >= a.min_rnumel]
     split = [r for r in few if r[4].combine is not None]
+    launches = sum(1 + (len(r[2].late_stores) > 0) for r in split)
     print(
         f"{a.model}: {len(found)} kernels, {len(rows)} reductions, {len(few)} with grid < {2 * SMS} "
-        f"and rnumel >= {a.min_rnumel}, {len(split)} of them split"
+        f"and rnumel >= {a.min_rnumel}, {len(split)} of them split (+{launches} GPU launches)"
     )
     print("| graph | kernel | xnumel | rnumel | GPU grid unsplit | now |")
     print("|---|---|---|---|---|---|")
     for graph, name, ir, unsplit, cfg in few:
         if cfg.combine is not None:
             now = f"{cfg.split} chunks of {cfg.chunk}: grid ({cfg.grid}, {cfg.split}), combine grid {cfg.combine.grid}"
+            if ir.late_stores:
+                now += f", stores grid ({cfg.grid}, {cfg.split})"
         else:
-            now = "one kernel (" + ("too little work" if ir.splittable else "not splittable") + ")"
+            now = (
+                "one kernel ("
+                + ("chunks of 2 blocks would not split it" if ir.splittable else "not splittable")
+                + ")"
+            )
         print(f"| {graph} | {name} | {ir.xnumel} | {ir.rnumel} | {unsplit.grid} | {now} |")
     return 0
 

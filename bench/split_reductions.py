@@ -32,6 +32,10 @@ def cases() -> dict:
     def bn_backward_sums(gy, x):
         return gy.float().sum([0, 2, 3]), (gy.float() * x.float()).sum([0, 2, 3])
 
+    def normalise_columns(h):  # statistics and the full-size values that need them
+        h = h.float()
+        return ((h - h.mean(0)) / h.std(0)).to(torch.bfloat16)
+
     def ln_weight_grads(gy, xhat):
         return (gy.float() * xhat.float()).sum(0), gy.float().sum(0)
 
@@ -40,6 +44,7 @@ def cases() -> dict:
         "bn_stats 32x256x56x56 bf16 channels_last": (bn_stats, (x256,)),
         "bn_backward_sums 32x64x112x112 bf16": (bn_backward_sums, (x64, x64 * 0.5)),
         "ln_weight_grads 4096x768 bf16": (ln_weight_grads, (tok, xhat)),
+        "normalise_columns 4096x768 bf16 (3 kernels)": (normalise_columns, (tok,)),
         "bias_grad 4096x3072 bf16": (
             lambda g: g.float().sum(0),
             (torch.randn(4096, 3072, device="cuda").bfloat16(),),
