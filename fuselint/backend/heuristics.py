@@ -105,7 +105,9 @@ def _split(ir: KernelIR, cfg: LaunchConfig, interpret: bool) -> LaunchConfig | N
         chunk, warps = rblock, 4
     else:
         rblock = min(cfg.rblock, LOOPED_RBLOCK)
-        xblock, warps = cfg.xblock, cfg.num_warps
+        xblock = cfg.xblock
+        # a persistent row that now loops in 4096-blocks takes the warps of that block
+        warps = cfg.num_warps if rblock == cfg.rblock else _row_warps(rblock * xblock)
         wanted = _cdiv(SPLIT_TARGET_PROGRAMS, cfg.grid)
         chunk = max(2 * rblock, _cdiv(rnumel, min(wanted, SPLIT_MAX_CHUNKS)))
         chunk = _cdiv(chunk, rblock) * rblock

@@ -230,3 +230,10 @@ def test_gpu_splits_channels_last_batch_norm_statistics_to_fill_the_gpu(monkeypa
     assert gpu_config(lambda g: g.sum(0), (256, 64)).combine is None
     monkeypatch.setenv("FUSELINT_SPLIT", "0")
     assert gpu_config(lambda g: g.sum(0), (4096, 768)).combine is None
+
+
+def test_gpu_split_of_a_persistent_row_loops_with_the_warps_of_its_block(monkeypatch):
+    monkeypatch.delenv("FUSELINT_SPLIT_MIN_NUMEL")
+    # 128 rows of 16384: persistent with 16 warps unsplit; split, 4096-blocks with 8
+    cfg = gpu_config(lambda x: x.sum(-1), (128, 16384), dtype=torch.float32)
+    assert cfg.combine is not None and (cfg.rblock, cfg.num_warps) == (4096, 8)
