@@ -336,7 +336,7 @@ class _KernelWriter:
         # loads their inputs anyway; only the rest need a last pass that recomputes them.
         early = [s for s in full if s.value.stage == 0]
         late = [s for s in full if s not in early]
-        passes = ir.stages + (1 if late else 0)
+        passes = ir.stages + (1 if late and not self.chunked else 0)  # a split stores them apart
         for stage in range(1, ir.stages + 1):
             reds = [v for v in ir.values if v.kind == "reduce" and v.stage == stage]
             loop = self._loop(f"_{stage}")
