@@ -191,6 +191,8 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
         return None
     if any(k.target._fast is None or k.target.broken is not None for k in kernels):
         return None
+    if any(len(k.target._fast_more) != len(k.target.more) for k in kernels):
+        return None
     w = _Writer()
     names: dict[str, str] = {}
     kernel_vars: dict[str, str] = {}
@@ -409,10 +411,6 @@ def _kernel_lines(
             checks.append(f"{arg}.stride() == {tuple(stride)!r}")
         if aligned and _produced_by_aten(a):  # inputs are checked on entry, kernels' outputs are new
             checks.append(f"not {arg}.data_ptr() & 15")
-    g0, g1, g2 = fast.grid
-    run = w.ref(fast.run, "run")
-    function = w.ref(fast.function, "fn")
-    packed = w.ref(fast.packed, "packed")
     alloc = w.ref(fast.alloc, "alloc") if fast.alloc is not None else None
     empty = w.ref(torch.empty_strided, "empty")
     device = w.ref(k.device, "dev")
@@ -433,9 +431,30 @@ def _kernel_lines(
             lines.append(
                 f"{indent}{o} = {empty}({tuple(shape)!r}, {tuple(stride)!r}, dtype={dt}, device={device})"
             )
-    consts = ", ".join(repr(c) for c in fast.consts)
-    call_args = ", ".join(args + outs + ([consts] if consts else []))
-    lines.append(f"{indent}{run}({g0}, {g1}, {g2}, s, {function}, {packed}, None, None, None, {call_args})")
+    launches = [fast]
+    if k.workspace:  # a split reduction: chunks into the workspace, their combination...
+        ws = f"{var}_ws"
+        f32 = w.ref(torch.float32, "dt")
+        if alloc is not None:
+            lines.append(f"{indent}{ws} = {alloc}(({k.workspace},), (1,), {f32})")
+        else:
+            lines.append(f"{indent}{ws} = {empty}(({k.workspace},), (1,), dtype={f32}, device={device})")
+        outs = [*outs, ws]
+        launches.extend(k._fast_more)
+    for step in launches:
+        consts = ", ".join(repr(c) for c in step.consts)
+        call_args = ", ".join(args + outs + ([consts] if consts else []))
+        g0, g1, g2 = step.grid
+        run, function, packed = (
+            w.ref(step.run, "run"),
+            w.ref(step.function, "fn"),
+            w.ref(step.packed, "packed"),
+        )
+        lines.append(
+            f"{indent}{run}({g0}, {g1}, {g2}, s, {function}, {packed}, None, None, None, {call_args})"
+        )
+    if k.workspace:
+        lines.append(f"{indent}del {outs.pop()}")
     if checks:
         kernel = w.ref(k, "k")
         target = ", ".join(outs) + ("," if len(outs) == 1 else "")

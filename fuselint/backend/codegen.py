@@ -11,7 +11,15 @@ converted to fp32, the math, reductions, stores converted back. Three shapes of 
   last loop that recomputes and stores the full-size outputs that need a reduction's result
   (those that do not are stored by the first loop);
 * transposing pointwise: the 2-D tile of a reduction without one, when two big tensors are
-  laid out differently (KernelIR.tile_dim).
+  laid out differently (KernelIR.tile_dim);
+* split reduction (LaunchConfig.combine): two or three kernels. The first is the looped
+  reduction restricted to one chunk of the reduced extent (program_id(1)); it stores the
+  full-size values that need no reduction's result and writes each reduction's partial result
+  to an fp32 workspace ``ws[reduction, chunk, row]``. The second (``_combine``) holds all
+  chunks of XBLOCK rows, combines them (sum, max, min; a variance's sum of squares by Chan's
+  formula from the chunks' sums and sizes) and computes and stores the per-row values. Where
+  full-size values need a reduction's result (normalisation), it also writes the totals to the
+  workspace, and a third kernel (``_store``) recomputes and stores those values chunk by chunk.
 
 Index expressions merge dims that are contiguous in a tensor, so a contiguous input is
 read at `xoffs` itself (which Triton vectorizes), a broadcast bias at `xoffs % N`, a
@@ -86,7 +94,9 @@ class _KernelWriter:
         self.ir = ir
         self.cfg = cfg
         self.reduction = bool(ir.rdims)
-        self.looped = self.reduction and not cfg.persistent
+        # the first kernel of a split reduction: its loops cover one chunk of the reduced extent
+        self.chunked = cfg.combine is not None
+        self.looped = self.reduction and (not cfg.persistent or self.chunked)
         # Reductions and transposing pointwise kernels are tiled 2-D: rows x ydims.
         self.two_d = bool(ir.ydims)
         self.rset = frozenset(ir.ydims)
@@ -294,7 +304,8 @@ class _KernelWriter:
 
     def _loop(self, suffix: str) -> _Scope:
         scope = _Scope(8, suffix, self.outer)
-        scope.add("roffs = r0 + tl.arange(0, RBLOCK)[None, :]")
+        start = "rstart + r0" if self.chunked else "r0"
+        scope.add(f"roffs = {start} + tl.arange(0, RBLOCK)[None, :]")
         scope.add(f"rmask = roffs < {self.ir.rnumel}")
         scope.add("mask = xmask & rmask")
         return scope
@@ -304,12 +315,15 @@ class _KernelWriter:
         o.add(f"# {comment}")
         for line in inits:
             o.add(line)
-        o.add(f"for r0 in range(0, {self.ir.rnumel}, RBLOCK):")
+        o.add(f"for r0 in range(0, {self.cfg.chunk if self.chunked else self.ir.rnumel}, RBLOCK):")
         o.lines.extend(scope.lines)
 
     def body(self) -> list[str]:
         ir = self.ir
         self._prologue()
+        if self.chunked:
+            self.outer.add("chunk = tl.program_id(1)")
+            self.outer.add(f"rstart = chunk * {self.cfg.chunk}")
         if not self.looped:
             for v in ir.values:
                 self.ref(v, self.outer)
@@ -322,7 +336,7 @@ class _KernelWriter:
         # loads their inputs anyway; only the rest need a last pass that recomputes them.
         early = [s for s in full if s.value.stage == 0]
         late = [s for s in full if s not in early]
-        passes = ir.stages + (1 if late else 0)
+        passes = ir.stages + (1 if late and not self.chunked else 0)  # a split stores them apart
         for stage in range(1, ir.stages + 1):
             reds = [v for v in ir.values if v.kind == "reduce" and v.stage == stage]
             loop = self._loop(f"_{stage}")
@@ -342,6 +356,11 @@ class _KernelWriter:
             for v, expr in finals:
                 self.outer.add(f"{v.name} = {expr}")
                 self.outer.cache[id(v)] = v.name
+            if self.chunked and stage == 1:
+                self._chunk_means()
+        if self.chunked:
+            self._write_partials()
+            return self.outer.lines
         if late:
             loop = self._loop("_out")
             for s in late:
@@ -350,6 +369,96 @@ class _KernelWriter:
         for s in rows:
             self.store(s, self.outer)
         return self.outer.lines
+
+    # -- split reductions ----------------------------------------------------------------
+    def _chunk_means(self) -> None:
+        """In a chunk, a variance's squares deviate from the chunk's own mean (Chan's formula
+        combines them), not the whole row's, which needs every chunk."""
+        o = self.outer
+        for v in self.ir.reductions:
+            if v.mean is not None:
+                self._chunk_sizes("rstart")
+                name = f"{v.mean.name}_chunk"
+                o.add(f"{name} = {self.ref(v.mean.args[0], o)} / n_chunk")
+                o.cache[id(v.mean)] = name
+
+    def _chunk_sizes(self, start: str) -> None:
+        """`n_chunk`: how many reduced elements the chunk(s) starting at `start` hold (the last
+        chunk may be short)."""
+        if not any(line.lstrip().startswith("n_chunk =") for line in self.outer.lines):
+            # at least 1: lanes past the last chunk are masked, but would divide by their size
+            size = f"tl.minimum({self.cfg.chunk}, {self.ir.rnumel} - {start})"
+            self.outer.add(f"n_chunk = tl.maximum({size}, 1).to(tl.float32)")
+
+    def _ws_offsets(self, k: int, chunk: str) -> str:
+        return f"ws + (({k} * {self.cfg.split} + {chunk}) * {self.ir.xnumel} + xoffs)"
+
+    def _totals(self, k: int) -> str:
+        n = len(self.ir.reductions)
+        return f"ws + ({n * self.cfg.split * self.ir.xnumel + k * self.ir.xnumel} + xoffs)"
+
+    def _write_partials(self) -> None:
+        self.outer.add("# each reduction's result over this chunk, for the combine kernel")
+        for k, v in enumerate(self.ir.reductions):
+            self.outer.add(f"tl.store({self._ws_offsets(k, 'chunk')}, {v.name}, mask=xmask)")
+
+    def combine_body(self) -> list[str]:
+        """The second kernel of a split reduction: combine the chunks, then the per-row values."""
+        ir, o, cfg = self.ir, self.outer, self.cfg
+        self._prologue_combine()
+        reds = ir.reductions
+        parts = {}
+        for k, v in enumerate(reds):
+            parts[id(v)] = f"part_{v.name}"
+            o.add(
+                f"{parts[id(v)]} = tl.load({self._ws_offsets(k, 'coffs')}, mask=mask, other={_NEUTRAL[v.reduce_op]})"
+            )
+        for v in reds:
+            if v.mean is None:
+                expr = f"tl.{v.reduce_op}({parts[id(v)]}, axis=1)[:, None]"
+            else:
+                self._chunk_sizes(f"coffs * {cfg.chunk}")
+                mean = self.ref(v.mean, o)
+                gap = f"{v.name}_gap"
+                o.add(f"{gap} = {parts[id(v.mean.args[0])]} / n_chunk - {mean}")
+                chan = f"{parts[id(v)]} + n_chunk * {gap} * {gap}"
+                expr = f"tl.sum(tl.where(mask, {chan}, 0.0), axis=1)[:, None]"
+            o.add(f"{v.name} = {expr}")
+            o.cache[id(v)] = v.name
+        for s in ir.stores:
+            if not any(s.strides[d] for d in ir.rdims):
+                self.store(s, o)
+        if ir.late_stores:
+            o.add("# the totals, for the kernel that stores the full-size values that need them")
+            for k, v in enumerate(reds):
+                o.add(f"tl.store({self._totals(k)}, {v.name}, mask=xmask)")
+        return o.lines
+
+    def store_body(self) -> list[str]:
+        """The third kernel of a split reduction: per chunk, the full-size values that need the
+        reductions' totals, recomputed from memory and stored."""
+        o = self.outer
+        self._prologue()
+        o.add("chunk = tl.program_id(1)")
+        o.add(f"rstart = chunk * {self.cfg.chunk}")
+        for k, v in enumerate(self.ir.reductions):
+            o.add(
+                f"{v.name} = tl.load({self._totals(k)}, mask=xmask, other=1.0)"
+            )  # 1: no 0 / 0 past the rows
+            o.cache[id(v)] = v.name
+        loop = self._loop("_out")
+        for s in self.ir.late_stores:
+            self.store(s, loop)
+        self._close_loop(loop, [], "recompute and store this chunk")
+        return o.lines
+
+    def _prologue_combine(self) -> None:
+        o = self.outer
+        o.add("pid = tl.program_id(0)")
+        o.add("xoffs = pid * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+        o.add(f"xmask = xoffs < {self.ir.xnumel}")
+        o.add("coffs = tl.arange(0, RBLOCK)[None, :]")
+        o.add(f"mask = xmask & (coffs < {self.cfg.split})")
 
 
 def u_is_int(v: Value) -> bool:
@@ -366,11 +475,14 @@ def kernel_name(ir: KernelIR) -> str:
 
 
 def generate(ir: KernelIR, cfg: LaunchConfig) -> tuple[str, str]:
-    """(module source, kernel function name)."""
+    """(module source, kernel function name). A split reduction's module also holds the
+    combine kernel, named ``<name>_combine``; both take the workspace ``ws`` last."""
     name = kernel_name(ir)
     writer = _KernelWriter(ir, cfg)
     body = writer.body()
     params = [f"in{i}" for i in range(len(ir.inputs))] + [f"out{i}" for i in range(len(ir.outputs))]
+    if cfg.combine is not None:
+        params.append("ws")
     params.append("XBLOCK: tl.constexpr")
     if ir.ydims:
         params.append("RBLOCK: tl.constexpr")
@@ -398,4 +510,10 @@ def generate(ir: KernelIR, cfg: LaunchConfig) -> tuple[str, str]:
         "@triton.jit",
         f"def {name}({', '.join(params)}):",
     ]
+    if cfg.combine is not None:
+        combine = _KernelWriter(ir, cfg).combine_body()
+        body += ["", "", "@triton.jit", f"def {name}_combine({', '.join(params)}):", *combine]
+        if ir.late_stores:
+            stores = _KernelWriter(ir, cfg).store_body()
+            body += ["", "", "@triton.jit", f"def {name}_store({', '.join(params)}):", *stores]
     return "\n".join(header + body) + "\n", name

@@ -9,6 +9,12 @@ fused-softmax layout, 91% of copy bandwidth in bf16), warps growing with the row
 kernel over tensors of two layouts (NCHW beside channels_last) runs 2-D tiles, as Inductor's
 transposes do. Under the CPU interpreter each
 program instance costs ~1.7 ms, so blocks there are as large as possible.
+
+A reduction with too few programs for the work (fewer than 2 x 132 SMs, at least
+SPLIT_MIN_NUMEL elements: channels_last BatchNorm statistics over N, H, W; weight gradients
+summed over all tokens) is *split*, as Inductor splits it: a first kernel reduces chunks of
+the reduced extent on a 2-D grid (programs x chunks) into an fp32 workspace, a second
+combines the chunks and runs the kernel's per-row epilogue (:attr:`LaunchConfig.combine`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,16 @@ MAX_PERSISTENT_RBLOCK = 16384
 LOOPED_RBLOCK = 4096
 INTERPRET_TILE = 1 << 16
 WINDOW_XBLOCK = 256
+# Split a reduction that launches fewer programs than this (2 x the SMs of an H100/H200)...
+SPLIT_MAX_PROGRAMS = 264
+# ...and reads at least this many elements (FUSELINT_SPLIT_MIN_NUMEL overrides it; setting it
+# splits under the interpreter too, which tests use; FUSELINT_SPLIT=0 never splits), into
+# chunks enough for about this many programs, each at least two blocks long, at most this many.
+SPLIT_MIN_NUMEL = 1 << 20
+SPLIT_TARGET_PROGRAMS = 1024
+SPLIT_MAX_CHUNKS = 1024
+# The combine kernel holds XBLOCK rows x all chunks in registers: about this many elements.
+COMBINE_TILE = 4096
 
 
 @dataclass(frozen=True)
@@ -32,12 +48,22 @@ class LaunchConfig:
     persistent: bool
     num_warps: int
     grid: int
+    # A split reduction: `split` chunks of `chunk` reduced elements each (the last may be
+    # shorter) on grid (grid, split), then the launch that combines them.
+    split: int = 1
+    chunk: int = 0
+    combine: LaunchConfig | None = None
 
     def describe(self) -> str:
         mode = "pointwise" if self.rblock == 1 else ("persistent" if self.persistent else "looped")
+        grid = f"({self.grid}, {self.split})" if self.combine else f"({self.grid},)"
+        text = f"{mode}: grid={grid}, XBLOCK={self.xblock}, RBLOCK={self.rblock}, num_warps={self.num_warps}"
+        if self.combine is None:
+            return text
+        c = self.combine
         return (
-            f"{mode}: grid=({self.grid},), XBLOCK={self.xblock}, RBLOCK={self.rblock}, "
-            f"num_warps={self.num_warps}"
+            f"split in {self.split} chunks of {self.chunk}, {text}; "
+            f"then combine: grid=({c.grid},), XBLOCK={c.xblock}, RBLOCK={c.rblock}, num_warps={c.num_warps}"
         )
 
 
@@ -57,6 +83,45 @@ def _row_warps(rblock: int) -> int:
 
 def choose_config(ir: KernelIR, interpret: bool, max_persistent: int | None = None) -> LaunchConfig:
     """The launch configuration for `ir` on the GPU, or under the interpreter."""
+    cfg = _unsplit_config(ir, interpret, max_persistent)
+    return _split(ir, cfg, interpret) or cfg
+
+
+def _split(ir: KernelIR, cfg: LaunchConfig, interpret: bool) -> LaunchConfig | None:
+    """The split form of reduction config `cfg`, or None when it keeps one launch."""
+    env = os.environ.get("FUSELINT_SPLIT_MIN_NUMEL")
+    if os.environ.get("FUSELINT_SPLIT") == "0" or (interpret and not env):
+        return None
+    min_numel = int(env) if env else SPLIT_MIN_NUMEL
+    rnumel = ir.rnumel
+    if cfg.rblock == 1 or cfg.grid >= SPLIT_MAX_PROGRAMS or ir.xnumel * rnumel < min_numel:
+        return None
+    if not ir.splittable:
+        return None
+    if interpret:
+        # a few chunks, each one block (tests force the split on small shapes)
+        rblock = next_pow2(_cdiv(rnumel, 4))
+        xblock = max(1, min(next_pow2(ir.xnumel), INTERPRET_TILE // rblock))
+        chunk, warps = rblock, 4
+    else:
+        rblock = min(cfg.rblock, LOOPED_RBLOCK)
+        xblock = cfg.xblock
+        # a persistent row that now loops in 4096-blocks takes the warps of that block
+        warps = cfg.num_warps if rblock == cfg.rblock else _row_warps(rblock * xblock)
+        wanted = _cdiv(SPLIT_TARGET_PROGRAMS, cfg.grid)
+        chunk = max(2 * rblock, _cdiv(rnumel, min(wanted, SPLIT_MAX_CHUNKS)))
+        chunk = _cdiv(chunk, rblock) * rblock
+    split = _cdiv(rnumel, chunk)
+    if split < 2:
+        return None
+    sblock = next_pow2(split)
+    budget = INTERPRET_TILE if interpret else COMBINE_TILE
+    cx = max(1, min(next_pow2(ir.xnumel), budget // sblock))
+    combine = LaunchConfig(cx, sblock, True, 8 if cx * sblock >= 4096 else 4, _cdiv(ir.xnumel, cx))
+    return LaunchConfig(xblock, rblock, False, warps, _cdiv(ir.xnumel, xblock), split, chunk, combine)
+
+
+def _unsplit_config(ir: KernelIR, interpret: bool, max_persistent: int | None) -> LaunchConfig:
     xnumel, rnumel = ir.xnumel, ir.rnumel
     env_cap = os.environ.get("FUSELINT_MAX_PERSISTENT_RBLOCK")
     cap = max_persistent or (int(env_cap) if env_cap else MAX_PERSISTENT_RBLOCK)

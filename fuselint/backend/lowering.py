@@ -63,6 +63,9 @@ class Value:
     # gather: a row of input `input_index` picked by args[0] (an integer value), read along
     # `strides` inside the row: (row stride, number of rows)
     rows: tuple = ()
+    # reduce: for a variance's sum of squared deviations, the mean they deviate from (sum / n),
+    # which lets a split reduction combine chunks by Chan's formula
+    mean: Value | None = None
 
 
 @dataclass(eq=False)
@@ -150,6 +153,34 @@ class KernelIR:
     @property
     def stages(self) -> int:
         return max((v.stage for v in self.values if v.kind == "reduce"), default=0)
+
+    @property
+    def reductions(self) -> list[Value]:
+        """The reduce values, by stage (the order of a split kernel's partial results)."""
+        return sorted((v for v in self.values if v.kind == "reduce"), key=lambda v: v.stage)
+
+    @property
+    def late_stores(self) -> list[Store]:
+        """Full-size stores that need a reduction's result (normalisation)."""
+        return [s for s in self.stores if s.value.stage > 0 and any(s.strides[d] for d in self.rdims)]
+
+    @property
+    def splittable(self) -> bool:
+        """Whether chunks of the reduced extent can be reduced apart and combined after: every
+        reduction reads no other reduction's result, except a variance's sum of squares, which
+        reads only its mean (chunks combine by Chan's formula). Full-size stores that need a
+        reduction's result run in a third pass, over chunks again."""
+        if not self.rdims or self.tile_dim is not None:
+            return False
+        for v in self.reductions:
+            if v.stage == 1:
+                continue
+            mean = v.mean
+            if v.stage != 2 or mean is None or not _reads_reductions_only_through(v.args[0], mean):
+                return False
+            if mean.args[0].kind != "reduce" or mean.args[0].reduce_op != "sum" or mean.args[0].stage != 1:
+                return False
+        return True
 
 
 _RESERVED = frozenset(
@@ -831,7 +862,10 @@ class Lowering:
             mean.name = self._fresh(node.name + "_mean")
             dev = self.math("({} - {})", x, mean)
             sq = self.math("({0} * {0})", dev)
-            var = self.math("({} / {})", self._reduction("sum", sq), float(max(n - correction, 0)))
+            m2 = self._reduction("sum", sq)
+            if m2.kind == "reduce":
+                m2.mean = mean
+            var = self.math("({} / {})", m2, float(max(n - correction, 0)))
             var.name = self._fresh(node.name + "_var")
             if packet == "var":
                 self._set(node, var, out_map)
@@ -1062,6 +1096,21 @@ class Lowering:
             device=self.device,
             op_names=ops,
         )
+
+
+def _reads_reductions_only_through(v: Value, mean: Value) -> bool:
+    """Whether `v` depends on reductions only through `mean`."""
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        u = stack.pop()
+        if u is mean or id(u) in seen:
+            continue
+        seen.add(id(u))
+        if u.kind == "reduce":
+            return False
+        stack.extend(a for a in u.args if isinstance(a, Value))
+    return True
 
 
 def _split_window(

@@ -12,7 +12,9 @@ generated for and otherwise (or when Triton fails to compile it) runs the group'
 nodes instead, so a call never computes the wrong thing. Its first launch goes through
 Triton's JIT launcher (``kernel[grid](...)``), later ones straight to the compiled binary's C
 launcher (:class:`FastLaunch`), which skips Triton's per-call argument binding;
-``FUSELINT_FAST_LAUNCH=0`` keeps every call on the JIT launcher.
+``FUSELINT_FAST_LAUNCH=0`` keeps every call on the JIT launcher. A split reduction is one
+FusedKernel that launches two or three kernels (chunks, their combination, then the
+full-size stores that need it) around an fp32 workspace it allocates per call.
 """
 
 from __future__ import annotations
@@ -142,6 +144,20 @@ class FusedKernel:
         if ir.ydims:
             self.consts["RBLOCK"] = cfg.rblock
         self.num_warps = cfg.num_warps
+        # A split reduction: the launches after the first, (kernel, grid, constexprs, warps)
+        # each, and the workspace's element count.
+        self.more: list[tuple[Callable, tuple, dict, int]] = []
+        self.workspace = 0
+        if cfg.combine is not None:
+            c = cfg.combine
+            self.grid = (cfg.grid, cfg.split)
+            interpret = interpreting(ir.device)
+            fn = load_kernel(source, fn_name + "_combine", interpret)
+            self.more.append((fn, (c.grid,), {"XBLOCK": c.xblock, "RBLOCK": c.rblock}, c.num_warps))
+            if ir.late_stores:
+                fn = load_kernel(source, fn_name + "_store", interpret)
+                self.more.append((fn, self.grid, self.consts, self.num_warps))
+            self.workspace = split_workspace(ir, cfg)
         self.in_strides = tuple(m.stride for m in ir.input_meta)
         self._in_sizes = tuple(m.shape for m in ir.input_meta)
         # Inputs passed as the base of the view the kernel reads: index -> the view ops, for the fallback.
@@ -155,6 +171,7 @@ class FusedKernel:
         self.fallback_calls = 0
         self.broken: str | None = None
         self._fast: FastLaunch | None = None
+        self._fast_more: tuple[FastLaunch, ...] = ()
         self._fast_tried = False  # build the fast launcher once, after the first JIT launch
 
     def _layout_matches(self, args: tuple) -> bool:
@@ -180,12 +197,20 @@ class FusedKernel:
             args = tuple(self.views[i](a) if i in self.views else a for i, a in enumerate(args))
         return tuple(self.fallback(*args))
 
-    def _launch_jit(self, args: tuple, outs: tuple) -> object:
-        """Triton's ordinary launch: binds and specializes the arguments on every call."""
-        if self._hide_interpret:
-            with interpret_env(False):
-                return self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
-        return self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)
+    def _launch_jit(self, args: tuple, outs: tuple) -> list:
+        """Triton's ordinary launch: binds and specializes the arguments on every call. The
+        compiled kernels, in launch order."""
+        with interpret_env(False) if self._hide_interpret else contextlib.nullcontext():
+            done = [self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)]
+            for fn, grid, consts, warps in self.more:
+                done.append(fn[grid](*args, *outs, num_warps=warps, **consts))
+        return done
+
+    def _workspace(self, device: torch.device) -> tuple:
+        """() or the split reduction's fp32 workspace, passed after the outputs."""
+        if not self.workspace:
+            return ()
+        return (torch.empty((self.workspace,), dtype=torch.float32, device=device),)
 
     def __call__(self, *args: torch.Tensor) -> tuple:
         fast = self._fast
@@ -198,7 +223,13 @@ class FusedKernel:
                     torch.empty_strided(s, st, dtype=dt, device=self.device) for s, st, dt in self.out_specs
                 )
             try:
-                fast.launch(args, outs)
+                if self._fast_more:
+                    with_ws = outs + self._workspace(self.device)
+                    fast.launch(args, with_ws)
+                    for step in self._fast_more:
+                        step.launch(args, with_ws)
+                else:
+                    fast.launch(args, outs)
             except Exception as exc:  # the launcher refused the arguments before launching
                 warnings.warn(f"fuselint: fast launch of {self.__name__} failed ({exc})", stacklevel=2)
                 self._fast = None
@@ -210,7 +241,7 @@ class FusedKernel:
         device = args[0].device if args else self.device
         outs = tuple(torch.empty_strided(s, st, dtype=dt, device=device) for s, st, dt in self.out_specs)
         try:
-            compiled = self._launch_jit(args, outs)
+            compiled = self._launch_jit(args, outs + self._workspace(device))
         except Exception as exc:  # a Triton compile error: this group runs through ATen from now on
             self.broken = f"{type(exc).__name__}: {exc}"
             warnings.warn(
@@ -220,8 +251,21 @@ class FusedKernel:
         self.calls += 1
         if not self._fast_tried and self.device.type == "cuda" and FAST_LAUNCH:
             self._fast_tried = True
-            self._fast = FastLaunch.build(compiled, self, args, outs)
+            fast = FastLaunch.build(compiled[0], self.grid, self.consts, args, outs)
+            more = [
+                FastLaunch.build(c, grid, consts, args, outs)
+                for c, (_, grid, consts, _) in zip(compiled[1:], self.more, strict=True)
+            ]
+            if fast is not None and None not in more:
+                self._fast, self._fast_more = fast, tuple(more)
         return outs
+
+
+def split_workspace(ir: KernelIR, cfg: LaunchConfig) -> int:
+    """fp32 elements of a split reduction's workspace: each reduction's result per chunk and
+    row, then (when full-size stores need them) each reduction's total per row."""
+    n = len(ir.reductions)
+    return n * cfg.split * ir.xnumel + (n * ir.xnumel if ir.late_stores else 0)
 
 
 # FUSELINT_FAST_LAUNCH=0 keeps every call on Triton's JIT launcher (for comparison and as an escape hatch).
@@ -271,7 +315,7 @@ class FastLaunch:
         self.alloc = fast_empty if fast_empty is not None and torch.cuda.device_count() == 1 else None
 
     @staticmethod
-    def build(compiled: object, kernel: FusedKernel, args: tuple, outs: tuple) -> FastLaunch | None:
+    def build(compiled: object, grid: tuple, consts: dict, args: tuple, outs: tuple) -> FastLaunch | None:
         global _KNOBS_RUNTIME
         if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
             return None
@@ -280,8 +324,8 @@ class FastLaunch:
         try:
             fast = FastLaunch(
                 compiled,
-                kernel.grid,
-                tuple(kernel.consts.values()),
+                grid,
+                tuple(consts.values()),
                 torch.cuda.current_device(),
                 tuple(t.data_ptr() % 16 == 0 for t in args),
             )

@@ -121,3 +121,30 @@ def test_conv_relu_maxpool_on_gpu_runs_relu_inside_the_window_kernel(channels_la
     assert names[:-1] == ["fuselint_clone"] * (1 if channels_last else 2), names
     assert names[-1].startswith("fuselint_relu_max_pool2d_with_indices"), names
     assert all(k.calls == 1 and k.broken is None for k in kernels)
+
+
+def test_split_reductions_on_gpu_match_eager():
+    # channels_last BatchNorm in training (statistics over N, H, W: one program unsplit) and a
+    # bias gradient over all tokens, both split into chunks then combined
+    torch.manual_seed(0)
+    x = torch.randn(32, 64, 56, 56, device="cuda").contiguous(memory_format=torch.channels_last) * 3 + 5
+    w, b = torch.rand(64, device="cuda") + 0.5, torch.randn(64, device="cuda")
+    g = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
+
+    def step(x, w, b, g):
+        bn = F.batch_norm(x, None, None, w, b, training=True)
+        h = g.float()
+        normalised = (h - h.mean(0)) / h.std(0)  # full-size outputs of the statistics' kernel
+        return bn, h.sum(0), torch.var_mean(x, [0, 2, 3]), normalised
+
+    torch._dynamo.reset()
+    start = history_mark()
+    compiled = torch.compile(step, backend=fuselint_backend)
+    for _ in range(2):  # the first call launches through Triton's JIT path, the second fast
+        got = flat(compiled(x, w, b, g))
+    want = flat(step(x, w, b, g))
+    for a, e in zip(got, want, strict=True):
+        torch.testing.assert_close(a, e, atol=1e-3, rtol=1e-4)
+    split = [k for r in reports_since(start) for k in r.kernels if k.cfg.combine is not None]
+    assert len(split) >= 3 and all(k.calls == 2 and k.broken is None for k in split)
+    assert any(len(k.more) == 2 for k in split)  # the normalisation's third kernel ran

@@ -66,7 +66,7 @@ def test_an_installed_launch_hook_sends_calls_back_to_the_jit_path(monkeypatch):
 
 def test_build_refuses_objects_that_are_not_compiled_kernels():
     kernel = types.SimpleNamespace(grid=(1,), consts={"XBLOCK": 8})
-    assert FastLaunch.build(object(), kernel, (), ()) is None
+    assert FastLaunch.build(object(), kernel.grid, kernel.consts, (), ()) is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

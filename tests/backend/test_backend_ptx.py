@@ -51,12 +51,24 @@ def compile_for_gpu(fn, shapes, dtype, max_persistent=None):
     ir = lower_group(group.nodes, group.inputs, group.outputs)
     cfg = choose_config(ir, interpret=False, max_persistent=max_persistent)
     source, name = generate(ir, cfg)
-    kernel = load_kernel(source, name, interpret=False)
+    launches = [(name, cfg)]
+    if cfg.combine is not None:  # a split reduction: its combine kernel compiles too
+        launches.append((name + "_combine", cfg.combine))
+        if ir.late_stores:
+            launches.append((name + "_store", cfg))
+    return cfg, "\n".join(
+        _ptx(load_kernel(source, fn, interpret=False), ir, c, cfg.combine) for fn, c in launches
+    )
+
+
+def _ptx(kernel, ir, cfg, split) -> str:
     import triton
     from triton.compiler import ASTSource
 
     signature = {f"in{i}": _SIG[m.dtype] for i, m in enumerate(ir.input_meta)}
     signature.update({f"out{i}": _SIG[m.dtype] for i, m in enumerate(ir.output_meta)})
+    if split is not None:
+        signature["ws"] = "*fp32"
     constexprs = {"XBLOCK": cfg.xblock}
     signature["XBLOCK"] = "constexpr"
     if ir.rdims:
@@ -64,7 +76,7 @@ def compile_for_gpu(fn, shapes, dtype, max_persistent=None):
         signature["RBLOCK"] = "constexpr"
     try:
         # As a launch with torch's 16-byte-aligned allocations specializes the pointers.
-        pointers = len(ir.input_meta) + len(ir.output_meta)
+        pointers = len(ir.input_meta) + len(ir.output_meta) + (split is not None)
         attrs = {(i,): [["tt.divisibility", 16]] for i in range(pointers)}
         src = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         compiled = triton.compile(src, target=_target(), options={"num_warps": cfg.num_warps})
@@ -72,7 +84,7 @@ def compile_for_gpu(fn, shapes, dtype, max_persistent=None):
         if "ptxas" in str(exc) or "cuda" in str(exc).lower() and "not found" in str(exc).lower():
             pytest.skip(f"cannot compile for CUDA here: {exc}")
         raise
-    return cfg, compiled.asm["ptx"]
+    return compiled.asm["ptx"]
 
 
 CASES = {
@@ -96,6 +108,14 @@ CASES = {
 
 CASES["cat_bf16"] = (lambda a, b: torch.cat([a, b], 1) * 2, [(1024, 1024), (1024, 512)], torch.bfloat16)
 CASES["softmax_looped"] = (lambda x: torch.softmax(x, -1), [(64, 50_000)], torch.float32)
+# Split reductions: channels_last BatchNorm statistics (one program unsplit) and long rows.
+CASES["var_mean_split"] = (
+    lambda x: torch.var_mean(x.permute(0, 3, 1, 2), [0, 2, 3], correction=0),
+    [(32, 112, 112, 64)],
+    torch.bfloat16,
+)
+CASES["sum_rows_split"] = (lambda x: x.sum(-1), [(64, 200_000)], torch.float32)
+CASES["normalise_split"] = (lambda x: (x - x.mean(0)) / x.std(0), [(8192, 1024)], torch.bfloat16)
 
 
 def compile_cases(names: list[str]) -> dict:
@@ -111,6 +131,8 @@ def compile_cases(names: list[str]) -> dict:
         out[name] = {
             "entry": ".entry fuselint_" in ptx,
             "persistent": cfg.persistent,
+            "split": cfg.split,
+            "entries": ptx.count(".entry fuselint_"),
             "blocks": [cfg.xblock, cfg.rblock, cfg.num_warps],
             "v4_loads": "ld.global.v4.b32" in ptx or "ld.global.v4.u32" in ptx,
         }
@@ -142,6 +164,17 @@ def test_kernel_compiles_to_ptx(name, compiled_cases):
 
 def test_looped_reduction_is_looped(compiled_cases):
     assert compiled_cases["softmax_looped"]["persistent"] is False
+
+
+@pytest.mark.parametrize("name", ["sum_dim0", "var_mean_split", "sum_rows_split"])
+def test_reductions_with_few_programs_split_into_two_kernels(name, compiled_cases):
+    facts = compiled_cases[name]
+    assert facts["split"] > 1 and facts["entries"] == 2
+
+
+def test_split_normalisation_stores_in_a_third_kernel(compiled_cases):
+    facts = compiled_cases["normalise_split"]
+    assert facts["split"] > 1 and facts["entries"] == 3
 
 
 def test_half_loads_vectorize_in_a_row_kernel(compiled_cases):

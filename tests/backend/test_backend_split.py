@@ -1,0 +1,239 @@
+"""Split reductions (LaunchConfig.combine) against eager, on CPU through Triton's interpreter.
+
+The interpreter splits only when FUSELINT_SPLIT_MIN_NUMEL is set; these tests set it to 1, so
+every splittable reduction of these small shapes runs as chunks then their combination, with a
+short last chunk where the reduced extent is not a multiple of the chunk.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import aten_graph, flat, needs_interpreter, tol
+
+from fuselint.backend import fuselint_backend, history_mark, reports_since
+from fuselint.backend.compiler import prepare_group
+from fuselint.backend.heuristics import SPLIT_MAX_PROGRAMS, SPLIT_TARGET_PROGRAMS, choose_config
+from fuselint.backend.lowering import lower_group
+
+pytestmark = needs_interpreter
+
+
+@pytest.fixture(autouse=True)
+def force_split(monkeypatch):
+    monkeypatch.setenv("FUSELINT_SPLIT_MIN_NUMEL", "1")
+
+
+def run(fn, *args, train=False):
+    """(compiled outputs [+ grads], eager's, the kernels launched)."""
+    torch._dynamo.reset()
+    start = history_mark()
+    compiled = torch.compile(fn, backend=fuselint_backend)
+
+    def outputs(f):
+        leaves = [a.detach().clone().requires_grad_(train) for a in args]
+        out = flat(f(*leaves))
+        if not train:
+            return out
+        # random cotangents: sum(out)'s would make BatchNorm's weight grad a sum of ~0
+        gen = torch.Generator().manual_seed(5)
+        sum((o.float() * torch.randn(o.shape, generator=gen)).sum() for o in out).backward()
+        return [o.detach() for o in out] + [a.grad for a in leaves]
+
+    got, want = outputs(compiled), outputs(fn)
+    kernels = [k for r in reports_since(start) for k in r.kernels if k.calls]
+    return got, want, kernels
+
+
+def split_kernels(kernels):
+    split = [k for k in kernels if k.cfg.combine is not None]
+    assert all(k.broken is None and k.fallback_calls == 0 for k in kernels)  # no ATen stood in
+    return split
+
+
+CASES = {
+    "sum_over_rows": lambda x: x.sum(0),
+    "sum_over_columns": lambda x: x.sum(1),
+    "mean_both_ways": lambda x: (x.mean(0), x.mean(1, keepdim=True)),
+    "amax_amin": lambda x: (x.amax(0), x.amin(1)),
+    "var_mean": lambda x: torch.var_mean(x, 0, correction=1),
+    "var_and_std": lambda x: (x.var(1, correction=0), x.std(0)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_split_reductions_match_eager(name, dtype):
+    torch.manual_seed(0)
+    x = (torch.randn(1000, 37) * 3 + 2).to(dtype)  # 1000 = 3 chunks of 256 and one of 232
+    got, want, kernels = run(CASES[name], x)
+    assert split_kernels(kernels), [k.cfg.describe() for k in kernels]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, **tol(dtype))
+
+
+def test_variance_of_chunks_combines_without_cancellation():
+    # Mean 1e4, spread 1: a sum of squares minus n * mean^2 in fp32 loses every digit here;
+    # Chan's combination of the chunks' own centred sums keeps fp32's precision.
+    torch.manual_seed(1)
+    x = torch.randn(3000, 8, dtype=torch.float64) + 1e4
+    got, _, kernels = run(lambda t: torch.var_mean(t, 0), x.float())
+    assert split_kernels(kernels)
+    var, mean = got
+    torch.testing.assert_close(var.double(), x.var(0), rtol=1e-4, atol=0)
+    torch.testing.assert_close(mean.double(), x.mean(0), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_training_forward_and_backward_split_over_n_h_w(dtype):
+    torch.manual_seed(0)
+    # N*H*W > 8192: the planner puts the statistics in a group of their own (PlanOptions)
+    x = torch.randn(4, 8, 48, 48).to(dtype).contiguous(memory_format=torch.channels_last)
+    w, b = torch.rand(8).to(dtype) + 0.5, torch.randn(8).to(dtype)
+
+    def step(x, w, b):
+        return F.batch_norm(x, None, None, w, b, training=True)
+
+    got, want, kernels = run(step, x, w, b, train=True)
+    # the statistics (forward) and the per-channel sums (backward) over N, H, W are split
+    split = split_kernels(kernels)
+    assert len(split) >= 2, [k.cfg.describe() for k in kernels]
+    assert any("var_mean" in k.__name__ for k in split)
+    for g, w_ in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w_, **tol(dtype))
+
+
+def test_batch_norm_module_updates_running_stats_as_eager():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 48, 48).contiguous(memory_format=torch.channels_last)
+    eager, compiled = torch.nn.BatchNorm2d(8).train(), torch.nn.BatchNorm2d(8).train()
+    torch._dynamo.reset()
+    fn = torch.compile(compiled, backend=fuselint_backend)
+    for _ in range(2):
+        torch.testing.assert_close(fn(x), eager(x), **tol(torch.float32))
+    torch.testing.assert_close(compiled.running_mean, eager.running_mean, **tol(torch.float32))
+    torch.testing.assert_close(compiled.running_var, eager.running_var, **tol(torch.float32))
+
+
+def test_layer_norm_weight_and_bias_grads_sum_over_all_tokens():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 300, 48), torch.randn(48), torch.randn(48)
+
+    def ln(x, w, b):
+        return F.layer_norm(x, (48,), w, b)
+
+    got, want, kernels = run(ln, x, w, b, train=True)
+    assert split_kernels(kernels)
+    for g, w_ in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w_, **tol(torch.float32))
+
+
+def test_chained_reductions_other_than_variance_stay_one_kernel():
+    # softmax's sum reads amax's result at every element: chunks cannot be combined
+    x = torch.randn(37, 1000)
+    got, want, kernels = run(lambda t: torch.softmax(t, -1), x)
+    assert kernels and not split_kernels(kernels)
+    torch.testing.assert_close(got[0], want[0], **tol(torch.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_size_outputs_that_need_the_reduction_are_stored_by_a_third_kernel(dtype):
+    # normalisation in the reduction's group: centred values, then a per-column std and
+    # the standardised values, as BatchNorm's forward with its statistics over N, H, W
+    x = (torch.randn(1000, 37) * 2 + 3).to(dtype)
+    got, want, kernels = run(lambda t: (t - t.mean(0), (t - t.mean(0)) / t.std(0), t.amax(0)), x)
+    (kernel,) = split_kernels(kernels)
+    assert len(kernel.more) == 2  # combine, then the full-size stores
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, **tol(dtype))
+
+
+def test_batch_norm_training_with_normalisation_in_the_statistics_kernel():
+    # N*H*W <= 8192: the planner fuses the normalisation with the statistics
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 10, 11).contiguous(memory_format=torch.channels_last)
+    w, b = torch.rand(8) + 0.5, torch.randn(8)
+    got, want, kernels = run(
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, w, b, train=True
+    )
+    assert any(len(k.more) == 2 for k in split_kernels(kernels))
+    for g, w_ in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w_, **tol(torch.float32))
+
+
+def test_generated_call_function_launches_both_kernels_of_a_split():
+    torch._dynamo.reset()
+    mark = history_mark()
+    x = torch.randn(1000, 37)
+    fn = torch.compile(lambda t: (t * 2).sum(0) + 1, backend=fuselint_backend)
+    fn(x)
+    (report,) = reports_since(mark)
+    (kernel,) = report.kernels
+    assert kernel.cfg.combine is not None
+    kernel._fast, kernel._fast_more = StandIn(kernel, 0), (StandIn(kernel, 1),)
+    report.runner._generate()
+    assert report.runner.call is not None, report.runner.why_not
+    assert report.runner.source.count("None, None, None,") == 2  # chunks, then combine
+    torch.testing.assert_close(fn(x), (x * 2).sum(0) + 1, **tol(torch.float32))
+    assert kernel._fast.launches == 1 and kernel._fast_more[0].launches == 1
+
+
+class StandIn:
+    """FastLaunch's fields for launch `step` of a split kernel, launching the same kernel
+    through Triton's JIT path (CPU kernels have no fast launcher)."""
+
+    def __init__(self, kernel, step: int) -> None:
+        cfg = kernel.cfg if step == 0 else kernel.cfg.combine
+        self.kernel, self.step = kernel, step
+        self.grid = (cfg.grid, kernel.cfg.split if step == 0 else 1, 1)
+        self.function, self.packed = object(), object()
+        self.consts = (cfg.xblock, cfg.rblock)
+        self.device_index, self.stream_of, self.alloc = 0, (lambda index: 0), None
+        self.aligned = tuple(False for _ in kernel.in_strides)
+        self.launches = 0
+
+    def matches(self, args, strides) -> bool:
+        return False
+
+    def run(self, g0, g1, g2, stream, function, packed, h1, h2, h3, *rest):
+        assert (g0, g1, g2) == self.grid and function is self.function and packed is self.packed
+        assert tuple(rest[-2:]) == self.consts
+        n_in, n_out = len(self.kernel.in_strides), len(self.kernel.out_specs)
+        args, outs = rest[:n_in], rest[n_in : n_in + n_out + 1]  # outputs, then the workspace
+        assert outs[-1].numel() == self.kernel.workspace and outs[-1].dtype == torch.float32
+        self.launches += 1
+        fn, grid, consts, warps = (self.kernel.fn, self.kernel.grid, self.kernel.consts, 4)
+        if self.step:
+            fn, grid, consts, warps = self.kernel.more[self.step - 1]
+        fn[grid](*args, *outs, num_warps=warps, **consts)
+
+
+def gpu_config(fn, *shapes, dtype=torch.bfloat16):
+    args = [torch.empty(s, dtype=dtype, device="meta") for s in shapes]
+    gm = aten_graph(fn, *args)
+    group = prepare_group(gm, tuple(n.name for n in gm.graph.nodes if n.op == "call_function"))
+    return choose_config(lower_group(group.nodes, group.inputs, group.outputs), interpret=False)
+
+
+def test_gpu_splits_channels_last_batch_norm_statistics_to_fill_the_gpu(monkeypatch):
+    monkeypatch.delenv("FUSELINT_SPLIT_MIN_NUMEL")
+    # ResNet-50's first BatchNorm in training: 64 channels over 32 x 112 x 112
+    cfg = gpu_config(lambda x: torch.var_mean(x.permute(0, 3, 1, 2), [0, 2, 3]), (32, 112, 112, 64))
+    assert cfg.grid == 1 and cfg.combine is not None
+    assert cfg.grid * cfg.split >= SPLIT_TARGET_PROGRAMS // 2 and cfg.chunk % cfg.rblock == 0
+    # GPT-2's bias gradient: 768 columns summed over 4096 tokens
+    cfg = gpu_config(lambda g: g.sum(0), (4096, 768))
+    assert cfg.combine is not None and cfg.grid * cfg.split >= SPLIT_MAX_PROGRAMS
+    # enough rows already, or too little work: one kernel
+    assert gpu_config(lambda g: g.sum(-1), (4096, 768)).combine is None
+    assert gpu_config(lambda g: g.sum(0), (256, 64)).combine is None
+    monkeypatch.setenv("FUSELINT_SPLIT", "0")
+    assert gpu_config(lambda g: g.sum(0), (4096, 768)).combine is None
+
+
+def test_gpu_split_of_a_persistent_row_loops_with_the_warps_of_its_block(monkeypatch):
+    monkeypatch.delenv("FUSELINT_SPLIT_MIN_NUMEL")
+    # 128 rows of 16384: persistent with 16 warps unsplit; split, 4096-blocks with 8
+    cfg = gpu_config(lambda x: x.sum(-1), (128, 16384), dtype=torch.float32)
+    assert cfg.combine is not None and (cfg.rblock, cfg.num_warps) == (4096, 8)
