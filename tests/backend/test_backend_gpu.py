@@ -149,6 +149,7 @@ def test_split_reductions_on_gpu_match_eager():
             torch.testing.assert_close(a, e, atol=1e-3, rtol=1e-4)
     reports = reports_since(start)
     split = [k for r in reports for k in r.kernels if k.cfg.combine is not None]
-    assert len(split) >= 3 and all(k.calls >= 1 and k.broken is None for k in split)
+    # BatchNorm's statistics and var_mean of the same x share one kernel on the GPU: two splits
+    assert len(split) >= 2 and all(k.calls >= 1 and k.broken is None for k in split)
     assert all(r.runner is not None and r.runner.call is not None for r in reports)
     assert any(len(k.more) == 2 for k in split)  # the normalisation's third kernel ran
