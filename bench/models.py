@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="diagnose")
     a = p.parse_args(argv)
     if a.merge:  # one table from runs made model by model (each in its own process)
-        runs = [json.loads(Path(f).read_text()) for f in a.merge.split(",") if Path(f).exists()]
+        runs = [json.loads(Path(f).read_text()) for f in a.merge.split(",") if f and Path(f).is_file()]
         rows = [r for run in runs for r in run["rows"]]
         md = markdown(rows, runs[0]["env"], " ; ".join(run["command"] for run in runs))
         if a.md:
