@@ -12,7 +12,7 @@ its import then stops on `register_fake("torchvision::nms")`. `_torchvision_with
 two operator schemas that import needs (`nms`, `qnms`), gives `nms` a plain CPU kernel and reports the
 ops as loaded, so the rest of torchvision's Python (and its own fake kernel for `nms`) is the real one.
 
-    PYTHONPATH=$PWD python bench/precision_untuned4_probes.py [--only p|s|d]
+    PYTHONPATH=$PWD python bench/precision_untuned4_probes.py [--only p|m|s|d]
 """
 
 from __future__ import annotations
@@ -100,6 +100,55 @@ def onnx_slice_copy(masks, size):
     return masks[..., : int(size[0]), : int(size[1])] * 2
 
 
+# ---- the in-scope misses of precision_untuned4.md, as minimal modules ------------------------------
+# Each marked line breaks under dynamo (the "miss" rows of the runs table); at a81fc67
+# `fuselint check --select FL1 bench/precision_untuned4_probes.py` flags none of the lines marked
+# "(missed)" and flags each line marked "(flagged)", the control beside it.
+
+
+class MissAugMask(nn.Module):
+    """`x[mask] += v` (prompt_encoder.py:87-90)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.rand(4))
+
+    def forward(self, x, labels):
+        x = x * 2
+        x[labels == -1] = 0.0  # index_put: no break, not flagged
+        x[labels == 0] += self.w  # FL106 (missed)
+        y = x[labels == 1]  # FL106 (flagged)
+        return x, y
+
+
+class MissInterpolateSize(nn.Module):
+    """`F.interpolate(size=(h, w))` with 0-d tensors (onnx.py:87-89)."""
+
+    def forward(self, masks, orig_im_size):
+        size = orig_im_size.to(torch.int64)
+        h, w = size[0], size[1]
+        return nn.functional.interpolate(masks, size=(h, w), mode="bilinear")  # FL101 (missed)
+
+
+class MissAsTensorMask(nn.Module):
+    """A boolean mask wrapped in `torch.as_tensor` (amg.py:49)."""
+
+    def forward(self, v, scores):
+        keep = scores > 0.5
+        a = v[torch.as_tensor(keep, device=v.device)]  # FL106 (missed)
+        b = v[keep]  # FL106 (flagged)
+        return a, b
+
+
+class MissListByTensor(nn.Module):
+    """A list indexed by the elements of an index tensor (amg.py:55)."""
+
+    def forward(self, v, scores):
+        keep = scores.argsort()[:2]
+        rows = list(v.unbind(0))
+        return [rows[i] * 2 for i in keep]  # FL107 (missed)
+
+
 # ---- runner -------------------------------------------------------------------------------------
 
 
@@ -136,6 +185,15 @@ def probe_runs() -> list:
         ("probe np_nextafter_copy (misc 368, 370, 371)", np_nextafter_copy, (torch.rand(3), torch.rand(3))),
         ("probe numpy_nextafter_copy (misc 370, 371, no warn)", numpy_nextafter_copy, (torch.rand(3), torch.rand(3))),
         ("probe onnx_slice_copy (onnx 85)", onnx_slice_copy, (torch.rand(1, 1, 8, 8), torch.tensor([5.0, 6.0]))),
+    ]  # fmt: skip
+
+
+def miss_runs() -> list:
+    return [
+        ("miss x[mask] += v (prompt_encoder 88-90)", MissAugMask(), (torch.rand(6, 4), torch.tensor([-1, 0, 1, 0, 1, -1]))),
+        ("miss interpolate size tensors (onnx 89)", MissInterpolateSize(), (torch.rand(1, 1, 8, 8), torch.tensor([12.0, 10.0]))),
+        ("miss as_tensor mask (amg 49)", MissAsTensorMask(), (torch.rand(6, 4), torch.rand(6))),
+        ("miss list by tensor (amg 55)", MissListByTensor(), (torch.rand(6, 4), torch.rand(6))),
     ]  # fmt: skip
 
 
@@ -306,7 +364,7 @@ def d_runs() -> list:
 
 
 def main() -> None:
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "psd"
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "pmsd"
     breaks = listen()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train'\n")
@@ -315,6 +373,8 @@ def main() -> None:
     runs: list = []
     if "p" in only:
         runs += probe_runs()
+    if "m" in only:
+        runs += miss_runs()
     if "d" in only:
         runs += d_runs()
     if "s" in only:
