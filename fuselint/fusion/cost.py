@@ -380,7 +380,7 @@ def sdpa_calls(facts: GraphFacts) -> dict[str, SdpaCall]:
     return calls
 
 
-def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
+def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled: bool = False) -> Cost:
     """The kernels eager runs around a convolution it runs on NCHW tensors, besides the conv.
 
     cuDNN's convolution kernels on sm80+ GPUs work on NHWC data: given NCHW tensors it converts
@@ -394,13 +394,16 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
     Measured on the H100 (torch 2.11, bf16), eager kernels per call less the cost model's count
     before this: ResNet-50 347 - 174 = 173 for 53 convs (159 here), ViT-B/16 4 for its biased
     patch conv (4), EfficientNet-B0 150 (131), MobileNetV3 121 (110), ConvNeXt-T 27 (16); the
-    channels_last convs the layout pass plans (graph/layout.py) need none of them."""
+    channels_last convs the layout pass plans (graph/layout.py) need none of them. `compiled`: the
+    convolution as the compiled graph runs it (its layout from the graph's own tensors, its bias
+    peeled off): a compiled graph whose convolutions stay NCHW (grouped ones, by Inductor's
+    layout rule) pays the same conversions."""
     out = Cost()
     for c in unit:
         fx = facts.fg.dag.nodes[c]["fx"]
         if fx.target is not torch.ops.aten.convolution.default:
             continue
-        fmt, bias, copied = conv_eager_layout(fx)
+        fmt, bias, copied = _compiled_layout(fx) if compiled else conv_eager_layout(fx)
         x, w, y = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in (*fx.args[:2], fx))
         if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
             continue
@@ -421,6 +424,20 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device) -> Cost:
             moved += [2 * t.numel() * t.element_size() for t in (x, w, y)]
         out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
     return out
+
+
+def _compiled_layout(conv: torch.fx.Node) -> tuple[str, bool, tuple[int, ...]]:
+    """conv_eager_layout's answer for a convolution of the compiled graph: the layout its own
+    input and weight have there (the layout pass made the copies explicit nodes)."""
+    vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in conv.args[:2]]
+    cl = any(
+        isinstance(t, torch.Tensor)
+        and t.dim() == 4
+        and not t.is_contiguous()
+        and t.is_contiguous(memory_format=torch.channels_last)
+        for t in vals
+    )
+    return ("channels_last" if cl else "contiguous"), conv.args[2] is not None, ()
 
 
 def _priced(
@@ -507,6 +524,9 @@ def _priced_by_class(
     if nodes - sdpa:
         rest = nodes - sdpa
         out[_kernel_class(facts, rest)] = kernel_cost(facts, rest, device, flops, launches, eager)
+        extra = Cost() if eager else nchw_conv_extra(facts, rest, device, compiled=True)
+        if extra.launches or extra.time_us:  # the conversions cuDNN runs around an NCHW conv
+            out["other"] = out.get("other", Cost()) + extra
     for c in sorted(sdpa):
         call = attention[c]
         if choose_backend(call).fused:
