@@ -760,6 +760,11 @@ class FunctionFlow:
             if elements is not None and any(isinstance(e, ast.Starred) for e in elements):
                 self._bind_starred(target, elements, env)
                 return
+            returned = self._returned_elements(value) if kind is None else None
+            if returned is not None and len(returned) == len(target.elts):
+                for element, element_kind in zip(target.elts, returned, strict=True):
+                    self.bind(element, element_kind, None, env)
+                return
             for index, element in enumerate(target.elts):
                 if elements is not None and len(elements) == len(target.elts):
                     self.bind(element, self.kind(elements[index], env), elements[index], env)
@@ -769,6 +774,20 @@ class FunctionFlow:
                     self.bind(element, _element_kind(kind, value), None, env)
         elif isinstance(target, ast.Starred):
             self.bind(target.value, None, None, env)
+
+    def _returned_elements(self, value: ast.expr | None) -> tuple[str | None, ...] | None:
+        """Per position, what `self.helper(...)` or `helper(...)` of this file returns when every
+        `return` of it is a tuple of one length (`return batch, x, edge_src`)."""
+        if not (isinstance(value, ast.Call) and self.helpers is not None):
+            return None
+        func = value.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            if func.attr not in self.methods:
+                return None
+            return self.helpers.elements((self.fn.cls.name if self.fn.cls is not None else None, func.attr))
+        if isinstance(func, ast.Name):
+            return self.helpers.elements((None, func.id))
+        return None
 
     def _bind_starred(self, target: ast.Tuple | ast.List, elements: list[ast.expr], env: Env) -> None:
         """`b, n, m, d = *x.shape[:2], mask, x.device`: the elements before the one starred element
@@ -811,8 +830,10 @@ class FunctionFlow:
         return None
 
     def _bind_for_target(self, target: ast.expr, iterable: ast.expr, env: Env) -> None:
-        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
-            name = iterable.func.id
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, (ast.Name, ast.Attribute)):
+            name = iterable.func.id if isinstance(iterable.func, ast.Name) else None
+            if self.imports.qualname(iterable.func) == "itertools.zip_longest":
+                name = "zip"  # the shorter iterables are padded with None: each name holds what zip gives
             if (
                 name == "enumerate"
                 and iterable.args
@@ -1123,10 +1144,16 @@ _PARAMETER_TYPES = frozenset(
 )
 
 
+# Functions under a prefix of NON_TENSOR_TORCH_PREFIXES that return one tensor.
+_TENSOR_UTILS = frozenset({"torch.nn.utils.rnn.pad_sequence"})
+
+
 def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
     if not qual.startswith("torch."):
         return None
     if qual in _PARAMETER_TYPES:
+        return TENSOR
+    if qual in _TENSOR_UTILS:
         return TENSOR
     if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
         return None
@@ -1349,6 +1376,7 @@ class HelperReturns:
     imports: ImportTable
     classes: ClassFacts
     known: dict[int, str | None] = field(default_factory=dict)
+    tuples: dict[int, tuple[str | None, ...] | None] = field(default_factory=dict)
 
     def kind(self, key: tuple[str | None, str]) -> str | None:
         fn = self.functions.get(key)
@@ -1358,6 +1386,44 @@ class HelperReturns:
             self.known[id(fn.node)] = None  # a recursive call sees "unknown"
             self.known[id(fn.node)] = self._returns(fn)
         return self.known[id(fn.node)]
+
+    def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
+        """The kinds, per position, of the tuple every `return` of the helper builds
+        (`return batch, data["x"], edge_src`): a tensor where some return puts one there, known from
+        the helper's own code and its parameters' annotations (`data: Dict[str, torch.Tensor]`),
+        never from its callers. None when a return is anything else or the lengths differ."""
+        fn = self.functions.get(key)
+        if fn is None:
+            return None
+        if id(fn.node) not in self.tuples:
+            self.tuples[id(fn.node)] = None  # a recursive call sees "unknown"
+            self.tuples[id(fn.node)] = self._elements(fn)
+        return self.tuples[id(fn.node)]
+
+    def _elements(self, fn: ModelFunction) -> tuple[str | None, ...] | None:
+        returns = [n for n in live_nodes(fn.node) if isinstance(n, ast.Return)]
+        if not returns or not all(isinstance(r.value, ast.Tuple) for r in returns):
+            return None
+        lengths = {len(r.value.elts) for r in returns}
+        if len(lengths) != 1 or any(isinstance(e, ast.Starred) for r in returns for e in r.value.elts):
+            return None
+        methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        flow = FunctionFlow(
+            fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
+        )
+        args = fn.node.args
+        env = {
+            a.arg: kind
+            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+            if a.annotation is not None and (kind := annotation_kind(a.annotation)) is not None
+        }
+        flow.block(fn.node.body, env, True)
+        kinds: list[str | None] = [None] * lengths.pop()
+        for site in flow.of(ast.Return):
+            for index, element in enumerate(site.node.value.elts):
+                if flow.kind(element, site.env) in TENSORS:
+                    kinds[index] = TENSOR
+        return tuple(kinds) if any(kinds) else None
 
     def _returns(self, fn: ModelFunction) -> str | None:
         methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)

@@ -222,3 +222,70 @@ class Step(nn.Module):
 def test_zip_over_a_slice_of_autograd_grad_is_a_fixed_count():
     assert lines(GRADS, "FL107") == []
     assert lines(GRADS.replace("grads[0:2]", "grads[0:2][0]"), "FL107") == [11]
+
+
+# Recall: the misses of precision_untuned3.md that a rule covers.
+SEGMENTS = """
+from itertools import zip_longest
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+
+class Tokenizer(nn.Module):
+    def forward(self, seq, lens, boundaries):
+        token_lengths = pad_sequence([b.long() for b in boundaries], batch_first=True)
+        out = []
+        for one_seq, one_len, one_token_length in zip_longest(seq, lens, token_lengths):
+            one_token_length = one_token_length[one_token_length > 0]
+            out.append(one_seq)
+        return out
+"""
+
+
+def test_zip_longest_over_a_padded_sequence_yields_tensors():
+    # x-transformers' entropy_based_tokenizer.py:213 (gb0036 in the judge's run).
+    assert lines(SEGMENTS, "FL106") == [14]
+    assert (
+        lines(
+            SEGMENTS.replace("zip_longest(seq, lens, token_lengths)", "zip_longest(seq, lens, self.n)"),
+            "FL106",
+        )
+        == []
+    )
+
+
+PREPROCESS = """
+from typing import Dict
+
+import torch
+from torch import nn
+
+
+class Network(nn.Module):
+    def preprocess(self, data: Dict[str, torch.Tensor]):
+        if "batch" in data:
+            batch = data["batch"]
+        else:
+            batch = data["pos"].new_zeros(data["pos"].shape[0], dtype=torch.long)
+        return batch, data["x"], self.count
+
+    def forward(self, data: Dict[str, torch.Tensor]) -> torch.Tensor:
+        batch, x, count = self.preprocess(data)
+        if count > 2:
+            x = x * 2
+        return x.sum() + int(batch.max())
+"""
+
+
+def test_names_unpacked_from_a_helpers_returned_tuple_take_its_elements_kinds():
+    # e3nn v2106 SimpleNetwork: `int(batch.max())` with `batch` from `self.preprocess(data)`.
+    assert lines(PREPROCESS, "FL101") == [20]
+    assert lines(PREPROCESS, "FL102") == []  # `count` (`self.count`) is no tensor
+    # A return of another shape leaves every name unknown.
+    mixed = PREPROCESS.replace(
+        '        return batch, data["x"], self.count\n',
+        '        return batch, data["x"], self.count\n        return data\n',
+    )
+    assert lines(mixed, "FL101") == []
