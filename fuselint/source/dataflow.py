@@ -961,6 +961,9 @@ class FunctionFlow:
         body_in, else_in = env, env
         negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
         narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+        if narrowed is None and isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And):
+            # `isinstance(s, Sequence) and isinstance(s[0], Tensor)`: the body runs only when each holds
+            narrowed = next((n for n in map(_narrowed, stmt.test.values) if n is not None), None)
         if _numpy_test(stmt.test.operand if negated else stmt.test) in _surely_tensors(env):
             # `isinstance(p, np.ndarray)` of a value this path makes a tensor: the numpy branch
             # is dead here (MONAI's point sampling, reached from VISTA3D with tensor points).

@@ -314,3 +314,36 @@ def test_a_tuple_holding_a_tensor_compared_with_a_tuple_reads_it():
     # x-transformers' autoregressive_wrapper.py:63 (gb6622 in the judge's run).
     assert lines(PAD, "FL102") == [8]
     assert lines(PAD.replace("(max_pad_len, 0)", "(t.shape[1], 0)"), "FL102") == []
+
+
+COLLATE = """
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+
+def _slices(values):
+    return torch.cumsum(values, 0), values
+
+
+def _batch(slices):
+    if isinstance(slices, Sequence) and isinstance(slices[0], Tensor):
+        out = []
+        for s in slices:
+            out.append(_batch(s))
+        return out
+    return slices.diff()
+
+
+class Collate(nn.Module):
+    def forward(self, values):
+        slices, _v = _slices(values)
+        return _batch(slices)
+"""
+
+
+def test_an_isinstance_in_a_conjunction_narrows_the_body():
+    # torch_geometric's data/collate.py:301: a list of tensors, iterated a fixed number of times.
+    assert lines(COLLATE, "FL107") == []
+    assert lines(COLLATE.replace("isinstance(slices, Sequence) and ", ""), "FL107") == [15]
