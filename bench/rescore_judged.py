@@ -3,9 +3,10 @@
     PYTHONPATH=. python bench/rescore_judged.py --json main=DIR_A --json prec4=DIR_B
 
 Each DIR holds `fuselint check --format json` output per package (`torchaudio.json`,
-`kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`), linted from
-a folder holding the unzipped wheels. Every verdict row of bench/results/precision_untuned.md and
-precision_untuned2.md (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
+`kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
+`x_transformers.json`, `e3nn.json`), linted from a folder holding the unzipped wheels. Every verdict
+row of bench/results/precision_untuned.md, precision_untuned2.md and precision_untuned3.md
+(`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
 the real share with and without the side roads `--paths normal` leaves out.
@@ -20,13 +21,14 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kst]?\d+) \| ([\w/.]+\.py):(\d+) \| (FL\d+) \| ([^|]+) \|")
-PACKAGES = ("torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics")
+ROW = re.compile(r"^\| (#?[kst]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+PACKAGES = ("torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers")
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
     "kornia k2-k50": ("precision_untuned.md", "torchaudio", lambda tag: tag.startswith("k")),
     "MONAI's 50": ("precision_untuned2.md", "monai", lambda tag: tag[0].isdigit()),
     "smp + torchmetrics (15)": ("precision_untuned2.md", "monai", lambda tag: tag[0] in "st"),
+    "x-transformers + e3nn (46)": ("precision_untuned3.md", "x_transformers", lambda tag: True),
 }
 
 
@@ -37,6 +39,7 @@ def rows(name: str, default: str):
         if not match:
             continue
         tag, path, number, code, verdict = match.groups()
+        path = "x_transformers.py" if path == "xt" else path  # precision_untuned3.md's abbreviation
         package = path.split("/")[0]
         if package not in PACKAGES:  # MONAI rows name paths inside the package
             path, package = f"{default}/{path}", default

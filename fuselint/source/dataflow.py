@@ -108,7 +108,7 @@ TORCH_TUPLES = frozenset(
     {
         "torch.split", "torch.chunk", "torch.unbind", "torch.topk", "torch.sort", "torch.meshgrid",
         "torch.broadcast_tensors", "torch.tensor_split", "torch.std_mean", "torch.var_mean",
-        "torch.aminmax", "torch.kthvalue", "torch.frexp", "torch.histogram", "torch.hsplit",
+        "torch.aminmax", "torch.kthvalue", "torch.frexp", "torch.histogram", "torch.hsplit", "torch.autograd.grad",
         "torch.vsplit", "torch.linalg.eigh", "torch.linalg.qr", "torch.linalg.svd", "torch.linalg.eig",
         "torch.linalg.slogdet", "torch.linalg.lstsq", "torch.atleast_1d",
     }
@@ -204,6 +204,7 @@ def parameter_kinds(
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     pairs = [*zip(positional, defaults, strict=False), *zip(args.kwonlyargs, args.kw_defaults, strict=False)]
     env: Env = {}
+    guesses: list[str] = []
     for index, (arg, default) in enumerate(pairs):
         name = arg.arg
         if index == 0 and name in ("self", "cls"):
@@ -238,11 +239,179 @@ def parameter_kinds(
             kind = None
         else:
             kind = TENSOR
-            if guessed is not None:
-                guessed.add(name)
+            guesses.append(name)
         if kind is not None:
             env[name] = kind
+    for name in _host_numbers_by_use(fn, guesses):
+        env.pop(name)
+        guesses.remove(name)
+    if guessed is not None:
+        guessed.update(guesses)
     return env
+
+
+# Calls whose positional arguments are sizes: `range(n)`, `torch.arange(j - i, j)`.
+_SIZE_CALLS = frozenset({"range", "arange"})
+_INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def _dim_expr(expr: ast.expr) -> bool:
+    """A host integer read off a tensor: `x.shape[-1]`, `x.size(1)`, `len(x)`."""
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Call) and expr.args:
+        func = expr.func
+        return (isinstance(func, ast.Attribute) and func.attr == "size") or (
+            isinstance(func, ast.Name) and func.id == "len"
+        )
+    return False
+
+
+def _filled_with_number(fn: FunctionNode, name: str) -> bool:
+    """`if p is None: p = 0` (or `if not exists(p): p = c.length if c else 0`): the function's own
+    default for a parameter that defaults to None is a host number."""
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.If) or not _tests_none(node.test, name):
+            continue
+        for stmt in node.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name
+                and _number_expr(stmt.value)
+            ):
+                return True
+    return False
+
+
+def _tests_none(test: ast.expr, name: str) -> bool:
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is):
+        return isinstance(test.left, ast.Name) and test.left.id == name and _is_none(test.comparators[0])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call):
+        call = test.operand
+        return (
+            isinstance(call.func, ast.Name)
+            and call.func.id == "exists"
+            and len(call.args) == 1
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == name
+        )
+    return False
+
+
+def _int_constant(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and type(expr.value) is int
+
+
+def _number_expr(expr: ast.expr) -> bool:
+    """An int literal or a dim, or a conditional whose arms are such or plain attributes of an
+    object (`cache.cache_length if exists(cache) else 0`), one at least an int literal."""
+    if _int_constant(expr) or _dim_expr(expr):
+        return True
+    if isinstance(expr, ast.IfExp):
+        arms = (expr.body, expr.orelse)
+        return any(_int_constant(a) for a in arms) and all(
+            _number_expr(a) or isinstance(a, ast.Attribute) for a in arms
+        )
+    return False
+
+
+def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
+    """Of the parameters taken for tensors on their name alone, those the body shows to be host
+    integers: one that defaults to None and is filled with a number (`_filled_with_number`), or one
+    never rebound whose every use is as a size (`arange(j - i, j)`, `range(n)`), a slice bound
+    (`b[..., -i:]`), a comparison with a dim (`b.shape[-1] >= j`), in int arithmetic with those,
+    or added in place to something (`idx += j - 1`). One other use (a method call, an argument of
+    any other call, arithmetic with a tensor, a return) keeps the guess."""
+    if not guesses:
+        return []
+    defaults = _none_defaulted(fn)
+    found = [name for name in guesses if name in defaults and _filled_with_number(fn, name)]
+    rest = [name for name in guesses if name not in found]
+    if not rest:
+        return found
+    parents: dict[int, ast.AST] = {}
+    uses: dict[str, list[ast.Name]] = {name: [] for name in rest}
+    stored: set[str] = set()
+    for node in ast.walk(fn):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if isinstance(node, ast.Name) and node.id in uses:
+            if isinstance(node.ctx, ast.Load):
+                uses[node.id].append(node)
+            else:
+                stored.add(node.id)
+    loaded = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    candidates = set(rest) - stored
+    sized = [
+        name
+        for name in sorted(candidates)
+        if uses[name]
+        and all(_size_use(use, parents, candidates, loaded) for use in uses[name])
+        and any(_size_use(use, parents, candidates, loaded) == "size" for use in uses[name])
+    ]
+    return found + [name for name in rest if name in sized]
+
+
+def _none_defaulted(fn: FunctionNode) -> set[str]:
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)]
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    return {a.arg for a, d in pairs if _is_none(d)}
+
+
+def _intish(expr: ast.expr, candidates: set[str]) -> bool:
+    if isinstance(expr, ast.Name):
+        return expr.id in candidates
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        return _intish(expr.operand, candidates)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, _INT_OPS):
+        return _intish(expr.left, candidates) and _intish(expr.right, candidates)
+    return _int_constant(expr) or _dim_expr(expr)
+
+
+def _size_use(use: ast.Name, parents: dict, candidates: set[str], loaded: set[str]) -> str | None:
+    """ "size" for a use as a size, "neutral" for one that shows nothing, None for any other."""
+    node: ast.AST = use
+    parent = parents.get(id(node))
+    while True:
+        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, (ast.USub, ast.UAdd)):
+            node, parent = parent, parents.get(id(parent))
+        elif isinstance(parent, ast.BinOp) and isinstance(parent.op, _INT_OPS):
+            other = parent.right if parent.left is node else parent.left
+            if not _intish(other, candidates):
+                return None
+            node, parent = parent, parents.get(id(parent))
+        else:
+            break
+    if isinstance(parent, ast.Call) and node in parent.args:
+        func = parent.func
+        called = (
+            func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        )
+        return "size" if called in _SIZE_CALLS else None
+    if isinstance(parent, ast.Slice):
+        return "size"
+    if isinstance(parent, ast.Compare):
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops):
+            return "neutral" if node is use and all(_is_none(c) for c in parent.comparators) else None
+        if any(isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops):
+            return None
+        others = [o for o in (parent.left, *parent.comparators) if o is not node]
+        return "size" if any(_dim_expr(o) for o in others) else None
+    if isinstance(parent, ast.AugAssign) and parent.value is node:
+        return "neutral"
+    if isinstance(parent, ast.Tuple) and node is use:
+        assign = parents.get(id(parent))
+        if isinstance(assign, ast.Assign) and len(assign.targets) == 1:
+            target = assign.targets[0]
+            if isinstance(target, ast.Tuple) and len(target.elts) == len(parent.elts):
+                alias = target.elts[parent.elts.index(node)]
+                if isinstance(alias, ast.Name) and alias.id not in loaded:
+                    return "neutral"  # `n, device = j, self.device` with `n` never read
+    return None
 
 
 _CONTAINER_TYPES = frozenset({"list", "tuple", "List", "Tuple", "dict", "Sequence"})
@@ -588,6 +757,14 @@ class FunctionFlow:
                 env[target.id] = kind
         elif isinstance(target, (ast.Tuple, ast.List)):
             elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            if elements is not None and any(isinstance(e, ast.Starred) for e in elements):
+                self._bind_starred(target, elements, env)
+                return
+            returned = self._returned_elements(value) if kind is None else None
+            if returned is not None and len(returned) == len(target.elts):
+                for element, element_kind in zip(target.elts, returned, strict=True):
+                    self.bind(element, element_kind, None, env)
+                return
             for index, element in enumerate(target.elts):
                 if elements is not None and len(elements) == len(target.elts):
                     self.bind(element, self.kind(elements[index], env), elements[index], env)
@@ -597,6 +774,46 @@ class FunctionFlow:
                     self.bind(element, _element_kind(kind, value), None, env)
         elif isinstance(target, ast.Starred):
             self.bind(target.value, None, None, env)
+
+    def _returned_elements(self, value: ast.expr | None) -> tuple[str | None, ...] | None:
+        """Per position, what `self.helper(...)` or `helper(...)` of this file returns when every
+        `return` of it is a tuple of one length (`return batch, x, edge_src`)."""
+        if not (isinstance(value, ast.Call) and self.helpers is not None):
+            return None
+        func = value.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            if func.attr not in self.methods:
+                return None
+            return self.helpers.elements((self.fn.cls.name if self.fn.cls is not None else None, func.attr))
+        if isinstance(func, ast.Name):
+            return self.helpers.elements((None, func.id))
+        return None
+
+    def _bind_starred(self, target: ast.Tuple | ast.List, elements: list[ast.expr], env: Env) -> None:
+        """`b, n, m, d = *x.shape[:2], mask, x.device`: the elements before the one starred element
+        bind in order, those after it from the end, and the names between get what the starred
+        value holds (a shape's entries are dims); anything less plain binds no kind."""
+        starred = [i for i, e in enumerate(elements) if isinstance(e, ast.Starred)]
+        names = target.elts
+        if len(starred) != 1 or any(isinstance(t, ast.Starred) for t in names):
+            for name in names:
+                self.bind(name.value if isinstance(name, ast.Starred) else name, None, None, env)
+            return
+        head, tail = starred[0], len(elements) - starred[0] - 1
+        if head + tail > len(names):
+            for name in names:
+                self.bind(name, None, None, env)
+            return
+        kinds = [self.kind(e, env) for e in elements]
+        spread = _element_kind(self.kind(elements[head].value, env), None)
+        middle = [spread] * (len(names) - head - tail)
+        for name, kind, source in zip(
+            names,
+            [*kinds[:head], *middle, *kinds[head + 1 :]],
+            [*elements[:head], *[None] * len(middle), *elements[head + 1 :]],
+            strict=True,
+        ):
+            self.bind(name, kind, source, env)
 
     def _iter_element_kind(self, iterable: ast.expr, env: Env) -> str | None:
         if isinstance(iterable, ast.Attribute) and isinstance(iterable.value, ast.Name):
@@ -613,8 +830,10 @@ class FunctionFlow:
         return None
 
     def _bind_for_target(self, target: ast.expr, iterable: ast.expr, env: Env) -> None:
-        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
-            name = iterable.func.id
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, (ast.Name, ast.Attribute)):
+            name = iterable.func.id if isinstance(iterable.func, ast.Name) else None
+            if self.imports.qualname(iterable.func) == "itertools.zip_longest":
+                name = "zip"  # the shorter iterables are padded with None: each name holds what zip gives
             if (
                 name == "enumerate"
                 and iterable.args
@@ -742,6 +961,9 @@ class FunctionFlow:
         body_in, else_in = env, env
         negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
         narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
+        if narrowed is None and isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And):
+            # `isinstance(s, Sequence) and isinstance(s[0], Tensor)`: the body runs only when each holds
+            narrowed = next((n for n in map(_narrowed, stmt.test.values) if n is not None), None)
         if _numpy_test(stmt.test.operand if negated else stmt.test) in _surely_tensors(env):
             # `isinstance(p, np.ndarray)` of a value this path makes a tensor: the numpy branch
             # is dead here (MONAI's point sampling, reached from VISTA3D with tensor points).
@@ -885,9 +1107,15 @@ def _has_dim(call: ast.Call) -> bool:
     return bool(call.args) or any(k.arg == "dim" for k in call.keywords)
 
 
+# Methods of Python lists that tensors lack: `mems.copy()`, `mems.pop(0)` hold no tensor.
+_LIST_METHODS = frozenset({"copy", "pop", "append", "extend", "insert"})
+
+
 def _method_kind(method: str, call: ast.Call) -> str | None:
     if method in HOST_METHODS or method.startswith(("is_", "has_")):
         return None  # is_contiguous(), is_floating_point(), has_names(): flags on the host
+    if method in _LIST_METHODS:
+        return None
     if method in TUPLE_METHODS:
         return TUPLE
     if method in DIM_TUPLE_METHODS:
@@ -919,10 +1147,16 @@ _PARAMETER_TYPES = frozenset(
 )
 
 
+# Functions under a prefix of NON_TENSOR_TORCH_PREFIXES that return one tensor.
+_TENSOR_UTILS = frozenset({"torch.nn.utils.rnn.pad_sequence"})
+
+
 def _torch_call_kind(qual: str, call: ast.Call) -> str | None:
     if not qual.startswith("torch."):
         return None
     if qual in _PARAMETER_TYPES:
+        return TENSOR
+    if qual in _TENSOR_UTILS:
         return TENSOR
     if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
         return None
@@ -1145,6 +1379,7 @@ class HelperReturns:
     imports: ImportTable
     classes: ClassFacts
     known: dict[int, str | None] = field(default_factory=dict)
+    tuples: dict[int, tuple[str | None, ...] | None] = field(default_factory=dict)
 
     def kind(self, key: tuple[str | None, str]) -> str | None:
         fn = self.functions.get(key)
@@ -1154,6 +1389,44 @@ class HelperReturns:
             self.known[id(fn.node)] = None  # a recursive call sees "unknown"
             self.known[id(fn.node)] = self._returns(fn)
         return self.known[id(fn.node)]
+
+    def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
+        """The kinds, per position, of the tuple every `return` of the helper builds
+        (`return batch, data["x"], edge_src`): a tensor where some return puts one there, known from
+        the helper's own code and its parameters' annotations (`data: Dict[str, torch.Tensor]`),
+        never from its callers. None when a return is anything else or the lengths differ."""
+        fn = self.functions.get(key)
+        if fn is None:
+            return None
+        if id(fn.node) not in self.tuples:
+            self.tuples[id(fn.node)] = None  # a recursive call sees "unknown"
+            self.tuples[id(fn.node)] = self._elements(fn)
+        return self.tuples[id(fn.node)]
+
+    def _elements(self, fn: ModelFunction) -> tuple[str | None, ...] | None:
+        returns = [n for n in live_nodes(fn.node) if isinstance(n, ast.Return)]
+        if not returns or not all(isinstance(r.value, ast.Tuple) for r in returns):
+            return None
+        lengths = {len(r.value.elts) for r in returns}
+        if len(lengths) != 1 or any(isinstance(e, ast.Starred) for r in returns for e in r.value.elts):
+            return None
+        methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        flow = FunctionFlow(
+            fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
+        )
+        args = fn.node.args
+        env = {
+            a.arg: kind
+            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+            if a.annotation is not None and (kind := annotation_kind(a.annotation)) is not None
+        }
+        flow.block(fn.node.body, env, True)
+        kinds: list[str | None] = [None] * lengths.pop()
+        for site in flow.of(ast.Return):
+            for index, element in enumerate(site.node.value.elts):
+                if flow.kind(element, site.env) in TENSORS:
+                    kinds[index] = TENSOR
+        return tuple(kinds) if any(kinds) else None
 
     def _returns(self, fn: ModelFunction) -> str | None:
         methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
@@ -1268,7 +1541,7 @@ def analyze(
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
     env = parameter_kinds(fn.node, given, flow.guessed)
-    if fn.reason == "called" and defaulted:
+    if fn.reason in ("called", "reached") and defaulted:
         left = defaulted.get(id(fn.node), {})
         flow.constants = {name: value for name, value in left.items() if flow.assigned.get(name) == 1}
     if fn.reason == "configured":  # compiled elsewhere: its callers are not in the tree
@@ -1347,9 +1620,9 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
     helpers = HelperReturns(by_key, imports, classes)
     done: dict[int, FunctionFlow] = {}
     for fn in functions:
-        if fn.reason != "called":
+        if fn.reason != "called" and not fn.left:
             done[id(fn)] = analyze(fn, imports, callees, passed, classes, helpers)
-    pending = [fn for fn in functions if fn.reason == "called"]
+    pending = [fn for fn in functions if fn.reason == "called" or fn.left]
     defaulted = defaulted_parameters(functions) if pending else {}
     while pending:
         ready = next((fn for fn in pending if id(fn.node) in passed), pending[0])
@@ -1377,8 +1650,10 @@ def defaulted_parameters(functions: list[ModelFunction]) -> dict[int, dict[str, 
     helpers = {
         (fn.cls.name if fn.cls is not None else None, fn.node.name): fn.node
         for fn in functions
-        if fn.reason == "called"
+        if fn.reason == "called" or fn.left
     }
+    # What the calls from other files leave at a default (a root of `fuselint.source.reach`).
+    outside = {id(fn.node): dict(fn.left) for fn in functions if fn.left}
     calls: list[tuple[FunctionNode, ast.Call, FunctionNode]] = []
     handed: set[int] = set()
     for fn in functions:
@@ -1396,7 +1671,7 @@ def defaulted_parameters(functions: list[ModelFunction]) -> dict[int, dict[str, 
     known: dict[int, dict[str, object]] = {}
     for _round in range(6):
         found = {
-            id(node): _left_constant(node, calls, known)
+            id(node): _left_constant(node, calls, known, outside.get(id(node)))
             for node in helpers.values()
             if id(node) not in handed
         }
@@ -1417,9 +1692,13 @@ def _helper_key(node: ast.AST, cls: str | None) -> tuple[str | None, str] | None
 
 
 def _left_constant(
-    helper: FunctionNode, calls: list, known: dict[int, dict[str, object]]
+    helper: FunctionNode,
+    calls: list,
+    known: dict[int, dict[str, object]],
+    outside: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    """The parameters of `helper` that every call in `calls` leaves at, or passes as, one constant."""
+    """The parameters of `helper` that every call in `calls` leaves at, or passes as, one constant;
+    for a function that calls from other files reach, `outside` holds what those leave at a default."""
     args = helper.args
     positional = [*args.posonlyargs, *args.args]
     defaults: dict[str, object] = {}
@@ -1429,8 +1708,11 @@ def _left_constant(
     ]
     for a, d in pairs:
         defaults[a.arg] = d.value if isinstance(d, ast.Constant) else _UNKNOWN
-    values: dict[str, object] = {}
-    seen = False
+    values: dict[str, object] = dict(outside or {})
+    seen = outside is not None
+    if outside is not None:  # a parameter the other files' calls pass is open
+        for name in [a.arg for a in positional] + [a.arg for a in args.kwonlyargs]:
+            values.setdefault(name, _UNKNOWN)
     for caller, call, callee in calls:
         if callee is not helper:
             continue

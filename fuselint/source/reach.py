@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import iter_statements
-from fuselint.source.scope import Reached
+from fuselint.source.scope import STARRED, Reached
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
 _OUTSIDE = frozenset(
@@ -291,12 +291,12 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             args: list[str | None] = []
             for arg in site.node.args:
                 if isinstance(arg, ast.Starred):
+                    args.append(STARRED)  # the positions from here on are unknown
                     break
                 args.append(argument_kind(flow, arg, site.env))
             keywords = tuple(
-                (k.arg, argument_kind(flow, k.value, site.env))
+                (k.arg, argument_kind(flow, k.value, site.env)) if k.arg is not None else (STARRED, None)
                 for k in site.node.keywords
-                if k.arg is not None
             )
             found.add(Call(*target, tuple(args), keywords, via, site.path or fn.side))
     return tuple(sorted(found, key=_call_key))

@@ -21,6 +21,8 @@ from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.tracing_truth import live_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+# What a reaching call's argument list records for a starred argument or a `**mapping`.
+STARRED = "*"
 
 # Base classes that make a class a module even when we cannot resolve them to torch:
 # model zoos subclass their own PreTrainedModel, Module mixins, Lightning modules ...
@@ -48,6 +50,8 @@ class ModelFunction:
     chain: tuple[str, ...] = ()
     # The side road (`fuselint.source.paths`) every call that reaches it from another file sits on.
     side: str | None = None
+    # Parameters that every call from another file leaves at their constant default (`flag=False`).
+    left: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ class Reached:
     """A function of this file that an entry of another file calls: `name` is "f" or "Class.method".
 
     `args` holds the kinds of the positional arguments after the bound one (None: unknown, "*": a
-    starred argument, whose positions are unknown), `keywords` the kinds of the named ones;
+    starred argument, whose positions are unknown), `keywords` the kinds of the named ones ("*" for
+    a `**mapping`);
     several callers' kinds are merged per parameter."""
 
     name: str  # "@f": the wrappers decorator `f` returns (`wrappers`), put on an entry there
@@ -125,10 +130,10 @@ def model_functions(
     found: dict[int, ModelFunction] = {}
     work: list[ModelFunction] = []
 
-    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None) -> None:
+    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=()) -> None:
         if id(fn) not in found:
             chain = chain or (f"{cls.name}.{fn.name}" if cls is not None else fn.name,)
-            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side)
+            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left)
             work.append(found[id(fn)])
 
     for (cls_name, name), (fn, cls) in methods.items():
@@ -166,7 +171,14 @@ def model_functions(
             continue
         fn, cls = (target, None) if "." not in root.name else target
         add(
-            fn, cls, "reached", root.via, _given(fn, cls is not None, root), (*root.via, root.name), root.side
+            fn,
+            cls,
+            "reached",
+            root.via,
+            _given(fn, cls is not None, root),
+            (*root.via, root.name),
+            root.side,
+            _left(fn, cls is not None, root),
         )
     _close(work, add, free, methods)
     return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
@@ -244,11 +256,45 @@ def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tup
         params = params[1:]
     kinds: dict[str, set[str]] = {}
     for position, options in enumerate(root.args):
-        if position < len(params):
-            kinds.setdefault(params[position], set()).update(k for k in options if k is not None)
+        if position < len(params) and options != (STARRED,):
+            kinds.setdefault(params[position], set()).update(k for k in options if k not in (None, STARRED))
     for name, options in root.keywords:
-        kinds.setdefault(name, set()).update(k for k in options if k is not None)
+        if name != STARRED:
+            kinds.setdefault(name, set()).update(k for k in options if k is not None)
     return tuple((name, tuple(sorted(k))) for name, k in sorted(kinds.items()))
+
+
+def _left(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, object], ...]:
+    """The parameters with a constant `True`/`False`/`None` default that no call in `root` passes:
+    beyond every call's positional arguments (none starred) and named by no keyword (no `**`)."""
+    args = fn.args
+    if any(name == STARRED for name, _kinds in root.keywords):
+        return ()
+    positional = [*args.posonlyargs, *args.args]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    skip = 1 if bound and not static else 0
+    starred = any(STARRED in options for options in root.args)
+    named = {name for name, _kinds in root.keywords}
+    pairs = [
+        *(
+            (a, d, i)
+            for i, (a, d) in enumerate(
+                zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True),
+                len(positional) - len(args.defaults),
+            )
+        ),
+        *((a, d, None) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)),
+    ]
+    left = []
+    for arg, default, index in pairs:
+        if not (isinstance(default, ast.Constant) and isinstance(default.value, (bool, type(None)))):
+            continue
+        if arg.arg in named:
+            continue
+        if index is not None and (starred or index - skip < len(root.args)):
+            continue
+        left.append((arg.arg, default.value))
+    return tuple(left)
 
 
 def _compiled_methods(

@@ -33,6 +33,7 @@ from fuselint.source.dataflow import (
     NUMPY,
     TENSORISH,
     TENSORS,
+    TUPLE,
     Env,
     FunctionFlow,
     Site,
@@ -114,10 +115,27 @@ def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | 
         for operand in (test.left, *test.comparators):
             if _syncs(operand, flow, env):
                 return test
+        if _tuple_equality(test, flow, env):
+            return test
         return None
     if _syncs(test, flow, env):
         return test
     return None
+
+
+def _tuple_equality(test: ast.Compare, flow: FunctionFlow, env: Env) -> bool:
+    """`pad == (0, 0)` where `pad` holds a tensor (`(max_pad_len, 0)`, `max_pad_len = lens.amax()`):
+    Python compares the tuples element by element and must read `tensor == 0` on the host
+    (x-transformers' `pad_at_dim`, gb6622 on torch 2.13)."""
+    if not all(isinstance(op, (ast.Eq, ast.NotEq)) for op in test.ops):
+        return False
+    operands = (test.left, *test.comparators)
+    kinds = [flow.kind(o, env) for o in operands]
+    literal = any(
+        isinstance(o, (ast.Tuple, ast.List)) and kind != TUPLE
+        for o, kind in zip(operands, kinds, strict=True)
+    )
+    return literal and TUPLE in kinds
 
 
 def _syncs(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:

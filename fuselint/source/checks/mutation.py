@@ -61,6 +61,8 @@ def _turns_off(call: ast.Call, flow: FunctionFlow) -> bool:
         if call.args
         else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
     )
+    if isinstance(flag, ast.Name) and flow.constants.get(flag.id, True) is False:
+        flag = ast.Constant(False)  # `requires_grad_(requires_grad)` with the parameter left False
     if not (isinstance(flag, ast.Constant) and flag.value is False):
         return False
     receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
