@@ -135,9 +135,15 @@ def test_a_table_with_an_efficiency_sweep_prices_small_kernels_slower(tmp_path):
         device_from_file(path)
 
 
-def test_the_measured_h200_table_carries_its_sweep():
-    d = device("H200-measured")
-    assert d.efficiency is not None and len(d.efficiency.gemm) >= 100 and d.efficiency.depthwise
+@pytest.mark.parametrize("name", ["H100-measured", "H200-measured"])
+def test_the_measured_tables_carry_their_sweeps(name):
+    d = device(name)
+    eff = d.efficiency
+    assert eff is not None and len(eff.gemm) >= 100 and eff.depthwise and eff.batch_norm
     # the sweep's own largest GEMM runs near the 8192^3 matmul's rate; a 64-wide one far below
-    assert d.efficiency.gemm_tflops(65536, 4096, 4096) > 0.9 * d.half_tflops
-    assert d.efficiency.gemm_tflops(4096, 64, 64) < 0.05 * d.half_tflops
+    assert eff.gemm_tflops(65536, 4096, 4096) > 0.9 * d.half_tflops
+    assert eff.gemm_tflops(4096, 64, 64) < 0.05 * d.half_tflops
+    # PyTorch's NCHW depthwise kernel is the slowest way to run one; eager NCHW BatchNorm stays
+    # below the copy bandwidth
+    assert eff.depthwise_tflops("contiguous", 3, 1e9) < eff.depthwise_tflops("channels_last", 3, 1e9)
+    assert eff.batch_norm_gbs("contiguous", 56 * 56, 5e7) < d.bandwidth_gbs
