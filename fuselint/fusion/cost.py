@@ -254,7 +254,8 @@ def _shaped_compute_us(
     if facts.kind[c] == "matmul":
         n = out[-1]
         m = math.prod(out) // n
-        return device.gemm_us(m, n, flops[c] / (2 * m * n), dtype)
+        k = flops[c] / (2 * m * n)
+        return device.gemm_us(m, n, k, dtype) if k >= 1 else None  # k < 1: no counted flops
     if fx.target is not torch.ops.aten.convolution.default or fx.args[6]:  # transposed
         return None
     weight = fx.args[1]

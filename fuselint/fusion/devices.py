@@ -9,6 +9,7 @@ replaces them with what `verify` measures.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -52,12 +53,15 @@ class Efficiency:
     bandwidth: tuple[tuple[float, float], ...]
     batch_norm: tuple[tuple[str, int, float, float], ...] = ()
 
+    @functools.cached_property
+    def _gemm_grid(self) -> tuple[dict, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        rates = {(a, b, c): r for a, b, c, r in self.gemm}
+        axes = (tuple(sorted({key[i] for key in rates})) for i in range(3))
+        return (rates, *axes)
+
     def gemm_tflops(self, m: float, n: float, k: float) -> float:
         """The measured rate at (m, n, k): trilinear in log space over the grid, clamped."""
-        rates = {(a, b, c): r for a, b, c, r in self.gemm}
-        ms = tuple(sorted({a for a, _b, _c in rates}))
-        ns = tuple(sorted({b for _a, b, _c in rates}))
-        ks = tuple(sorted({c for _a, _b, c in rates}))
+        rates, ms, ns, ks = self._gemm_grid
         (i, fi), (j, fj), (q, fq) = _cell(m, ms), _cell(n, ns), _cell(k, ks)
         log_rate = 0.0
         for di, wi in ((0, 1 - fi), (1, fi)):
