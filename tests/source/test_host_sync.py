@@ -149,3 +149,12 @@ def test_a_numpy_branch_of_a_value_known_to_be_a_tensor_is_dead():
     # `.tolist()` (torch 2.13), so the numpy branch stays checked.
     unknown = src.replace("for p in x.round():", "for p in self.points:")
     assert lines(unknown, "FL101") == [11, 13]
+
+
+def test_numpy_of_a_tensor_says_dynamo_traces_it_and_where_the_graph_breaks():
+    # dynamo (torch 2.13) traces `x.cpu().numpy()` and numpy calls on it as tensor ops: one graph;
+    # the sync on a GPU tensor stays, and the graph breaks where the array reaches Python code
+    src = body("a = x.cpu().numpy()", "b = lengths.tolist()", "return a, b")
+    by_line = {f.span.line: f.message for f in findings(src) if f.code == "FL101"}
+    assert "dynamo traces the numpy calls on it" in by_line[9] and "breaks the graph here" not in by_line[9]
+    assert "dynamo breaks the graph here" in by_line[10]

@@ -276,7 +276,15 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                     parents = parents if parents is not None else _parents(fn.node)
                     fix = _item_fix(site, flow, sf, parents)
                 subject = describe(site.node.func.value, 40)
-                message = f"{what} on `{subject}` copies it to the host: {rule.message}"
+                if site.node.func.attr == "numpy":
+                    # dynamo traces numpy on tensors as tensor ops: no break on this line itself
+                    message = (
+                        f"{what} on `{subject}` copies it to the host (a GPU sync); dynamo traces the "
+                        "numpy calls on it as tensor ops, and the graph breaks where the array "
+                        "reaches other Python code; keep the value as a tensor"
+                    )
+                else:
+                    message = f"{what} on `{subject}` copies it to the host: {rule.message}"
                 yield finding(sf, rule, site.node, message, fix, path=site.path)
                 continue
             what = _sync_call(site, flow, sf)
