@@ -44,11 +44,16 @@ __all__ = [
 OPTIONS = {"cudagraphs": False}
 
 
-def _compiler(name: str, cudagraphs: bool) -> Callable:
+def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> Callable:
     from functorch.compile import make_boxed_func
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        compiled = compile_graph(gm, example_inputs, name=name, inference=name == "inference")
+        visible = _user_outputs(model_outputs) if name == "forward" else None
+        compiled = compile_graph(
+            gm, example_inputs, name=name, inference=name == "inference", user_outputs=visible
+        )
+        if name == "forward":
+            _report_output_strides(compiled)
         runner = GraphRunner(compiled, name)
         history[-1].runner = runner
         if not cudagraphs:
@@ -59,6 +64,34 @@ def _compiler(name: str, cudagraphs: bool) -> Callable:
         return make_boxed_func(replay)
 
     return compile_one
+
+
+def _user_outputs(model_outputs: int | None) -> range | None:
+    """Positions of a training forward's outputs that the user's code sees: AOTAutograd puts
+    mutated inputs first, then the model's outputs, then the activations saved for the backward."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    if model_outputs is None or meta is None:
+        return None
+    start = meta.num_mutated_inp_runtime_indices
+    return range(start, start + model_outputs)
+
+
+def _report_output_strides(gm: torch.fx.GraphModule) -> None:
+    """Tell AOTAutograd the strides the compiled forward returns (as Inductor does), so that the
+    backward is compiled for the layout its saved activations really have."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    if context is None or context.output_strides is None:
+        return
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    values = out.args[0] if isinstance(out.args[0], (list, tuple)) else (out.args[0],)
+    for value in values:
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        context.output_strides.append(tuple(val.stride()) if isinstance(val, torch.Tensor) else None)
 
 
 def _options(options: object) -> dict:
@@ -91,8 +124,10 @@ def fuselint_backend(
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
 
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    model_outputs = len(torch.utils._pytree.arg_tree_leaves(*out.args))
     backend = aot_autograd(
-        fw_compiler=_compiler("forward", cudagraphs),
+        fw_compiler=_compiler("forward", cudagraphs, model_outputs),
         bw_compiler=_compiler("backward", cudagraphs),
         inference_compiler=_compiler("inference", cudagraphs),
         decompositions=decompositions(select_decomp_table()),

@@ -28,7 +28,7 @@ from fuselint.backend.partition import planner_groups
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
 from fuselint.backend.views import fold_input_views
 from fuselint.graph.fusion_graph import FusionGraph
-from fuselint.graph.layout import gpu_conv_layout
+from fuselint.graph.layout import gpu_conv_layout, take_input_strides
 
 log = logging.getLogger("fuselint.backend")
 
@@ -357,7 +357,12 @@ def _has_target(gm: torch.fx.GraphModule) -> bool:
 
 
 def compile_graph(
-    gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph", *, inference: bool = True
+    gm: torch.fx.GraphModule,
+    example_inputs: list,
+    name: str = "graph",
+    *,
+    inference: bool = True,
+    user_outputs: range | None = None,
 ) -> torch.fx.GraphModule:
     """`gm` with its fusible groups running as generated Triton kernels (its convolutions laid
     out as Inductor lays them out on a GPU, so that the plan is the one `check` prices)."""
@@ -372,7 +377,8 @@ def compile_graph(
         )
         report.graph_module = gm
         return gm
-    gm = gpu_conv_layout(gm, inference=inference)
+    take_input_strides(gm, example_inputs)
+    gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)
     try:

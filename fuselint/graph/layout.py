@@ -76,15 +76,22 @@ def channels_last_pays(gm: torch.fx.GraphModule, *, inference: bool) -> bool:
     return not all(c == "small" for c in classes)
 
 
-def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.GraphModule:
+def gpu_conv_layout(
+    gm: torch.fx.GraphModule, *, inference: bool, user_outputs: range | None = None
+) -> torch.fx.GraphModule:
     """gm with its convolutions lowered as Inductor lowers them for a GPU (see the module
-    docstring); gm itself when it has none, or when its shapes or strides cannot be followed."""
+    docstring); gm itself when it has none, or when its shapes or strides cannot be followed.
+    `user_outputs`: the positions of the outputs the user's code sees (a training forward's others
+    are activations saved for the backward, which keep the layout they are made in, as Inductor
+    keeps them; None: all). A backward convolution whose saved input is channels_last takes its
+    gradient in channels_last too."""
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
-    if not convs:
+    grads = [n for n in gm.graph.nodes if n.target is aten.convolution_backward.default]
+    if not convs and not grads:
         return gm
     if not all(isinstance(_val(n), torch.Tensor) for n in gm.graph.nodes if n.op == "placeholder"):
         return gm
-    channels_last = channels_last_pays(gm, inference=inference)
+    channels_last = bool(convs) and channels_last_pays(gm, inference=inference)
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, env))  # graph_copy leaves the output node out
@@ -102,17 +109,52 @@ def gpu_conv_layout(gm: torch.fx.GraphModule, *, inference: bool) -> torch.fx.Gr
             for i in (0, 1):
                 _copy_before(graph, conv, i, torch.channels_last, conv)
             changed = True
+    for old in grads:
+        # cuDNN would otherwise convert the gradient to NHWC and its results back on every call
+        if _channels_last(_val(old.args[1])) and not _channels_last(_val(old.args[0])):
+            _copy_before(graph, env[old], 0, torch.channels_last, env[old])
+            changed = True
     if not changed:
         return gm
     try:
         _propagate(new)
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return gm
-    if not _restore_output_strides(graph, out, before):
+    if not _restore_output_strides(graph, out, before, user_outputs):
         return gm
     graph.lint()
     new.recompile()
     return new
+
+
+def take_input_strides(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+    """Give gm's placeholders the strides of the inputs it will be called with where they differ
+    from the traced ones, and follow them through the graph: a backward's saved activations come
+    in the layout the compiled forward returns them in (AOTAutograd restrides the example inputs
+    from what the forward reported), not the one it was traced with. False when nothing changed
+    or the new strides cannot be followed (gm is then left as it was)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    old = {n: n.meta.get("val") for n in gm.graph.nodes}
+    changed = False
+    for node, example in zip(placeholders, example_inputs, strict=False):
+        val = node.meta.get("val")
+        if (
+            isinstance(example, torch.Tensor)
+            and isinstance(val, torch.Tensor)
+            and example.shape == val.shape
+            and example.stride() != val.stride()
+        ):
+            node.meta["val"] = example
+            changed = True
+    if not changed:
+        return False
+    try:
+        _propagate(gm)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        for node, val in old.items():
+            node.meta["val"] = val
+        return False
+    return True
 
 
 def eager_layouts(gm: torch.fx.GraphModule) -> dict[str, tuple[str, bool, tuple[int, ...]]]:
@@ -280,7 +322,19 @@ def _evaluate(node: torch.fx.Node) -> object:
     out = node.target(*args, **kwargs)
     if node.target is aten.convolution.default:
         return _as_on_gpu(out, args[0], args[1])
+    if node.target is aten.convolution_backward.default:  # cuDNN lays its gradients out likewise
+        return tuple(g if g is None or g.dim() != 4 else _as_on_gpu(g, args[1], args[2]) for g in out)
     return out
+
+
+def _channels_last(t: object) -> bool:
+    """A 4-d tensor laid out channels_last (not also contiguous, as a 1x1 image is)."""
+    return (
+        isinstance(t, torch.Tensor)
+        and t.dim() == 4
+        and not t.is_contiguous()
+        and t.is_contiguous(memory_format=torch.channels_last)
+    )
 
 
 def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -300,10 +354,15 @@ def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
-def _restore_output_strides(graph: torch.fx.Graph, out: torch.fx.Node, before: list) -> bool:
-    """Copy each output whose strides changed back to its old layout (`before`, by position);
-    False when that old layout is neither contiguous nor channels_last (no copy promises it)."""
+def _restore_output_strides(
+    graph: torch.fx.Graph, out: torch.fx.Node, before: list, only: range | None = None
+) -> bool:
+    """Copy each output whose strides changed back to its old layout (`before`, by position; only
+    the positions in `only` when given); False when that old layout is neither contiguous nor
+    channels_last (no copy promises it)."""
     for i, (old, value) in enumerate(zip(before, list(out.args[0]), strict=True)):
+        if only is not None and i not in only:
+            continue
         now = _val(value)
         if not isinstance(old, torch.Tensor) or not isinstance(now, torch.Tensor):
             continue

@@ -413,3 +413,46 @@ def test_a_lookup_read_through_a_permute_by_siblings_runs_in_their_kernel():
     (report,) = compile_and_compare(position_bias_per_layer, table, buckets, mask)
     assert not report.fallbacks, report.fallbacks
     assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+
+
+def test_conv_training_keeps_saved_activations_in_channels_last():
+    # The forward runs its convolutions in channels_last (Inductor's layout decision for this
+    # graph) and returns the activations it saves for the backward in that layout, telling
+    # AOTAutograd their strides; the backward is compiled for them and its convolutions read the
+    # gradient in channels_last too, so cuDNN converts nothing. What the user sees keeps its
+    # strides, and the gradients equal eager's.
+    import copy
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 96, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(96),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(96, 96, 3, padding=1, bias=False),
+    )
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 8, 12, 12)
+    want = ref(x)
+    want.sum().backward()
+    torch._dynamo.reset()
+    start = history_mark()
+    got = torch.compile(model, backend=fuselint_backend)(x)
+    got.sum().backward()
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert got.stride() == want.stride()
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+    (backward,) = [r for r in reports_since(start) if r.graph == "backward"]
+    grads = [
+        n
+        for n in backward.graph_module.graph.nodes
+        if n.target is torch.ops.aten.convolution_backward.default
+    ]
+    assert len(grads) == 2
+    cl = torch.channels_last
+    for n in grads:
+        g = n.args[0].meta["val"]
+        assert g.is_contiguous(memory_format=cl) and not g.is_contiguous()
+    assert any(
+        not n.args[1].meta["val"].is_contiguous() for n in grads
+    )  # a saved activation, in channels_last
