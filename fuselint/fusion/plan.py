@@ -205,13 +205,20 @@ def _contiguous_meta(shape) -> torch.Tensor | None:
 
 
 def _live(dag: nx.DiGraph) -> set[str]:
-    """The outputs and their ancestors: dead code (no path to an output) runs nowhere. Outputs
-    are taken last first, so an output that feeds a later one costs no search of its own."""
+    """The outputs, the ops that write into their arguments (a training graph's `copy_` of
+    BatchNorm's new running statistics into the module's buffers), and their ancestors: dead code
+    (no path to either) runs nowhere. Roots are taken last first, so a root that feeds a later one
+    costs no search of its own."""
     live: set[str] = set()
     for n in reversed(list(dag.nodes)):
-        if dag.nodes[n]["is_output"] and n not in live:
+        if (dag.nodes[n]["is_output"] or _writes_in_place(dag.nodes[n].get("fx"))) and n not in live:
             live |= nx.ancestors(dag, n) | {n}
     return live
+
+
+def _writes_in_place(fx: object) -> bool:
+    target = getattr(fx, "target", None)
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
 
 
 class GraphFacts:
@@ -856,8 +863,10 @@ def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> Fusi
 
 
 def _unused(f: GraphFacts, gid: int, c: str, needed: dict[int, set[str]]) -> bool:
-    """Group gid can skip c: no member of gid reads it, it is no graph output, and every other
-    group that reads it computes it itself."""
+    """Group gid can skip c: it writes into no argument, no member of gid reads it, it is no
+    graph output, and every other group that reads it computes it itself."""
+    if _writes_in_place(f.fg.dag.nodes[c].get("fx")):
+        return False
     for v in f.values_of[c]:
         if v in f.graph_outputs:
             return False

@@ -456,3 +456,34 @@ def test_conv_training_keeps_saved_activations_in_channels_last():
     assert any(
         not n.args[1].meta["val"].is_contiguous() for n in grads
     )  # a saved activation, in channels_last
+
+
+def test_batch_norm_running_statistics_update_inside_kernels():
+    # A training forward's BatchNorm writes its new running statistics into the module's buffers
+    # (`copy_` into graph inputs): the arithmetic that makes them is planned (no longer taken as
+    # dead code left to ATen op by op), and the buffers end up as eager's.
+    import copy
+
+    from fuselint.backend.runtime import FusedKernel
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 3, 16, 16)
+    torch._dynamo.reset()
+    start = history_mark()
+    compiled = torch.compile(model, backend=fuselint_backend)
+    for _ in range(2):
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+    bn, bn_ref = model[1], ref[1]
+    torch.testing.assert_close(bn.running_mean, bn_ref.running_mean, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(bn.running_var, bn_ref.running_var, atol=1e-5, rtol=1e-5)
+    assert int(bn.num_batches_tracked) == int(bn_ref.num_batches_tracked) == 2
+    (forward,) = [r for r in reports_since(start) if r.graph == "forward"]
+    aten = {
+        str(n.target)
+        for n in forward.graph_module.graph.nodes
+        if n.op == "call_function" and not isinstance(n.target, FusedKernel)
+    }
+    assert not aten & {"aten.mul.Tensor", "aten.add.Tensor"}
