@@ -9,8 +9,11 @@ probes read the log.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
 
+import torch
 from real_corpus import listen_breaks
 
 from fuselint.graph.breaks_log import parse_break
@@ -43,3 +46,52 @@ def break_sites(texts: list[str], user: Callable[[str], str | None]) -> list[str
 def op_count(gm) -> int:
     """FX ops in a captured graph (what a counting backend records per graph)."""
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def package_site(path: str, packages: tuple[str, ...], script: str | None = None) -> str | None:
+    """A `break_sites` namer: a frame in one of `packages` named from the package folder down
+    (`x_transformers/x_transformers.py`), a frame in the probe `script` itself as "probes"."""
+    for package in packages:
+        if f"/{package}/" in path:
+            return package + "/" + path.rsplit(f"/{package}/", 1)[1]
+    if script is not None and path.endswith(script):
+        return "probes"
+    return None
+
+
+def counting_compile(fn, breaks, **options) -> tuple[Callable, list[int]]:
+    """`fn` compiled in a fresh dynamo state by a backend that records each captured graph's op
+    count in the returned list (it fills as graphs compile), with the break log emptied."""
+    torch._dynamo.reset()
+    breaks.texts.clear()
+    graphs: list[int] = []
+
+    def backend(gm, _example):
+        graphs.append(op_count(gm))
+        return gm.forward
+
+    return torch.compile(fn, backend=backend, **options), graphs
+
+
+def compile_row(
+    label: str,
+    fn,
+    args: tuple,
+    breaks,
+    user: Callable[[str], str | None],
+    kwargs: dict | None = None,
+    mode: contextlib.AbstractContextManager | None = None,
+    error_width: int = 100,
+) -> str:
+    """`| label | graphs, ops | break sites |` for one call of `fn` compiled (`counting_compile`),
+    warnings silenced, inside `mode` (e.g. no_grad); a dynamo hard error is a result too."""
+    compiled, graphs = counting_compile(fn, breaks)
+    error = ""
+    with warnings.catch_warnings(), mode or contextlib.nullcontext():
+        warnings.simplefilter("ignore")
+        try:
+            compiled(*args, **(kwargs or {}))
+        except Exception as exc:
+            error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:error_width]}"
+    sites = "; ".join(break_sites(breaks.texts, user)) or "-"
+    return f"| {label} | {len(graphs)}, {sum(graphs)} | {sites}{error} |"

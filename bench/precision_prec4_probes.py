@@ -27,7 +27,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from break_probe import break_sites, listen, op_count  # noqa: E402
+from break_probe import break_sites, counting_compile, listen  # noqa: E402
 
 
 def numpy_branch(x, p):
@@ -53,15 +53,8 @@ def class_loop(y_pred, y_true):
 
 
 def run(handler, label: str, fn, *args) -> None:
-    torch._dynamo.reset()
-    handler.texts.clear()
-    graphs: list[int] = []
-
-    def record(gm, _example):
-        graphs.append(op_count(gm))
-        return gm.forward
-
-    torch.compile(fn, backend=record, dynamic=False)(*args)
+    compiled, graphs = counting_compile(fn, handler, dynamic=False)
+    compiled(*args)
     sites = break_sites(handler.texts, lambda f: Path(f).name if "site-packages/torch" not in f else None)
     print(f"| {label} | {len(graphs)}, {sum(graphs)} | {'; '.join(sites) or '-'} |")
 

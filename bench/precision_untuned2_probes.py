@@ -15,7 +15,7 @@ import sys
 import warnings
 
 import torch
-from break_probe import break_sites, listen, op_count
+from break_probe import compile_row, listen
 from torch import nn
 
 
@@ -138,23 +138,7 @@ def debug_print(x, debug=True):
 
 
 def compile_run(label: str, fn, args, breaks) -> None:
-    torch._dynamo.reset()
-    breaks.texts.clear()
-    nodes: list[int] = []
-
-    def backend(gm, _example):
-        nodes.append(op_count(gm))
-        return gm.forward
-
-    error = ""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            torch.compile(fn, backend=backend)(*args)
-        except Exception as exc:  # a dynamo hard error is a result too
-            error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
-    sites = "; ".join(break_sites(breaks.texts, _user)) or "-"
-    print(f"| {label} | {len(nodes)}, {sum(nodes)} | {sites}{error} |", flush=True)
+    print(compile_row(label, fn, args, breaks, _user, error_width=80), flush=True)
 
 
 def main() -> None:

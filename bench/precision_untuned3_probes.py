@@ -14,21 +14,15 @@ import contextlib
 import copy
 import math
 import sys
-import warnings
 
 import torch
-from break_probe import break_sites, listen, op_count
+from break_probe import compile_row, listen, package_site
 from torch import nn
 
 
 def _user(path: str) -> str | None:
     """A break at a package line (named from the package folder down) or a probe's own line."""
-    for package in ("x_transformers/", "e3nn/"):
-        if f"/{package}" in path:
-            return package + path.split(f"/{package}", 1)[1]
-    if path.endswith("precision_untuned3_probes.py"):
-        return "probes"
-    return None
+    return package_site(path, ("x_transformers", "e3nn"), "precision_untuned3_probes.py")
 
 
 # ---- pattern copies ---------------------------------------------------------------------------
@@ -235,23 +229,7 @@ class ClassFG(nn.Module):
 
 
 def compile_run(label: str, fn, args, breaks, kwargs=None) -> None:
-    torch._dynamo.reset()
-    breaks.texts.clear()
-    nodes: list[int] = []
-
-    def backend(gm, _example):
-        nodes.append(op_count(gm))
-        return gm.forward
-
-    error = ""
-    with warnings.catch_warnings(), grad_mode(label):
-        warnings.simplefilter("ignore")
-        try:
-            torch.compile(fn, backend=backend)(*args, **(kwargs or {}))
-        except Exception as exc:  # a dynamo hard error is a result too
-            error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-    sites = "; ".join(break_sites(breaks.texts, _user)) or "-"
-    print(f"| {label} | {len(nodes)}, {sum(nodes)} | {sites}{error} |", flush=True)
+    print(compile_row(label, fn, args, breaks, _user, kwargs, grad_mode(label)), flush=True)
 
 
 def grad_mode(label: str):

@@ -23,18 +23,13 @@ import warnings
 
 import numpy as np
 import torch
-from break_probe import break_sites, listen, op_count
+from break_probe import compile_row, listen, package_site
 from torch import nn
 
 
 def _user(path: str) -> str | None:
     """A break at a package line (named from the package folder down) or a probe's own line."""
-    for package in ("segment_anything/", "torchdiffeq/"):
-        if f"/{package}" in path:
-            return package + path.split(f"/{package}", 1)[1]
-    if path.endswith("precision_untuned4_probes.py"):
-        return "probes"
-    return None
+    return package_site(path, ("segment_anything", "torchdiffeq"), "precision_untuned4_probes.py")
 
 
 def _torchvision_without_c() -> None:
@@ -153,26 +148,10 @@ class MissListByTensor(nn.Module):
 
 
 def compile_run(label: str, fn, args, breaks, kwargs=None) -> None:
-    torch._dynamo.reset()
-    breaks.texts.clear()
-    nodes: list[int] = []
-
-    def backend(gm, _example):
-        nodes.append(op_count(gm))
-        return gm.forward
-
-    error = ""
     # A run labelled "... (suppress_errors)" lets dynamo run a frame that hits a hard compile error
     # eagerly and go on, so that the breaks after it are seen (the same run without it shows the error).
     torch._dynamo.config.suppress_errors = label.endswith("(suppress_errors)")
-    with warnings.catch_warnings(), grad_mode(label):
-        warnings.simplefilter("ignore")
-        try:
-            torch.compile(fn, backend=backend)(*args, **(kwargs or {}))
-        except Exception as exc:  # a dynamo hard error is a result too
-            error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-    sites = "; ".join(break_sites(breaks.texts, _user)) or "-"
-    print(f"| {label} | {len(nodes)}, {sum(nodes)} | {sites}{error} |", flush=True)
+    print(compile_row(label, fn, args, breaks, _user, kwargs, grad_mode(label)), flush=True)
 
 
 def grad_mode(label: str):

@@ -23,7 +23,7 @@ import types
 import warnings
 
 import torch
-from break_probe import break_sites, listen, op_count
+from break_probe import break_sites, counting_compile, listen, package_site
 from torch import nn
 
 
@@ -288,22 +288,11 @@ def _anywhere(path: str) -> str | None:
 
 def _in_package(path: str) -> str | None:
     """A break inside torchaudio or kornia, named from the package down."""
-    for package in ("torchaudio", "kornia"):
-        if f"/{package}/" in path:
-            return package + "/" + path.rsplit(f"/{package}/", 1)[1]
-    return None
+    return package_site(path, ("torchaudio", "kornia"))
 
 
 def probe(module: nn.Module, inputs, kwargs: dict, breaks) -> str:
-    torch._dynamo.reset()
-    breaks.texts.clear()
-    nodes: list[int] = []
-
-    def backend(gm, _example):
-        nodes.append(op_count(gm))
-        return gm.forward
-
-    compiled = torch.compile(module, backend=backend, dynamic=False)
+    compiled, nodes = counting_compile(module, breaks, dynamic=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled(*inputs(3), **kwargs)
@@ -384,17 +373,10 @@ def real_torchaudio(breaks) -> None:
     print("\n| torchaudio module (real code) | graphs, ops | break sites in torchaudio (innermost line) |")
     print("|---|---|---|")
     for label, fn, args in runs:
-        torch._dynamo.reset()
-        breaks.texts.clear()
-        nodes: list[int] = []
-
-        def backend(gm, _example, nodes=nodes):
-            nodes.append(op_count(gm))
-            return gm.forward
-
+        compiled, nodes = counting_compile(fn, breaks)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.compile(fn, backend=backend)(*args)
+            compiled(*args)
         sites = break_sites(breaks.texts, _in_package)
         print(f"| {label} | {len(nodes)}, {sum(nodes)} | {'; '.join(sites) or '-'} |", flush=True)
 
