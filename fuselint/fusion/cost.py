@@ -39,7 +39,7 @@ from fuselint.fusion.attention import (
 )
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
-from fuselint.graph.layout import conv_eager_layout
+from fuselint.graph.layout import channels_last, conv_eager_layout, layout_name
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,7 @@ def _eager_batch_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nby
         x = next((a.meta.get("val") for a in fx.all_input_nodes if _is_image(a.meta.get("val"))), None)
         if x is None:  # one of the ops on its per-channel statistics
             continue
-        cl = not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-        return device.batch_norm_us(nbytes, "channels_last" if cl else "contiguous", x.shape[2] * x.shape[3])
+        return device.batch_norm_us(nbytes, layout_name(x), x.shape[2] * x.shape[3])
     return None
 
 
@@ -267,19 +266,10 @@ def _shaped_compute_us(
     if not w or len(w) != len(out):
         return None
     if groups > 1 and w[1] == 1:  # depthwise
-        layout = conv_eager_layout(fx)[0] if eager else _layout(fx)
+        layout = conv_eager_layout(fx)[0] if eager else layout_name(fx.meta.get("val"))
         return device.depthwise_us(flops[c], w[2], layout)
     m = math.prod(out) // out[1]
     return groups * device.gemm_us(m, out[1] / groups, flops[c] / (2 * m * out[1]), dtype)
-
-
-def _layout(fx: torch.fx.Node) -> str:
-    """The memory format of a convolution's output in the compiled graph."""
-    val = fx.meta.get("val")
-    if isinstance(val, torch.Tensor) and val.dim() == 4 and not val.is_contiguous():
-        if val.is_contiguous(memory_format=torch.channels_last):
-            return "channels_last"
-    return "contiguous"
 
 
 # Functions that return their input itself when not training (`F.dropout(x, training=False) is
@@ -431,13 +421,7 @@ def _compiled_layout(conv: torch.fx.Node) -> tuple[str, bool, tuple[int, ...]]:
     """conv_eager_layout's answer for a convolution of the compiled graph: the layout its own
     input and weight have there (the layout pass made the copies explicit nodes)."""
     vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in conv.args[:2]]
-    cl = any(
-        isinstance(t, torch.Tensor)
-        and t.dim() == 4
-        and not t.is_contiguous()
-        and t.is_contiguous(memory_format=torch.channels_last)
-        for t in vals
-    )
+    cl = any(channels_last(t) for t in vals)
     return ("channels_last" if cl else "contiguous"), conv.args[2] is not None, ()
 
 

@@ -91,7 +91,7 @@ def gpu_conv_layout(
         return gm
     if not all(isinstance(_val(n), torch.Tensor) for n in gm.graph.nodes if n.op == "placeholder"):
         return gm
-    channels_last = bool(convs) and channels_last_pays(gm, inference=inference)
+    lay_out = bool(convs) and channels_last_pays(gm, inference=inference)
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, env))  # graph_copy leaves the output node out
@@ -105,13 +105,13 @@ def gpu_conv_layout(
         if old.name in eager:
             conv.meta[EAGER_LAYOUT] = eager[old.name]
         changed |= _peel_bias(graph, conv)
-        if channels_last and len(conv.args[1].meta["val"].shape) == 4:
+        if lay_out and len(conv.args[1].meta["val"].shape) == 4:
             for i in (0, 1):
                 _copy_before(graph, conv, i, torch.channels_last, conv)
             changed = True
     for old in grads:
         # cuDNN would otherwise convert the gradient to NHWC and its results back on every call
-        if _channels_last(_val(old.args[1])) and not _channels_last(_val(old.args[0])):
+        if channels_last(_val(old.args[1])) and not channels_last(_val(old.args[0])):
             _copy_before(graph, env[old], 0, torch.channels_last, env[old])
             changed = True
     if not changed:
@@ -327,7 +327,7 @@ def _evaluate(node: torch.fx.Node) -> object:
     return out
 
 
-def _channels_last(t: object) -> bool:
+def channels_last(t: object) -> bool:
     """A 4-d tensor laid out channels_last (not also contiguous, as a 1x1 image is)."""
     return (
         isinstance(t, torch.Tensor)
@@ -335,6 +335,11 @@ def _channels_last(t: object) -> bool:
         and not t.is_contiguous()
         and t.is_contiguous(memory_format=torch.channels_last)
     )
+
+
+def layout_name(t: object) -> str:
+    """ "channels_last" or "contiguous": how the cost model's device sweeps name a tensor's layout."""
+    return "channels_last" if channels_last(t) else "contiguous"
 
 
 def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

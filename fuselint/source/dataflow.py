@@ -1382,26 +1382,24 @@ class HelperReturns:
     tuples: dict[int, tuple[str | None, ...] | None] = field(default_factory=dict)
 
     def kind(self, key: tuple[str | None, str]) -> str | None:
-        fn = self.functions.get(key)
-        if fn is None:
-            return None
-        if id(fn.node) not in self.known:
-            self.known[id(fn.node)] = None  # a recursive call sees "unknown"
-            self.known[id(fn.node)] = self._returns(fn)
-        return self.known[id(fn.node)]
+        return self._once(self.known, key, self._returns)
 
     def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
         """The kinds, per position, of the tuple every `return` of the helper builds
         (`return batch, data["x"], edge_src`): a tensor where some return puts one there, known from
         the helper's own code and its parameters' annotations (`data: Dict[str, torch.Tensor]`),
         never from its callers. None when a return is anything else or the lengths differ."""
+        return self._once(self.tuples, key, self._elements)
+
+    def _once(self, cache: dict, key: tuple[str | None, str], compute):
+        """compute(helper), worked out once per helper; None for an unknown helper."""
         fn = self.functions.get(key)
         if fn is None:
             return None
-        if id(fn.node) not in self.tuples:
-            self.tuples[id(fn.node)] = None  # a recursive call sees "unknown"
-            self.tuples[id(fn.node)] = self._elements(fn)
-        return self.tuples[id(fn.node)]
+        if id(fn.node) not in cache:
+            cache[id(fn.node)] = None  # a recursive call sees "unknown"
+            cache[id(fn.node)] = compute(fn)
+        return cache[id(fn.node)]
 
     def _elements(self, fn: ModelFunction) -> tuple[str | None, ...] | None:
         returns = [n for n in live_nodes(fn.node) if isinstance(n, ast.Return)]
