@@ -25,6 +25,7 @@ from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.partition import planner_groups
+from fuselint.backend.precompile import precompile
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
 from fuselint.backend.views import fold_input_views
 from fuselint.graph.fusion_graph import FusionGraph
@@ -60,6 +61,7 @@ class CompileReport:
     folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
     runner: object | None = None  # its GraphRunner (the generated call function, once built)
+    precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
 
 
 # The latest compiled graphs, for tests, `verify` and the benchmark to inspect.
@@ -398,4 +400,8 @@ def compile_graph(
     live = {id(n.target) for n in new_gm.graph.nodes if n.op == "call_function"}
     report.kernels = [k for k in report.kernels if id(k) in live]
     report.graph_module = new_gm
+    try:
+        report.precompiled = precompile(report.kernels)
+    except Exception as exc:  # a head start only: each kernel still compiles at its first launch
+        log.warning("fuselint: parallel compile skipped (%s: %s)", type(exc).__name__, exc)
     return new_gm

@@ -463,10 +463,11 @@ class _Planner:
 
     def _prologue_role(self, c: str, role: str) -> bool:
         """May member c (role `role`) run as a prologue, once per position read? Pointwise ops
-        may; so may a lookup whose data is read from memory (an embedding or index_select
+        may, and so may a prologue of theirs (ConvNeXt's layer scale, permuted into the residual
+        add that the next LayerNorm reads through another permute); so may a lookup whose data is read from memory (an embedding or index_select
         table: T5's relative position bias, permuted into the attention mask's layout), but not
         a window, which reads each element several times."""
-        if role == "full":
+        if role in ("full", "prologue"):  # a prologue of a prologue: computed where it is read
             return True
         return role == "gather" and _packet(self.f.fg, c) in LOOKUPS
 

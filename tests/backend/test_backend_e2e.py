@@ -400,6 +400,27 @@ def test_a_value_read_through_a_permute_is_computed_in_the_reduction_that_reads_
     assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
 
 
+def scaled_residual_then_channels_layer_norm(h, gamma, shortcut, weight, bias):
+    # ConvNeXt's last block of a stage, then the downsample's LayerNorm2d: the MLP output (NHWC)
+    # scaled, permuted to NCHW and added to the shortcut, then permuted back and normalised over
+    # channels; the scale is a prologue of the add, which is a prologue of the LayerNorm
+    y = (h * gamma).permute(0, 3, 1, 2) + shortcut
+    return F.layer_norm(y.permute(0, 2, 3, 1), (y.shape[1],), weight, bias, 1e-6).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_a_prologue_of_a_prologue_runs_in_the_reduction_that_reads_it(channels_last):
+    torch.manual_seed(0)
+    n, c, hw = 2, 16, 4
+    shortcut = torch.randn(n, c, hw, hw)
+    if channels_last:
+        shortcut = shortcut.to(memory_format=torch.channels_last)
+    args = torch.randn(n, hw, hw, c), torch.randn(c), shortcut, torch.randn(c), torch.randn(c)
+    (report,) = compile_and_compare(scaled_residual_then_channels_layer_norm, *args, atol=1e-5, rtol=1e-4)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+
+
 def position_bias_per_layer(table, buckets, mask):
     # T5's relative position bias: one lookup, permuted into (1, heads, q, k) and copied into each
     # layer's attention mask

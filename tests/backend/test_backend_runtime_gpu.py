@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from fuselint.backend import history_mark, reports_since
+from fuselint.backend.precompile import launches
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -140,3 +141,19 @@ def test_cudagraphs_replay_survives_cublas_workspaces_cleared_elsewhere():
         torch.cuda.synchronize()
     torch.testing.assert_close(got, want, atol=3e-2, rtol=3e-2)
     assert all(bool((f == 7.0).all()) for f in filler)
+
+
+def test_kernels_compile_on_the_thread_pool_before_the_first_call(monkeypatch):
+    monkeypatch.setenv("FUSELINT_COMPILE_THREADS", "4")
+    model, ids = _model_and_ids()
+    torch._dynamo.reset()
+    start = history_mark()
+    with torch.no_grad():
+        got = torch.compile(model, backend="fuselint")(ids)
+        want = model(ids)
+    (report,) = reports_since(start)
+    distinct = launches(report.kernels)
+    assert len(distinct) >= 2
+    assert report.precompiled == len(distinct), (report.precompiled, [k.__name__ for k in report.kernels])
+    assert all(k._fast is not None for k in report.kernels)  # each ran its compiled binary
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
