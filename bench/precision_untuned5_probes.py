@@ -9,7 +9,7 @@ beside the transforms' own `forward` / `inverse`. The quantizers' `forward` is t
 from dynamo's `graph_breaks` log (bench/break_probe.py); pattern copies show what dynamo does on a
 flagged line that no run reaches.
 
-    PYTHONPATH=$PWD python bench/precision_untuned5_probes.py [--only pnv] [--json SITES.json]
+    PYTHONPATH=$PWD python bench/precision_untuned5_probes.py [--only pmnv] [--json SITES.json]
 
 `--json` writes every package break site (package, model, file from the package root, line, gb id):
 bench/results/precision_untuned5_sites.json, which `bench/rescore_judged.py --recall` scores.
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import sys
 import warnings
 
+import numpy as np
 import torch
 from break_probe import break_sites, counting_compile, listen, package_site
 from torch import nn
@@ -44,16 +46,91 @@ def buffer_flag_copy(x, flag):
     return x + 1
 
 
-def loss_weight_copy(x, weight):
-    """latent_quantization.py:268 `loss * w if w != 0 else 0.` where `w` is a Python float."""
-    w = float(weight)
-    return x.sum() * w if w != 0 else 0.0
-
-
 def rand_int_copy(x, max_size: int):
     """residual_vq.py:102 `torch.randint(0, n, ()).item()` that picks a quantizer dropout index."""
     rand_int = torch.randint(0, max_size, (), device=x.device)
     return x[: rand_int.item() + 1] * 2
+
+
+def nonzero_copy(mask, x):
+    """vector_quantize_pytorch.py:571 `mask.nonzero(as_tuple = True)[0]` on the dead-code mask."""
+    dead = mask.nonzero(as_tuple=True)[0]
+    return x[dead] * 2
+
+
+class TopkArgument(nn.Module):
+    """vector_quantize_pytorch.py:1133 `min(int(topk), n)` where `topk` is an int argument
+    (FL101 flags the line; `fuselint check --select FL1` on this file flags it too)."""
+
+    def forward(self, x, topk=None):
+        if topk is not None:
+            topk = min(int(topk), 4)
+            return x.topk(topk, dim=-1).values
+        return x
+
+
+# ---- the in-scope misses and the false FL107 of precision_untuned5.md, as minimal modules ----------
+# `fuselint check --select FL1 bench/precision_untuned5_probes.py` flags none of the lines marked
+# "(missed)" and flags the line marked "(flagged)".
+
+
+class MissRandomDraw(nn.Module):
+    """residual_vq.py:442/479: a Python `random` draw, compared in an `if`."""
+
+    def forward(self, x):
+        index = random.Random(1).randrange(0, 3)
+        for i in range(3):
+            if i > index:  # FL102 (missed)
+                x = x + 1
+        return x
+
+
+class MissMaskArgument(nn.Module):
+    """vector_quantize_pytorch.py:1364 `commit_loss[loss_mask]`, the mask a forward argument."""
+
+    def forward(self, x, mask):
+        loss = (x * 2) ** 2
+        return loss[mask].mean()  # FL106 (missed)
+
+
+class MissBufferDataAssigned(nn.Module):
+    """normalization.py:175: a bool buffer whose `.data` another method assigns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("initialized", torch.tensor(False))
+
+    def forward(self, x):
+        if self.training and not self.initialized:  # FL102 (missed)
+            self._initialize(x)
+        return x * 2
+
+    def _initialize(self, x):
+        self.initialized.data = torch.tensor(True)
+
+
+class MissNumpySize(nn.Module):
+    """autoregressive.py:43-46 `for _ in range(np.prod(inputs.shape[1:]))`."""
+
+    def forward(self, x):
+        n = np.prod(x.shape[1:])
+        out = torch.zeros_like(x)
+        for _ in range(n):  # (missed)
+            out = out + x
+        return out
+
+
+class FalseStaticZip(nn.Module):
+    """orthogonal.py:81: a loop over the rows of a parameter with a fixed row count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Parameter(torch.randn(2, 4))
+
+    def forward(self, x):
+        for q, n in zip(self.q, self.q.norm(dim=-1), strict=True):  # FL107 (flagged)
+            x = x - (x @ q)[:, None] * q / n
+        return x
 
 
 # ---- runner -------------------------------------------------------------------------------------
@@ -97,13 +174,24 @@ def probe_runs() -> list:
     x = torch.rand(4, 3)
     return [
         ("probe buffer_flag_copy (vq 454)", buffer_flag_copy, (x, torch.tensor(True))),
-        ("probe loss_weight_copy (latent_quantization 268, 273, 296, 301)", loss_weight_copy, (x, 0.0)),
-        ("probe loss_weight_copy, weight 0.1", loss_weight_copy, (x, 0.1)),
         ("probe rand_int_copy (residual_vq 102 and 3 twins)", rand_int_copy, (x, 3)),
+        ("probe nonzero_copy (vq 571)", nonzero_copy, (x[:, 0] > 0.5, x)),
+        ("probe TopkArgument, topk=3 (vq 1133)", TopkArgument(), (x,), {"topk": 3}),
     ]
 
 
 # ---- nflows -------------------------------------------------------------------------------------
+
+
+def miss_runs() -> list:
+    x = torch.rand(4, 3)
+    return [
+        ("miss random draw in an if (residual_vq 479 and 3 twins)", MissRandomDraw(), (x,)),
+        ("miss mask argument (vq 1364)", MissMaskArgument(), (x, x > 0.5)),
+        ("train miss buffer .data assigned (normalization 175)", MissBufferDataAssigned(), (x,)),
+        ("miss np.prod of a shape as a range (autoregressive 46)", MissNumpySize(), (x,)),
+        ("false FL107 zip over a parameter's 2 rows (orthogonal 81)", FalseStaticZip(), (x.T.contiguous(),)),
+    ]
 
 
 def n_runs() -> list:
@@ -145,6 +233,7 @@ def n_runs() -> list:
     cubic = transforms.PiecewiseCubicCouplingTransform(mask, coupling_net, num_bins=4, tails="linear",
                                                        tail_bound=3.0)  # fmt: skip
     linear_cdf = transforms.PiecewiseLinearCouplingTransform(mask, coupling_net, num_bins=4)
+    linear_tails = transforms.PiecewiseLinearCDF([d], tails="linear", tail_bound=2.0)
     cdf = transforms.CompositeCDFTransform(
         transforms.Sigmoid(), transforms.PiecewiseRationalQuadraticCDF([d])
     )
@@ -176,6 +265,14 @@ def n_runs() -> list:
         ("conditional flow sample(5, context)", mog.sample, (5, ctx)),
         ("train ActNorm forward (first call, data init)", actnorm, (x,)),
         ("Tanh inverse", transforms.Tanh().inverse, (unit * 0.5,)),
+        ("LogTanh forward (inputs in [-3, 3])", transforms.LogTanh(cut_point=1), (x.clamp(-3, 3),)),
+        ("LogTanh inverse", transforms.LogTanh(cut_point=1).inverse, (x.clamp(-3, 3),)),
+        (
+            "PiecewiseLinearCDF(tails='linear') forward",
+            transforms.PiecewiseLinearCDF([d], tails="linear", tail_bound=2.0),
+            (x,),
+        ),
+        ("PiecewiseLinearCDF(tails='linear') inverse", linear_tails.inverse, (x,)),
         ("train BatchNorm transform forward", transforms.BatchNorm(d), (x,)),
         ("CauchyCDF inverse", transforms.nonlinearities.CauchyCDF().inverse, (unit,)),
     ]
@@ -243,8 +340,55 @@ def v_runs() -> list:
     ]  # fmt: skip
 
 
+def dead_code_nonzero_calls() -> str:
+    """How often eager runs vector_quantize_pytorch.py:571 (`nonzero`, taken only when more codes
+    are dead than there are vectors) in one training step of a dead-code config, by line tracing."""
+    import vector_quantize_pytorch as vq
+
+    counts = []
+    for vectors in (4, 128):
+        torch.manual_seed(0)
+        model = vq.VectorQuantize(dim=8, codebook_size=64, threshold_ema_dead_code=2).train()
+        hits: list[int] = []
+
+        def tracer(frame, event, _arg, hits=hits):
+            name = frame.f_code.co_filename
+            if event == "line" and frame.f_lineno == 571 and name.endswith("vector_quantize_pytorch.py"):
+                hits.append(1)
+            return tracer
+
+        sys.settrace(tracer)
+        try:
+            model(torch.randn(1, vectors, 8))
+        finally:
+            sys.settrace(None)
+        counts.append(f"{vectors} vectors for 64 codes: line 571 ran {len(hits)} time(s)")
+    return "; ".join(counts)
+
+
+def latent_in_place_path() -> str:
+    """Can a LatentQuantize training step reach latent_quantization.py:266-274 (the in-place
+    codebook optimizer branch)? Its guard (264) reads `self.optimize_values`; run it eagerly."""
+    import vector_quantize_pytorch as vq
+
+    results = []
+    for optimize_values in (True, False):
+        model = vq.LatentQuantize(
+            levels=[5, 5, 5],
+            dim=8,
+            optimize_values=optimize_values,
+            in_place_codebook_optimizer=torch.optim.SGD,
+        ).train()
+        try:
+            model(torch.randn(2, 8, 16))
+            results.append(f"optimize_values={optimize_values}: runs")
+        except Exception as exc:
+            results.append(f"optimize_values={optimize_values}: {type(exc).__name__}: {exc}")
+    return "; ".join(results)
+
+
 def main() -> None:
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "pnv"
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "pmnv"
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     breaks = listen()
     torch.manual_seed(0)
@@ -254,6 +398,8 @@ def main() -> None:
     runs: list = []
     if "p" in only:
         runs += probe_runs()
+    if "m" in only:
+        runs += miss_runs()
     if "n" in only:
         runs += n_runs()
     if "v" in only:
@@ -270,6 +416,9 @@ def main() -> None:
                 gb = why.rstrip(")").rsplit(" ", 1)[-1]
                 records.append({"package": package, "model": label, "file": path.split("/", 1)[1],
                                 "line": int(line), "gb": gb if gb.startswith("gb") else ""})  # fmt: skip
+    if "v" in only:
+        print(f"\nvector_quantize_pytorch.py:571 in eager: {dead_code_nonzero_calls()}")
+        print(f"latent_quantization.py in-place optimizer branch, eager: {latent_in_place_path()}")
     if out:
         with open(out, "w") as fh:
             json.dump({"torch": torch.__version__, "sites": records}, fh, indent=1)

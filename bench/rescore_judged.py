@@ -157,9 +157,13 @@ def main() -> None:
             false = counts[("false", False)] + counts[("false", True)]
             normal = left - tagged
             print(
-                f"| {sample} | {label} | {left} | {real} | {side} | {false} | {real / left:.1%} "
-                f"| {real}/{normal} = {real / normal:.1%} |"
+                f"| {sample} | {label} | {left} | {real} | {side} | {false} | {_share(real, left)} "
+                f"| {real}/{normal} = {_share(real, normal)} |"
             )
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
 
 
 if __name__ == "__main__":
