@@ -1,15 +1,23 @@
 """Re-score judged precision samples against lint JSON: which judged findings are still reported.
 
     PYTHONPATH=. python bench/rescore_judged.py --json main=DIR_A --json prec4=DIR_B
+    PYTHONPATH=. python bench/rescore_judged.py --json main=DIR --recall bench/results/precision_untuned5_sites.json
 
 Each DIR holds `fuselint check --format json` output per package (`torchaudio.json`,
 `kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
-`x_transformers.json`, `e3nn.json`), linted from a folder holding the unzipped wheels. Every verdict
-row of bench/results/precision_untuned.md, precision_untuned2.md and precision_untuned3.md
+`x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`), linted from a
+folder holding the unzipped wheels. Every verdict row of bench/results/precision_untuned.md,
+precision_untuned2.md, precision_untuned3.md and precision_untuned5.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
-the real share with and without the side roads `--paths normal` leaves out.
+the real share with and without the side roads `--paths normal` leaves out. A sample whose
+packages have no JSON in DIR is skipped with a note.
+
+`--recall SITES.json` (a break-site list that a probe script wrote, e.g. precision_untuned5_sites.json:
+package, model, file from the package root, line, gb id) instead scores static recall per lint:
+a site counts when an FL1xx finding of its package's JSON sits on its line. Prints one row per
+package and the total, then every missed site.
 """
 
 from __future__ import annotations
@@ -21,14 +29,29 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kst]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
-PACKAGES = ("torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers")
+ROW = re.compile(r"^\| (#?[kstc]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+PACKAGES = (
+    "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
+    "nflows", "vector_quantize_pytorch",
+)  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
     "kornia k2-k50": ("precision_untuned.md", "torchaudio", lambda tag: tag.startswith("k")),
     "MONAI's 50": ("precision_untuned2.md", "monai", lambda tag: tag[0].isdigit()),
     "smp + torchmetrics (15)": ("precision_untuned2.md", "monai", lambda tag: tag[0] in "st"),
     "x-transformers + e3nn (46)": ("precision_untuned3.md", "x_transformers", lambda tag: True),
+    # precision_untuned5.md: #n rows are the default lint's findings, #cn the ones that only the
+    # `traced-functions` lint reports (its pyproject.toml: see that file's commands).
+    "nflows + vector-quantize-pytorch, default (#1-#16)": (
+        "precision_untuned5.md",
+        "vector_quantize_pytorch",
+        lambda tag: tag[0].isdigit(),
+    ),
+    "nflows traced-functions only (#c1-)": (
+        "precision_untuned5.md",
+        "nflows",
+        lambda tag: tag.startswith("c"),
+    ),
 }
 
 
@@ -75,19 +98,49 @@ def status(found: dict, path: str, line: int, code: str) -> str:
     return "merged" if any(p.startswith(f"{code} {line}:") for p in also) else "gone"
 
 
+def recall(sites_file: Path, lints: list[tuple[str, Path]]) -> None:
+    """Static recall of the break sites in `sites_file` for each lint (see the module doc)."""
+    records = json.loads(sites_file.read_text())["sites"]
+    sites = sorted({(r["package"], r["file"], r["line"]): r["gb"] for r in records}.items())
+    print("| lint | package | sites | with an FL1 finding on the line | recall |")
+    print("|---|---|---|---|---|")
+    for label, folder in lints:
+        missed = []
+        for package in sorted({p for (p, _, _), _ in sites}):
+            found = load(folder, package)
+            mine = [(key, gb) for key, gb in sites if key[0] == package]
+            hits = [
+                key for key, _ in mine
+                if any(f["code"].startswith("FL1") for f in found.get((f"{package}/{key[1]}", key[2]), []))
+            ]  # fmt: skip
+            missed += [(key, gb) for key, gb in mine if key not in hits]
+            print(f"| {label} | {package} | {len(mine)} | {len(hits)} | {len(hits) / len(mine):.0%} |")
+        hit = len(sites) - len(missed)
+        print(f"| {label} | all | {len(sites)} | {hit} | {hit / len(sites):.0%} |")
+        for (package, path, line), gb in missed:
+            print(f"  {label} missed: {package}/{path}:{line} {gb}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="append", required=True, help="LABEL=DIR of per-package lint JSON")
+    parser.add_argument("--recall", type=Path, help="score static recall of this break-site JSON instead")
     args = parser.parse_args()
     lints = [(label, Path(folder)) for label, _, folder in (j.partition("=") for j in args.json)]
+    if args.recall:
+        recall(args.recall, lints)
+        return
     print("| sample | lint | left | real | side road tagged / untagged | false | real % | --paths normal |")
     print("|---|---|---|---|---|---|---|---|")
     for sample, (name, default, chosen) in SAMPLES.items():
         for label, folder in lints:
+            picked = [row for row in rows(name, default) if chosen(row[0])]
+            absent = sorted({row[1] for row in picked if not (folder / f"{row[1]}.json").is_file()})
+            if absent:
+                print(f"| {sample} | {label} | no lint JSON for {', '.join(absent)} in {folder} |")
+                continue
             counts: Counter = Counter()
-            for tag, package, path, number, code, verdict in rows(name, default):
-                if not chosen(tag):
-                    continue
+            for _tag, package, path, number, code, verdict in picked:
                 found = load(folder, package)
                 state = status(found, path, number, code)
                 if state in ("gone", "merged"):
@@ -104,9 +157,13 @@ def main() -> None:
             false = counts[("false", False)] + counts[("false", True)]
             normal = left - tagged
             print(
-                f"| {sample} | {label} | {left} | {real} | {side} | {false} | {real / left:.1%} "
-                f"| {real}/{normal} = {real / normal:.1%} |"
+                f"| {sample} | {label} | {left} | {real} | {side} | {false} | {_share(real, left)} "
+                f"| {real}/{normal} = {_share(real, normal)} |"
             )
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
 
 
 if __name__ == "__main__":
