@@ -209,19 +209,28 @@ def kernel_cost(
     if priced:  # matmuls and convolutions at the rates measured for their shapes
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
-    memory_us = _eager_batch_norm_us(facts, nodes, device, read + written) if eager else None
+    memory_us = _eager_norm_us(facts, nodes, device, read + written) if eager else None
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
 
-def _eager_batch_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: int) -> float | None:
-    """Memory time of an eager inference BatchNorm (the nodes one `batch_norm` call decomposed
-    into) at the rate the device's sweep measured for its layout and image size."""
-    if device.efficiency is None or not device.efficiency.batch_norm:
+def _eager_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: int) -> float | None:
+    """Memory time of an eager normalisation kernel (the nodes one `batch_norm` or `layer_norm` call
+    decomposed into) at the rate the device table holds for it: inference BatchNorm at the rate
+    swept for its layout and image size, LayerNorm at its per-row and per-element cost; None for
+    any other kernel, or a table without them."""
+    if device.efficiency is None:
         return None
     for c in sorted(nodes):
         fx = facts.fg.dag.nodes[c]["fx"]
-        if "batch_norm" not in str(fx.meta.get("original_aten", "")):
+        aten = str(fx.meta.get("original_aten", ""))
+        if "native_layer_norm" in aten and fx.target is torch.ops.aten.var_mean.correction:
+            x = fx.args[0].meta.get("val") if isinstance(fx.args[0], torch.fx.Node) else None
+            if not isinstance(x, torch.Tensor) or not fx.args[1]:
+                return None
+            width = math.prod(x.shape[d] for d in fx.args[1])
+            return device.layer_norm_us(nbytes, x.numel() // max(width, 1), width)
+        if "batch_norm" not in aten or not device.efficiency.batch_norm:
             continue
         x = next((a.meta.get("val") for a in fx.all_input_nodes if _is_image(a.meta.get("val"))), None)
         if x is None:  # one of the ops on its per-channel statistics
@@ -268,7 +277,9 @@ def _shaped_compute_us(
         layout = conv_eager_layout(fx)[0] if eager else layout_name(fx.meta.get("val"))
         return device.depthwise_us(flops[c], w[2], layout)
     m = math.prod(out) // out[1]
-    return groups * device.gemm_us(m, out[1] / groups, flops[c] / (2 * m * out[1]), dtype)
+    taps = math.prod(w[2:])
+    hw = math.sqrt(math.prod(out[2:])) if len(out) > 2 else 1
+    return groups * device.conv_us(m, w[1], out[1] / groups, taps, hw, dtype)
 
 
 # Functions that return their input itself when not training (`F.dropout(x, training=False) is
