@@ -21,9 +21,12 @@ boolean mask before that conversion, where the user's strides still show.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import torch
+
+from fuselint.graph.eager_probe import EagerSdpa
 
 SDPA_OPS = {
     "aten._scaled_dot_product_flash_attention_for_cpu.default",
@@ -206,18 +209,12 @@ def _mask_and_causal(node: torch.fx.Node) -> tuple[torch.fx.Node | None, bool]:
     return mask_node, bool(node.args[4]) if len(node.args) > 4 else bool(node.kwargs.get("is_causal", False))
 
 
-def tracing_only_mask(node: torch.fx.Node) -> frozenset[str]:
-    """Names of the nodes that build an SDPA node's mask when that mask is all true and built from
-    positions and constants alone (`Mask.all_true`): the mask eager code never makes
-    (`eager_call`), so eager runs none of them. Empty for any other call."""
-    call = sdpa_call(node)
-    mask_node, _causal = _mask_and_causal(node) if call is not None else (None, False)
-    if (
-        call is None
-        or call.mask is None
-        or not call.mask.all_true
-        or not isinstance(mask_node, torch.fx.Node)
-    ):
+def mask_cone(node: torch.fx.Node) -> frozenset[str]:
+    """Names of the nodes that build an SDPA node's mask (its mask argument and every computed
+    node above it); empty when the call has no mask. Eager runs none of them when its own call
+    passes no mask (`eager_call`), unless something else reads them (cost.eager_absent)."""
+    mask_node, _causal = _mask_and_causal(node) if sdpa_call(node) is not None else (None, False)
+    if not isinstance(mask_node, torch.fx.Node):
         return frozenset()
     cone: set[str] = set()
     stack = [mask_node]
@@ -250,12 +247,45 @@ def sdpa_call(node: torch.fx.Node) -> SdpaCall | None:
     )
 
 
-def eager_call(call: SdpaCall) -> SdpaCall:
-    """The call as eager code makes it: an all-true mask built from positions alone is one that
-    libraries build only while tracing (transformers' `_ignore_*_mask_sdpa` drops it in eager,
-    where it can look at the values), so eager runs without it."""
+def _probed_mask(call: SdpaCall, mask: tuple | None) -> Mask | None:
+    """The Mask of a probed eager call: the graph's own when eager passed one alike (same sizes,
+    strides and dtype: the graph's knows its values too), else one from the probe's record."""
+    if mask is None:
+        return None
+    shape, stride, dtype = mask
+    if call.mask is not None and (call.mask.shape, call.mask.stride, call.mask.dtype) == (
+        shape,
+        stride,
+        dtype,
+    ):
+        return call.mask
+    return Mask(dtype, shape or (1,), stride or (1,))
+
+
+def eager_call(call: SdpaCall, probed: tuple[EagerSdpa, ...] | None = None) -> SdpaCall:
+    """The call as eager code makes it.
+
+    With the eager probe's record (graph/eager_probe.py): the calls eager made with the same
+    sizes and dtype, when they all passed the same mask and causality; eager's mask and
+    is_causal replace the graph's. Without a record, or when eager's calls of these sizes differ
+    or none has them: the graph's call, less an all-true mask built from positions alone, one
+    that libraries build only while tracing (transformers' `_ignore_*_mask_sdpa` drops it in
+    eager, where it can look at the values)."""
+    if probed is not None:
+        seen = {
+            (r.mask, r.is_causal)
+            for r in probed
+            if r.dtype == call.dtype
+            and len(r.query) >= 2
+            and len(r.key) >= 2
+            and (math.prod(r.query[:-2]), r.query[-2], r.query[-1], r.key[-2])
+            == (call.batch_heads, call.q_len, call.head_dim, call.kv_len)
+        }
+        if len(seen) == 1:
+            mask, is_causal = seen.pop()
+            return replace(call, mask=_probed_mask(call, mask), is_causal=is_causal)
     if call.mask is not None and call.mask.all_true:
-        return SdpaCall(**{**call.__dict__, "mask": None})
+        return replace(call, mask=None)
     return call
 
 

@@ -28,14 +28,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fuselint.fusion.attention import (
     FUSED_ATTENTION_EFFICIENCY,
-    SDPA_OPS,
     SdpaCall,
     choose_backend,
     eager_call,
     fused_work,
+    mask_cone,
     math_parts,
     sdpa_call,
-    tracing_only_mask,
 )
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
@@ -210,19 +209,28 @@ def kernel_cost(
     if priced:  # matmuls and convolutions at the rates measured for their shapes
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
-    memory_us = _eager_batch_norm_us(facts, nodes, device, read + written) if eager else None
+    memory_us = _eager_norm_us(facts, nodes, device, read + written) if eager else None
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
 
-def _eager_batch_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: int) -> float | None:
-    """Memory time of an eager inference BatchNorm (the nodes one `batch_norm` call decomposed
-    into) at the rate the device's sweep measured for its layout and image size."""
-    if device.efficiency is None or not device.efficiency.batch_norm:
+def _eager_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: int) -> float | None:
+    """Memory time of an eager normalisation kernel (the nodes one `batch_norm` or `layer_norm` call
+    decomposed into) at the rate the device table holds for it: inference BatchNorm at the rate
+    swept for its layout and image size, LayerNorm at its per-row and per-element cost; None for
+    any other kernel, or a table without them."""
+    if device.efficiency is None:
         return None
     for c in sorted(nodes):
         fx = facts.fg.dag.nodes[c]["fx"]
-        if "batch_norm" not in str(fx.meta.get("original_aten", "")):
+        aten = str(fx.meta.get("original_aten", ""))
+        if "native_layer_norm" in aten and fx.target is torch.ops.aten.var_mean.correction:
+            x = fx.args[0].meta.get("val") if isinstance(fx.args[0], torch.fx.Node) else None
+            if not isinstance(x, torch.Tensor) or not fx.args[1]:
+                return None
+            width = math.prod(x.shape[d] for d in fx.args[1])
+            return device.layer_norm_us(nbytes, x.numel() // max(width, 1), width)
+        if "batch_norm" not in aten or not device.efficiency.batch_norm:
             continue
         x = next((a.meta.get("val") for a in fx.all_input_nodes if _is_image(a.meta.get("val"))), None)
         if x is None:  # one of the ops on its per-channel statistics
@@ -269,7 +277,9 @@ def _shaped_compute_us(
         layout = conv_eager_layout(fx)[0] if eager else layout_name(fx.meta.get("val"))
         return device.depthwise_us(flops[c], w[2], layout)
     m = math.prod(out) // out[1]
-    return groups * device.gemm_us(m, out[1] / groups, flops[c] / (2 * m * out[1]), dtype)
+    taps = math.prod(w[2:])
+    hw = math.sqrt(math.prod(out[2:])) if len(out) > 2 else 1
+    return groups * device.conv_us(m, w[1], out[1] / groups, taps, hw, dtype)
 
 
 # Functions that return their input itself when not training (`F.dropout(x, training=False) is
@@ -292,16 +302,15 @@ def _eager_identity(fx: torch.fx.Node) -> bool:
     return bool(origin) and bool(_EVAL_IDENTITY.match(str(getattr(origin[-1], "target", ""))))
 
 
-def eager_absent(facts: GraphFacts) -> set[str]:
-    """Compute nodes eager code never runs: those that only build an all-true SDPA mask that
-    libraries make while tracing alone (attention.tracing_only_mask; eager passes no mask)."""
+def eager_absent(facts: GraphFacts, compiled: dict[str, SdpaCall], eager: dict[str, SdpaCall]) -> set[str]:
+    """Compute nodes eager code never runs: those that only build the mask of an SDPA call that
+    passes a mask in the graph (`compiled`) and none as eager makes it (`eager`: the eager probe's
+    record, or an all-true mask that libraries build only while tracing; attention.eager_call)."""
     sdpa, cone = set(), set()
-    for c in facts.kind:
-        fx = facts.fg.dag.nodes[c]["fx"]
-        nodes = tracing_only_mask(fx) if str(fx.target) in SDPA_OPS else frozenset()
-        if nodes:
+    for c in sorted(compiled):
+        if compiled[c].mask is not None and eager[c].mask is None:
             sdpa.add(c)
-            cone |= nodes
+            cone |= mask_cone(facts.fg.dag.nodes[c]["fx"])
     # a node some other computation also reads still runs in eager, and so do its inputs
     absent = {c for c in cone if c in facts.fg.dag}
     changed = True
@@ -438,10 +447,16 @@ def _priced(
     return sum(_priced_by_class(facts, nodes, device, flops, attention, launches).values(), Cost())
 
 
-def _eager_units(facts: GraphFacts, device: Device, flops: dict[str, int], eager_calls: dict[str, SdpaCall]):
+def _eager_units(
+    facts: GraphFacts,
+    device: Device,
+    flops: dict[str, int],
+    compiled: dict[str, SdpaCall],
+    eager_calls: dict[str, SdpaCall],
+):
     """(kernel, {class: Cost}) for each kernel eager launches: its ops priced as eager runs them,
     the layout conversions around an NCHW convolution counted as "other"."""
-    for unit in eager_kernels(facts, eager_absent(facts)):
+    for unit in eager_kernels(facts, eager_absent(facts, compiled, eager_calls)):
         parts = _priced_by_class(facts, unit, device, flops, eager_calls, eager=True)
         extra = nchw_conv_extra(facts, unit, device)
         if extra.launches:
@@ -453,14 +468,15 @@ def graph_cost(plan: FusionPlan, device: Device = DEFAULT) -> GraphCost:
     """Eager vs planned cost of one graph, per group and in total (per run of the graph).
 
     SDPA is priced as the kernel a CUDA GPU picks for it (attention.py): under compile for the
-    traced call, in eager for the call as eager code makes it (`eager_call`)."""
+    traced call, in eager for the call as eager code makes it (`eager_call`: as the eager probe
+    recorded it, graph/eager_probe.py), without the mask kernels eager does not run."""
     facts = GraphFacts(plan.graph)
     flops = {c: node_flops(facts, c) for c in facts.kind}
     compiled = sdpa_calls(facts)
-    eager_calls = {c: eager_call(k) for c, k in compiled.items()}
+    eager_calls = {c: eager_call(k, plan.graph.eager_sdpa) for c, k in compiled.items()}
     home = plan.group_of()
     eager_by_group: dict[int, Cost] = {}
-    for unit, parts in _eager_units(facts, device, flops, eager_calls):
+    for unit, parts in _eager_units(facts, device, flops, compiled, eager_calls):
         gid = home.get(min(unit, key=facts.order.get), -1)
         eager_by_group[gid] = eager_by_group.get(gid, Cost()) + sum(parts.values(), Cost())
     groups = tuple(
@@ -537,8 +553,8 @@ def cost_by_class(plans: list[FusionPlan], device: Device = DEFAULT) -> dict[str
         facts = GraphFacts(p.graph)
         flops = {c: node_flops(facts, c) for c in facts.kind}
         compiled = sdpa_calls(facts)
-        eager_calls = {c: eager_call(k) for c, k in compiled.items()}
-        for _unit, parts in _eager_units(facts, device, flops, eager_calls):
+        eager_calls = {c: eager_call(k, p.graph.eager_sdpa) for c, k in compiled.items()}
+        for _unit, parts in _eager_units(facts, device, flops, compiled, eager_calls):
             add("eager", parts, p.graph.calls)
         for g in p.groups:
             add(

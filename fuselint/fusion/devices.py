@@ -46,12 +46,21 @@ class Efficiency:
       channels_last kernel or PyTorch's own NCHW one, several times slower;
     - bandwidth: (bytes moved, GB/s) of an elementwise kernel, from 64 KiB to 1 GiB;
     - batch_norm: (layout, H x W, bytes moved, GB/s) of eager inference BatchNorm, all its kernels:
-      PyTorch's NCHW kernel works plane by plane and reaches a fraction of the copy bandwidth."""
+      PyTorch's NCHW kernel works plane by plane and reaches a fraction of the copy bandwidth;
+    - dense_conv: (k, Cin, Cout, H = W, batch, µs) of dense k x k convolutions in channels_last (the
+      layout cuDNN's kernels run in): with few channels they run several times slower than the
+      GEMM of their implicit dims (16 -> 16 channels, 3x3: 4.5x on the H200);
+    - layer_norm: (ns per row, ns per element) of PyTorch's eager LayerNorm kernel, which runs one
+      block per row and so pays per row as well as per element: not swept but fit to the model
+      kernels measured on the H200 (bench/results/h200-eff/pa.json: ViT's 9 and ConvNeXt's 23
+      LayerNorms, rows of 96 to 768 elements; GPT-2's and BERT's within 7%). Empty: by bandwidth."""
 
     gemm: tuple[tuple[int, int, int, float], ...]
     depthwise: tuple[tuple[str, int, float, float], ...]
     bandwidth: tuple[tuple[float, float], ...]
     batch_norm: tuple[tuple[str, int, float, float], ...] = ()
+    dense_conv: tuple[tuple[int, int, int, int, int, float], ...] = ()
+    layer_norm: tuple[float, ...] = ()
 
     @functools.cached_property
     def _gemm_grid(self) -> tuple[dict, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -96,6 +105,19 @@ class Efficiency:
         # one rate per size: the geometric mean of the channel counts swept at that size
         return _log_interp(nbytes, sorted((b, math.prod(gs) ** (1 / len(gs))) for b, gs in points.items()))
 
+    def nearest_dense_conv(self, k: int, cin: float, cout: float, hw: float) -> tuple | None:
+        """The swept dense convolution nearest to one of k x k taps (1x1 apart from the rest), Cin,
+        Cout and output size hw: nearest in log channels and log size; None when none was swept."""
+        mine = [r for r in self.dense_conv if (r[0] == 1) == (k == 1)]
+        if not mine or min(cin, cout, hw) <= 0:
+            return None
+
+        def distance(r: tuple) -> tuple:
+            d = sum(math.log(a / b) ** 2 for a, b in ((r[1], cin), (r[2], cout), (r[3], hw)))
+            return (d, abs(r[0] - k), r)
+
+        return min(mine, key=distance)
+
     @staticmethod
     def from_sweep(sweep: dict) -> Efficiency:
         """From `bench/calibrate.py --efficiency`'s JSON."""
@@ -112,6 +134,13 @@ class Efficiency:
                 sorted(
                     (layout, hw * hw, moved, gbs)
                     for layout, _c, hw, moved, gbs in sweep.get("batch_norm", [])
+                )
+            ),
+            dense_conv=tuple(
+                sorted(
+                    (k, cin, cout, hw, batch, us)
+                    for batch, cin, cout, k, hw, groups, layout, us, _rate in sweep["conv"]
+                    if groups == 1 and layout == "channels_last"
                 )
             ),
         )
@@ -172,6 +201,24 @@ class Device:
         rate = self.efficiency.gemm_tflops(m, n, k) * peak / self.half_tflops
         return self._at_rate(flops, rate, peak)
 
+    def conv_us(self, m: float, cin: float, cout: float, taps: int, hw: float, dtype: str) -> float:
+        """Math time of a dense convolution run as an implicit GEMM (M = batch x output pixels,
+        N = cout, K = cin x taps): that GEMM's time, scaled by how the nearest swept convolution
+        compared with its own GEMM (time as measured, with its launch, over the GEMM's), so that
+        the swept shapes are priced at their measured time. Without a conv sweep: the GEMM's."""
+        gemm = self.gemm_us(m, cout, cin * taps, dtype)
+        near = (
+            self.efficiency.nearest_dense_conv(round(math.sqrt(taps)), cin, cout, hw)
+            if self.efficiency
+            else None
+        )
+        if near is None:
+            return gemm
+        k, c_in, c_out, size, batch, us = near
+        swept = self.gemm_us(batch * size * size, c_out, c_in * k * k, "bfloat16") + self.launch_us
+        peak = 2.0 * m * cout * cin * taps / (self.tflops(dtype) * 1e6)
+        return max(peak, (gemm + self.launch_us) * us / swept - self.launch_us)
+
     def batch_norm_us(self, nbytes: float, layout: str, hw: int) -> float | None:
         """Memory time of eager inference BatchNorm at the rate swept for its layout and image size,
         less the launch time_us adds (None: no sweep)."""
@@ -179,6 +226,15 @@ class Device:
         if gbs is None:
             return None
         return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+
+    def layer_norm_us(self, nbytes: float, rows: int, width: int) -> float | None:
+        """Memory time of eager LayerNorm over `rows` rows of `width` elements, at the per-row and
+        per-element cost the table holds, less the launch time_us adds (None: not in the table)."""
+        if self.efficiency is None or len(self.efficiency.layer_norm) != 2:
+            return None
+        per_row, per_element = self.efficiency.layer_norm
+        fit = rows * (per_row + width * per_element) / 1e3
+        return max(nbytes / (self.bandwidth_gbs * 1e3), fit - self.launch_us)
 
     def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
         """Math time of a depthwise convolution at the rate swept for its layout and kernel size
@@ -305,9 +361,14 @@ def _efficiency(data: dict) -> Efficiency:
         batch_norm=tuple(
             (str(lay), int(h), float(b), float(g)) for lay, h, b, g in data.get("batch_norm", [])
         ),
+        dense_conv=tuple(
+            (int(k), int(ci), int(co), int(hw), int(b), float(us))
+            for k, ci, co, hw, b, us in data.get("dense_conv", [])
+        ),
+        layer_norm=tuple(float(v) for v in data.get("layer_norm", [])),
     )
     rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
-    rates += [g for *_x, g in eff.batch_norm]
+    rates += [g for *_x, g in eff.batch_norm] + [us for *_x, us in eff.dense_conv] + list(eff.layer_norm)
     if not eff.gemm or not eff.bandwidth or min(rates) <= 0:
         raise ValueError("needs gemm and bandwidth rows with positive rates")
     return eff

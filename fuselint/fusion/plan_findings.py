@@ -106,7 +106,7 @@ def attention_findings(plans: list[FusionPlan], device: Device = DEFAULT) -> lis
                 continue
             slow = math_attention_cost(call, device).scaled(p.graph.calls)
             fast = fused_attention_cost(call, device).scaled(p.graph.calls)
-            eager_fused = choose_backend(eager_call(call)).fused
+            eager_fused = choose_backend(eager_call(call, p.graph.eager_sdpa)).fused
             by_line.setdefault((node["file"], node["line"]), []).append((backend, slow, fast, eager_fused))
     findings = []
     for (path, line), items in sorted(by_line.items()):

@@ -41,6 +41,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from fuselint.findings import display_path
 from fuselint.graph.breaks_log import RawBreak, parse_break
+from fuselint.graph.eager_probe import EagerSdpa, probe_sdpa
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout
@@ -283,6 +284,8 @@ class _Recorder:
     links: list[GraphLink] = field(default_factory=list)
     # id of each tensor a graph returned -> (a weak reference to it, graph name, output position)
     returned: dict[int, tuple[weakref.ref, str, int]] = field(default_factory=dict)
+    # whether a graph calls scaled_dot_product_attention (then eager's calls are probed)
+    saw_sdpa: bool = False
 
     def graph_name(self, rec: _Recorded) -> str:
         return f"{self.prefix}graph{rec.index}"
@@ -295,6 +298,10 @@ class _Recorder:
             # decomposition.py does not import; importing it costs ~2 s, so only when needed.
             importlib.import_module("torch._inductor.lowering")
 
+        self.saw_sdpa |= any(
+            n.op == "call_function" and n.target is torch.nn.functional.scaled_dot_product_attention
+            for n in gm.graph.nodes
+        )
         if self.meta:
             _attention_as_on_cpu(gm)
         compile_id = torch._guards.CompileContext.current_compile_id()
@@ -526,9 +533,11 @@ def _capture(entry: Entry, *, device: str | None, train: bool, prefix: str) -> C
                 # why and where, the full story waits for --verbose.
                 detail = torch_log.getvalue() + "".join(traceback.format_exception(exc))
                 raise EntryError(f"entry {entry.spec!r}: {run_failure(exc, device)}", detail) from exc
+            # what eager code passes to SDPA, which the graph may not show (graph/eager_probe.py)
+            eager_sdpa = probe_sdpa(entry, train=train) if recorder.saw_sdpa else None
     finally:
         torch._dynamo.reset()  # drop the compiled code: it holds the model's graphs alive
-    graphs = _fusion_graphs(recorder)
+    graphs = _fusion_graphs(recorder, eager_sdpa)
     breaks = _locate_breaks(handler.records, recorder)
     return Capture(
         entry=entry.spec,
@@ -663,13 +672,15 @@ def _device_of(built: Built) -> str:
     return "cpu"
 
 
-def _fusion_graphs(recorder: _Recorder) -> tuple[FusionGraph, ...]:
+def _fusion_graphs(recorder: _Recorder, eager_sdpa: tuple[EagerSdpa, ...] | None) -> tuple[FusionGraph, ...]:
     out = []
     for rec in recorder.graphs:
         if rec.forward is not None:
             # Planned as a GPU runs it: convolutions in the layout Inductor gives them.
             forward = gpu_conv_layout(rec.forward, inference=rec.backward is None)
-            out.append(FusionGraph.from_fx(forward, name=recorder.graph_name(rec), calls=rec.forward_calls))
+            fg = FusionGraph.from_fx(forward, name=recorder.graph_name(rec), calls=rec.forward_calls)
+            fg.eager_sdpa = eager_sdpa
+            out.append(fg)
         if rec.backward is not None:
             out.append(
                 FusionGraph.from_fx(

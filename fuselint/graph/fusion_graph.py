@@ -18,6 +18,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import torch
@@ -25,6 +26,9 @@ import torch.fx
 from torch.utils.flop_counter import flop_registry
 
 from fuselint.graph.op_facts import KIND_OF
+
+if TYPE_CHECKING:
+    from fuselint.graph.eager_probe import EagerSdpa
 
 KINDS = ("input", "pointwise", "reduction", "matmul", "conv", "view", "injective", "other")
 
@@ -117,6 +121,9 @@ class FusionGraph:
     name: str = "graph0"
     # How many times the captured graph runs per call of the model.
     calls: int = 1
+    # The SDPA calls the model's eager code makes (graph/eager_probe.py), the same for every graph
+    # of one capture; None: not probed, or the probe could not run the entry.
+    eager_sdpa: tuple[EagerSdpa, ...] | None = None
 
     @classmethod
     def from_fx(cls, gm: torch.fx.GraphModule, name: str = "graph0", calls: int = 1) -> FusionGraph:

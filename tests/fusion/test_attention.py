@@ -160,3 +160,35 @@ def test_a_causal_mask_built_from_positions_is_known_causal_and_kept_in_eager(tr
 def test_the_fix_for_a_causal_mask_off_the_fused_kernels_names_is_causal():
     mask = Mask(torch.bool, (16, 1, 256, 256), (0, 0, 1, 0), causal=True)
     assert choose_backend(_call(mask)).fix == "it is causal: pass is_causal=True and no mask"
+
+
+@pytest.mark.parametrize("trace", ["cpu", "meta"])
+def test_eager_is_priced_from_the_probe_not_the_graphs_mask(trace):
+    # a causal mask built only while tracing (transformers on torch 2.11): eager runs the causal
+    # fused kernel and builds no mask, as a model passing is_causal does; compile pays for it
+    traced, plain = _analysis("entry_tracing_causal", trace), _analysis("entry_is_causal", trace)
+    (call,) = _sdpa(traced)
+    assert call.mask is not None and call.mask.causal and not call.is_causal
+    assert traced.cost.eager == plain.cost.eager
+    assert traced.cost.fused.launches > plain.cost.fused.launches
+    # the user's own causal mask is built in eager too: eager pays for it as built
+    own = _analysis("entry_causal", trace)
+    assert own.cost.eager.launches > plain.cost.eager.launches
+    assert own.cost.eager.time_us > plain.cost.eager.time_us
+
+
+def test_eager_call_takes_the_probe_only_where_it_is_unambiguous():
+    from fuselint.graph.eager_probe import EagerSdpa
+
+    causal_mask = _call(Mask(torch.bool, (16, 1, 256, 256), (0, 0, 256, 1), causal=True))
+    q = (16, 12, 256, 64)
+    plain = EagerSdpa(q, q, torch.bfloat16, None, True)
+    masked = EagerSdpa(q, q, torch.bfloat16, ((16, 1, 256, 256), (0, 0, 256, 1), torch.bool), False)
+    assert eager_call(causal_mask, (plain, plain)) == _call(causal=True)
+    # eager passed the same mask: the graph's (which knows it is causal) stands
+    assert eager_call(causal_mask, (masked,)) == causal_mask
+    # eager calls of these sizes disagree, or none has them: the graph's call stands
+    assert eager_call(causal_mask, (plain, masked)) == causal_mask
+    other = EagerSdpa((16, 12, 128, 64), (16, 12, 128, 64), torch.bfloat16, None, True)
+    assert eager_call(causal_mask, (other,)) == causal_mask
+    assert eager_call(causal_mask, ()) == causal_mask

@@ -147,3 +147,45 @@ def test_the_measured_tables_carry_their_sweeps(name):
     # below the copy bandwidth
     assert eff.depthwise_tflops("contiguous", 3, 1e9) < eff.depthwise_tflops("channels_last", 3, 1e9)
     assert eff.batch_norm_gbs("contiguous", 56 * 56, 5e7) < d.bandwidth_gbs
+    # dense convolutions with few channels run well below the GEMM of their implicit dims
+    m = 32 * 56 * 56
+    assert d.conv_us(m, 16, 16, 9, 56, "bfloat16") > 3 * d.gemm_us(m, 16, 16 * 9, "bfloat16")
+    # eager LayerNorm over ConvNeXt's short rows runs far below the copy bandwidth
+    moved = 4 * 100352 * 96
+    assert d.layer_norm_us(moved, 100352, 96) > 5 * moved / (d.bandwidth_gbs * 1e3)
+
+
+def test_dense_convolutions_are_priced_at_the_swept_conv_time():
+    from dataclasses import replace
+
+    from fuselint.fusion.devices import Efficiency
+
+    d = replace(H200, launch_us=0.5, efficiency=Efficiency.from_sweep(_swept()))
+    m = 32 * 56 * 56
+    # the swept shape itself (64 -> 64 channels, 3x3, 56x56): at its measured time, with its launch
+    assert d.conv_us(m, 64, 64, 9, 56, "bfloat16") + d.launch_us == pytest.approx(23.8)
+    # a shape near it: its GEMM scaled as the swept conv compared with its own GEMM
+    ratio = 23.8 / (d.gemm_us(m, 64, 64 * 9, "bfloat16") + d.launch_us)
+    small = 32 * 28 * 28
+    expected = (d.gemm_us(small, 128, 64 * 9, "bfloat16") + d.launch_us) * ratio - d.launch_us
+    assert d.conv_us(small, 64, 128, 9, 28, "bfloat16") == pytest.approx(expected)
+    # no 1x1 convolution swept: a 1x1 one is its GEMM
+    assert d.conv_us(m, 64, 64, 1, 56, "bfloat16") == d.gemm_us(m, 64, 64, "bfloat16")
+
+
+def test_eager_layer_norm_pays_per_row_and_per_element():
+    from dataclasses import replace
+
+    from fuselint.fusion.devices import Efficiency
+
+    eff = replace(Efficiency.from_sweep(_swept()), layer_norm=(1.0, 0.002))
+    d = replace(H200, launch_us=0.5, efficiency=eff)
+    # 100352 rows of 96 (ConvNeXt's first stage): (1 + 96 * 0.002) ns a row, less the launch
+    assert d.layer_norm_us(4 * 100352 * 96, 100352, 96) == pytest.approx(100352 * 1.192 / 1e3 - 0.5)
+    # the same elements in rows 8x as long cost less: fewer rows
+    assert d.layer_norm_us(4 * 100352 * 96, 100352 // 8, 96 * 8) < d.layer_norm_us(
+        4 * 100352 * 96, 100352, 96
+    )
+    # never faster than the peak bandwidth; no entry, no price
+    assert d.layer_norm_us(1e12, 1, 1) == pytest.approx(1e12 / (H200.bandwidth_gbs * 1e3))
+    assert replace(d, efficiency=Efficiency.from_sweep(_swept())).layer_norm_us(1e6, 10, 10) is None

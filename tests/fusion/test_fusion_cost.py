@@ -277,6 +277,27 @@ def test_a_swept_device_prices_eager_batch_norm_at_its_measured_rate():
     )
 
 
+def test_a_swept_device_prices_eager_layer_norm_per_row_and_small_convs_above_their_gemm():
+    # PyTorch's eager LayerNorm runs a block per row: over ConvNeXt's 96-wide rows it takes several
+    # times the copy time (H200: 836 µs for ConvNeXt-T's 23 LayerNorms); the plan's own kernel is
+    # priced as before. A 16-channel 3x3 convolution runs at the time swept for its shape, several
+    # times its GEMM's (4.5x on the H200 at 112x112), in eager and in the plan.
+    swept = device("H200-measured")
+    plain = replace(swept, efficiency=replace(swept.efficiency, layer_norm=(), dense_conv=()))
+    ln = torch.nn.LayerNorm(96).to(torch.bfloat16)
+    rows = plan(aten_graph(ln, torch.randn(8, 56, 56, 96, dtype=torch.bfloat16)))
+    assert graph_cost(rows, swept).eager.time_us > 3 * graph_cost(rows, plain).eager.time_us
+    assert graph_cost(rows, swept).fused == graph_cost(rows, plain).fused
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1, bias=False).eval().to(torch.bfloat16)
+    x = torch.randn(8, 16, 112, 112, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    small = plan(aten_graph(conv, x))
+    for side in ("eager", "fused"):
+        assert (
+            getattr(graph_cost(small, swept), side).time_us
+            > 2 * getattr(graph_cost(small, plain), side).time_us
+        )
+
+
 def test_compiled_convs_left_in_nchw_pay_cudnns_conversions_in_the_plan():
     # Inductor's layout rule keeps a graph of grouped convolutions in NCHW; cuDNN then converts
     # input, weight and output around each, in the compiled run as in eager (RegNet measured 405
