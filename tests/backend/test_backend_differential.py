@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from backend_helpers import aten_graph, flat, needs_interpreter
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fuselint.backend import history
@@ -71,8 +71,20 @@ def make_fn(n_inputs: int, steps: list):
     return fn
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+# derandomize: the same 50 programs on every run, so CI's verdict never depends on the draw
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(programs())
+# bf16: log|c| + 1 compared with a at a near-tie; eager rounds the log to bf16 before comparing, as
+# the kernel does, and the fp32 reference picks the other branch
+@example(
+    program=(
+        [(6, 40), (6, 40), (40,)],
+        [("log_abs", 26, 0), ("add", 0, 0), ("add", 0, 0), ("where", 45, 0)],
+        torch.bfloat16,
+        35791,
+        False,
+    )
+)
 def test_random_graphs_match_eager(program):
     shapes, steps, dtype, seed, transposed = program
     gen = torch.Generator().manual_seed(seed)
@@ -84,11 +96,19 @@ def test_random_graphs_match_eager(program):
     got = flat(gm(*args))
     # The reference computes in fp32 from the same inputs, as the kernels do.
     want = fn(*[a.float() for a in args])
-    for g, w in zip(got, want, strict=True):
+    eager = flat(fn(*args))
+    for g, w, e in zip(got, want, eager, strict=True):
         assert g.dtype == dtype and g.shape == w.shape
         scale = max(1.0, w.abs().max().item())
         if dtype == torch.float32:
             torch.testing.assert_close(g, w, atol=1e-4 * scale, rtol=1e-4, equal_nan=True)
         else:
-            torch.testing.assert_close(g.float(), w, atol=3e-2 * scale, rtol=3e-2, equal_nan=True)
+            # Each element within tolerance of the fp32 reference, or of eager in bf16: where a
+            # comparison meets a near-tie, rounding to bf16 (eager and the kernel) decides the branch.
+            tol = 3e-2 * scale + 3e-2 * w.abs()
+            off = ~((g.float() - w).abs() <= tol) & ~(g.float().isnan() & w.isnan())
+            if off.any():
+                torch.testing.assert_close(
+                    g.float()[off], e.float()[off], atol=3e-2 * scale, rtol=3e-2, equal_nan=True
+                )
     assert history[-1].kernels and all(k.calls for k in history[-1].kernels)
