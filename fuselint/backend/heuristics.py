@@ -168,5 +168,11 @@ def _unsplit_config(ir: KernelIR, interpret: bool, max_persistent: int | None) -
         rblock = full if full <= 64 else 64
         persistent = full <= 64
         xblock = min(64, next_pow2(xnumel))
+        # Enough columns to fill the GPU at 32 a program (EfficientNet's squeeze-excite means over
+        # 56x56 channels_last maps, 9216 of them): narrower tiles, one launch, as Inductor runs
+        # them; fewer columns split instead (BatchNorm statistics over 64 channels)
+        if _cdiv(xnumel, 32) >= SPLIT_MAX_PROGRAMS:
+            while _cdiv(xnumel, xblock) < SPLIT_MAX_PROGRAMS:
+                xblock //= 2
         warps = 8 if xblock * rblock >= 4096 else 4
     return LaunchConfig(xblock, rblock, persistent, warps, _cdiv(xnumel, xblock))

@@ -418,6 +418,18 @@ class Lowering:
                         dims[src % len(shape)] = umap[i]
                     hints[node.name] = tuple(None if s == 1 else m for s, m in zip(shape, dims, strict=True))
                     break
+                if packet == "embedding" and user.args[1] is node and len(shape) == len(ushape) - 1:
+                    # indices computed in the kernel (BERT's token types, gathered by position):
+                    # each is read at the positions of the row it picks
+                    hints[node.name] = tuple(
+                        None if s == 1 else m for s, m in zip(shape, umap[:-1], strict=True)
+                    )
+                    break
+                if packet == "expand" and len(shape) <= len(ushape):
+                    # broadcast along the reader's dims where this value has size 1
+                    tail = umap[len(ushape) - len(shape) :]
+                    hints[node.name] = tuple(None if s == 1 else m for s, m in zip(shape, tail, strict=True))
+                    break
                 if packet in ("unsqueeze", "squeeze", "view", "reshape", "_unsafe_view"):
                     if [s for s in shape if s != 1] != [s for s in ushape if s != 1]:
                         continue
@@ -612,11 +624,18 @@ class Lowering:
         wmeta = self._table(weight, "embedding")
         if len(wmeta.shape) != 2:
             raise Unsupported("embedding weight is not 2-D")
-        if not isinstance(indices, torch.fx.Node) or indices.name not in self.input_index:
-            raise Unsupported("embedding indices computed in the kernel")
+        if not isinstance(indices, torch.fx.Node):
+            raise Unsupported("embedding indices are not a tensor")
         out_shape = _concrete_shape(node.meta.get("val"))
         out_map = self._out_map(out_shape, [], self.hints.get(node.name))
-        idx = self._operand(indices, out_shape[:-1], out_map[:-1])
+        if indices.name in self.env:
+            # indices computed in this kernel (T5's relative position buckets): usable where
+            # they were computed at the positions of the rows this lookup reads
+            idx, idx_map = self.env[indices.name]
+            if not isinstance(idx, Value) or tuple(idx_map) != tuple(out_map[:-1]):
+                raise Unsupported("embedding indices computed at other positions")
+        else:
+            idx = self._operand(indices, out_shape[:-1], out_map[:-1])
         self._read_rows(node, weight, idx, out_map, {out_map[-1]: wmeta.stride[1]}, 0)
 
     def _gather(self, node: torch.fx.Node) -> None:
@@ -779,18 +798,34 @@ class Lowering:
             raise Unsupported("view of a tuple")
         in_shape = _concrete_shape(src.meta.get("val"))
         out_shape = _concrete_shape(node.meta.get("val"))
-        if packet == "permute":
+        if packet == "as_strided":
+            # ConvNeXt's pooled (N, C, 1, 1) restrided for its LayerNorm: the same element at
+            # every index when only size-1 dims change stride
+            src_val = src.meta.get("val")
+            size, stride = tuple(node.args[1]), tuple(node.args[2])
+            offset = node.args[3] if len(node.args) > 3 else None
+            if (
+                size != tuple(in_shape)
+                or offset not in (None, src_val.storage_offset())
+                or any(n != 1 and a != b for n, a, b in zip(size, stride, src_val.stride(), strict=True))
+            ):
+                raise Unsupported("as_strided that moves elements")
+            out_map = tuple(in_map)
+        elif packet == "permute":
             order = [d % len(in_shape) for d in node.args[1]]
             out_map = tuple(in_map[p] for p in order)
         elif packet == "t":
             out_map = tuple(reversed(in_map))
         elif packet == "expand":
             k, ka = len(out_shape), len(in_shape)
+            hint = self.hints.get(node.name)  # a reader that places it (an embedding's indices)
             out_map = []
             for i, size in enumerate(out_shape):
                 j = i - (k - ka)
                 if j >= 0 and in_shape[j] == size:
                     out_map.append(in_map[j])
+                elif hint is not None and hint[i] is not None and self.space[hint[i]] == size:
+                    out_map.append(hint[i])
                 else:
                     out_map.append(self._default_dim(k, i, size))
             out_map = tuple(out_map)

@@ -213,9 +213,21 @@ OVERLOADS: dict[str, Lower] = {
 # Reductions: packet name -> combine kind. mean and var_mean are built from sums.
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var_mean", "var", "any", "all"})
 
-# Views a kernel can follow on values it computes (they only relabel tile dimensions).
+# Views a kernel can follow on values it computes (they only relabel tile dimensions; an
+# as_strided only when it keeps every element where it is, restriding size-1 dims).
 VIEWS = frozenset(
-    {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "alias", "expand", "permute", "t"}
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "unsqueeze",
+        "squeeze",
+        "alias",
+        "expand",
+        "permute",
+        "t",
+        "as_strided",
+    }
 )
 
 COMPUTE_TYPES: dict[torch.dtype, str] = {

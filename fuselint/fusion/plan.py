@@ -477,11 +477,22 @@ class _Planner:
         for c, r in b.roles.items():
             if r in ("full", "gather"):
                 r = _role_in(self.f, a, c)
+                if r is None and b.roles[c] == "gather" and self._lookup_broadcast(a, c):
+                    r = "full"
                 if r is None or (b.roles[c] == "gather" and r != "full"):
                     return None
                 r = "gather" if b.roles[c] == "gather" else r
             roles[c] = r
         return _Group(_kind_of(a, roles), roles, a.shape, a.rdims)
+
+    def _lookup_broadcast(self, g: _Group, c: str) -> bool:
+        """Is c a table lookup whose result broadcasts along g's space (BERT's position embedding,
+        shared by the batch)? It then reads its row again at each point, as a full one does."""
+        f = self.f
+        if _packet(f.fg, c) not in LOOKUPS or g.kind == "reduction" and not g.trailing:
+            return False
+        shape = tuple(f.shape[c])
+        return len(shape) == len(g.shape) and shape[-1] == g.shape[-1] and _broadcasts(shape, g.shape)
 
     def _combine_epilogue(self, a: _Group, b: _Group, producer_first: bool) -> _Group | None:
         if not self.opt.epilogue_into_matmul or not producer_first:
@@ -514,8 +525,12 @@ class _Planner:
                 if user not in g.roles:
                     return False
                 gather_data = f.data_args(user) if g.roles[user] == "gather" else ()
-                if any(v == c and f.flat[p] and p not in gather_data for p, v in f.reads[user]):
-                    return False  # a same-position read: pw belongs in g's space, not before it
+                # a same-position read: pw belongs in g's space, not before it; a single value
+                # (T5's scalar_tensor fill of the mask) is the same at every position read
+                if f.numel(c) > 1 and any(
+                    v == c and f.flat[p] and p not in gather_data for p, v in f.reads[user]
+                ):
+                    return False
                 feeds = True
         return feeds
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -294,6 +296,85 @@ def test_token_embedding_is_read_inside_the_layer_norm_kernel():
     names = [k.__name__ for r in reports for k in r.kernels]
     assert any(n.startswith("fuselint_embedding_add_var_mean") for n in names), names
     assert not any(r.fallbacks for r in reports)
+
+
+def test_bert_embeddings_are_one_kernel_with_looked_up_token_types_and_shared_positions():
+    # BERT's embeddings, as Inductor runs them: token types gathered from a buffer by position,
+    # then looked up; position rows shared by the batch; the sum normalised, all in one kernel
+    torch.manual_seed(0)
+    words, types, positions = torch.randn(100, 32), torch.randn(2, 32), torch.randn(16, 32)
+    buffered = torch.randint(0, 2, (1, 16))
+    position_ids = torch.arange(16).unsqueeze(0)  # buffers, as the model registers them
+    g, b = torch.randn(32), torch.randn(32)
+
+    def embed(ids):
+        n = ids.shape[1]
+        pos = position_ids[:, :n]
+        token_types = torch.gather(buffered.expand(1, -1), 1, pos).expand(ids.shape[0], n)
+        h = F.embedding(ids, words) + F.embedding(token_types, types) + F.embedding(pos, positions)
+        return F.layer_norm(h, (32,), g, b)
+
+    (report,) = compile_and_compare(embed, torch.randint(0, 100, (3, 16)))
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+
+
+def relative_position_bias(table, mask):
+    # T5's position bias: buckets computed from positions alone, looked up, permuted to
+    # (1, heads, q, k) and masked with a 0-d fill per layer
+    q = torch.arange(8)
+    rel = q[None, :] - q[:, None]
+    small = rel.abs() < 4
+    big = 4 + (torch.log(rel.abs().float().clamp(min=1) / 4) / math.log(2) * 2).to(torch.int64)
+    buckets = torch.where(small, rel.abs(), big.clamp(max=7)) + (rel > 0).to(torch.int64) * 8
+    bias = F.embedding(buckets, table).permute(2, 0, 1).unsqueeze(0)
+    fill = torch.scalar_tensor(-1e4)
+    return [torch.where(mask, bias, fill).contiguous() for _ in range(2)]
+
+
+def test_lookup_indices_computed_in_the_kernel_and_a_zero_d_fill_join_their_readers():
+    table, mask = torch.randn(16, 4), torch.rand(2, 1, 1, 8) > 0.3
+    (report,) = compile_and_compare(relative_position_bias, table, mask)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.__name__ for k in report.kernels]
+
+
+def pooled_channels_layer_norm(x, weight, bias):
+    # ConvNeXt's head: the global mean, restrided as channels_last (only size-1 dims move), then
+    # LayerNorm over channels in fp32
+    m = x.mean((2, 3), keepdim=True)
+    c = m.shape[1]
+    m = torch.as_strided(m, m.shape, (c, 1, c, c)).permute(0, 2, 3, 1).float()
+    return F.layer_norm(m, (c,), weight, bias, 1e-6).to(x.dtype).permute(0, 3, 1, 2)
+
+
+def test_an_as_strided_that_keeps_every_element_is_followed_inside_the_kernel():
+    from backend_helpers import aten_graph
+
+    from fuselint.backend.compiler import compile_graph
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 4, 4, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    args = x, torch.randn(16), torch.randn(16)
+    gm = aten_graph(pooled_channels_layer_norm, *args)
+    assert "aten.as_strided" in gm.code  # as the real ConvNeXt graph has it
+    start = history_mark()
+    (got,) = flat(compile_graph(gm, list(args))(*args))
+    torch.testing.assert_close(got, pooled_channels_layer_norm(*args), atol=2e-2, rtol=2e-2)
+    (report,) = reports_since(start)
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 2, [k.__name__ for k in report.kernels]  # the mean, the norm
+    code = report.graph_module.code
+    assert "aten.as_strided" not in code and "prims.convert_element_type" not in code, code
+    # lowered whole, the restrided mean and its conversion in one kernel, as the planner groups
+    # them in ConvNeXt (whose group a failed as_strided used to split, leaving a convert kernel)
+    from fuselint.backend.compiler import prepare_group
+    from fuselint.backend.lowering import lower_group
+
+    names = ("mean", "as_strided", "permute", "convert_element_type")
+    group = prepare_group(gm, names)
+    ir = lower_group(group.nodes, group.inputs, group.outputs)
+    assert len(ir.outputs) == 1
 
 
 def test_a_kernel_that_cannot_be_built_leaves_its_group_to_aten(monkeypatch, data):

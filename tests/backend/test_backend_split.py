@@ -232,6 +232,17 @@ def test_gpu_splits_channels_last_batch_norm_statistics_to_fill_the_gpu(monkeypa
     assert gpu_config(lambda g: g.sum(0), (4096, 768)).combine is None
 
 
+def test_gpu_narrows_column_tiles_before_splitting_a_mean_over_many_channels(monkeypatch):
+    monkeypatch.delenv("FUSELINT_SPLIT_MIN_NUMEL")
+    # EfficientNet-B0's squeeze-excite mean: 64 x 144 channels_last maps of 56 x 56 (9216 columns):
+    # 288 programs of 32 columns, one launch, as Inductor runs it
+    cfg = gpu_config(lambda x: x.permute(0, 3, 1, 2).mean((2, 3)), (64, 56, 56, 144))
+    assert cfg.combine is None and cfg.xblock == 32 and cfg.grid >= SPLIT_MAX_PROGRAMS
+    # 64 channels are too few even at 32 a program: split
+    cfg = gpu_config(lambda x: x.permute(0, 3, 1, 2).mean((0, 2, 3)), (32, 112, 112, 64))
+    assert cfg.combine is not None
+
+
 def test_gpu_split_of_a_persistent_row_loops_with_the_warps_of_its_block(monkeypatch):
     monkeypatch.delenv("FUSELINT_SPLIT_MIN_NUMEL")
     # 128 rows of 16384: persistent with 16 warps unsplit; split, 4096-blocks with 8
