@@ -184,3 +184,63 @@ def test_rnn_finding_sits_on_the_first_touch_of_the_module():
             return alpha
     """
     assert lines(source, "FL108") == [12]
+
+
+MASK_READS = "mask_reads.py"
+
+
+def _marked(word: str) -> set[int]:
+    text = (BREAKS / MASK_READS).read_text().splitlines()
+    return {n for n, line in enumerate(text, 1) if f"# {word}" in line}
+
+
+def test_segment_anything_shapes_are_flagged_on_their_break_lines():
+    assert _codes_by_line(MASK_READS) == {22: "FL106", 33: "FL101", 41: "FL106", 50: "FL107"}
+    assert set(_codes_by_line(MASK_READS)) == _marked("break")
+
+
+def test_segment_anything_shapes_break_under_dynamo_where_flagged():
+    torch = pytest.importorskip("torch")
+    path = BREAKS / MASK_READS
+    module = types.ModuleType("fixture")
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    labels = torch.tensor([-1, 0, 1, 0, 1, -1])
+    runs = [
+        ("AugmentedMask", (torch.rand(6, 4), labels)),
+        ("InterpolateSize", (torch.rand(1, 1, 8, 8), torch.tensor([12.0, 10.0]))),
+        ("AsTensorMask", (torch.rand(6, 4), torch.rand(6))),
+        ("ListByTensor", (torch.rand(6, 4), torch.rand(6))),
+    ]
+    found: set[int] = set()
+    for name, args in runs:
+        torch._dynamo.reset()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            logging.disable(logging.CRITICAL)
+            try:
+                explained = torch._dynamo.explain(getattr(module, name)().eval())(*args)
+            finally:
+                logging.disable(logging.NOTSET)
+        found |= {
+            frame.lineno
+            for reason in explained.break_reasons
+            for frame in reason.user_stack[-1:]
+            if frame.filename == str(path)
+        }
+    assert found == _marked("break")
+
+
+def test_augmented_assignment_without_a_mask_and_loops_over_lists_stay_quiet():
+    source = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x: torch.Tensor, idx: torch.Tensor):
+                x[idx] += 1.0
+                x[x > 0] = 0.0
+                parts = [p * 2 for p in x.split(2)]
+                names = [str(i) for i in range(3)]
+                return torch.nn.functional.interpolate(x, size=x.shape[-2:]), parts, names
+    """
+    assert findings(source, "FL1") == []

@@ -32,6 +32,11 @@ _SIZE_FUNCTIONS = frozenset(
 _SIZE_METHODS = frozenset(
     {"new_zeros", "new_ones", "new_empty", "new_full", "view", "reshape", "expand", "repeat"}
 )
+# Functions that take an output size (`size=(h, w)`, or their second positional argument).
+_SIZE_KEYWORD_FUNCTIONS = frozenset(
+    {"torch.nn.functional.interpolate", "torch.nn.functional.upsample", "torch.nn.functional.upsample_bilinear",
+     "torch.nn.functional.upsample_nearest"}
+)  # fmt: skip
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod)
 
 
@@ -76,6 +81,11 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             bad = [a for a in sizes if flow.is_tensor(a, site.env)]
             if bad:
                 return f"tensor `{describe(bad[0], 30)}` used as a size in `{qual}` is read on the host"
+        if qual in _SIZE_KEYWORD_FUNCTIONS:
+            bad = _tensor_sizes(call, flow, site)
+            if bad is not None:
+                name = qual.rsplit(".", 1)[-1]
+                return f"tensor `{describe(bad, 30)}` used as `size` of `{name}` is read on the host"
         return None
     if (
         isinstance(func, ast.Attribute)
@@ -96,6 +106,22 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             return None  # x.view(other) may be a shape tuple or view-as-dtype; x.repeat(t) rare
         if bad:
             return f"tensor `{describe(bad[0], 30)}` used as a size in `.{func.attr}()` is read on the host"
+    return None
+
+
+def _tensor_sizes(call: ast.Call, flow: FunctionFlow, site: Site) -> ast.expr | None:
+    """A tensor in `size=` (`F.interpolate(x, size=(h, w))` with `h, w = size_t[0], size_t[1]`):
+    dynamo reads its value to size the output ("Data dependent operator", gb0033)."""
+    size = next(
+        (k.value for k in call.keywords if k.arg == "size"), call.args[1] if len(call.args) > 1 else None
+    )
+    if size is None:
+        return None
+    parts = size.elts if isinstance(size, (ast.Tuple, ast.List)) else [size]
+    for part in parts:
+        guessed = isinstance(part, ast.Name) and part.id in flow.guessed and flow.assigned.get(part.id) == 1
+        if not isinstance(part, ast.Starred) and not guessed and flow.is_tensor(part, site.env):
+            return part
     return None
 
 
