@@ -244,3 +244,19 @@ def test_augmented_assignment_without_a_mask_and_loops_over_lists_stay_quiet():
                 return torch.nn.functional.interpolate(x, size=x.shape[-2:]), parts, names
     """
     assert findings(source, "FL1") == []
+
+
+def test_augmented_boolean_mask_on_a_value_of_unknown_kind_is_flagged():
+    # segment-anything's prompt encoder: the target comes from a submodule's method.
+    source = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, points: torch.Tensor, labels: torch.Tensor):
+                emb = self.pe.forward_with_coords(points)
+                emb[labels == -1] = 0.0
+                emb[labels == 0] += self.w
+                return emb
+    """
+    assert lines(source, "FL106") == [9]

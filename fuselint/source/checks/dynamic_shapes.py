@@ -97,8 +97,12 @@ def _read(site: Site) -> bool:
 
 
 def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
+    """The boolean mask a read subscript indexes a tensor with. The target of `x[m] += v` may be of
+    unknown kind (`x = self.pe.forward_with_coords(p)`): a boolean tensor indexes only a tensor."""
     sub = site.node
-    if not _read(site) or flow.kind(sub.value, site.env) not in TENSORISH:
+    kind = flow.kind(sub.value, site.env)
+    augmented = isinstance(sub.ctx, ast.Store)
+    if not _read(site) or not (kind in TENSORISH or (augmented and kind is None)):
         return None
     parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     for part in parts:
