@@ -195,7 +195,7 @@ def _marked(word: str) -> set[int]:
 
 
 def test_segment_anything_shapes_are_flagged_on_their_break_lines():
-    assert _codes_by_line(MASK_READS) == {22: "FL106", 33: "FL101", 41: "FL106", 50: "FL107"}
+    assert _codes_by_line(MASK_READS) == {22: "FL106", 33: "FL101", 41: "FL106", 50: "FL107", 58: "FL106"}
     assert set(_codes_by_line(MASK_READS)) == _marked("break")
 
 
@@ -210,6 +210,7 @@ def test_segment_anything_shapes_break_under_dynamo_where_flagged():
         ("InterpolateSize", (torch.rand(1, 1, 8, 8), torch.tensor([12.0, 10.0]))),
         ("AsTensorMask", (torch.rand(6, 4), torch.rand(6))),
         ("ListByTensor", (torch.rand(6, 4), torch.rand(6))),
+        ("MovedMask", (torch.rand(2, 5, 4), torch.tensor([[1, 2, 3, 4, 5], [2, 1, 1, 1, 1]]))),
     ]
     found: set[int] = set()
     for name, args in runs:
@@ -236,12 +237,21 @@ def test_augmented_assignment_without_a_mask_and_loops_over_lists_stay_quiet():
         from torch import nn
 
         class M(nn.Module):
-            def forward(self, x: torch.Tensor, idx: torch.Tensor):
+            def forward(self, x: torch.Tensor, idx: torch.Tensor, size_list):
                 x[idx] += 1.0
                 x[x > 0] = 0.0
                 parts = [p * 2 for p in x.split(2)]
                 names = [str(i) for i in range(3)]
-                return torch.nn.functional.interpolate(x, size=x.shape[-2:]), parts, names
+                y = self.head(x, size_list[0]) + self.resize(x)
+                return torch.nn.functional.interpolate(y, size=x.shape[-2:]), parts, names
+
+            def head(self, x, target_size):
+                return torch.nn.functional.interpolate(x, size=target_size)
+
+            def resize(self, pixels: torch.Tensor):
+                emb, frames, width = self.patches(pixels)
+                height = emb.size(1) // width
+                return torch.nn.functional.interpolate(emb, size=(height, width))
     """
     assert findings(source, "FL1") == []
 

@@ -119,10 +119,37 @@ def _tensor_sizes(call: ast.Call, flow: FunctionFlow, site: Site) -> ast.expr | 
         return None
     parts = size.elts if isinstance(size, (ast.Tuple, ast.List)) else [size]
     for part in parts:
-        guessed = isinstance(part, ast.Name) and part.id in flow.guessed and flow.assigned.get(part.id) == 1
-        if not isinstance(part, ast.Starred) and not guessed and flow.is_tensor(part, site.env):
+        if not isinstance(part, ast.Starred) and _surely_tensor(part, flow, site.env, 0):
             return part
     return None
+
+
+def _surely_tensor(expr: ast.expr, flow: FunctionFlow, env, depth: int) -> bool:
+    """A tensor for sure, not by a guess: a parameter counts only when annotated as a tensor (a
+    `size` parameter is a tuple far more often), arithmetic only when an operand is surely one
+    (`n // width` with `width` unpacked from a submodule's result may be all ints), and a name
+    bound by `=` by every value it is bound to."""
+    if not flow.is_tensor(expr, env):
+        return False
+    if isinstance(expr, ast.BinOp):
+        return any(_surely_tensor(side, flow, env, depth) for side in (expr.left, expr.right))
+    if not isinstance(expr, ast.Name):
+        return True
+    args = flow.fn.node.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg == expr.id:
+            return arg.annotation is not None and "Tensor" in ast.unparse(arg.annotation)
+    if depth > 3:
+        return True
+    values = [
+        node.value
+        for node in ast.walk(flow.fn.node)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == expr.id
+    ]
+    return all(_surely_tensor(value, flow, env, depth + 1) for value in values)
 
 
 # Reductions that give a 0-d tensor when called without a dim.
