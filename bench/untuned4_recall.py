@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -77,9 +78,13 @@ def lint(tree: Path, config: str) -> list[dict]:
         elif config == "user":
             (root / "user_model.py").write_text(USER)
         cmd = [sys.executable, "-m", "fuselint", "check", "--no-cache", "--select", "FL1"]
+        # The check runs in the copy: a relative PYTHONPATH (`PYTHONPATH=.`) must keep naming this checkout.
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in paths if p)}
         out = subprocess.run(
             [*cmd, "--format", "json", "--exit-zero", "."],
             cwd=root,
+            env=env,
             capture_output=True,
             text=True,
             check=True,

@@ -416,14 +416,18 @@ def _chained_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule, inside: set[i
     (b < c)`, so `bool()` runs on `a < b` (torchdiffeq's rk_common.py:302, gb0170)."""
     for site in flow.of(ast.Compare):
         node = site.node
-        if id(node) in inside or len(node.ops) < 2:
+        if id(node) in inside or len(node.ops) < 2 or isinstance(node.ops[0], (ast.Is, ast.IsNot)):
             continue
-        first = ast.Compare(left=node.left, ops=node.ops[:1], comparators=node.comparators[:1])
-        culprit = value_dependent(first, flow, site.env)
-        if culprit is not None:
-            culprit = node if culprit is first else culprit
+        pair = (node.left, node.comparators[0])
+        if any(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in pair):
+            continue
+        if any(
+            (flow.kind(o, site.env) in TENSORS and not _only_guessed(o, flow, node))
+            or _syncs(o, flow, site.env)
+            for o in pair
+        ):
             yield finding(
-                sf, rule, node, _message("chained comparison", culprit, flow, site, rule), path=site.path
+                sf, rule, node, _message("chained comparison", node, flow, site, rule), path=site.path
             )
 
 
