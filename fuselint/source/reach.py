@@ -285,8 +285,12 @@ def function_name(fn) -> str:
 def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, ...]:
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
     found: set[Call] = set()
+    assigned: dict[int, frozenset[str]] = {}  # class node id -> the attributes its methods set on self
     for flow in flows:
         fn = flow.fn
+        if fn.cls is not None and id(fn.cls) not in assigned:
+            assigned[id(fn.cls)] = _self_assigned(fn.cls)
+        values = assigned.get(id(fn.cls), frozenset())
         chain = fn.chain or (function_name(fn),)
         via = (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
@@ -329,7 +333,9 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         for site in flow.of(ast.Call):
             targets = [
                 t
-                for t in _call_targets(site.node.func, summary, flow.methods, owner, instances, tables)
+                for t in _call_targets(
+                    site.node.func, summary, flow.methods, owner, instances, tables, values
+                )
                 if not outside(t[1])
             ]
             if not targets:
@@ -376,6 +382,16 @@ def _local_tables(flow, summary: FileSummary) -> dict[str, tuple[str, ...]]:
             if values and flow.assigned.get(name) == 1:
                 tables[name] = values
     return tables
+
+
+def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
+    """The attributes the class's methods set on `self` (`self.proj = ...`, `self.x: T = ...`)."""
+    found = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                found.add(node.attr)
+    return frozenset(found)
 
 
 def _dispatch(
@@ -430,6 +446,7 @@ def _call_targets(
     owner: str | None,
     instances: Mapping[str, list[tuple[str, str, str | None]]],
     tables: Mapping[str, tuple[str, ...]],
+    values: frozenset[str] = frozenset(),
 ) -> list[Target]:
     dispatch = _dispatch(func, summary, tables)
     if dispatch is not None:
@@ -447,8 +464,9 @@ def _call_targets(
         if isinstance(value, ast.Name) and value.id == "self":
             if owner is None:
                 return []
-            # Subclasses that override the method run their own (virtual dispatch, `Index.targets`).
-            found: list[Target] = [("override", owner, func.attr, None)]
+            # Subclasses that override the method run their own (virtual dispatch, `Index.targets`);
+            # an attribute the class sets (`self.proj = nn.Linear(...)`) is a value, not a method.
+            found: list[Target] = [] if func.attr in values else [("override", owner, func.attr, None)]
             if func.attr not in methods and _may_resolve(summary, owner, func.attr):
                 found.append(("self", owner, func.attr, None))
             return found
