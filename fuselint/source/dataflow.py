@@ -712,6 +712,13 @@ class FunctionFlow:
         if qual is not None:
             if qual.startswith("numpy.") and self._numpy_number(call, qual, env):
                 return NUMPY
+            if (
+                qual in _AS_TENSOR
+                and call.args
+                and _keeps_dtype(call)
+                and self.kind(call.args[0], env) == BOOL
+            ):
+                return BOOL  # torch.as_tensor(mask, device=d): the same boolean mask
             return _torch_call_kind(qual, call)
         if isinstance(func, ast.Attribute):
             receiver = func.value
@@ -727,6 +734,8 @@ class FunctionFlow:
             if rk in TENSORISH:
                 if func.attr == "size":
                     return DIM if call.args else SHAPE
+                if rk == BOOL and func.attr in _MOVES and _keeps_dtype(call, positional=True):
+                    return BOOL  # mask.to(x.device), mask.clone(): still a boolean mask
                 return _method_kind(func.attr, call)
             if isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name):
                 if receiver.value.id == "self" and func.attr in ("forward", "__call__"):
@@ -1101,6 +1110,26 @@ def _element_kind(kind: str | None, value: ast.expr | None) -> str | None:
     if kind == SHAPE:
         return DIM
     return None
+
+
+_AS_TENSOR = frozenset({"torch.as_tensor", "torch.asarray"})
+# Tensor methods that keep the dtype when given no dtype (`.to(device)`).
+_MOVES = frozenset({"to", "clone", "detach", "contiguous", "cuda", "cpu"})
+
+
+def _keeps_dtype(call: ast.Call, positional: bool = False) -> bool:
+    """The call names no dtype: no `dtype=`, and with `positional`, no positional argument but a
+    device (`x.device`, `device`, "cuda"), as in `mask.to(x.device)`."""
+    if any(k.arg == "dtype" or k.arg is None for k in call.keywords):
+        return False
+    if not positional:
+        return True
+    return all(
+        (isinstance(a, ast.Attribute) and a.attr == "device")
+        or (isinstance(a, ast.Name) and a.id == "device")
+        or (isinstance(a, ast.Constant) and isinstance(a.value, str))
+        for a in call.args
+    )
 
 
 def _has_dim(call: ast.Call) -> bool:

@@ -5,9 +5,12 @@ callees are found by `fuselint.source.scope`. This module follows their calls ou
 into functions, classes and methods of other files of the linted tree, resolved through the
 imports (`from .x import f`, `from pkg.mod import C`, `import pkg.mod as m`, re-exports in a
 package's `__init__`), into callables stored on `self` (`self.processor = Proc()` then
-`self.processor(...)` is `Proc.__call__`), into inherited methods and `super()` calls, and into
+`self.processor(...)` is `Proc.__call__`), into inherited methods and `super()` calls, into
 plain classes built or called from an entry (`C(...)` runs `C.__init__`; `c = C(); c(x)` and
-`c.step(x)` run `C.__call__` and `C.step`).
+`c.step(x)` run `C.__call__` and `C.step`), through dispatch tables (`SOLVERS[method](...)` runs
+every function or class the dict holds; the path names `SOLVERS[...]`), and into subclasses'
+overrides of a method the class calls on `self` (virtual dispatch: `self._advance(t)` in a base
+class runs whichever subclass's `_advance`).
 
 The work is split so that each file is parsed once per round and a cache can keep the rest:
 - `summarize` reads what other files need from one file: its module name, imports, functions,
@@ -40,6 +43,7 @@ _OUTSIDE = frozenset(
      "builtins", "contextlib", "enum", "abc", "json", "time", "types", "weakref", "scipy"}
 )  # fmt: skip
 _MAX_DEPTH = 8  # re-export chains and base classes followed at most this deep
+_MAX_OVERRIDES = 8  # subclasses' definitions of one method that virtual dispatch reaches at most
 
 
 def outside(qualname: str) -> bool:
@@ -78,6 +82,9 @@ class FileSummary:
     bindings: Mapping[str, str]  # imported name -> absolute qualified name
     functions: frozenset[str]
     classes: Mapping[str, ClassSummary] = field(default_factory=dict)
+    # Dispatch tables: a module-level dict assigned once -> the qualified names of its values
+    # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted.
+    tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
         """`C`, `m.f`, `pkg.mod.C` as an absolute qualified name, or None."""
@@ -138,14 +145,43 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
     bindings = {name: target for name, target in bindings.items() if not outside(target)}
     functions: set[str] = set()
     class_nodes: dict[str, ast.ClassDef] = {}
+    dicts: dict[str, list[ast.expr]] = {}  # module-level name -> every value assigned to it
     for stmt in _top_statements(tree):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.add(stmt.name)
         elif isinstance(stmt, ast.ClassDef):
             class_nodes[stmt.name] = stmt
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else (stmt.target,):
+                if isinstance(target, ast.Name):
+                    dicts.setdefault(target.id, []).append(stmt.value)
     summary = FileSummary(module, package, bindings, frozenset(functions), {})
     classes = {name: _class_summary(node, summary) for name, node in sorted(class_nodes.items())}
-    return FileSummary(module, package, bindings, frozenset(functions), classes)
+    summary = FileSummary(module, package, bindings, frozenset(functions), classes)
+    tables = {}
+    for name, values in sorted(dicts.items()):
+        found = table_values(values[0], summary) if len(values) == 1 else ()
+        if found:
+            tables[name] = found
+    return FileSummary(module, package, bindings, frozenset(functions), classes, tables)
+
+
+def table_values(expr: ast.expr, summary: FileSummary) -> tuple[str, ...]:
+    """The qualified names of the functions and classes a dict display (`{"a": f, "b": C}`) or
+    `dict(a=f, b=C)` holds as values, sorted; () when it is no dict or holds none."""
+    if isinstance(expr, ast.Dict):
+        values = expr.values
+    elif (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "dict"
+        and not expr.args
+    ):
+        values = [k.value for k in expr.keywords if k.arg is not None]
+    else:
+        return ()
+    found = {summary.qualify(v) for v in values if isinstance(v, (ast.Name, ast.Attribute))}
+    return tuple(sorted(q for q in found if q and not outside(q)))
 
 
 def _constructed(expr: ast.expr | None, summary: FileSummary, local: dict[str, list[str]]) -> list[str]:
@@ -227,7 +263,10 @@ class Call(NamedTuple):
     builds it), "self" (method or stored callable `attr` of the caller's class `qualname`),
     "super" (`attr` of a base of `qualname`), "instance" (method `attr` of an instance of class
     `qualname`), "property" (reading `attr` of an instance of `qualname` runs its getter),
-    "decorator" (function `qualname` decorates the caller: the wrapper it returns runs instead).
+    "decorator" (function `qualname` decorates the caller: the wrapper it returns runs instead),
+    "table" (every function or class that the dispatch table `qualname` holds is called:
+    `TABLE[key](...)`), "table_instance" (method `attr` of an instance built from that table),
+    "override" (`self.attr(...)` in class `qualname`: the definitions of `attr` in its subclasses).
     `via` is the path from the entry to the caller, caller included."""
 
     form: str
@@ -246,18 +285,23 @@ def function_name(fn) -> str:
 def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, ...]:
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
     found: set[Call] = set()
+    assigned: dict[int, frozenset[str]] = {}  # class node id -> the attributes its methods set on self
     for flow in flows:
         fn = flow.fn
+        if fn.cls is not None and id(fn.cls) not in assigned:
+            assigned[id(fn.cls)] = _self_assigned(fn.cls)
+        values = assigned.get(id(fn.cls), frozenset())
         chain = fn.chain or (function_name(fn),)
         via = (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
-        instances: dict[str, str] = {}
+        tables = _local_tables(flow, summary)
+        instances: dict[str, list[tuple[str, str, str | None]]] = {}
         for site in flow.of(ast.Assign):
             stmt = site.node
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                built = _constructed(stmt.value, summary, {})
-                if len(built) == 1:
-                    instances[stmt.targets[0].id] = built[0]
+                built = _built(stmt.value, summary, tables)
+                if built:
+                    instances[stmt.targets[0].id] = built
         called = {id(site.node.func) for site in flow.of(ast.Call)}
         for site in flow.of(ast.Attribute):
             node = site.node
@@ -269,8 +313,10 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 continue
             if node.value.id == "self" and owner is not None:
                 base = owner
-            elif node.value.id in instances:
-                base = instances[node.value.id]
+            elif node.value.id in instances and len(instances[node.value.id]) == 1:
+                form, base, _label = instances[node.value.id][0]
+                if form != "instance":
+                    continue
             else:
                 continue
             if _may_read_property(summary, base, node.attr):
@@ -285,8 +331,14 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             if qual and not outside(qual):
                 found.add(Call("decorator", qual, "", (), (), via, fn.side))
         for site in flow.of(ast.Call):
-            target = _call_target(site.node.func, summary, flow.methods, owner, instances)
-            if target is None or target[1].split(".")[0] in _OUTSIDE:
+            targets = [
+                t
+                for t in _call_targets(
+                    site.node.func, summary, flow.methods, owner, instances, tables, values
+                )
+                if not outside(t[1])
+            ]
+            if not targets:
                 continue
             args: list[str | None] = []
             for arg in site.node.args:
@@ -298,7 +350,9 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 (k.arg, argument_kind(flow, k.value, site.env)) if k.arg is not None else (STARRED, None)
                 for k in site.node.keywords
             )
-            found.add(Call(*target, tuple(args), keywords, via, site.path or fn.side))
+            for form, qualname, attr, label in targets:
+                through = (*via, label) if label else via
+                found.add(Call(form, qualname, attr, tuple(args), keywords, through, site.path or fn.side))
     return tuple(sorted(found, key=_call_key))
 
 
@@ -314,44 +368,129 @@ def _call_key(call: Call) -> tuple:
     )
 
 
-def _call_target(
+Target = tuple[str, str, str, "str | None"]  # form, qualname, attr, a label for the path
+
+
+def _local_tables(flow, summary: FileSummary) -> dict[str, tuple[str, ...]]:
+    """The dicts of functions or classes a function assigns once to a name (`table = {...}`)."""
+    tables = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            values = table_values(stmt.value, summary)
+            if values and flow.assigned.get(name) == 1:
+                tables[name] = values
+    return tables
+
+
+def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
+    """The attributes the class's methods set on `self` (`self.proj = ...`, `self.x: T = ...`)."""
+    found = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                found.add(node.attr)
+    return frozenset(found)
+
+
+def _dispatch(
+    func: ast.expr, summary: FileSummary, tables: Mapping[str, tuple[str, ...]]
+) -> tuple[str, str, tuple[str, ...]] | None:
+    """For a callee taken from a dispatch table, `TABLE[key]` or `TABLE.get(key)`: the label the
+    path shows (`TABLE[...]`), and "name" with the table's values when the function holds the table,
+    or "table" with the table's qualified name for `Index` to resolve (a module-level table of this
+    file or of another one)."""
+    if isinstance(func, ast.Subscript):
+        table = func.value
+    elif (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Attribute)
+        and func.func.attr == "get"
+        and func.args
+    ):
+        table = func.func.value
+    else:
+        return None
+    if not isinstance(table, (ast.Name, ast.Attribute)):
+        return None
+    label = f"{ast.unparse(table)}[...]"
+    if isinstance(table, ast.Name) and table.id in tables:
+        return label, "name", tables[table.id]
+    if isinstance(table, ast.Name) and table.id in summary.tables:
+        return label, "table", (f"{summary.module}.{table.id}",)
+    qual = summary.qualify(table)
+    if qual is None or outside(qual) or (isinstance(table, ast.Name) and table.id not in summary.bindings):
+        return None
+    return label, "table", (qual,)
+
+
+def _built(
+    expr: ast.expr, summary: FileSummary, tables: Mapping[str, tuple[str, ...]]
+) -> list[tuple[str, str, str | None]]:
+    """What `x = expr` makes `x`: an instance of one class (`C(...)`), or of whichever class a
+    dispatch table holds (`TABLE[key](...)`), as (form, qualname, label) for `x.m(...)`."""
+    if isinstance(expr, ast.Call):
+        dispatch = _dispatch(expr.func, summary, tables)
+        if dispatch is not None:
+            label, form, names = dispatch
+            return [("table_instance" if form == "table" else "instance", q, label) for q in names]
+    built = _constructed(expr, summary, {})
+    return [("instance", built[0], None)] if len(built) == 1 else []
+
+
+def _call_targets(
     func: ast.expr,
     summary: FileSummary,
     methods: frozenset[str],
     owner: str | None,
-    instances: dict[str, str],
-) -> tuple[str, str, str] | None:
+    instances: Mapping[str, list[tuple[str, str, str | None]]],
+    tables: Mapping[str, tuple[str, ...]],
+    values: frozenset[str] = frozenset(),
+) -> list[Target]:
+    dispatch = _dispatch(func, summary, tables)
+    if dispatch is not None:
+        label, form, names = dispatch
+        return [(form, q, "", label) for q in names]
     if isinstance(func, ast.Name):
         if func.id in summary.functions:
-            return None  # same-file function: the file's own scope follows it
+            return []  # same-file function: the file's own scope follows it
         if func.id in instances:
-            return ("instance", instances[func.id], "__call__")
+            return [(form, q, "__call__", label) for form, q, label in instances[func.id]]
         qual = summary.qualify(func)
-        return ("name", qual, "") if qual else None
+        return [("name", qual, "", None)] if qual else []
     if isinstance(func, ast.Attribute):
         value = func.value
         if isinstance(value, ast.Name) and value.id == "self":
-            if owner is None or func.attr in methods or not _may_resolve(summary, owner, func.attr):
-                return None
-            return ("self", owner, func.attr)
+            if owner is None:
+                return []
+            # Subclasses that override the method run their own (virtual dispatch, `Index.targets`);
+            # an attribute the class sets (`self.proj = nn.Linear(...)`) is a value, not a method.
+            found: list[Target] = [] if func.attr in values else [("override", owner, func.attr, None)]
+            if func.attr not in methods and _may_resolve(summary, owner, func.attr):
+                found.append(("self", owner, func.attr, None))
+            return found
         if (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Name)
             and value.func.id == "super"
             and owner is not None
         ):
-            return ("super", owner, func.attr)
+            return [("super", owner, func.attr, None)]
         if isinstance(value, ast.Name) and value.id in instances:
-            return ("instance", instances[value.id], func.attr)
-        if isinstance(value, ast.Call):  # GreedySearch(3).decode(x)
+            return [(form, q, func.attr, label) for form, q, label in instances[value.id]]
+        if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
+            built = _built(value, summary, tables)
+            if built:
+                return [(form, q, func.attr, label) for form, q, label in built]
             qual = summary.qualify(value.func)
-            return ("instance", qual, func.attr) if qual else None
+            return [("instance", qual, func.attr, None)] if qual else []
         qual = summary.qualify(func)
-        return ("name", qual, "") if qual else None
+        return [("name", qual, "", None)] if qual else []
     if isinstance(func, ast.Call):
         qual = summary.qualify(func.func)
-        return ("instance", qual, "__call__") if qual else None
-    return None
+        return [("instance", qual, "__call__", None)] if qual else []
+    return []
 
 
 def _may_resolve(summary: FileSummary, owner: str, attr: str) -> bool:
@@ -385,6 +524,57 @@ class Index:
         self.paths: dict[str, str] = {}
         for path in sorted(summaries):
             self.paths.setdefault(summaries[path].module, path)
+        self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
+        self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+
+    def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
+        """The values of the dispatch table `qualname` names in the tree, following re-exports."""
+        parts = qualname.split(".")
+        path = self.paths.get(".".join(parts[:-1]))
+        if path is None:
+            return ()
+        summary = self.summaries[path]
+        if parts[-1] in summary.tables:
+            return summary.tables[parts[-1]]
+        if parts[-1] in summary.bindings and depth < _MAX_DEPTH:
+            again = summary.bindings[parts[-1]]
+            return self.table(again, depth + 1) if again != qualname else ()
+        return ()
+
+    def subclasses(self, path: str, name: str) -> list[tuple[str, str]]:
+        """The classes of the tree that derive from the class, directly or not, sorted."""
+        if self._subclasses is None:
+            children: dict[tuple[str, str], set[tuple[str, str]]] = {}
+            for cls_path in sorted(self.summaries):
+                for cls, summary in self.summaries[cls_path].classes.items():
+                    for base in summary.bases:
+                        found = self._class(base)
+                        if found is not None and found != (cls_path, cls):
+                            children.setdefault(found, set()).add((cls_path, cls))
+            self._subclasses = {key: sorted(found) for key, found in children.items()}
+        out: set[tuple[str, str]] = set()
+        todo = [(path, name)]
+        while todo:
+            for child in self._subclasses.get(todo.pop(), ()):
+                if child not in out and child != (path, name):
+                    out.add(child)
+                    todo.append(child)
+        return sorted(out)
+
+    def overrides(self, path: str, name: str, attr: str) -> list[tuple[str, str, bool]]:
+        """The definitions of method `attr` in subclasses of the class (`self.attr(...)` in the
+        class runs one of them on a subclass's instance). None when more than `_MAX_OVERRIDES`
+        classes define it: a hook that a whole model zoo overrides says nothing about which runs."""
+        key = (path, f"{name}.{attr}")
+        if key not in self._overrides:
+            found = sorted(
+                (sub_path, f"{sub}.{attr}", False)
+                for sub_path, sub in self.subclasses(path, name)
+                if attr in self.summaries[sub_path].classes[sub].methods
+                and attr not in self.summaries[sub_path].classes[sub].properties
+            )
+            self._overrides[key] = found if len(found) <= _MAX_OVERRIDES else []
+        return self._overrides[key]
 
     def lookup(self, qualname: str, depth: int = 0) -> tuple[str, str, str | None] | None:
         """(path, top-level name, member or None) that `qualname` names in the tree, following
@@ -448,6 +638,19 @@ class Index:
                 owner = self.summaries[hit[0]].classes[hit[1].split(".")[0]]
                 return [(*hit, member not in owner.unbound)]
             return self._construct(path, head)
+        if call.form == "table":
+            out = set()
+            for value in self.table(call.qualname):
+                out.update(self.targets(call._replace(form="name", qualname=value)))
+            return sorted(out)
+        if call.form == "table_instance":
+            out = set()
+            for value in self.table(call.qualname):
+                out.update(self.targets(call._replace(form="instance", qualname=value)))
+            return sorted(out)
+        if call.form == "override":
+            owner = self._class(call.qualname)
+            return self.overrides(*owner, call.attr) if owner is not None else []
         if call.form == "decorator":
             found = self.lookup(call.qualname)
             if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].functions:

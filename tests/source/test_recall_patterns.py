@@ -184,3 +184,97 @@ def test_rnn_finding_sits_on_the_first_touch_of_the_module():
             return alpha
     """
     assert lines(source, "FL108") == [12]
+
+
+MASK_READS = "untuned4_sites.py"
+
+
+def _marked(word: str) -> set[int]:
+    text = (BREAKS / MASK_READS).read_text().splitlines()
+    return {n for n, line in enumerate(text, 1) if f"# {word}" in line}
+
+
+def test_segment_anything_shapes_are_flagged_on_their_break_lines():
+    assert _codes_by_line(MASK_READS) == {
+        23: "FL106",
+        34: "FL101",
+        42: "FL106",
+        51: "FL107",
+        59: "FL106",
+        67: "FL102",
+    }
+    assert set(_codes_by_line(MASK_READS)) == _marked("break")
+
+
+def test_segment_anything_shapes_break_under_dynamo_where_flagged():
+    torch = pytest.importorskip("torch")
+    path = BREAKS / MASK_READS
+    module = types.ModuleType("fixture")
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    labels = torch.tensor([-1, 0, 1, 0, 1, -1])
+    runs = [
+        ("AugmentedMask", (torch.rand(6, 4), labels)),
+        ("InterpolateSize", (torch.rand(1, 1, 8, 8), torch.tensor([12.0, 10.0]))),
+        ("AsTensorMask", (torch.rand(6, 4), torch.rand(6))),
+        ("ListByTensor", (torch.rand(6, 4), torch.rand(6))),
+        ("MovedMask", (torch.rand(2, 5, 4), torch.tensor([[1, 2, 3, 4, 5], [2, 1, 1, 1, 1]]))),
+        ("ChainedCompare", (torch.tensor(1.0), torch.tensor(1.2))),
+    ]
+    found: set[int] = set()
+    for name, args in runs:
+        torch._dynamo.reset()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            logging.disable(logging.CRITICAL)
+            try:
+                explained = torch._dynamo.explain(getattr(module, name)().eval())(*args)
+            finally:
+                logging.disable(logging.NOTSET)
+        found |= {
+            frame.lineno
+            for reason in explained.break_reasons
+            for frame in reason.user_stack[-1:]
+            if frame.filename == str(path)
+        }
+    assert found == _marked("break")
+
+
+def test_augmented_assignment_without_a_mask_and_loops_over_lists_stay_quiet():
+    source = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x: torch.Tensor, idx: torch.Tensor, size_list):
+                x[idx] += 1.0
+                x[x > 0] = 0.0
+                parts = [p * 2 for p in x.split(2)]
+                names = [str(i) for i in range(3)]
+                y = self.head(x, size_list[0]) + self.resize(x)
+                return torch.nn.functional.interpolate(y, size=x.shape[-2:]), parts, names
+
+            def head(self, x, target_size):
+                return torch.nn.functional.interpolate(x, size=target_size)
+
+            def resize(self, pixels: torch.Tensor):
+                emb, frames, width = self.patches(pixels)
+                height = emb.size(1) // width
+                return torch.nn.functional.interpolate(emb, size=(height, width))
+    """
+    assert findings(source, "FL1") == []
+
+
+def test_augmented_boolean_mask_on_a_value_of_unknown_kind_is_flagged():
+    # segment-anything's prompt encoder: the target comes from a submodule's method.
+    source = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, points: torch.Tensor, labels: torch.Tensor):
+                emb = self.pe.forward_with_coords(points)
+                emb[labels == -1] = 0.0
+                emb[labels == 0] += self.w
+                return emb
+    """
+    assert lines(source, "FL106") == [9]

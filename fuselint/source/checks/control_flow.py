@@ -394,7 +394,8 @@ def _operand_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[F
     for site in flow.of(ast.IfExp):
         inside.update(id(n) for n in ast.walk(site.node.test))
     for site in flow.of(ast.BoolOp):
-        inside.update(id(v) for v in site.node.values if isinstance(v, ast.BoolOp))
+        inside.update(id(v) for v in site.node.values if isinstance(v, (ast.BoolOp, ast.Compare)))
+    yield from _chained_jumps(sf, flow, rule, inside)
     for site in flow.of(ast.BoolOp):
         node = site.node
         if id(node) in inside:
@@ -408,6 +409,26 @@ def _operand_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[F
                 word = "`or`" if stop else "`and`"
                 yield finding(sf, rule, value, _message(word, culprit, flow, site, rule), path=site.path)
                 break
+
+
+def _chained_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule, inside: set[int]) -> Iterable[Finding]:
+    """`on_jump = t0 < t_jump < t0 + dt` outside a test: a chained comparison is `(a < b) and
+    (b < c)`, so `bool()` runs on `a < b` (torchdiffeq's rk_common.py:302, gb0170)."""
+    for site in flow.of(ast.Compare):
+        node = site.node
+        if id(node) in inside or len(node.ops) < 2 or isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            continue
+        pair = (node.left, node.comparators[0])
+        if any(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in pair):
+            continue
+        if any(
+            (flow.kind(o, site.env) in TENSORS and not _only_guessed(o, flow, node))
+            or _syncs(o, flow, site.env)
+            for o in pair
+        ):
+            yield finding(
+                sf, rule, node, _message("chained comparison", node, flow, site, rule), path=site.path
+            )
 
 
 def _plain_message(node: ast.Assert) -> bool:

@@ -89,9 +89,20 @@ def _sized(call: ast.Call, flow: FunctionFlow) -> bool:
     return True
 
 
-def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
+def _read(site: Site) -> bool:
+    """The subscript is read: a load, or the target of an augmented assignment (`x[m] += v` reads
+    `x[m]` before it writes it back; `x[m] = v` alone is an index_put, which keeps shapes)."""
     sub = site.node
-    if not isinstance(sub.ctx, ast.Load) or flow.kind(sub.value, site.env) not in TENSORISH:
+    return isinstance(sub.ctx, ast.Load) or (isinstance(site.stmt, ast.AugAssign) and site.stmt.target is sub)
+
+
+def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
+    """The boolean mask a read subscript indexes a tensor with. The target of `x[m] += v` may be of
+    unknown kind (`x = self.pe.forward_with_coords(p)`): a boolean tensor indexes only a tensor."""
+    sub = site.node
+    kind = flow.kind(sub.value, site.env)
+    augmented = isinstance(sub.ctx, ast.Store)
+    if not _read(site) or not (kind in TENSORISH or (augmented and kind is None)):
         return None
     parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     for part in parts:
@@ -111,8 +122,11 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
+                augmented = (
+                    " (`+=` and the like read it first)" if isinstance(site.node.ctx, ast.Store) else ""
+                )
                 message = (
-                    f"indexing `{describe(site.node.value, 30)}` with boolean mask `{describe(mask, 30)}` "
-                    f"has a data-dependent output shape: {rule.message}"
+                    f"indexing `{describe(site.node.value, 30)}` with boolean mask `{describe(mask, 30)}`"
+                    f"{augmented} has a data-dependent output shape: {rule.message}"
                 )
                 yield finding(sf, rule, site.node, message, path=site.path)

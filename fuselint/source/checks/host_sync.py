@@ -32,6 +32,11 @@ _SIZE_FUNCTIONS = frozenset(
 _SIZE_METHODS = frozenset(
     {"new_zeros", "new_ones", "new_empty", "new_full", "view", "reshape", "expand", "repeat"}
 )
+# Functions that take an output size (`size=(h, w)`, or their second positional argument).
+_SIZE_KEYWORD_FUNCTIONS = frozenset(
+    {"torch.nn.functional.interpolate", "torch.nn.functional.upsample", "torch.nn.functional.upsample_bilinear",
+     "torch.nn.functional.upsample_nearest"}
+)  # fmt: skip
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod)
 
 
@@ -76,6 +81,11 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             bad = [a for a in sizes if flow.is_tensor(a, site.env)]
             if bad:
                 return f"tensor `{describe(bad[0], 30)}` used as a size in `{qual}` is read on the host"
+        if qual in _SIZE_KEYWORD_FUNCTIONS:
+            bad = _tensor_sizes(call, flow, site)
+            if bad is not None:
+                name = qual.rsplit(".", 1)[-1]
+                return f"tensor `{describe(bad, 30)}` used as `size` of `{name}` is read on the host"
         return None
     if (
         isinstance(func, ast.Attribute)
@@ -97,6 +107,49 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         if bad:
             return f"tensor `{describe(bad[0], 30)}` used as a size in `.{func.attr}()` is read on the host"
     return None
+
+
+def _tensor_sizes(call: ast.Call, flow: FunctionFlow, site: Site) -> ast.expr | None:
+    """A tensor in `size=` (`F.interpolate(x, size=(h, w))` with `h, w = size_t[0], size_t[1]`):
+    dynamo reads its value to size the output ("Data dependent operator", gb0033)."""
+    size = next(
+        (k.value for k in call.keywords if k.arg == "size"), call.args[1] if len(call.args) > 1 else None
+    )
+    if size is None:
+        return None
+    parts = size.elts if isinstance(size, (ast.Tuple, ast.List)) else [size]
+    for part in parts:
+        if not isinstance(part, ast.Starred) and _surely_tensor(part, flow, site.env, 0):
+            return part
+    return None
+
+
+def _surely_tensor(expr: ast.expr, flow: FunctionFlow, env, depth: int) -> bool:
+    """A tensor for sure, not by a guess: a parameter counts only when annotated as a tensor (a
+    `size` parameter is a tuple far more often), arithmetic only when an operand is surely one
+    (`n // width` with `width` unpacked from a submodule's result may be all ints), and a name
+    bound by `=` by every value it is bound to."""
+    if not flow.is_tensor(expr, env):
+        return False
+    if isinstance(expr, ast.BinOp):
+        return any(_surely_tensor(side, flow, env, depth) for side in (expr.left, expr.right))
+    if not isinstance(expr, ast.Name):
+        return True
+    args = flow.fn.node.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg == expr.id:
+            return arg.annotation is not None and "Tensor" in ast.unparse(arg.annotation)
+    if depth > 3:
+        return True
+    values = [
+        node.value
+        for node in ast.walk(flow.fn.node)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == expr.id
+    ]
+    return all(_surely_tensor(value, flow, env, depth + 1) for value in values)
 
 
 # Reductions that give a 0-d tensor when called without a dim.

@@ -194,6 +194,34 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
     return None
 
 
+def _row_comprehension(site: Site, flow: FunctionFlow) -> tuple[str, ast.expr] | None:
+    """A comprehension whose first `for` iterates a tensor and whose element indexes a Python value
+    (a list) with each element (`[rows[i] for i in keep]`): the list reads each 0-d tensor as an int
+    (an `.item()` per element, gb0124). A comprehension that only unrolls over a tensor is left
+    alone: the value annotated as a tensor is often a list of them (`[lvl[0] for lvl in levels]`)."""
+    comp = site.node
+    first = comp.generators[0]
+    if not isinstance(first.target, ast.Name) or not _rows(first.iter, flow, site.env):
+        return None
+    name = first.target.id
+    for node in ast.walk(comp.value if isinstance(comp, ast.DictComp) else comp.elt):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Name)
+            and node.slice.id == name
+            and flow.kind(node.value, site.env) not in TENSORISH
+        ):
+            return (
+                f"the comprehension over tensor `{describe(first.iter, 30)}` indexes "
+                f"`{describe(node.value, 20)}` with each element (an `.item()` each)",
+                first.iter,
+            )
+    return None
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
 @check("FL107")
 def python_loop_over_tensor(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
@@ -202,3 +230,8 @@ def python_loop_over_tensor(sf: SourceFile, functions: list[ModelFunction], rule
             if what is not None:
                 loop = site.node
                 yield finding(sf, rule, loop, f"{what}: {rule.message}", path=site.path, end=loop.iter)
+        for site in flow.of(*_COMPREHENSIONS):
+            found = _row_comprehension(site, flow)
+            if found is not None:
+                what, end = found
+                yield finding(sf, rule, site.node, f"{what}: {rule.message}", path=site.path, end=end)
