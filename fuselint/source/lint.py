@@ -29,6 +29,7 @@ from fuselint.source.reach import (
     Call,
     FileSummary,
     Index,
+    inherited_modules,
     module_name,
     outgoing_calls,
     reach_roots,
@@ -672,6 +673,8 @@ def _settle(
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
         index = Index(known)
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
+        for n, extra in inherited_modules(index).items():
+            found[n] = (*extra, *found.get(n, ()))
         # A root that the file's own entries already reach adds nothing (and re-linting for it
         # would cost a parse): modular files' `super().forward(...)` name other files' forwards.
         roots = {

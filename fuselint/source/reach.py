@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from fuselint.source.dataflow import argument_kind
-from fuselint.source.imports import iter_statements
-from fuselint.source.scope import STARRED, Reached
+from fuselint.source.imports import ImportTable, iter_statements
+from fuselint.source.scope import MODULE_ROOT, STARRED, Reached, module_classes
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
 _OUTSIDE = frozenset(
@@ -71,6 +71,7 @@ class ClassSummary(NamedTuple):
     stored: tuple[tuple[str, tuple[str, ...]], ...] = ()
     properties: frozenset[str] = frozenset()  # methods read as attributes (`@property`)
     unbound: frozenset[str] = frozenset()  # static and class methods: `C.m(x)` passes no self
+    module: bool = False  # an nn.Module by its own file's evidence (a torch.nn base, a local one...)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,11 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
                 if isinstance(target, ast.Name):
                     dicts.setdefault(target.id, []).append(stmt.value)
     summary = FileSummary(module, package, bindings, frozenset(functions), {})
-    classes = {name: _class_summary(node, summary) for name, node in sorted(class_nodes.items())}
+    modules = module_classes(tree, ImportTable.of(tree)) if class_nodes else set()
+    classes = {
+        name: _class_summary(node, summary)._replace(module=name in modules)
+        for name, node in sorted(class_nodes.items())
+    }
     summary = FileSummary(module, package, bindings, frozenset(functions), classes)
     tables = {}
     for name, values in sorted(dicts.items()):
@@ -698,6 +703,24 @@ class Index:
             if hit is not None:
                 out.append((*hit, False))
         return out
+
+
+def inherited_modules(index: Index) -> dict[str, tuple[Reached, ...]]:
+    """Classes that are nn.Modules only through a base of another file (nflows' `class
+    ActNorm(Transform)`, `Transform(nn.Module)` in its own file): per file, a `^Class` root naming
+    each, with the base that makes it one, so that its `forward` is an entry like any module's."""
+    roots: dict[str, list[Reached]] = {}
+    for path in sorted(index.summaries):
+        for name, cls in index.summaries[path].classes.items():
+            if cls.module or "forward" not in cls.methods:
+                continue
+            for base_path, base in index.classes_of(path, name)[1:]:
+                if index.summaries[base_path].classes[base].module:
+                    roots.setdefault(path, []).append(
+                        Reached(f"{MODULE_ROOT}{name}", (f"{base_path}:{base}",))
+                    )
+                    break
+    return {path: tuple(found) for path, found in roots.items()}
 
 
 def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> dict[str, tuple[Reached, ...]]:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.tracing_truth import live_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+# A root named "^C": class C of this file is an nn.Module through a base of another file.
+MODULE_ROOT = "^"
 # What a reaching call's argument list records for a starred argument or a `**mapping`.
 STARRED = "*"
 
@@ -76,10 +79,11 @@ def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
     return imports.qualname(expr) in ("torch.compile", "torch.jit.script")
 
 
-def _module_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
-    """Names of classes in the file that are nn.Modules (directly or through a local base)."""
+def module_classes(tree: ast.Module, imports: ImportTable, known: Iterable[str] = ()) -> set[str]:
+    """Names of classes in the file that are nn.Modules (directly or through a local base);
+    `known`: classes another file's base makes modules (and so their local subclasses)."""
     classes = {n.name: n for n in iter_statements(tree) if isinstance(n, ast.ClassDef)}
-    modules: set[str] = set()
+    modules: set[str] = {name for name in known if name in classes}
     changed = True
     while changed:
         changed = False
@@ -116,7 +120,7 @@ def model_functions(
     `reached` holds the functions that entries of other files call; they and their same-file
     callees are in scope with the path from there, unless this file's own entries reach them.
     """
-    module_classes = _module_classes(tree, imports)
+    modules = module_classes(tree, imports, (r.name[1:] for r in reached if r.name.startswith(MODULE_ROOT)))
     free: dict[str, FunctionNode] = {}
     methods: dict[tuple[str, str], tuple[FunctionNode, ast.ClassDef]] = {}
     for stmt in tree.body:
@@ -137,7 +141,7 @@ def model_functions(
             work.append(found[id(fn)])
 
     for (cls_name, name), (fn, cls) in methods.items():
-        if name == "forward" and cls_name in module_classes:
+        if name == "forward" and cls_name in modules:
             add(fn, cls, "forward")
     for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
         if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
@@ -162,6 +166,8 @@ def model_functions(
     # Roots from other files come after this file's own closure, so that a function both reach
     # keeps no path: its findings belong to this file's entries.
     for root in reached:
+        if root.name.startswith(MODULE_ROOT):  # taken into `modules` above
+            continue
         if root.name.startswith("@"):  # a decorator of another file's entry: its wrappers run
             for wrapper in wrappers(free[root.name[1:]]) if root.name[1:] in free else ():
                 add(wrapper, None, "reached", root.via, (), (*root.via, root.name), root.side)
