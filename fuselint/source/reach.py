@@ -300,6 +300,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         via = (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
         tables = _local_tables(flow, summary)
+        aliases = _local_aliases(flow, summary)
         instances: dict[str, list[tuple[str, str, str | None]]] = {}
         for site in flow.of(ast.Assign):
             stmt = site.node
@@ -339,7 +340,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             targets = [
                 t
                 for t in _call_targets(
-                    site.node.func, summary, flow.methods, owner, instances, tables, values
+                    site.node.func, summary, flow.methods, owner, instances, tables, values, aliases
                 )
                 if not outside(t[1])
             ]
@@ -387,6 +388,31 @@ def _local_tables(flow, summary: FileSummary) -> dict[str, tuple[str, ...]]:
             if values and flow.assigned.get(name) == 1:
                 tables[name] = values
     return tables
+
+
+def _local_aliases(flow, summary: FileSummary) -> dict[str, tuple[str, ...]]:
+    """Names a function binds only to functions or classes of other modules, each assignment one
+    of them (nflows' `spline_fn = splines.rational_quadratic_spline` in one branch,
+    `splines.unconstrained_rational_quadratic_spline` in the other): a call of the name may run any."""
+    found: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            continue
+        name = stmt.targets[0].id
+        counts[name] = counts.get(name, 0) + 1
+        if isinstance(stmt.value, (ast.Name, ast.Attribute)):
+            qual = summary.qualify(stmt.value)
+            if qual and not outside(qual) and not qual.startswith(f"{summary.module}."):
+                found.setdefault(name, set()).add(qual)
+                continue
+        found.setdefault(name, set()).add("")  # bound to something else too: not followed
+    return {
+        name: tuple(sorted(quals))
+        for name, quals in sorted(found.items())
+        if "" not in quals and counts[name] == flow.assigned.get(name, counts[name])
+    }
 
 
 def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
@@ -452,6 +478,7 @@ def _call_targets(
     instances: Mapping[str, list[tuple[str, str, str | None]]],
     tables: Mapping[str, tuple[str, ...]],
     values: frozenset[str] = frozenset(),
+    aliases: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[Target]:
     dispatch = _dispatch(func, summary, tables)
     if dispatch is not None:
@@ -462,6 +489,8 @@ def _call_targets(
             return []  # same-file function: the file's own scope follows it
         if func.id in instances:
             return [(form, q, "__call__", label) for form, q, label in instances[func.id]]
+        if aliases and func.id in aliases:
+            return [("name", q, "", f"{func.id} = {q.rsplit('.', 1)[-1]}") for q in aliases[func.id]]
         qual = summary.qualify(func)
         return [("name", qual, "", None)] if qual else []
     if isinstance(func, ast.Attribute):

@@ -25,4 +25,8 @@ def test_forward_of_a_module_through_another_files_base_is_an_entry(tmp_path: Pa
     assert _sites(root) == {
         ("flows/nonlinear.py", 8, "FL102"),  # LogTanh(Transform): if on a tensor
         ("flows/nonlinear.py", 15, "FL101"),  # Shifted(LogTanh), a local subclass of it: .item()
+        # PiecewiseLinear.forward calls `spline_fn`, bound in one branch or the other to a function
+        # of flows.splines (re-exported there): both are followed
+        ("flows/splines/linear.py", 7, "FL106"),
+        ("flows/splines/linear.py", 12, "FL102"),
     }  # NotAModule(Helper) derives from a plain class: nothing
