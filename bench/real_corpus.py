@@ -560,11 +560,11 @@ def _site(parsed, roots: tuple[str, ...]) -> tuple[str, int] | None:
 
 def short_path(path: str) -> str:
     """A site's file as `package/...`, for the installed packages and for a fixed copy of them."""
-    for name in MODELS.values():
-        marker = f"/{name}/"
-        if marker in path:
-            return name + "/" + path.rsplit(marker, 1)[1]
-    return path
+    found = [(path.find(f"/{name}/"), name) for name in set(MODELS.values()) if f"/{name}/" in path]
+    if not found:
+        return path
+    at, name = min(found)  # the package folder, not a subfolder of it (diffusers/models/transformers/)
+    return path[at + 1 :]
 
 
 def describe_site(site: dict, width: int = 70) -> str:
