@@ -215,7 +215,7 @@ def _halves(rows: list[dict]) -> list[str]:
             0,
             f"- the corpus before fixes5: {before - left} of {before} sites removed over {len(others)} models",
         )
-    return ["", *lines] if lines else []
+    return [*lines, ""] if lines else []
 
 
 def table(rows: list[dict], fix_summary: str) -> str:
@@ -234,7 +234,6 @@ def table(rows: list[dict], fix_summary: str) -> str:
         f"{len(rows)} models from {len({r['package'] for r in rows})} packages. fuselint said: {fix_summary}",
         "",
         *_halves(rows),
-        "",
         "| model | package | sites | graphs | break events | outputs max abs diff | left (file:line gb reason) |",
         "|---|---|---|---|---|---|---|",
     ]
