@@ -315,9 +315,9 @@ def _assigned(block: list[ast.stmt]) -> list[tuple[str, ast.expr]] | None:
 def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
     """`if c: a = x; b = y` / `else: a = u; b = v` -> `a = torch.where(c, x, u)` then
     `b = torch.where(c, y, v)`: both branches assign the same names in the same order, so each
-    `where` runs where both branches assigned that name, and a value reading a name assigned
-    before it reads the selected value, which is the branch's own in every element the `where`
-    keeps from that branch."""
+    `where` stands where both branches assigned that name. `if c:` runs only for a one-element `c`,
+    so every element takes the same branch: a value reading a name assigned before it (`alpha =
+    1 - beta`) reads that branch's own value, whole."""
     stmt = site.node
     if not isinstance(stmt, ast.If) or not stmt.body or not stmt.orelse:
         return None
