@@ -548,3 +548,65 @@ def test_tuple_fix_is_unsafe_and_says_why():
     found = [f for f in _lint((ROOT / "comprehension_frame.py").read_text(), ("FL108",)) if f.fix]
     assert [f.fix.applicability for f in found] == [Applicability.UNSAFE]
     assert "assumes the iterable is a container" in found[0].fix.message
+
+
+def test_branches_assigning_the_same_names_become_one_where_each_and_the_break_goes():
+    text = (ROOT / "paired_branch.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "        if prev_t == t - 1:" not in fixed and fixed.count("torch.where(") == 3
+    assert fixed.index("beta = torch.where(") < fixed.index("alpha = torch.where(")
+    before, after = _load(text, "before").Variance().eval(), _load(fixed, "after").Variance().eval()
+    x = torch.randn(2, 4)
+    for t, prev in ((99, 98), (99, 89), (5, -5), (0, -1)):  # one step, a stride, the last steps
+        args = (x, torch.tensor(t), torch.tensor(prev))
+        g0, y0 = _trace(before, *args)
+        g1, y1 = _trace(after, *args)
+        assert g0 >= 2  # each data-dependent test ends a graph
+        assert g1 == 1
+        assert torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "then,other",
+    [
+        ("a = self.t[i]\n            b = x", "b = x\n            a = self.one"),  # another order
+        ("a = self.t[i]\n            b = a", "a = self.one"),  # another set of names
+        ("i = self.t[i]", "i = self.one"),  # assigns what the test reads
+        ("a = self.t[i]", "a = self.one\n            x.add_(1)"),  # not only assignments
+    ],
+)
+def test_where_fix_is_not_offered_for_branches_that_assign_differently(then, other):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.t = torch.linspace(0.9, 0.1, 8)\n        self.one = torch.tensor(1.0)\n\n"
+        "    def forward(self, x: torch.Tensor, i: torch.Tensor):\n"
+        "        a = b = x\n"
+        f"        if i == i - 1:\n            {then}\n        else:\n            {other}\n"
+        "        return x * a + b\n"
+    )
+    found = [f for f in _lint(text, ("FL102",)) if "`if`" in f.message]
+    assert found and all(f.fix is None for f in found)
+
+
+def test_where_fix_reads_an_index_the_test_subtracts_an_int_from_but_not_one_it_adds_to():
+    # `True + 1` is 2 but `True - 1` raises: only subtraction shows the index is not a mask
+    def text(test: str) -> str:
+        return (
+            "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.t = torch.linspace(0.9, 0.1, 8)\n        self.one = torch.tensor(1.0)\n\n"
+            "    def forward(self, x: torch.Tensor, j: torch.Tensor, k: torch.Tensor):\n"
+            f"        return x * (self.t[j] if {test} else self.one)\n"
+        )
+
+    subtracted = fix_text(text("k == j - 1"), lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "self.t.index_select(0, ((j) % self.t.shape[0])" in subtracted
+    added = text("k == j + 1")
+    assert fix_text(added, lambda t: _lint(t, ("FL102",)), unsafe=True).text == added
+    before, after = _load(text("k == j - 1"), "a").M(), _load(subtracted, "b").M()
+    x = torch.randn(3)
+    for j in range(-8, 8):
+        for k in (j - 1, j):
+            args = (x, torch.tensor(j), torch.tensor(k))
+            assert torch.equal(before(*args), after(*args))

@@ -41,7 +41,7 @@ from fuselint.source.dataflow import (
     describe,
     flows,
 )
-from fuselint.source.module import SourceFile
+from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.scope import ModelFunction
 
 # Calls that turn a tensor into a Python value (so a test on them depends on tensor values).
@@ -197,9 +197,14 @@ def _where(
 
 
 def _compared_with_ints(test: ast.expr) -> frozenset[str]:
-    """Names the test compares with an int literal (`prev_t >= 0`): taken as integer indices."""
+    """Names the test shows to be integer indices, not masks: compared with an int literal
+    (`prev_t >= 0`), or an int literal subtracted from them (`prev_t == t - 1`: subtracting from a
+    bool tensor raises, so wherever the original runs, `t` is a number)."""
     names: set[str] = set()
     for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Name):
+            if _int_literal(node.right):
+                names.add(node.left.id)
         if not isinstance(node, ast.Compare):
             continue
         if not all(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
@@ -295,26 +300,46 @@ def _spliced(sf: SourceFile, expr: ast.expr, edits: list[tuple[ast.AST, str]]) -
     return "\n".join(lines)
 
 
+def _assigned(block: list[ast.stmt]) -> list[tuple[str, ast.expr]] | None:
+    """(name, value) of each statement of a block of plain `name = value` assignments, else None."""
+    pairs = []
+    for stmt in block:
+        if not (
+            isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        ):
+            return None
+        pairs.append((stmt.targets[0].id, stmt.value))
+    return pairs
+
+
 def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
+    """`if c: a = x; b = y` / `else: a = u; b = v` -> `a = torch.where(c, x, u)` then
+    `b = torch.where(c, y, v)`: both branches assign the same names in the same order, so each
+    `where` stands where both branches assigned that name. `if c:` runs only for a one-element `c`,
+    so every element takes the same branch: a value reading a name assigned before it (`alpha =
+    1 - beta`) reads that branch's own value, whole."""
     stmt = site.node
-    if not isinstance(stmt, ast.If) or len(stmt.body) != 1 or len(stmt.orelse) != 1:
+    if not isinstance(stmt, ast.If) or not stmt.body or not stmt.orelse:
         return None
-    then, other = stmt.body[0], stmt.orelse[0]
-    if not (isinstance(then, ast.Assign) and isinstance(other, ast.Assign)):
+    then, other = _assigned(stmt.body), _assigned(stmt.orelse)
+    if then is None or other is None or [n for n, _ in then] != [n for n, _ in other]:
         return None
-    if len(then.targets) != 1 or len(other.targets) != 1:
+    names = [n for n, _ in then]
+    if len(set(names)) != len(names):
         return None
-    target, other_target = then.targets[0], other.targets[0]
-    if not (
-        isinstance(target, ast.Name) and isinstance(other_target, ast.Name) and target.id == other_target.id
-    ):
-        return None
+    if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt.test)):
+        return None  # the test must read the same values for every `where`
     if has_comment(sf, stmt) or not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
         return None  # an `elif`, or a comment the rewrite would drop
-    where = _where(flow, sf, site.env, stmt.test, then.value, other.value)
-    if where is None:
-        return None
-    return _fix(sf, sf.replace(stmt, f"{target.id} = {where}"))
+    wheres = []
+    for (name, a), (_, b) in zip(then, other, strict=True):
+        where = _where(flow, sf, site.env, stmt.test, a, b)
+        if where is None:
+            return None
+        wheres.append(f"{name} = {where}")
+    first = sf.line_text(stmt.lineno)
+    indent = first[: len(first) - len(first.lstrip())]
+    return _fix(sf, sf.replace(stmt, (newline_of(sf.text) + indent).join(wheres)))
 
 
 def _fix(sf: SourceFile, edit) -> Fix:
@@ -322,8 +347,8 @@ def _fix(sf: SourceFile, edit) -> Fix:
     return Fix(
         Applicability.UNSAFE,
         "select with `torch.where` (both branches are computed: assumes the branch Python skipped "
-        "raises nothing; an index `X[j + k]` in it, or `X[j]` with `j` compared to a number in the "
-        "test, is read wrapped into range, taking `j` as an integer index, not a mask)",
+        "raises nothing; an index `X[j + k]` in it, or `X[j]` with `j` compared to a number or an int "
+        "subtracted from it in the test, is read wrapped into range, taking `j` as an integer index, not a mask)",
         (edit,),
         imports,
     )

@@ -1,0 +1,95 @@
+"""Whole sampling loops of diffusers schedulers, original against a fixed copy of the package.
+
+`bench/fix_rate.py` compares one `step` (the corpus entry's first); a fix can still go wrong at a
+later step (DDPM's last step indexed past the end under an early where fix, docs/NOTES.md fixes3).
+This runs every step of a 10-step loop, in eager and under `torch.compile(backend="eager")`, with a
+seeded generator where `step` takes one, and saves each step's `prev_sample`:
+
+    PYTHONPATH=. python bench/sampling_loops.py --save before.pt                          # installed
+    PYTHONPATH=FIXED:. python bench/sampling_loops.py --save after.pt                     # fixed copy
+    PYTHONPATH=. python bench/sampling_loops.py --compare before.pt after.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import sys
+import warnings
+
+SCHEDULERS = (
+    "DDIMScheduler",
+    "DDIMParallelScheduler",
+    "DDPMScheduler",
+    "EDMEulerScheduler",
+    "EulerAncestralDiscreteScheduler",
+    "EulerDiscreteScheduler",
+    "LCMScheduler",
+    "RePaintScheduler",
+    "TCDScheduler",
+    "UnCLIPScheduler",
+    "CMStochasticIterativeScheduler",
+)
+
+
+def loop(name: str, compiled: bool, steps: int = 10) -> list:
+    """Each step's `prev_sample` over a whole sampling loop of scheduler `name`."""
+    import diffusers
+    import torch
+
+    torch.manual_seed(0)
+    scheduler = getattr(diffusers, name)(num_train_timesteps=100)
+    scheduler.set_timesteps(steps)
+    step = torch.compile(scheduler.step, backend="eager") if compiled else scheduler.step
+    takes = inspect.signature(scheduler.step).parameters
+    sample, outs = torch.randn(1, 4, 8, 8), []
+    extra: dict = {"generator": torch.Generator().manual_seed(1)} if "generator" in takes else {}
+    if "original_image" in takes:
+        extra |= {"original_image": torch.randn(1, 4, 8, 8), "mask": (torch.rand(1, 4, 8, 8) > 0.5).float()}
+    for t in scheduler.timesteps:
+        model_output = torch.randn(1, 4, 8, 8)
+        if hasattr(scheduler, "scale_model_input"):
+            sample = scheduler.scale_model_input(sample, t)
+        sample = step(model_output, t, sample, **extra).prev_sample
+        outs.append(sample)
+    return outs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--save", help="run every loop, eager and compiled, and save the outputs here")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    args = parser.parse_args()
+    import torch
+
+    if args.save:
+        warnings.filterwarnings("ignore")
+        logging.disable(logging.CRITICAL)
+        runs = {}
+        for name in args.schedulers.split(","):
+            for compiled in (False, True):
+                try:
+                    runs[f"{name} {'compiled' if compiled else 'eager'}"] = loop(name, compiled)
+                except Exception as exc:  # noqa: BLE001 - a loop that fails is a row, not a crash
+                    runs[f"{name} {'compiled' if compiled else 'eager'}"] = f"{type(exc).__name__}: {exc}"[
+                        :200
+                    ]
+        torch.save(runs, args.save)
+        return
+    before, after = (torch.load(p) for p in args.compare)
+    for key in sorted(before):
+        a, b = before[key], after.get(key)
+        if isinstance(a, str) or isinstance(b, str) or b is None:
+            print(
+                f"{key}: before {a if isinstance(a, str) else 'ran'}; after {b if isinstance(b, str) else 'ran'}"
+            )
+            continue
+        worst = max((x - y).abs().max().item() for x, y in zip(a, b, strict=True))
+        equal = all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+        print(f"{key}: {len(a)} steps, max abs diff {worst:.2e}, bit-equal {equal}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
