@@ -26,6 +26,7 @@ from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.precompile import precompile
+from fuselint.backend.random import seed_random
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
 from fuselint.backend.views import fold_input_views
 from fuselint.graph.fusion_graph import FusionGraph
@@ -380,6 +381,7 @@ def compile_graph(
         report.graph_module = gm
         return gm
     take_input_strides(gm, example_inputs)
+    seed_random(gm)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)

@@ -579,6 +579,8 @@ class Lowering:
             self._placement(node, packet)
         elif packet == "iota":
             self._iota(node)
+        elif packet == "philox_rand":
+            self._rand(node)
         elif packet == "embedding":
             self._embedding(node)
         elif packet == "gather":
@@ -720,6 +722,33 @@ class Lowering:
             value = self.math("{}.to(tl.float32)", value)
             value.ctype = "f"
         self.current_ctype = value.ctype
+        self._set(node, value, out_map)
+
+    def _rand(self, node: torch.fx.Node) -> None:
+        """fuselint::philox_rand (fuselint/backend/random.py): tl.rand of the 0-d seed at each
+        element's row-major position in the op's own shape, so the draw does not depend on the
+        kernel's tiling."""
+        seed_node = node.args[0]
+        out_shape = _concrete_shape(node.meta.get("val"))
+        out_map = self._out_map(out_shape, [], self.hints.get(node.name))
+        seed = self._operand(seed_node, out_shape, out_map)
+        if not isinstance(seed, Value) or seed.dims:
+            raise Unsupported("random seed is not one value")
+        terms = []
+        stride = 1
+        for size, dim in reversed(list(zip(out_shape, out_map, strict=True))):
+            if dim is not None:
+                terms.append((self._index(dim), stride))
+            stride *= size
+        self.current_ctype = "i"
+        if terms:
+            expr = " + ".join(f"{{}} * {st}" for _, st in terms)
+            position = self.math(f"({expr})", *[v for v, _ in terms])
+        else:
+            position = self.math("{}", self.literal(0, "i"))
+        value = self.math("tl.rand({}.to(tl.int32), {}.to(tl.int32))", seed, position)
+        value.ctype = "f"
+        self.current_ctype = "f"
         self._set(node, value, out_map)
 
     def _placement(self, node: torch.fx.Node, packet: str) -> None:

@@ -157,3 +157,25 @@ def test_kernels_compile_on_the_thread_pool_before_the_first_call(monkeypatch):
     assert report.precompiled == len(distinct), (report.precompiled, [k.__name__ for k in report.kernels])
     assert all(k._fast is not None for k in report.kernels)  # each ran its compiled binary
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_dropout_draws_inside_the_kernels_on_the_gpu():
+    def two_dropouts(x):
+        return F.dropout(x * 2, 0.3, training=True), F.dropout(x + 1, 0.3, training=True)
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 384, device="cuda", requires_grad=True)
+    torch._dynamo.reset()
+    start = history_mark()
+    f = torch.compile(two_dropouts, backend="fuselint")
+    a, b = f(x)
+    (a.sum() + b.sum()).backward()
+    code = reports_since(start)[0].graph_module.code
+    assert "aten.rand." not in code and code.count("aten.randint.low") == 1, code
+    kept_a, kept_b = a != 0, b != 0
+    for kept in (kept_a, kept_b):
+        assert abs(kept.float().mean().item() - 0.7) < 0.01
+    torch.testing.assert_close(a[kept_a], (x * 2)[kept_a] / 0.7)
+    assert not torch.equal(kept_a, kept_b)
+    torch.testing.assert_close(x.grad, kept_a.float() * 2 / 0.7 + kept_b.float() / 0.7)
+    assert not torch.equal(f(x)[0] != 0, kept_a)

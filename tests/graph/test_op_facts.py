@@ -13,9 +13,12 @@ RENAMED = {"_low_memory_max_pool2d_with_offsets", "_low_memory_max_pool_with_off
 def test_every_op_in_the_table_is_an_aten_or_prims_op():
     import torch._inductor.inductor_prims  # noqa: F401 - registers Inductor's prims
 
+    import fuselint.backend.random  # noqa: F401 - registers fuselint's own ops (philox_rand)
+
     names = set(op_facts.KIND_OF) | op_facts.FLAT_VIEWS | op_facts.WINDOW_OPS
     names |= op_facts.ELEMENTWISE_COPIES | op_facts.GENERATED_WINDOWS
-    known = [n for n in names if hasattr(torch.ops.aten, n) or hasattr(torch.ops.prims, n)]
+    spaces = (torch.ops.aten, torch.ops.prims, torch.ops.fuselint)
+    known = [n for n in names if any(hasattr(space, n) for space in spaces)]
     assert RENAMED & set(known), "neither name of Inductor's max-pool prim exists"
     missing = sorted(set(names) - set(known) - RENAMED)
     assert not missing, f"not ATen ops (typos?): {missing}"
