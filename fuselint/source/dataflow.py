@@ -1310,6 +1310,12 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
             elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
                 targets = node.targets if kind is ast.Assign else [node.target]
                 for target in targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and target.attr == "data"
+                        and _self_attr(target.value)
+                    ):
+                        continue  # `self.X.data = ...` swaps a tensor's data: X stays a tensor
                     for t in ast.walk(target):
                         if _self_attr(t) is None:
                             continue

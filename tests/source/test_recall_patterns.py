@@ -166,6 +166,33 @@ def test_parameter_and_buffer_attributes_are_tensors():
     assert lines(source, "FL102") == [13, 15]
 
 
+def test_a_buffer_whose_data_another_method_swaps_stays_a_tensor():
+    # nflows' ActNorm: `if self.training and not self.initialized:` breaks under dynamo in training
+    # (gb0170, checked on this snippet); `_initialize` assigns `self.initialized.data`, which swaps a
+    # tensor's data: the buffer stays a tensor (it was taken for unknown, and the line was missed)
+    source = """
+    import torch
+    from torch import nn
+
+    class ActNorm(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.register_buffer("initialized", torch.tensor(False, dtype=torch.bool))
+            self.log_scale = nn.Parameter(torch.zeros(features))
+
+        def forward(self, inputs):
+            if self.training and not self.initialized:
+                self._initialize(inputs)
+            return inputs * torch.exp(self.log_scale)
+
+        def _initialize(self, inputs):
+            with torch.no_grad():
+                self.log_scale.data = -torch.log(inputs.std(dim=0))
+                self.initialized.data = torch.tensor(True, dtype=torch.bool)
+    """
+    assert lines(source, "FL102") == [12]
+
+
 def test_rnn_finding_sits_on_the_first_touch_of_the_module():
     # torch_geometric's JumpingKnowledge: dynamo breaks at the assert that reads `self.lstm`
     source = """
