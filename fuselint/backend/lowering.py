@@ -846,18 +846,9 @@ class Lowering:
         elif packet == "t":
             out_map = tuple(reversed(in_map))
         elif packet == "expand":
-            k, ka = len(out_shape), len(in_shape)
-            hint = self.hints.get(node.name)  # a reader that places it (an embedding's indices)
-            out_map = []
-            for i, size in enumerate(out_shape):
-                j = i - (k - ka)
-                if j >= 0 and in_shape[j] == size:
-                    out_map.append(in_map[j])
-                elif hint is not None and hint[i] is not None and self.space[hint[i]] == size:
-                    out_map.append(hint[i])
-                else:
-                    out_map.append(self._default_dim(k, i, size))
-            out_map = tuple(out_map)
+            # kept dims from the source, broadcast ones where a reader places them (an embedding's
+            # indices) or right-aligned
+            out_map = self._out_map(out_shape, [src], self.hints.get(node.name))
         else:
             kept = [m for s, m in zip(in_shape, in_map, strict=True) if s != 1]
             if [s for s in in_shape if s != 1] != [s for s in out_shape if s != 1]:

@@ -43,7 +43,7 @@ def threads() -> int:
     return min(32, cpus)
 
 
-def launches(kernels: Iterable[object]) -> list[tuple]:
+def distinct_launches(kernels: Iterable[object]) -> list[tuple]:
     """(jit function, argument dtypes, grid, num_warps, constexprs, device) of every distinct
     launch the CUDA kernels make, in launch order."""
     seen: set[tuple] = set()
@@ -51,11 +51,8 @@ def launches(kernels: Iterable[object]) -> list[tuple]:
     for k in kernels:
         if k.device.type != "cuda" or k.broken is not None:
             continue
-        dtypes = tuple(m.dtype for m in k.ir.input_meta) + tuple(spec[2] for spec in k.out_specs)
-        if k.workspace:
-            dtypes += (torch.float32,)
-        steps = [(k.fn, k.grid, k.consts, k.num_warps)] + [(fn, g, c, w) for fn, g, c, w in k.more]
-        for fn, grid, consts, warps in steps:
+        dtypes = k.argument_dtypes()
+        for fn, grid, consts, warps in k.launches():
             key = (id(fn), dtypes, warps, tuple(sorted(consts.items())))
             if key not in seen:
                 seen.add(key)
@@ -66,7 +63,7 @@ def launches(kernels: Iterable[object]) -> list[tuple]:
 def precompile(kernels: Iterable[object]) -> int:
     """Compile and load the kernels' binaries on a thread pool; the number of launches warmed."""
     n = threads()
-    todo = launches(kernels)
+    todo = distinct_launches(kernels)
     if n < 2 or len(todo) < 2:
         return 0
     try:

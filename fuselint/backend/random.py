@@ -63,20 +63,15 @@ def seed_random(gm: torch.fx.GraphModule) -> int:
     device = rands[0].meta["val"].device
     rands = [n for n in rands if n.meta["val"].device == device]
     graph = gm.graph
-    fake = getattr(rands[0].meta["val"], "fake_mode", None)
-
-    def meta(shape: tuple) -> torch.Tensor:
-        if fake is None:
-            return torch.empty(shape, dtype=torch.int64, device="meta")
-        with fake:
-            return torch.empty(shape, dtype=torch.int64, device=device)
-
     first = next(n for n in graph.nodes if n.op != "placeholder")
     with graph.inserting_before(first):
         seeds = graph.call_function(
             aten.randint.low, (0, SEED_BOUND, [len(rands)]), {"dtype": torch.int64, "device": device}
         )
-        seeds.meta["val"] = meta((len(rands),))
+    # a fake tensor of the graph's own fake mode (or a meta one), for the passes that follow
+    fake = getattr(rands[0].meta["val"], "fake_mode", None)
+    with fake if fake is not None else torch.device("meta"):
+        seeds.meta["val"] = torch.empty(len(rands), dtype=torch.int64, device=device if fake else "meta")
     for i, node in enumerate(rands):
         val = node.meta["val"]
         with graph.inserting_before(node):

@@ -197,14 +197,24 @@ class FusedKernel:
             args = tuple(self.views[i](a) if i in self.views else a for i, a in enumerate(args))
         return tuple(self.fallback(*args))
 
+    def launches(self) -> list[tuple[Callable, tuple, dict, int]]:
+        """(jit function, grid, constexprs, warps) of each launch a call makes, in order."""
+        return [(self.fn, self.grid, self.consts, self.num_warps), *self.more]
+
+    def argument_dtypes(self) -> tuple[torch.dtype, ...]:
+        """The dtypes of the tensors each launch takes: inputs, outputs, then the split's fp32
+        workspace."""
+        dtypes = tuple(m.dtype for m in self.ir.input_meta) + tuple(spec[2] for spec in self.out_specs)
+        return dtypes + ((torch.float32,) if self.workspace else ())
+
     def _launch_jit(self, args: tuple, outs: tuple) -> list:
         """Triton's ordinary launch: binds and specializes the arguments on every call. The
         compiled kernels, in launch order."""
         with interpret_env(False) if self._hide_interpret else contextlib.nullcontext():
-            done = [self.fn[self.grid](*args, *outs, num_warps=self.num_warps, **self.consts)]
-            for fn, grid, consts, warps in self.more:
-                done.append(fn[grid](*args, *outs, num_warps=warps, **consts))
-        return done
+            return [
+                fn[grid](*args, *outs, num_warps=warps, **consts)
+                for fn, grid, consts, warps in self.launches()
+            ]
 
     def _workspace(self, device: torch.device) -> tuple:
         """() or the split reduction's fp32 workspace, passed after the outputs."""

@@ -420,35 +420,39 @@ _NUMBER_TYPES = frozenset({"int", "float"})
 _TENSOR_TYPES = frozenset({"Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "HalfTensor"})
 
 
+def _isinstance_test(test: ast.expr) -> tuple[str, set[str]] | None:
+    """`isinstance(x, (list, np.ndarray))` -> ("x", {"list", "ndarray"}): the name tested and the
+    last part of each type's name."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+        return None
+    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
+        return None
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    return test.args[0].id, {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+
+
 def _narrowed(test: ast.expr) -> tuple[str, str] | None:
     """`isinstance(x, (list, tuple))` -> ("x", "list"): inside the branch the name holds no tensor.
 
     The kind is `list` or `scalar` when every type named is one of those, "" (unknown) when mixed.
     """
-    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+    tested = _isinstance_test(test)
+    if tested is None:
         return None
-    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
-        return None
-    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-    names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+    name, names = tested
     if names <= _CONTAINER_TYPES:
-        return test.args[0].id, LIST
+        return name, LIST
     if names <= _SCALAR_TYPES:
-        return test.args[0].id, SCALAR
+        return name, SCALAR
     if names & (_CONTAINER_TYPES | _SCALAR_TYPES | {"ndarray"}):
-        return test.args[0].id, ""  # some host container or number: its elements are unknown too
+        return name, ""  # some host container or number: its elements are unknown too
     return None
 
 
 def _numpy_test(test: ast.expr) -> str | None:
     """`isinstance(x, np.ndarray)` -> "x"."""
-    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
-        return None
-    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
-        return None
-    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-    names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
-    return test.args[0].id if names == {"ndarray"} else None
+    tested = _isinstance_test(test)
+    return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
 
 
 def _surely_tensors(env: Env) -> set[str]:

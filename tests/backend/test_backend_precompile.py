@@ -7,11 +7,12 @@ from types import SimpleNamespace
 import torch
 
 from fuselint.backend import precompile as pc
+from fuselint.backend.runtime import FusedKernel
 
 
 def _kernel(fn, device="cuda", dtypes=(torch.bfloat16,), out=torch.bfloat16, more=(), workspace=0, warps=4):
     ir = SimpleNamespace(input_meta=[SimpleNamespace(dtype=d) for d in dtypes])
-    return SimpleNamespace(
+    kernel = SimpleNamespace(
         device=torch.device(device),
         broken=None,
         ir=ir,
@@ -23,6 +24,10 @@ def _kernel(fn, device="cuda", dtypes=(torch.bfloat16,), out=torch.bfloat16, mor
         num_warps=warps,
         more=list(more),
     )
+    # FusedKernel's own accounts of its launches and their arguments, on this stand-in
+    kernel.launches = lambda: FusedKernel.launches(kernel)
+    kernel.argument_dtypes = lambda: FusedKernel.argument_dtypes(kernel)
+    return kernel
 
 
 def test_each_distinct_launch_once_in_launch_order_and_cpu_kernels_left_out():
@@ -34,7 +39,7 @@ def test_each_distinct_launch_once_in_launch_order_and_cpu_kernels_left_out():
         _kernel(b, device="cpu"),  # interpreted: nothing to compile
         _kernel(c, workspace=8, more=[(b, (2,), {"XBLOCK": 8, "RBLOCK": 16}, 2)]),
     ]
-    got = pc.launches(kernels)
+    got = pc.distinct_launches(kernels)
     assert [(fn, dtypes) for fn, dtypes, *_ in got] == [
         (a, (torch.bfloat16, torch.bfloat16)),
         (a, (torch.float32, torch.bfloat16)),
@@ -47,7 +52,7 @@ def test_each_distinct_launch_once_in_launch_order_and_cpu_kernels_left_out():
 def test_broken_kernels_are_not_warmed():
     k = _kernel(object())
     k.broken = "CompilationError"
-    assert pc.launches([k]) == []
+    assert pc.distinct_launches([k]) == []
 
 
 def test_thread_count_from_the_environment(monkeypatch):

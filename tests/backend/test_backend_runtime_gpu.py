@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from fuselint.backend import history_mark, reports_since
-from fuselint.backend.precompile import launches
+from fuselint.backend.precompile import distinct_launches
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -152,7 +152,7 @@ def test_kernels_compile_on_the_thread_pool_before_the_first_call(monkeypatch):
         got = torch.compile(model, backend="fuselint")(ids)
         want = model(ids)
     (report,) = reports_since(start)
-    distinct = launches(report.kernels)
+    distinct = distinct_launches(report.kernels)
     assert len(distinct) >= 2
     assert report.precompiled == len(distinct), (report.precompiled, [k.__name__ for k in report.kernels])
     assert all(k._fast is not None for k in report.kernels)  # each ran its compiled binary
