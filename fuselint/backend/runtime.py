@@ -19,10 +19,12 @@ full-size stores that need it) around an fp32 workspace it allocates per call.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -62,6 +64,8 @@ def cache_dir() -> Path:
     if os.environ.get("FUSELINT_CACHE", "1") == "0":
         if _TEMP_DIR is None:
             _TEMP_DIR = Path(tempfile.mkdtemp(prefix="fuselint-kernels-"))
+            # Nothing else will read it: a process with caching off leaves no folder behind.
+            atexit.register(shutil.rmtree, _TEMP_DIR, ignore_errors=True)
         return _TEMP_DIR
     root = os.environ.get("FUSELINT_CACHE_DIR")
     path = Path(root) if root else Path.home() / ".cache" / "fuselint" / "kernels"

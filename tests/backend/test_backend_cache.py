@@ -76,3 +76,29 @@ def test_fresh_cache_dir_when_caching_is_off(monkeypatch):
     x = torch.randn(4, 32)
     _, kernels = _compile(lambda x: torch.sin(x) + 2, x)
     assert "fuselint-kernels-" in str(kernels[0].path)
+
+
+def test_fresh_cache_dir_is_removed_when_the_process_ends(tmp_path):
+    script = (
+        "import torch\n"
+        "from backend_helpers import aten_graph\n"
+        "from fuselint.backend import history\n"
+        "from fuselint.backend.compiler import compile_graph\n"
+        "x = torch.randn(4, 32)\n"
+        "compile_graph(aten_graph(lambda x: torch.cos(x) - 1, x), [x])\n"
+        "path = history[-1].kernels[0].path\n"
+        "assert path.exists()\n"
+        "print(path.parent)\n"
+    )
+    env = dict(
+        os.environ,
+        FUSELINT_CACHE="0",
+        TRITON_INTERPRET="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests" / "backend")]),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    folder = Path(out.stdout.strip().splitlines()[-1])
+    assert folder.name.startswith("fuselint-kernels-")
+    assert not folder.exists()
