@@ -96,9 +96,7 @@ def test_fresh_cache_dir_is_removed_when_the_process_ends(tmp_path):
         TRITON_INTERPRET="1",
         PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests" / "backend")]),
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     folder = Path(out.stdout.strip().splitlines()[-1])
     assert folder.name.startswith("fuselint-kernels-")
     assert not folder.exists()
