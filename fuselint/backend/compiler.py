@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -91,9 +92,16 @@ def _is_tuple(node: torch.fx.Node) -> bool:
 
 
 def prepare_group(
-    gm: torch.fx.GraphModule, names: tuple[str, ...], owned: set[str] | frozenset[str] = frozenset()
+    gm: torch.fx.GraphModule,
+    names: tuple[str, ...],
+    owned: set[str] | frozenset[str] = frozenset(),
+    elsewhere: Mapping[str, frozenset[str]] | None = None,
 ) -> PreparedGroup:
-    """The kernel's nodes, inputs and outputs for the group `names` of `gm`."""
+    """The kernel's nodes, inputs and outputs for the group `names` of `gm`. `elsewhere` maps a
+    member that other groups recompute to those groups' nodes: its readers there need no copy
+    from this kernel (BatchNorm's backward recomputes ``x - mean`` in fp32 where it is read,
+    rather than write it out beside its sums and read it back)."""
+    elsewhere = elsewhere or {}
     by_name = {n.name: n for n in gm.graph.nodes}
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     members = {by_name[n] for n in names}
@@ -120,7 +128,10 @@ def prepare_group(
     graph_out = {a for n in gm.graph.nodes if n.op == "output" for a in n.all_input_nodes}
     outputs: list[torch.fx.Node] = []
     for n in nodes:
-        if _is_tuple(n) or not (n in graph_out or any(u not in members for u in n.users)):
+        there = elsewhere.get(n.name, frozenset())
+        if _is_tuple(n) or not (
+            n in graph_out or any(u not in members and u.name not in there for u in n.users)
+        ):
             continue
         base = n
         while _is_view(base) and base.all_input_nodes[0] in members:
@@ -170,9 +181,19 @@ def _compile_groups(
 ) -> list[CompiledGroup]:
     owned: set[str] = set()
     compiled: list[CompiledGroup] = []
+    # Nodes the plan computes in several groups (recomputed where they are read), and where.
+    holders: dict[str, list[int]] = {}
+    for i, names in enumerate(groups):
+        for name in names:
+            holders.setdefault(name, []).append(i)
 
-    def attempt(names: tuple[str, ...]) -> tuple[PreparedGroup, KernelIR]:
-        group = prepare_group(gm, names, owned)
+    def attempt(names: tuple[str, ...], home: int) -> tuple[PreparedGroup, KernelIR]:
+        elsewhere = {
+            name: frozenset(m for j in holders[name] if j != home for m in groups[j])
+            for name in names
+            if len(holders.get(name, ())) > 1
+        }
+        group = prepare_group(gm, names, owned, elsewhere)
         return group, lower_prepared(group)
 
     def accept(found: tuple[PreparedGroup, KernelIR]) -> None:
@@ -191,9 +212,9 @@ def _compile_groups(
         owned.update(cg.outputs)
         report.kernels.append(kernel)
 
-    for names in groups:
+    for gi, names in enumerate(groups):
         try:
-            found = attempt(names)
+            found = attempt(names, gi)
         except Unsupported as why:
             log.debug("group %s does not lower whole (%s); splitting", names, why)
         else:
@@ -209,7 +230,7 @@ def _compile_groups(
                 took = 0
                 for ahead in range(1, LOOKAHEAD + 2):
                     try:
-                        last = attempt((*run, *part[i : i + ahead]))
+                        last = attempt((*run, *part[i : i + ahead]), gi)
                     except Unsupported:
                         continue
                     took = ahead
@@ -223,7 +244,7 @@ def _compile_groups(
                     run, last = [], None
                     continue
                 try:  # not even alone: it stays an ATen op
-                    attempt((part[i],))
+                    attempt((part[i],), gi)
                 except Unsupported as single:
                     if str(single) != "only views":  # views cost nothing in ATen
                         report.fallbacks.append(((part[i],), str(single)))

@@ -465,11 +465,22 @@ class Lowering:
             raise Unsupported(f"shape does not broadcast onto the kernel space {self.space}")
         return d
 
+    def _row_map(self, shape: tuple[int, ...]) -> tuple:
+        """`shape` laid on the rows (the kept dims) of a reduction, in order: a per-row value
+        computed from per-row inputs alone (BatchNorm's backward squares its saved inverse std,
+        shape (C,), beside sums over N, H and W) has no operand or reader that places it."""
+        rows = [d for d in range(len(self.space)) if d not in self.rset and self.space[d] > 1]
+        if not self.rdims or [s for s in shape if s != 1] != [self.space[d] for d in rows]:
+            raise Unsupported(f"shape does not broadcast onto the kernel space {self.space}")
+        kept = iter(rows)
+        return tuple(None if s == 1 else next(kept) for s in shape)
+
     def _out_map(
         self, out_shape: tuple[int, ...], tensor_args: list[torch.fx.Node], hint: tuple | None = None
     ) -> tuple:
         k = len(out_shape)
         out_map = []
+        rows = None  # out_shape on the rows of a reduction, when it does not right-align
         for i, size in enumerate(out_shape):
             if size == 1:
                 out_map.append(None)
@@ -490,7 +501,12 @@ class Lowering:
             elif hint is not None and hint[i] is not None:
                 d = hint[i]
             else:
-                d = self._default_dim(k, i, size)
+                try:
+                    d = self._default_dim(k, i, size)
+                except Unsupported:
+                    if rows is None:
+                        rows = self._row_map(out_shape)
+                    d = rows[i]
             if self.space[d] != size:
                 raise Unsupported("size mismatch")
             out_map.append(d)

@@ -248,3 +248,34 @@ def test_gpu_split_of_a_persistent_row_loops_with_the_warps_of_its_block(monkeyp
     # 128 rows of 16384: persistent with 16 warps unsplit; split, 4096-blocks with 8
     cfg = gpu_config(lambda x: x.sum(-1), (128, 16384), dtype=torch.float32)
     assert cfg.combine is not None and (cfg.rblock, cfg.num_warps) == (4096, 8)
+
+
+def test_per_channel_values_from_per_channel_inputs_join_a_reduction_over_n_h_w():
+    # v * v has shape (C,) and no operand or reader that places it on the (N, C, H, W) space:
+    # it lies on the reduction's rows (BatchNorm's backward squares its saved inverse std)
+    x, v = torch.randn(2, 8, 5, 6), torch.rand(8) + 0.5
+    got, want, kernels = run(lambda x, v: x.sum((0, 2, 3)) * (v * v), x, v)
+    assert len(kernels) == 1
+    torch.testing.assert_close(got[0], want[0], **tol(torch.float32))
+
+
+def test_batch_norm_backward_recomputes_centred_inputs_instead_of_writing_them(monkeypatch):
+    # N*H*W > 8192: the statistics and the input gradient are two groups, and the gradient's
+    # group recomputes x - mean (and the ReLU mask's select) from the saved inputs; no kernel
+    # may also write those full-size values out
+    monkeypatch.setenv("FUSELINT_SPLIT_MIN_NUMEL", "1024")
+    torch.manual_seed(0)
+    shape = (2, 8, 68, 68)
+    x, r = (torch.randn(shape).contiguous(memory_format=torch.channels_last) for _ in range(2))
+    w, b = torch.rand(8) + 0.5, torch.randn(8)
+
+    def block(x, r, w, b):
+        return torch.relu(F.batch_norm(x, None, None, w, b, training=True) + r)
+
+    got, want, kernels = run(block, x, r, w, b, train=True)
+    full = [o for k in kernels for o in k.ir.output_meta if tuple(o.shape) == shape]
+    # forward: the output and its ReLU mask; backward: r's gradient (the mask's select) and x's
+    assert len(full) == 4, [k.__name__ for k in kernels]
+    assert all(k.broken is None and k.fallback_calls == 0 for k in kernels)
+    for g, w_ in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w_, **tol(torch.float32))
