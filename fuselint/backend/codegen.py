@@ -336,8 +336,10 @@ class _KernelWriter:
         # loads their inputs anyway; only the rest need a last pass that recomputes them.
         early = [s for s in full if s.value.stage == 0]
         late = [s for s in full if s not in early]
-        passes = ir.stages + (1 if late and not self.chunked else 0)  # a split stores them apart
-        for stage in range(1, ir.stages + 1):
+        welford = _welford_pairs(ir)
+        stages = 1 if welford else ir.stages
+        passes = stages + (1 if late and not self.chunked else 0)  # a split stores them apart
+        for stage in range(1, stages + 1):
             reds = [v for v in ir.values if v.kind == "reduce" and v.stage == stage]
             loop = self._loop(f"_{stage}")
             inits, finals = [], []
@@ -345,15 +347,23 @@ class _KernelWriter:
                 for s in early:
                     self.store(s, loop)
             for v in reds:
+                if id(v) in welford:
+                    self._welford(v, welford[id(v)], loop, inits, finals)
+                    continue
                 acc = f"acc_{v.name}"
                 arg = self.ref(v.args[0], loop)
                 inits.append(f"{acc} = tl.full([XBLOCK, RBLOCK], {_NEUTRAL[v.reduce_op]}, tl.float32)")
                 masked = f"tl.where(mask, {arg}, {_NEUTRAL[v.reduce_op]})"
                 loop.add(f"{acc} = " + _COMBINE[v.reduce_op].format(acc=acc, x=masked))
                 finals.append((v, f"tl.{v.reduce_op}({acc}, axis=1)[:, None]"))
-            names = ", ".join(v.name for v in reds)
+            names = ", ".join(v.name for v in reds + [welford[id(s)] for s in reds if id(s) in welford])
             self._close_loop(loop, inits, f"pass {stage} of {passes}: {names}")
+            if welford:
+                self._lane_weights()
             for v, expr in finals:
+                if v is None:  # a step of a one-pass variance's combination
+                    self.outer.add(expr)
+                    continue
                 self.outer.add(f"{v.name} = {expr}")
                 self.outer.cache[id(v)] = v.name
             if self.chunked and stage == 1:
@@ -369,6 +379,48 @@ class _KernelWriter:
         for s in rows:
             self.store(s, self.outer)
         return self.outer.lines
+
+    # -- one-pass variance ----------------------------------------------------------------
+    def _welford(self, total: Value, m2: Value, loop: _Scope, inits: list[str], finals: list) -> None:
+        """A looped variance in one pass over memory: each lane of the [XBLOCK, RBLOCK] tile keeps
+        Welford's running mean and sum of squared deviations of the elements it sees (one per
+        iteration, so the lane's count is the iteration's, a scalar), shifted by the first element
+        it saw; after the loop the lanes combine by Chan's formula, relative to lane 0's shift (a
+        difference of two nearby floats is exact). Two passes (the mean, then the squares) read the
+        input twice."""
+        shift, mean, acc = f"acc_{total.name}_shift", f"acc_{total.name}_mean", f"acc_{m2.name}"
+        for name in (shift, mean, acc):
+            inits.append(f"{name} = tl.zeros([XBLOCK, RBLOCK], tl.float32)")
+        if not any(line.lstrip().startswith("winv =") for line in loop.lines):
+            loop.add("winv = 1.0 / (r0 // RBLOCK + 1)")
+        x = self.ref(total.args[0], loop)
+        y, d, nxt = f"{total.name}_y", f"{total.name}_d", f"{total.name}_next"
+        loop.add(f"{shift} = tl.where(r0 == 0, {x}, {shift})")
+        loop.add(f"{y} = {x} - {shift}")
+        loop.add(f"{d} = {y} - {mean}")
+        loop.add(f"{nxt} = {mean} + {d} * winv")
+        loop.add(f"{acc} = tl.where(mask, {acc} + {d} * ({y} - {nxt}), {acc})")
+        loop.add(f"{mean} = tl.where(mask, {nxt}, {mean})")
+        base, rel, lanes = f"{total.name}_base", f"{total.name}_rel", f"{total.name}_lanes"
+        zero = "tl.arange(0, RBLOCK)[None, :] == 0"
+        finals.append((None, f"{base} = tl.sum(tl.where({zero}, {shift}, 0.0), axis=1)[:, None]"))
+        finals.append((None, f"{lanes} = ({shift} - {base}) + {mean}"))
+        finals.append((None, f"{rel} = tl.sum({lanes} * wlane, axis=1)[:, None]"))
+        finals.append((total, f"{rel} + {base} * nlane"))
+        gap = f"({lanes} - {rel} / nlane)"
+        finals.append((m2, f"tl.sum({acc} + wlane * {gap} * {gap}, axis=1)[:, None]"))
+
+    def _lane_weights(self) -> None:
+        """`wlane`: how many elements each lane of the loop saw (the lanes past the reduced
+        extent's end see one fewer); `nlane`: their total."""
+        extent = (
+            f"tl.minimum({self.cfg.chunk}, {self.ir.rnumel} - rstart)"
+            if self.chunked
+            else str(self.ir.rnumel)
+        )
+        lanes = "tl.arange(0, RBLOCK)[None, :]"
+        self.outer.add(f"wlane = tl.maximum(({extent} - {lanes} + RBLOCK - 1) // RBLOCK, 0).to(tl.float32)")
+        self.outer.add("nlane = tl.sum(wlane, axis=1)[:, None]")
 
     # -- split reductions ----------------------------------------------------------------
     def _chunk_means(self) -> None:
@@ -517,3 +569,28 @@ def generate(ir: KernelIR, cfg: LaunchConfig) -> tuple[str, str]:
             stores = _KernelWriter(ir, cfg).store_body()
             body += ["", "", "@triton.jit", f"def {name}_store({', '.join(params)}):", *stores]
     return "\n".join(header + body) + "\n", name
+
+
+def _welford_pairs(ir: KernelIR) -> dict[int, Value]:
+    """id(sum of x) -> the variance's sum of squares (x - sum / n)**2 that reads it, when every
+    second-stage reduction of `ir` is such a variance and nothing else needs a second pass;
+    empty otherwise."""
+    pairs: dict[int, Value] = {}
+    if ir.stages != 2:
+        return pairs
+    for v in ir.reductions:
+        if v.stage == 1:
+            continue
+        sq = v.args[0]
+        if v.reduce_op != "sum" or v.mean is None or sq.kind != "math" or sq.expr != "({0} * {0})":
+            return {}
+        dev = sq.args[0]
+        if dev.kind != "math" or dev.expr != "({} - {})" or dev.args[1] is not v.mean:
+            return {}
+        total = v.mean.args[0]
+        if total.kind != "reduce" or total.reduce_op != "sum" or total.args[0] is not dev.args[0]:
+            return {}
+        if id(total) in pairs:
+            return {}
+        pairs[id(total)] = v
+    return pairs

@@ -14,7 +14,12 @@ from backend_helpers import aten_graph, flat, needs_interpreter, tol
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.compiler import prepare_group
-from fuselint.backend.heuristics import SPLIT_MAX_PROGRAMS, SPLIT_TARGET_PROGRAMS, choose_config
+from fuselint.backend.heuristics import (
+    SPLIT_MAX_PROGRAMS,
+    SPLIT_OUTER_RBLOCK,
+    SPLIT_TARGET_PROGRAMS,
+    choose_config,
+)
 from fuselint.backend.lowering import lower_group
 
 pytestmark = needs_interpreter
@@ -222,6 +227,8 @@ def test_gpu_splits_channels_last_batch_norm_statistics_to_fill_the_gpu(monkeypa
     cfg = gpu_config(lambda x: torch.var_mean(x.permute(0, 3, 1, 2), [0, 2, 3]), (32, 112, 112, 64))
     assert cfg.grid == 1 and cfg.combine is not None
     assert cfg.grid * cfg.split >= SPLIT_TARGET_PROGRAMS // 2 and cfg.chunk % cfg.rblock == 0
+    # its chunks loop over 64 channels x 16 positions with 4 warps (not the unsplit 64 x 64)
+    assert (cfg.xblock, cfg.rblock, cfg.num_warps) == (64, SPLIT_OUTER_RBLOCK, 4)
     # GPT-2's bias gradient: 768 columns summed over 4096 tokens
     cfg = gpu_config(lambda g: g.sum(0), (4096, 768))
     assert cfg.combine is not None and cfg.grid * cfg.split >= SPLIT_MAX_PROGRAMS
@@ -279,3 +286,23 @@ def test_batch_norm_backward_recomputes_centred_inputs_instead_of_writing_them(m
     assert all(k.broken is None and k.fallback_calls == 0 for k in kernels)
     for g, w_ in zip(got, want, strict=True):
         torch.testing.assert_close(g, w_, **tol(torch.float32))
+
+
+@pytest.mark.parametrize("split", ["0", "1"])
+def test_looped_variance_reads_its_input_once_and_keeps_fp32_precision(monkeypatch, split):
+    # rows longer than the register cap loop over 64-element blocks: each lane keeps Welford's
+    # running mean and squares (mean 1e4, spread 1: a plain sum of squares loses every digit),
+    # one loop over memory instead of a mean pass and a squares pass
+    monkeypatch.setenv("FUSELINT_MAX_PERSISTENT_RBLOCK", "64")
+    monkeypatch.setenv("FUSELINT_SPLIT", split)
+    torch.manual_seed(2)
+    x = torch.randn(8, 3001, dtype=torch.float64) + 1e4
+    got, _, kernels = run(lambda t: torch.var_mean(t, 1), x.float())
+    (kernel,) = kernels
+    assert not kernel.cfg.persistent and (kernel.cfg.combine is not None) == (split == "1")
+    assert kernel.source.count("for r0 in range(") == 1 and "pass 1 of 1" in kernel.source
+    var, mean = got
+    exact = x.float().double()  # what the kernel reads, in fp64
+    # (the two passes it replaces, a plain sum for the mean first, were 3.3e-5 off here)
+    torch.testing.assert_close(var.double(), exact.var(1), rtol=2e-5, atol=0)
+    torch.testing.assert_close(mean.double(), exact.mean(1), rtol=1e-7, atol=0)
