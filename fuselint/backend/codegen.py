@@ -278,7 +278,7 @@ class _KernelWriter:
             val = self.ref(s.value, scope)
             if s.dtype in _HALF or (s.dtype != torch.float32 and s.dtype != torch.bool):
                 val = f"{val}.to({tl_dtype})"
-        scope.add(f"tl.store(out{s.output_index} + ({offs}), {val}, mask={mask})")
+        scope.add(f"tl.store({s.pointer} + ({offs}), {val}, mask={mask})")
 
     # -- kernel shapes ----------------------------------------------------------------------
     def _prologue(self) -> None:

@@ -28,7 +28,7 @@ from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
-from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting
+from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
 from fuselint.backend.views import fold_input_views
 from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout, take_input_strides
@@ -138,7 +138,7 @@ def prepare_group(
             base = base.all_input_nodes[0]
         if base.name not in owned and base not in outputs and not _is_view(base):
             outputs.append(base)
-    if not outputs:
+    if not outputs and not any(n.target is torch.ops.aten.copy_.default for n in nodes):
         raise Unsupported("nothing leaves the group")
     return PreparedGroup(nodes, inputs, sorted(outputs, key=order.__getitem__))
 
@@ -310,13 +310,17 @@ class _Cycle(Exception):
 
 def rebuild(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> torch.fx.GraphModule:
     """`gm` with each compiled group replaced by one call to its kernel."""
+    by_name = {n.name: n for n in gm.graph.nodes}
     owner: dict[str, CompiledGroup] = {}
     internal: set[str] = set()
     for cg in compiled:
         internal.update(cg.nodes)
         for o in cg.outputs:
             owner.setdefault(o, cg)
-    by_name = {n.name: n for n in gm.graph.nodes}
+        if cg.kernel.writes_inputs:  # its copy_ nodes: running the kernel performs them
+            for n in cg.nodes:
+                if by_name[n].target is torch.ops.aten.copy_.default:
+                    owner.setdefault(n, cg)
     g = torch.fx.Graph()
     env: dict[str, torch.fx.Node] = {}
 
@@ -343,6 +347,9 @@ def rebuild(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> torch.fx
                     item = g.call_function(operator.getitem, (call, k))
                     item.meta = dict(by_name[o].meta)
                     env[o] = item
+                for n in cg.nodes:  # copy_ returns the input it wrote
+                    if owner.get(n) is cg and n not in cg.outputs:
+                        env[n] = env[by_name[n].args[0].name]
             else:
                 env[name] = g.node_copy(by_name[name], lambda a: env[a.name])
             stack.pop()
@@ -359,7 +366,7 @@ def rebuild(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> torch.fx
         for a in out_node.all_input_nodes:
             demand(a.name)
         g.output(torch.fx.map_arg(out_node.args[0], lambda a: env[a.name]))
-    g.eliminate_dead_code()
+    g.eliminate_dead_code(is_impure_node=keeps_effects)
     return torch.fx.GraphModule(gm, g)
 
 

@@ -17,7 +17,7 @@ import operator
 import torch
 import torch.fx
 
-from fuselint.backend.runtime import FusedKernel
+from fuselint.backend.runtime import FusedKernel, keeps_effects
 
 # Bigger constants stay per call: one launch costs less than pinning that much memory.
 MAX_BYTES = 1 << 20
@@ -98,6 +98,6 @@ def fold_constants(gm: torch.fx.GraphModule, max_bytes: int = MAX_BYTES) -> list
         attr.meta = dict(n.meta)
         n.replace_all_uses_with(attr)
         folded.append(n.name)
-    gm.graph.eliminate_dead_code()
+    gm.graph.eliminate_dead_code(is_impure_node=keeps_effects)
     gm.recompile()
     return folded

@@ -35,6 +35,9 @@ log = logging.getLogger("fuselint.backend")
 
 def why_not_recordable(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:
     """The reason `gm` cannot be recorded as a CUDA graph, or None."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and getattr(n.target, "writes_inputs", False):
+            return f"the graph writes to a tensor in place ({n.name} stores into its input)"
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
     if not tensors or any(t.device.type != "cuda" for t in tensors):
         return "inputs are not all CUDA tensors"

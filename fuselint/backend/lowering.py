@@ -97,9 +97,15 @@ class TensorMeta:
 @dataclass(frozen=True)
 class Store:
     value: Value
-    output_index: int
+    output_index: int  # -1 for a store into an input
     strides: tuple[int, ...]  # along each dim of S (0 where the output broadcasts)
     dtype: torch.dtype
+    # `copy_` into a graph input (BatchNorm's running statistics): the input it writes
+    input_index: int = -1
+
+    @property
+    def pointer(self) -> str:
+        return f"out{self.output_index}" if self.input_index < 0 else f"in{self.input_index}"
 
 
 @dataclass
@@ -288,6 +294,7 @@ class Lowering:
         self.rset = frozenset(self.rdims)
         self.hints = self._dim_hints()
         self.cat_pieces: frozenset[str] = frozenset()
+        self.copies: list[tuple[torch.fx.Node, Value, tuple]] = []  # (input, value, its map)
 
     # -- helpers the op table calls -------------------------------------------------------
     def unsupported(self, why: str) -> None:
@@ -599,6 +606,8 @@ class Lowering:
             self._rand(node)
         elif packet == "embedding":
             self._embedding(node)
+        elif packet == "copy_":
+            self._copy_into(node)
         elif packet == "gather":
             self._gather(node)
         elif packet in REDUCTIONS:
@@ -607,6 +616,24 @@ class Lowering:
             self._window(node)
         else:
             self._pointwise(node)
+
+    def _copy_into(self, node: torch.fx.Node) -> None:
+        """copy_(dst, src) into a graph input that nothing else in the graph reads: the kernel
+        stores src into dst itself (a training graph's update of BatchNorm's running statistics,
+        which ATen would copy with a launch of its own per buffer)."""
+        dst, src = node.args[0], node.args[1]
+        if not isinstance(dst, torch.fx.Node) or dst.op != "placeholder" or dst.name not in self.input_index:
+            raise Unsupported("copy_ into a value that is not a graph input")
+        members = {n.name for n in self.all_nodes}
+        if any(u.name not in members for u in (*dst.users, *node.users)):
+            raise Unsupported("copy_ into an input that other kernels read")
+        shape = _concrete_shape(dst.meta.get("val"))
+        if not isinstance(src, torch.fx.Node) or _tensor_shape(src) != shape:
+            raise Unsupported("copy_ that broadcasts")
+        smap = self._out_map(shape, [src], self.hints.get(node.name))
+        value = self._operand(src, shape, smap)
+        self.copies.append((dst, value, smap))
+        self.env[node.name] = (value, smap)
 
     def _pointwise(self, node: torch.fx.Node) -> None:
         fn = lowering_for(node.target)
@@ -1139,6 +1166,7 @@ class Lowering:
                     strides[d] = meta.stride[j]
             stores.append(Store(value, i, tuple(strides), meta.dtype))
             out_meta.append(meta)
+        stores += self._copy_stores(stores)
         if not stores:
             raise Unsupported("nothing to store")
         ops = tuple(
@@ -1167,6 +1195,48 @@ class Lowering:
             device=self.device,
             op_names=ops,
         )
+
+    def _copy_stores(self, stores: list[Store]) -> list[Store]:
+        """The stores of the group's copy_ into inputs. Each element of the input is written once,
+        by the program that reads it for that store alone: a value stored elsewhere that read the
+        input could see it written."""
+        out = []
+        for dst, value, smap in self.copies:
+            j = self.input_index[dst.name]
+            meta = tensor_meta(dst)
+            strides = [0] * len(self.space)
+            for k, d in enumerate(smap):
+                if d is not None:
+                    strides[d] = meta.stride[k]
+            if any(
+                strides[d] == 0 and self.space[d] > 1 for d in range(len(self.space)) if d not in self.rset
+            ):
+                raise Unsupported("copy_ into an input broadcast over the kernel")
+            others = [s.value for s in stores] + [v for d, v, _ in self.copies if d is not dst]
+            if _reads_input(others, j) or any(
+                v.kind == "load" and v.input_index == j and (v.strides != tuple(strides) or v.shifts)
+                for v in self.values
+            ):
+                raise Unsupported("copy_ into an input read elsewhere in the kernel")
+            out.append(Store(value, -1, tuple(strides), meta.dtype, input_index=j))
+        return out
+
+
+def _reads_input(values: list[Value], j: int) -> bool:
+    """Whether any of `values` is computed from input j."""
+    seen: set[int] = set()
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if v.input_index == j and v.kind in ("load", "gather") or v.kind == "window":
+            return True
+        stack.extend(a for a in v.args if isinstance(a, Value))
+        if v.mean is not None:
+            stack.append(v.mean)
+    return False
 
 
 def _reads_reductions_only_through(v: Value, mean: Value) -> bool:

@@ -167,6 +167,8 @@ class FusedKernel:
         # Inputs passed as the base of the view the kernel reads: index -> the view ops, for the fallback.
         self.views: dict[int, Callable] = {}
         self.out_specs = tuple((m.shape, m.stride, m.dtype) for m in ir.output_meta)
+        # it stores into some of its inputs (copy_ into a graph input): its call is never dead code
+        self.writes_inputs = any(s.input_index >= 0 for s in ir.stores)
         self.device = ir.device
         # Triton reads TRITON_INTERPRET while it compiles, too: a GPU kernel launched in a
         # process that interprets CPU kernels (the test suite) compiles with it switched off.
@@ -396,3 +398,8 @@ def _knobs_runtime() -> object | None:
 
 # Set when the first fast launcher is built (importing triton here would fix TRITON_INTERPRET too early).
 _KNOBS_RUNTIME: object | None = None
+
+
+def keeps_effects(node: torch.fx.Node) -> bool:
+    """Dead-code elimination must keep `node`: an impure op, or a kernel that writes its inputs."""
+    return node.is_impure() or bool(getattr(node.target, "writes_inputs", False))

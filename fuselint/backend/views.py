@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
-from fuselint.backend.runtime import FusedKernel
+from fuselint.backend.runtime import FusedKernel, keeps_effects
 
 
 def _is_view(node: torch.fx.Node) -> bool:
@@ -81,6 +81,6 @@ def fold_input_views(gm: torch.fx.GraphModule) -> int:
             folded += 1
         n.args = tuple(args)
     if folded:
-        gm.graph.eliminate_dead_code()
+        gm.graph.eliminate_dead_code(is_impure_node=keeps_effects)
         gm.recompile()
     return folded

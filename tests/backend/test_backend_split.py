@@ -14,6 +14,7 @@ from backend_helpers import aten_graph, flat, needs_interpreter, tol
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.compiler import prepare_group
+from fuselint.backend.cudagraphs import why_not_recordable
 from fuselint.backend.heuristics import (
     SPLIT_MAX_PROGRAMS,
     SPLIT_OUTER_RBLOCK,
@@ -119,6 +120,45 @@ def test_batch_norm_module_updates_running_stats_as_eager():
         torch.testing.assert_close(fn(x), eager(x), **tol(torch.float32))
     torch.testing.assert_close(compiled.running_mean, eager.running_mean, **tol(torch.float32))
     torch.testing.assert_close(compiled.running_var, eager.running_var, **tol(torch.float32))
+
+
+@pytest.mark.parametrize("split", ["0", "1"])
+def test_batch_norm_running_statistics_are_stored_by_the_kernels(monkeypatch, split):
+    # the update of running_mean, running_var and num_batches_tracked is stored by the kernels
+    # that compute it, into the module's buffers: no ATen copy_ (a launch per buffer) is left
+    monkeypatch.setenv("FUSELINT_SPLIT", split)
+    torch.manual_seed(0)
+    eager, compiled = torch.nn.BatchNorm2d(8).train(), torch.nn.BatchNorm2d(8).train()
+    torch._dynamo.reset()
+    start = history_mark()
+    fn = torch.compile(compiled, backend=fuselint_backend)
+    for step in range(3):
+        x = (torch.randn(4, 8, 10, 12) * (step + 1) + step).contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(fn(x), eager(x), **tol(torch.float32))
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(compiled, name), getattr(eager, name), **tol(torch.float32))
+    (report,) = reports_since(start)
+    code = report.graph_module.code
+    assert "copy_.default" not in code
+    assert sum(k.writes_inputs for k in report.kernels) == 2  # the statistics; the counter
+    assert why_not_recordable(report.graph_module, [x]).endswith("stores into its input)")
+
+
+def test_copy_into_an_input_that_another_value_reads_keeps_the_read_before_the_write():
+    # y reads buf's old values; the new ones are stored after: fused or not, y must not see them
+    def fn(buf, x):
+        y = buf * 2 + x
+        buf.copy_(x + 1)
+        return y
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=fuselint_backend)
+    x = torch.randn(6, 5)
+    buf, ref = torch.randn(6, 5), None
+    ref_buf = buf.clone()
+    ref = fn(ref_buf, x)
+    torch.testing.assert_close(compiled(buf, x), ref)
+    torch.testing.assert_close(buf, ref_buf)
 
 
 def test_layer_norm_weight_and_bias_grads_sum_over_all_tokens():
