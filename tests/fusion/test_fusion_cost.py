@@ -277,6 +277,28 @@ def test_a_swept_device_prices_eager_batch_norm_at_its_measured_rate():
     )
 
 
+def test_eager_batch_norm_after_a_conv_is_priced_in_eagers_layout_not_the_layout_passs():
+    # The layout pass runs the conv (and so the BatchNorm after it) in channels_last for the plan;
+    # eager keeps the user's NCHW and runs PyTorch's NCHW BatchNorm kernel, 1.56x slower on the H200
+    # sweep at 32x256x56x56 (measured on the H200 in ResNet-50: 1134 µs for its 53, 1311 priced
+    # this way, 761 as channels_last).
+    swept = device("H200-measured")
+    body = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 1), torch.nn.BatchNorm2d(64)).eval()
+    x = torch.randn(32, 64, 56, 56, dtype=torch.bfloat16)
+    nchw = graph_cost(plan(aten_graph(body.to(torch.bfloat16), x, layout=False)), swept)
+    laid_out_fg = aten_graph(body, x)
+    convs = [n for n in laid_out_fg.dag.nodes if "convolution" in n]
+    assert convs and all(
+        laid_out_fg.dag.nodes[c]["fx"].meta["val"].is_contiguous(memory_format=torch.channels_last)
+        for c in convs
+    ), "the layout pass made the graph channels_last"
+    laid_out = graph_cost(plan(laid_out_fg), swept)
+    assert laid_out.eager.time_us == pytest.approx(nchw.eager.time_us, rel=0.02)
+    cl_model = body.to(memory_format=torch.channels_last)
+    cl = graph_cost(plan(aten_graph(cl_model, x.to(memory_format=torch.channels_last))), swept)
+    assert cl.eager.time_us < 0.85 * laid_out.eager.time_us  # eager in channels_last: the fast kernel
+
+
 def test_a_swept_device_prices_eager_layer_norm_per_row_and_small_convs_above_their_gemm():
     # PyTorch's eager LayerNorm runs a block per row: over ConvNeXt's 96-wide rows it takes several
     # times the copy time (H200: 836 µs for ConvNeXt-T's 23 LayerNorms); the plan's own kernel is
