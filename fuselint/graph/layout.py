@@ -37,9 +37,9 @@ _INSERTED = "fuselint_layout_copy"  # meta key of the copies this pass adds (onl
 # meta key on each convolution: (memory format, has a bias, arguments copied) as the user's code
 # runs it in eager (eager_layouts)
 EAGER_LAYOUT = "fuselint_eager_layout"
-# meta key on each node whose value is an image (4-d): "channels_last" or "contiguous" as the
-# user's code makes it in eager, where the rewrite gave the graph's value another layout
-EAGER_IMAGE_LAYOUT = "fuselint_eager_image_layout"
+# meta key on each node of a rewritten graph: its value (a fake tensor) as the user's code makes it
+# in eager, with the strides eager gives it where the rewrite gave the graph's value others
+EAGER_VAL = "fuselint_eager_val"
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
@@ -102,11 +102,11 @@ def gpu_conv_layout(
     out = next(n for n in graph.nodes if n.op == "output")
     before = [_val(v) for v in out.args[0]]
     changed = False
-    images: dict[str, str] = {}
-    eager = eager_layouts(gm, images)
+    values: dict[str, torch.Tensor] = {}
+    eager = eager_layouts(gm, values)
     for old, node in env.items():
-        if old.name in images:
-            node.meta[EAGER_IMAGE_LAYOUT] = images[old.name]
+        if old.name in values:
+            node.meta[EAGER_VAL] = values[old.name]
     for old in convs:
         conv = env[old]
         if old.name in eager:
@@ -165,11 +165,11 @@ def take_input_strides(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
 
 
 def eager_layouts(
-    gm: torch.fx.GraphModule, images: dict[str, str] | None = None
+    gm: torch.fx.GraphModule, values: dict[str, torch.Tensor] | None = None
 ) -> dict[str, tuple[str, bool, tuple[int, ...]]]:
     """conv node name -> (memory format, has a bias, the arguments (0: input, 1: weight) copied
-    into a channels_last conv's layout first) as the user's code runs it on a GPU; `images`, when
-    given, receives node name -> layout_name of every image (4-d) value as eager makes it.
+    into a channels_last conv's layout first) as the user's code runs it on a GPU; `values`, when
+    given, receives node name -> every tensor value as eager makes it (a fake tensor).
 
     cuDNN returns channels_last when the conv's input or weight is channels_last, NCHW
     otherwise, and pointwise ops carry their inputs' layout on; the traced strides cannot say
@@ -208,8 +208,8 @@ def eager_layouts(
                     )
                     out[node.name] = (name, node.args[2] is not None, copied)
                 vals[node] = val
-                if images is not None and isinstance(val, torch.Tensor) and val.dim() == 4:
-                    images[node.name] = layout_name(val)
+                if values is not None and isinstance(val, torch.Tensor):
+                    values[node.name] = val
     return out
 
 
@@ -354,11 +354,15 @@ def layout_name(t: object) -> str:
     return "channels_last" if channels_last(t) else "contiguous"
 
 
+def eager_val(node: torch.fx.Node) -> object:
+    """A node's value as eager code makes it: what gpu_conv_layout recorded (EAGER_VAL; the rewrite
+    may have made the graph's value channels_last where eager's stays NCHW), else the traced one."""
+    return node.meta.get(EAGER_VAL, _val(node))
+
+
 def eager_layout_name(node: torch.fx.Node) -> str:
-    """layout_name of a node's value as eager code makes it: what gpu_conv_layout recorded
-    (EAGER_IMAGE_LAYOUT; the rewrite may have made the graph's value channels_last where eager's
-    stays NCHW), else the traced value's."""
-    return node.meta.get(EAGER_IMAGE_LAYOUT) or layout_name(_val(node))
+    """layout_name of a node's value as eager code makes it (eager_val)."""
+    return layout_name(eager_val(node))
 
 
 def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -335,3 +335,46 @@ def test_compiled_convs_left_in_nchw_pay_cudnns_conversions_in_the_plan():
         return nchw_conv_extra(facts, set(facts.kind), UNIT, compiled=True).launches
 
     assert conversions(grouped) == 3 and conversions(dense) == 0  # its copies are the plan's own
+
+
+def _unvectorised(fn, *args) -> list:
+    from fuselint.fusion.cost import eager_unvectorised
+
+    facts = GraphFacts(aten_graph(fn, *args))
+    return sorted(str(eager_unvectorised(facts, unit)) for unit in eager_kernels(facts))
+
+
+def test_eager_ops_on_broadcast_or_strided_operands_run_unvectorised():
+    # TensorIterator vectorises only operands laid out like the output; cat copies non-contiguous
+    # inputs element by element (H200: ~1.3-1.7 TB/s and ~0.6 TB/s against ~4 vectorised)
+    x, s = torch.randn(8, 64, 32, 32), torch.randn(8, 64, 1, 1)
+    assert _unvectorised(lambda a, b: a * b, x, s) == ["elementwise"]
+    assert _unvectorised(lambda a, b: a + b, x, x.clone()) == ["None"]
+    assert _unvectorised(lambda a: a.permute(0, 2, 3, 1) + 1, x) == ["None"]  # one operand: its layout
+    assert _unvectorised(lambda a, b: a.permute(0, 2, 3, 1) + b, x, torch.randn(8, 32, 32, 64)) == [
+        "elementwise"
+    ]
+    q = torch.randn(4, 16, 128, 64)
+    halves = _unvectorised(lambda a: torch.cat((-a[..., 32:], a[..., :32]), dim=-1), q)
+    assert halves.count("cat") == 1
+    assert _unvectorised(lambda a, b: torch.cat((a, b), dim=0), q, q.clone()) == ["None"]
+    swept = device("H200-measured")
+    plain = replace(swept, efficiency=replace(swept.efficiency, strided=()))
+    xb, sb = (
+        torch.randn(32, 256, 56, 56, dtype=torch.bfloat16),
+        torch.randn(32, 256, 1, 1, dtype=torch.bfloat16),
+    )
+    scaled = plan(aten_graph(lambda a, b: a * b, xb, sb))
+    assert graph_cost(scaled, swept).eager.time_us > 2 * graph_cost(scaled, plain).eager.time_us
+    assert graph_cost(scaled, swept).fused == graph_cost(scaled, plain).fused  # the plan's own kernel
+
+
+def test_erf_gelu_is_priced_compute_bound():
+    # GELU(erf) kernels run at 650-740 G elements/s on the H200 (PyTorch's and fuselint's), below
+    # the ~1000 G elements/s that copy bandwidth allows for bf16
+    x = torch.randn(64, 1024, 3072, dtype=torch.bfloat16)
+    cost = graph_cost(plan(aten_graph(F.gelu, x)), device("H200-measured"))
+    for side in (cost.eager, cost.fused):
+        assert x.numel() / 0.76e6 < side.time_us < x.numel() / 0.6e6
+    tanh = graph_cost(plan(aten_graph(torch.tanh, x)), device("H200-measured"))
+    assert tanh.eager.time_us < x.numel() / 0.9e6  # an ordinary op stays bandwidth-bound
