@@ -8,7 +8,7 @@ a vectorised add; the rates below were fit to the kernels of whole models instea
 the same timer (`calibrate.kernel_ms`: summed GPU kernel time per call, torch.profiler):
 - "stem": convolutions with 3 input channels (image stems), as timm's and torchvision's models
   run them on an NCHW image, and in channels_last: µs in total and per kernel name (cuDNN pads or
-  converts the image first; the conv itself runs on CUDA cores);
+  converts the image first; the conv itself runs on CUDA cores); and the max-pool after ResNet's stem;
 - "unvectorised": PyTorch's elementwise kernel on broadcast or strided operands (a per-channel
   scale, a permuted residual, an fp32 row scale) and `cat` of non-contiguous halves (RoPE), beside
   the vectorised add of the same bytes: GB/s of bytes read + written (the table's `strided`);
@@ -16,7 +16,9 @@ the same timer (`calibrate.kernel_ms`: summed GPU kernel time per call, torch.pr
 - "attention": F.scaled_dot_product_attention (bf16, no mask, causal or not) over a grid of
   sequence lengths and head dims: µs and TFLOP/s over the exact scores (the table's `attention`);
 - "fuselint_bn": the fuselint backend's inference BatchNorm(+activation) kernels, channels_last and
-  NCHW, GB/s (pred6 measured 2.0-3.3 TB/s of them in models, where plain pointwise kernels reach ~4).
+  NCHW, and BatchNorm + SiLU + the spatial mean of a squeeze-excite block: GB/s of the image read
+  and written (pred6 measured 2.0-3.3 TB/s of them in models, where plain pointwise kernels reach ~4;
+  EfficientNet's 49 take 888 µs against 456 priced).
 Each entry records its kernels by name so that a wrong kernel choice shows.
 """
 
@@ -80,6 +82,14 @@ def stems() -> list[dict]:
                 us, kernels = profile_us(lambda conv=conv, x=x: conv(x))
             out.append({"model": model, "layout": layout, "cout": cout, "k": k, "stride": stride, "batch": batch,
                         "us": us, "kernels": kernels})  # fmt: skip
+    for layout in (
+        "contiguous",
+        "channels_last",
+    ):  # the max-pool after ResNet's stem (NCHW: 107 µs on the H200)
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        x = torch.randn(32, 64, 112, 112, device="cuda", dtype=DTYPE).to(memory_format=fmt)
+        us, kernels = profile_us(lambda x=x: F.max_pool2d(x, 3, 2, 1))
+        out.append({"model": "resnet max_pool 3x3/2", "layout": layout, "us": us, "kernels": kernels})
     return out
 
 
@@ -152,16 +162,31 @@ def attention() -> list[dict]:
     return out
 
 
+class _SiLUAndMean(torch.nn.Module):
+    """SiLU and a squeeze-excite block's spatial mean of it: the BatchNorm + SiLU + mean kernel
+    (a reduction over H and W) that EfficientNet's fused plan runs 16 times."""
+
+    def forward(self, x):
+        y = F.silu(x)
+        return y, y.mean((2, 3), keepdim=True)
+
+
 def fuselint_bn() -> list[dict]:
     try:
         import fuselint.backend  # noqa: F401  (registers "fuselint")
     except Exception as exc:  # triton missing: say so and go on
         return [{"error": f"{type(exc).__name__}: {exc}"[:200]}]
     out = []
-    for c, hw, act in ((256, 56, "relu"), (96, 112, "silu"), (144, 56, "silu"), (512, 28, "relu")):
+    for c, hw, act in (
+        (256, 56, "relu"),
+        (96, 112, "silu"),
+        (144, 56, "silu"),
+        (512, 28, "relu"),
+        (144, 56, "se"),
+    ):
         for layout in ("channels_last", "contiguous"):
             fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
-            act_fn = torch.nn.ReLU() if act == "relu" else torch.nn.SiLU()
+            act_fn = {"relu": torch.nn.ReLU(), "silu": torch.nn.SiLU(), "se": _SiLUAndMean()}[act]
             model = torch.nn.Sequential(torch.nn.BatchNorm2d(c), act_fn).cuda().to(DTYPE).eval()
             x = torch.randn(32, c, hw, hw, device="cuda", dtype=DTYPE).to(memory_format=fmt)
             torch._dynamo.reset()

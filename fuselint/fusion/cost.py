@@ -219,10 +219,11 @@ def kernel_cost(
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
     memory_us = None
-    if eager:
+    if eager:  # eager's own kernels where they run below the vectorised copy rate
         memory_us = _eager_norm_us(facts, nodes, device, read + written)
-        if memory_us is None and eager_unvectorised(facts, nodes) is not None:
-            memory_us = device.strided_us(read + written, cat=eager_unvectorised(facts, nodes) == "cat")
+        path = eager_unvectorised(facts, nodes) if memory_us is None else None
+        if path is not None:
+            memory_us = device.strided_us(read + written, cat=path == "cat")
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
