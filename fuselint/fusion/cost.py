@@ -38,7 +38,7 @@ from fuselint.fusion.attention import (
 )
 from fuselint.fusion.devices import DEFAULT, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
-from fuselint.graph.layout import channels_last, conv_eager_layout, layout_name
+from fuselint.graph.layout import channels_last, conv_eager_layout, eager_layout_name, eager_val, layout_name
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,17 @@ class ModelCost(_EagerVsFused):
 # ---------------------------------------------------------------------------------------------
 
 
+# fp32 operations per element of pointwise ops far costlier than one: erf (the exact GELU's) runs as
+# a long polynomial with branches. GELU(erf) kernels measured on the H200 (bench/results/h200-eff/
+# pa.json: BERT's, ViT's and ConvNeXt's, PyTorch's and fuselint's alike) run at 650-740 G elements/s
+# whatever their size, compute-bound below the copy bandwidth (~1000 G elements/s of bf16): 70-79
+# operations per element at the 51.3 TFLOP/s fp32 rate, of which the GELU's other ops are ~6.
+OPS_PER_ELEMENT = {torch.ops.aten.erf.default: 64}
+
+
 def node_flops(facts: GraphFacts, node: str) -> int:
-    """Flops of one compute node: torch's flop counter for matmul/conv, else one per element."""
+    """Flops of one compute node: torch's flop counter for matmul/conv, else one per element
+    (OPS_PER_ELEMENT for the costlier ops)."""
     kind = facts.kind[node]
     fx = facts.fg.dag.nodes[node]["fx"]
     if kind in ("matmul", "conv"):
@@ -148,7 +157,7 @@ def node_flops(facts: GraphFacts, node: str) -> int:
             return counted
     if kind == "reduction":
         return max((facts.numel(p) for p, _v in facts.reads[node]), default=0)
-    return facts.numel(node)
+    return facts.numel(node) * OPS_PER_ELEMENT.get(fx.target, 1)
 
 
 def _meta(x, shapes: dict):
@@ -209,7 +218,12 @@ def kernel_cost(
     if priced:  # matmuls and convolutions at the rates measured for their shapes
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
-    memory_us = _eager_norm_us(facts, nodes, device, read + written) if eager else None
+    memory_us = None
+    if eager:  # eager's own kernels where they run below the vectorised copy rate
+        memory_us = _eager_norm_us(facts, nodes, device, read + written)
+        path = eager_unvectorised(facts, nodes) if memory_us is None else None
+        if path is not None:
+            memory_us = device.strided_us(read + written, cat=path == "cat")
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
@@ -232,10 +246,52 @@ def _eager_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: i
             return device.layer_norm_us(nbytes, x.numel() // max(width, 1), width)
         if "batch_norm" not in aten or not device.efficiency.batch_norm:
             continue
-        x = next((a.meta.get("val") for a in fx.all_input_nodes if _is_image(a.meta.get("val"))), None)
-        if x is None:  # one of the ops on its per-channel statistics
+        image = next((a for a in fx.all_input_nodes if _is_image(a.meta.get("val"))), None)
+        if image is None:  # one of the ops on its per-channel statistics
             continue
-        return device.batch_norm_us(nbytes, layout_name(x), x.shape[2] * x.shape[3])
+        # in the layout eager runs it in: NCHW after an NCHW convolution, whatever the layout
+        # pass made of the graph's value (PyTorch's NCHW kernel is 1.5x slower on the H200)
+        x = image.meta["val"]
+        return device.batch_norm_us(nbytes, eager_layout_name(image), x.shape[2] * x.shape[3])
+    return None
+
+
+def _dense_dims(t: torch.Tensor) -> tuple[tuple[int, int], ...]:
+    return tuple((n, st) for n, st in zip(t.shape, t.stride(), strict=True) if n != 1)
+
+
+def eager_unvectorised(facts: GraphFacts, nodes: set[str]) -> str | None:
+    """ "elementwise" or "cat" where eager runs this kernel on PyTorch's unvectorised path: an
+    elementwise op (or a cat) one of whose tensor operands has another shape (broadcast) or other
+    strides than its output, as eager makes them (`eager_val`): TensorIterator vectorises only
+    operands that all share the output's layout, and `cat` copies inputs that are not contiguous
+    element by element. None for any other kernel (normalisations have kernels of their own)."""
+    kinds = {facts.kind[c] for c in nodes}
+    fxs = [facts.fg.dag.nodes[c]["fx"] for c in sorted(nodes, key=facts.order.get)]
+    cat = len(fxs) == 1 and fxs[0].target is torch.ops.aten.cat.default
+    if not cat and (kinds != {"pointwise"} or any("_norm" in str(f.meta.get("original_aten")) for f in fxs)):
+        return None
+    written = [
+        c
+        for c in nodes
+        if c in facts.graph_outputs or any(u not in nodes for u in facts.consumers.get(c, []))
+    ]
+    out = (
+        eager_val(fxs[-1])
+        if not written
+        else eager_val(facts.fg.dag.nodes[max(written, key=facts.order.get)]["fx"])
+    )
+    if not isinstance(out, torch.Tensor) or out.numel() <= 1:
+        return None
+    for c in sorted(nodes):
+        for p, v in facts.reads[c]:
+            t = eager_val(facts.fg.dag.nodes[p]["fx"])
+            if facts.home[v] in nodes or not isinstance(t, torch.Tensor) or t.numel() <= 1:
+                continue
+            if cat and not t.is_contiguous():
+                return "cat"
+            if not cat and (t.shape != out.shape or _dense_dims(t) != _dense_dims(out)):
+                return "elementwise"
     return None
 
 
@@ -364,8 +420,12 @@ def fused_attention_cost(call: SdpaCall, device: Device) -> Cost:
     """One fused attention kernel (flash / memory-efficient), at the rate such kernels reach."""
     nbytes, flops = fused_work(call)
     memory = nbytes / (device.bandwidth_gbs * 1e3)
+    # the table's rate was fit to flash kernels (no mask); a masked call runs the memory-efficient
+    # kernel, measured at 0.20-0.34 of the dense rate on the H200 (T5's, GPT-2's and LLaMA's)
+    flash = call.mask is None and device.efficiency is not None
+    rate = device.efficiency.attention if flash and device.efficiency.attention else 0.0
     compute = flops / (
-        device.tflops(str(call.dtype).removeprefix("torch.")) * FUSED_ATTENTION_EFFICIENCY * 1e6
+        device.tflops(str(call.dtype).removeprefix("torch.")) * (rate or FUSED_ATTENTION_EFFICIENCY) * 1e6
     )
     return Cost(1, nbytes, flops, max(memory, compute) + device.launch_us)
 
@@ -408,9 +468,12 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
         if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
             continue
         if fmt != "contiguous":  # cuDNN in channels_last: the operands not in it are copied first
-            moved = [2 * y.numel() * y.element_size()] if bias else []
-            moved += [2 * t.numel() * t.element_size() for i, t in enumerate((x, w)) if i in copied]
-            out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
+            copies = [2 * t.numel() * t.element_size() for i, t in enumerate((x, w)) if i in copied]
+            out = (
+                out
+                + _bias_kernel(y, bias, device)
+                + Cost(len(copies), sum(copies), 0, sum(map(device.time_us, copies)))
+            )
             continue
         if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
             if device.depthwise_us(1.0, w.shape[2], "contiguous") is not None:
@@ -419,11 +482,22 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
             extra = max(taps - x.numel() * x.element_size(), 0)
             out = out + Cost(0, extra, 0, extra / (device.bandwidth_gbs * 1e3))
             continue
-        moved = [2 * y.numel() * y.element_size()] if bias else []
-        if x.shape[2] * x.shape[3] > 1:
-            moved += [2 * t.numel() * t.element_size() for t in (x, w, y)]
-        out = out + Cost(len(moved), sum(moved), 0, sum(device.time_us(b) for b in moved))
+        moved = [2 * t.numel() * t.element_size() for t in (x, w, y)] if x.shape[2] * x.shape[3] > 1 else []
+        out = (
+            out
+            + _bias_kernel(y, bias, device)
+            + Cost(len(moved), sum(moved), 0, sum(map(device.time_us, moved)))
+        )
     return out
+
+
+def _bias_kernel(y: torch.Tensor, bias: bool, device: Device) -> Cost:
+    """The kernel eager adds a convolution's bias in (none without one): a (C, 1, 1) operand
+    broadcast over the output, which PyTorch runs unvectorised (Device.strided_us)."""
+    if not bias:
+        return Cost()
+    moved = 2 * y.numel() * y.element_size()
+    return Cost(1, moved, 0, device.time_us(moved, memory_us=device.strided_us(moved)))
 
 
 def _compiled_layout(conv: torch.fx.Node) -> tuple[str, bool, tuple[int, ...]]:

@@ -53,7 +53,17 @@ class Efficiency:
     - layer_norm: (ns per row, ns per element) of PyTorch's eager LayerNorm kernel, which runs one
       block per row and so pays per row as well as per element: not swept but fit to the model
       kernels measured on the H200 (bench/results/h200-eff/pa.json: ViT's 9 and ConvNeXt's 23
-      LayerNorms, rows of 96 to 768 elements; GPT-2's and BERT's within 7%). Empty: by bandwidth."""
+      LayerNorms, rows of 96 to 768 elements; GPT-2's and BERT's within 7%). Empty: by bandwidth;
+    - strided: (GB/s of PyTorch's non-vectorised elementwise kernel, GB/s of its non-vectorised cat
+      kernel), which eager runs where an operand is broadcast or strided unlike the output (a
+      per-channel scale, RoPE's halves, a permuted residual): not swept but fit to the model kernels
+      measured on the H200 (`elementwise_kernel<128, 4>` and `CatArrayBatchedCopy`, see docs/NOTES.md
+      "pred7"), several times below the vectorised kernel's rate. Empty: by bandwidth;
+    - attention: the fraction of the dense half-precision rate (half_tflops) that fused attention
+      kernels without a mask (flash) reach over their whole score tiles; not swept but fit to the
+      eager flash kernels measured on the device (H200: BERT's, LLaMA's and ViT's cuDNN kernels,
+      0.378-0.385). 0, and masked calls: the cost model's default
+      (attention.FUSED_ATTENTION_EFFICIENCY, from an H100 kernel)."""
 
     gemm: tuple[tuple[int, int, int, float], ...]
     depthwise: tuple[tuple[str, int, float, float], ...]
@@ -61,6 +71,8 @@ class Efficiency:
     batch_norm: tuple[tuple[str, int, float, float], ...] = ()
     dense_conv: tuple[tuple[int, int, int, int, int, float], ...] = ()
     layer_norm: tuple[float, ...] = ()
+    strided: tuple[float, ...] = ()
+    attention: float = 0.0
 
     @functools.cached_property
     def _gemm_grid(self) -> tuple[dict, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -236,6 +248,14 @@ class Device:
         fit = rows * (per_row + width * per_element) / 1e3
         return max(nbytes / (self.bandwidth_gbs * 1e3), fit - self.launch_us)
 
+    def strided_us(self, nbytes: float, cat: bool = False) -> float | None:
+        """Memory time of an eager elementwise (or `cat`) kernel that PyTorch runs unvectorised, at
+        the rate the table holds for it, less the launch time_us adds (None: not in the table)."""
+        if self.efficiency is None or len(self.efficiency.strided) != 2:
+            return None
+        gbs = self.efficiency.strided[1 if cat else 0]
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+
     def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
         """Math time of a depthwise convolution at the rate swept for its layout and kernel size
         (None: no sweep; the caller prices it on the roofline)."""
@@ -366,9 +386,14 @@ def _efficiency(data: dict) -> Efficiency:
             for k, ci, co, hw, b, us in data.get("dense_conv", [])
         ),
         layer_norm=tuple(float(v) for v in data.get("layer_norm", [])),
+        strided=tuple(float(v) for v in data.get("strided", [])),
+        attention=float(data.get("attention", 0.0)),
     )
     rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
     rates += [g for *_x, g in eff.batch_norm] + [us for *_x, us in eff.dense_conv] + list(eff.layer_norm)
+    rates += list(eff.strided)
+    if not 0 <= eff.attention <= 1:
+        raise ValueError("attention is a fraction of half_tflops (0: the default)")
     if not eff.gemm or not eff.bandwidth or min(rates) <= 0:
         raise ValueError("needs gemm and bandwidth rows with positive rates")
     return eff

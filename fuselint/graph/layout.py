@@ -37,6 +37,9 @@ _INSERTED = "fuselint_layout_copy"  # meta key of the copies this pass adds (onl
 # meta key on each convolution: (memory format, has a bias, arguments copied) as the user's code
 # runs it in eager (eager_layouts)
 EAGER_LAYOUT = "fuselint_eager_layout"
+# meta key on each node of a rewritten graph: its value (a fake tensor) as the user's code makes it
+# in eager, with the strides eager gives it where the rewrite gave the graph's value others
+EAGER_VAL = "fuselint_eager_val"
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
@@ -99,7 +102,11 @@ def gpu_conv_layout(
     out = next(n for n in graph.nodes if n.op == "output")
     before = [_val(v) for v in out.args[0]]
     changed = False
-    eager = eager_layouts(gm)
+    values: dict[str, torch.Tensor] = {}
+    eager = eager_layouts(gm, values)
+    for old, node in env.items():
+        if old.name in values:
+            node.meta[EAGER_VAL] = values[old.name]
     for old in convs:
         conv = env[old]
         if old.name in eager:
@@ -157,9 +164,12 @@ def take_input_strides(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
     return True
 
 
-def eager_layouts(gm: torch.fx.GraphModule) -> dict[str, tuple[str, bool, tuple[int, ...]]]:
+def eager_layouts(
+    gm: torch.fx.GraphModule, values: dict[str, torch.Tensor] | None = None
+) -> dict[str, tuple[str, bool, tuple[int, ...]]]:
     """conv node name -> (memory format, has a bias, the arguments (0: input, 1: weight) copied
-    into a channels_last conv's layout first) as the user's code runs it on a GPU.
+    into a channels_last conv's layout first) as the user's code runs it on a GPU; `values`, when
+    given, receives node name -> every tensor value as eager makes it (a fake tensor).
 
     cuDNN returns channels_last when the conv's input or weight is channels_last, NCHW
     otherwise, and pointwise ops carry their inputs' layout on; the traced strides cannot say
@@ -198,6 +208,8 @@ def eager_layouts(gm: torch.fx.GraphModule) -> dict[str, tuple[str, bool, tuple[
                     )
                     out[node.name] = (name, node.args[2] is not None, copied)
                 vals[node] = val
+                if values is not None and isinstance(val, torch.Tensor):
+                    values[node.name] = val
     return out
 
 
@@ -340,6 +352,17 @@ def channels_last(t: object) -> bool:
 def layout_name(t: object) -> str:
     """ "channels_last" or "contiguous": how the cost model's device sweeps name a tensor's layout."""
     return "channels_last" if channels_last(t) else "contiguous"
+
+
+def eager_val(node: torch.fx.Node) -> object:
+    """A node's value as eager code makes it: what gpu_conv_layout recorded (EAGER_VAL; the rewrite
+    may have made the graph's value channels_last where eager's stays NCHW), else the traced one."""
+    return node.meta.get(EAGER_VAL, _val(node))
+
+
+def eager_layout_name(node: torch.fx.Node) -> str:
+    """layout_name of a node's value as eager code makes it (eager_val)."""
+    return layout_name(eager_val(node))
 
 
 def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

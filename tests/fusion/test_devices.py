@@ -189,3 +189,19 @@ def test_eager_layer_norm_pays_per_row_and_per_element():
     # never faster than the peak bandwidth; no entry, no price
     assert d.layer_norm_us(1e12, 1, 1) == pytest.approx(1e12 / (H200.bandwidth_gbs * 1e3))
     assert replace(d, efficiency=Efficiency.from_sweep(_swept())).layer_norm_us(1e6, 10, 10) is None
+
+
+def test_the_h200_table_carries_its_unswept_rates_and_rejects_bad_ones(tmp_path):
+    # rates fit to the H200's model kernels (docs/NOTES.md, pred7): PyTorch's unvectorised
+    # elementwise and cat kernels, and fused attention's share of the dense bf16 rate
+    h200 = device("H200-measured")
+    assert h200.efficiency.strided == (1300.0, 600.0) and h200.efficiency.attention == 0.38
+    assert h200.strided_us(1e8) > 2 * h200.memory_us(1e8)  # 100 MB: several times the vectorised time
+    assert h200.strided_us(1e8, cat=True) > h200.strided_us(1e8)
+    assert device("H100-measured").efficiency.attention == 0  # the default (an H100 kernel's rate)
+    data = json.loads(device_to_json(h200))
+    data["efficiency"]["attention"] = 1.5
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(KeyError, match="attention"):
+        device_from_file(path)

@@ -277,6 +277,28 @@ def test_a_swept_device_prices_eager_batch_norm_at_its_measured_rate():
     )
 
 
+def test_eager_batch_norm_after_a_conv_is_priced_in_eagers_layout_not_the_layout_passs():
+    # The layout pass runs the conv (and so the BatchNorm after it) in channels_last for the plan;
+    # eager keeps the user's NCHW and runs PyTorch's NCHW BatchNorm kernel, 1.56x slower on the H200
+    # sweep at 32x256x56x56 (measured on the H200 in ResNet-50: 1134 µs for its 53, 1311 priced
+    # this way, 761 as channels_last).
+    swept = device("H200-measured")
+    body = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 1), torch.nn.BatchNorm2d(64)).eval()
+    x = torch.randn(32, 64, 56, 56, dtype=torch.bfloat16)
+    nchw = graph_cost(plan(aten_graph(body.to(torch.bfloat16), x, layout=False)), swept)
+    laid_out_fg = aten_graph(body, x)
+    convs = [n for n in laid_out_fg.dag.nodes if "convolution" in n]
+    assert convs and all(
+        laid_out_fg.dag.nodes[c]["fx"].meta["val"].is_contiguous(memory_format=torch.channels_last)
+        for c in convs
+    ), "the layout pass made the graph channels_last"
+    laid_out = graph_cost(plan(laid_out_fg), swept)
+    assert laid_out.eager.time_us == pytest.approx(nchw.eager.time_us, rel=0.02)
+    cl_model = body.to(memory_format=torch.channels_last)
+    cl = graph_cost(plan(aten_graph(cl_model, x.to(memory_format=torch.channels_last))), swept)
+    assert cl.eager.time_us < 0.85 * laid_out.eager.time_us  # eager in channels_last: the fast kernel
+
+
 def test_a_swept_device_prices_eager_layer_norm_per_row_and_small_convs_above_their_gemm():
     # PyTorch's eager LayerNorm runs a block per row: over ConvNeXt's 96-wide rows it takes several
     # times the copy time (H200: 836 µs for ConvNeXt-T's 23 LayerNorms); the plan's own kernel is
@@ -313,3 +335,46 @@ def test_compiled_convs_left_in_nchw_pay_cudnns_conversions_in_the_plan():
         return nchw_conv_extra(facts, set(facts.kind), UNIT, compiled=True).launches
 
     assert conversions(grouped) == 3 and conversions(dense) == 0  # its copies are the plan's own
+
+
+def _unvectorised(fn, *args) -> list:
+    from fuselint.fusion.cost import eager_unvectorised
+
+    facts = GraphFacts(aten_graph(fn, *args))
+    return sorted(str(eager_unvectorised(facts, unit)) for unit in eager_kernels(facts))
+
+
+def test_eager_ops_on_broadcast_or_strided_operands_run_unvectorised():
+    # TensorIterator vectorises only operands laid out like the output; cat copies non-contiguous
+    # inputs element by element (H200: ~1.3-1.7 TB/s and ~0.6 TB/s against ~4 vectorised)
+    x, s = torch.randn(8, 64, 32, 32), torch.randn(8, 64, 1, 1)
+    assert _unvectorised(lambda a, b: a * b, x, s) == ["elementwise"]
+    assert _unvectorised(lambda a, b: a + b, x, x.clone()) == ["None"]
+    assert _unvectorised(lambda a: a.permute(0, 2, 3, 1) + 1, x) == ["None"]  # one operand: its layout
+    assert _unvectorised(lambda a, b: a.permute(0, 2, 3, 1) + b, x, torch.randn(8, 32, 32, 64)) == [
+        "elementwise"
+    ]
+    q = torch.randn(4, 16, 128, 64)
+    halves = _unvectorised(lambda a: torch.cat((-a[..., 32:], a[..., :32]), dim=-1), q)
+    assert halves.count("cat") == 1
+    assert _unvectorised(lambda a, b: torch.cat((a, b), dim=0), q, q.clone()) == ["None"]
+    swept = device("H200-measured")
+    plain = replace(swept, efficiency=replace(swept.efficiency, strided=()))
+    xb, sb = (
+        torch.randn(32, 256, 56, 56, dtype=torch.bfloat16),
+        torch.randn(32, 256, 1, 1, dtype=torch.bfloat16),
+    )
+    scaled = plan(aten_graph(lambda a, b: a * b, xb, sb))
+    assert graph_cost(scaled, swept).eager.time_us > 2 * graph_cost(scaled, plain).eager.time_us
+    assert graph_cost(scaled, swept).fused == graph_cost(scaled, plain).fused  # the plan's own kernel
+
+
+def test_erf_gelu_is_priced_compute_bound():
+    # GELU(erf) kernels run at 650-740 G elements/s on the H200 (PyTorch's and fuselint's), below
+    # the ~1000 G elements/s that copy bandwidth allows for bf16
+    x = torch.randn(64, 1024, 3072, dtype=torch.bfloat16)
+    cost = graph_cost(plan(aten_graph(F.gelu, x)), device("H200-measured"))
+    for side in (cost.eager, cost.fused):
+        assert x.numel() / 0.76e6 < side.time_us < x.numel() / 0.6e6
+    tanh = graph_cost(plan(aten_graph(torch.tanh, x)), device("H200-measured"))
+    assert tanh.eager.time_us < x.numel() / 0.9e6  # an ordinary op stays bandwidth-bound
