@@ -1324,8 +1324,10 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                         if _self_attr(t) is None:
                             continue
                         kinds = sources[t.attr]
-                        # Unpacking or augmented assignment: the value is not the attribute's own.
-                        if t is not target or kind is ast.AugAssign or node.value is None:
+                        if t is target and kind is ast.AugAssign:
+                            continue  # `self.X += 1`: an in-place op keeps a tensor a tensor
+                        # Unpacking: the value is not the attribute's own.
+                        if t is not target or node.value is None:
                             kinds.append(None)
                             continue
                         value = node.value
