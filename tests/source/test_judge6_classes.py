@@ -98,3 +98,72 @@ def _breaks(fn, *shape: int, **kwargs) -> bool:
         except torch._dynamo.exc.Unsupported:
             return True
     return False
+
+
+RNG = """
+    import torch
+    from torch import nn
+
+    class Deterministic(nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.cpu_state = None
+
+        def record_rng(self):
+            self.cpu_state = torch.get_rng_state()
+
+        def forward(self, x, record_rng=False, set_rng=False):
+            if record_rng:
+                self.record_rng()
+            if not set_rng:
+                return self.net(x)
+            with torch.random.fork_rng(devices=[]):
+                torch.set_rng_state(self.cpu_state)
+                return self.net(x)
+
+    class Draws(nn.Module):
+        def forward(self, x):
+            g = torch.rand(x.shape, generator=None)
+            return x * g
+"""
+
+
+def test_the_global_generator_state_in_compiled_code_is_flagged():
+    # the read in `record_rng`; the restore (19, 20) runs only in the backward's recomputation
+    assert lines(RNG, "FL108") == [12]
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["s = torch.get_rng_state()", "torch.manual_seed(0)", "s = torch.initial_seed()"],
+)
+def test_the_global_generator_state_breaks_under_dynamo(body):
+    torch = pytest.importorskip("torch")
+    namespace: dict = {"torch": torch}
+    exec(f"def f(x):\n    {body}\n    return x * 2\n", namespace)  # noqa: S102 - our own snippet
+    assert _breaks(namespace["f"], 3)
+
+
+def test_fork_rng_in_a_functions_backward_breaks_under_dynamo():
+    # reformer's reversible blocks restore the state in the backward of an autograd.Function,
+    # which dynamo traces when it meets `apply`: the fork is a break there too.
+    torch = pytest.importorskip("torch")
+
+    def inner(x):
+        with torch.random.fork_rng(devices=[]):
+            return x * 2
+
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return inner(grad)
+
+    x = torch.randn(3, requires_grad=True)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch.compile(lambda t: Fn.apply(t) + 1, fullgraph=True, backend="eager")(x)
