@@ -474,6 +474,8 @@ def _tensor_test(test: ast.expr) -> str | None:
     return None
 
 
+# Expressions whose parts see names of their own (`[x for x in xs if x]`): `_comprehension_parts`.
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 # Node types no rule asks for (contexts and operators): not worth a Site each.
 _UNRECORDED = frozenset(
     {ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(), *ast.cmpop.__subclasses__(),
@@ -881,21 +883,39 @@ class FunctionFlow:
         for expr in exprs:
             if expr is None:
                 continue
-            stack = [expr]
+            stack: list[tuple[ast.AST, Env]] = [(expr, env)]
             while stack:
-                node = stack.pop()
+                node, here = stack.pop()
                 kind = type(node)
                 if kind is ast.Lambda:
                     continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
                 if kind is ast.IfExp and self.constants:
                     truth = self.constant_truth(node.test)
                     if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
-                        add[kind].append(Site(node, env, stmt, path))
-                        stack.extend([node.test, node.body if truth else node.orelse])
+                        add[kind].append(Site(node, here, stmt, path))
+                        stack += [(node.test, here), (node.body if truth else node.orelse, here)]
                         continue
                 if kind not in _UNRECORDED:
-                    add[kind].append(Site(node, env, stmt, path))
-                stack.extend(ast.iter_child_nodes(node))
+                    add[kind].append(Site(node, here, stmt, path))
+                if kind in _COMPREHENSIONS:
+                    stack += self._comprehension_parts(node, here, stmt, path)
+                    continue
+                stack += [(child, here) for child in ast.iter_child_nodes(node)]
+
+    def _comprehension_parts(self, node: ast.expr, env: Env, stmt: ast.stmt, path: str | None) -> list:
+        """The parts of `[elt for t in it if cond]`, each with the names its `for` clauses bind:
+        `t` holds what iterating `it` gives (a row of a tensor, an element of a list of tensors).
+        Each `comprehension` clause is recorded with the environment its `if` tests see."""
+        parts: list[tuple[ast.AST, Env]] = []
+        inner = dict(env)
+        for generator in node.generators:
+            parts.append((generator.iter, inner))
+            inner = dict(inner)
+            self._bind_for_target(generator.target, generator.iter, inner)
+            self.sites[ast.comprehension].append(Site(generator, inner, stmt, path))
+            parts += [(generator.target, inner), *((test, inner) for test in generator.ifs)]
+        ends = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return parts + [(end, inner) for end in ends]
 
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:

@@ -167,3 +167,52 @@ def test_fork_rng_in_a_functions_backward_breaks_under_dynamo():
     torch._dynamo.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported):
         torch.compile(lambda t: Fn.apply(t) + 1, fullgraph=True, backend="eager")(x)
+
+
+COMPREHENSIONS = """
+    import torch
+    from torch import nn
+
+    class Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+            self.p = 0.1
+
+        def forward(self, x, hs: list[torch.Tensor]):
+            to_drop = torch.empty(len(self.blocks)).uniform_(0, 1) < self.p
+            blocks = [block for block, drop in zip(self.blocks, to_drop) if not drop]
+            kept = [h for h in hs if h is not None]
+            wide = [h for h in hs if h.dim() == 2 and h.shape[-1] > 1]
+            odd = [i for i in range(len(blocks)) if i % 2]
+            for block in blocks:
+                x = block(x)
+            return x, kept, wide, odd
+"""
+
+
+def test_a_comprehension_if_on_a_tensor_element_is_flagged():
+    assert lines(COMPREHENSIONS, "FL102") == [13]
+
+
+def test_a_comprehension_if_on_a_tensor_element_breaks_under_dynamo():
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(COMPREHENSIONS), "comp.py", "exec"), namespace)  # noqa: S102 - our own snippet
+    assert _breaks(namespace["Seq"]().train(), 2, 4, hs=[torch.randn(2, 4)])
+
+
+def test_names_a_comprehension_binds_carry_the_kind_of_what_it_iterates():
+    # transformers' gemma4 video splits: `int(frames.sum())` for each chunk of a tensor reads it on the host.
+    source = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, counts: list[int]):
+                per_frame = x.sum(dim=-1)
+                sizes = [int(frames.sum()) for frames in torch.split(per_frame, counts)]
+                widths = [int(c) * 2 for c in counts]
+                return sizes, widths
+    """
+    assert lines(source, "FL101") == [8]
