@@ -883,39 +883,45 @@ class FunctionFlow:
         for expr in exprs:
             if expr is None:
                 continue
-            stack: list[tuple[ast.AST, Env]] = [(expr, env)]
-            while stack:
-                node, here = stack.pop()
-                kind = type(node)
-                if kind is ast.Lambda:
-                    continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
-                if kind is ast.IfExp and self.constants:
-                    truth = self.constant_truth(node.test)
-                    if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
-                        add[kind].append(Site(node, here, stmt, path))
-                        stack += [(node.test, here), (node.body if truth else node.orelse, here)]
-                        continue
-                if kind not in _UNRECORDED:
-                    add[kind].append(Site(node, here, stmt, path))
-                if kind in _COMPREHENSIONS:
-                    stack += self._comprehension_parts(node, here, stmt, path)
-                    continue
-                stack += [(child, here) for child in ast.iter_child_nodes(node)]
+            self._record_tree(expr, env, stmt, path)
 
-    def _comprehension_parts(self, node: ast.expr, env: Env, stmt: ast.stmt, path: str | None) -> list:
+    def _record_tree(self, expr: ast.AST, env: Env, stmt: ast.stmt, path: str | None) -> None:
+        """Record `expr` and the nodes under it as sites of `stmt`, each with `env`; the parts of a
+        comprehension get the names its `for` clauses bind (`_record_comprehension`)."""
+        add = self.sites
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is ast.Lambda:
+                continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
+            if kind is ast.IfExp and self.constants:
+                truth = self.constant_truth(node.test)
+                if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
+                    add[kind].append(Site(node, env, stmt, path))
+                    stack.extend([node.test, node.body if truth else node.orelse])
+                    continue
+            if kind not in _UNRECORDED:
+                add[kind].append(Site(node, env, stmt, path))
+            if kind in _COMPREHENSIONS:
+                self._record_comprehension(node, env, stmt, path)
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+
+    def _record_comprehension(self, node: ast.expr, env: Env, stmt: ast.stmt, path: str | None) -> None:
         """The parts of `[elt for t in it if cond]`, each with the names its `for` clauses bind:
         `t` holds what iterating `it` gives (a row of a tensor, an element of a list of tensors).
         Each `comprehension` clause is recorded with the environment its `if` tests see."""
-        parts: list[tuple[ast.AST, Env]] = []
-        inner = dict(env)
+        inner = env
         for generator in node.generators:
-            parts.append((generator.iter, inner))
+            self._record_tree(generator.iter, inner, stmt, path)
             inner = dict(inner)
             self._bind_for_target(generator.target, generator.iter, inner)
             self.sites[ast.comprehension].append(Site(generator, inner, stmt, path))
-            parts += [(generator.target, inner), *((test, inner) for test in generator.ifs)]
-        ends = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        return parts + [(end, inner) for end in ends]
+            for part in (generator.target, *generator.ifs):
+                self._record_tree(part, inner, stmt, path)
+        for end in [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]:
+            self._record_tree(end, inner, stmt, path)
 
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:
