@@ -8,7 +8,7 @@ call is `sdeint` / `sdeint_adjoint` (its SDE solvers), which users compile wrapp
 or a module's `forward`, and the Brownian motions' `__call__`. Break sites come from dynamo's
 `graph_breaks` log (bench/break_probe.py).
 
-    PYTHONPATH=$PWD python bench/precision_untuned6_probes.py [--only rpsm] [--json SITES.json]
+    PYTHONPATH=$PWD python bench/precision_untuned6_probes.py [--only rpsx] [--json SITES.json]
 
 `--json` writes every package break site (package, model, file from the package root, line, gb id):
 bench/results/precision_untuned6_sites.json, which `bench/rescore_judged.py --recall` scores.
@@ -259,6 +259,38 @@ def s_runs() -> list:
     ]  # fmt: skip
 
 
+# ---- what a flagged line does once the break before it is gone (not package sites: no JSON) -------
+
+
+def x_runs() -> list:
+    """reformer's and performer's `Deterministic` restore the RNG state (`fork_rng`, `set_rng_state`,
+    reformer reversible.py:33-34, performer 46-47) in the backward of `_ReversibleFunction`. The real
+    runs break first at `record_rng`'s `torch.get_rng_state()` (reformer 17, performer 30); with
+    `record_rng` replaced by a plain store, the run shows whether dynamo reaches the restore."""
+    import performer_pytorch as pp
+    import reformer_pytorch as rp
+    from performer_pytorch import reversible as p_rev
+    from reformer_pytorch import reversible as r_rev
+
+    state = torch.get_rng_state()
+
+    def record_rng(self, *args):
+        self.cpu_state = state
+
+    r_rev.Deterministic.record_rng = record_rng
+    p_rev.Deterministic.record_rng = record_rng
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 32, (2, 16))
+    reformer = rp.ReformerLM(num_tokens=32, dim=16, depth=1, max_seq_len=16, heads=2, dim_head=8,
+                             bucket_size=4, n_hashes=2)  # fmt: skip
+    performer = pp.PerformerLM(num_tokens=32, dim=16, depth=1, max_seq_len=16, heads=2, dim_head=8,
+                               nb_features=8, reversible=True, feature_redraw_interval=None)  # fmt: skip
+    return [
+        ("train probe ReformerLM, record_rng without get_rng_state", reformer, (tokens,)),
+        ("train probe PerformerLM reversible, record_rng without get_rng_state", performer, (tokens,)),
+    ]
+
+
 def main() -> None:
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else "rps"
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
@@ -274,6 +306,8 @@ def main() -> None:
         runs += p_runs()
     if "s" in only:
         runs += s_runs()
+    if "x" in only:
+        runs += x_runs()
     records = []
     for label, fn, *rest in runs:
         row, sites = compile_run(label, fn, rest[0], breaks, rest[1] if len(rest) > 1 else None)
@@ -282,7 +316,7 @@ def main() -> None:
             where, _, why = site.partition(" (")
             path, _, line = where.rpartition(":")
             package = path.split("/")[0]
-            if package in PACKAGES:
+            if package in PACKAGES and " probe " not in f" {label} ":
                 gb = why.rstrip(")").rsplit(" ", 1)[-1]
                 records.append({"package": package, "model": label, "file": path.split("/", 1)[1],
                                 "line": int(line), "gb": gb if gb.startswith("gb") else ""})  # fmt: skip
