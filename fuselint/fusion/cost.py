@@ -304,6 +304,7 @@ def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, se
     element and run below the rate of plain pointwise ones (Device.broadcast_us)."""
     if {facts.kind[c] for c in nodes} != {"pointwise"}:
         return False
+
     def numel(v: str) -> int:
         return math.prod(facts.shape.get(v) or ())
 
