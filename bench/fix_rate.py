@@ -81,11 +81,14 @@ def fix_copy(
     )
     summary = [line for line in done.stdout.splitlines() if line.startswith(("Found", "Fixed"))]
     proof = [
-        line for line in done.stderr.splitlines() if line.startswith(("fix rejected", "fuselint: proved"))
+        line
+        for line in done.stderr.splitlines()
+        if line.startswith(("fix rejected", "fuselint: proved", "fuselint: trial", "fuselint: confirmed"))
     ]
     if proof:
         print("\n".join(proof), file=sys.stderr)
-    return moved, " ".join(summary + proof[-1:]) or done.stderr.strip()[-200:]
+    proved = [line for line in proof if line.startswith("fuselint: proved")]
+    return moved, " ".join(summary + proved[-1:]) or done.stderr.strip()[-200:]
 
 
 # Why no sound source fix removes a site that is left, by (file, a piece of its line): the
