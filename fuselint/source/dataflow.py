@@ -1224,12 +1224,62 @@ def _makes_tensor(expr: ast.expr, imports: ImportTable) -> bool:
     func = expr.func
     qual = imports.qualname(func)
     if qual is None:
+        if isinstance(func, ast.Name):
+            return _builds_tensor(func.id, imports)
         return (
             isinstance(func, ast.Attribute)
             and _method_kind(func.attr, expr) in TENSORS
             and _makes_tensor(func.value, imports)
         )
     return _torch_call_kind(qual, expr) == TENSOR
+
+
+def _builds_tensor(name: str, imports: ImportTable) -> bool:
+    """Whether the file's module-level function `name` returns, on every `return`, a tensor it
+    builds: `torch.tensor(betas)`, or a local name whose every assignment builds one."""
+    if name not in imports.builds:
+        imports.builds[name] = False  # a recursive call proves nothing
+        fn = imports.functions.get(name)
+        imports.builds[name] = fn is not None and _returns_built(fn, imports)
+    return imports.builds[name]
+
+
+def _returns_built(fn: ast.FunctionDef, imports: ImportTable) -> bool:
+    returns: list[ast.Return] = []
+    assigned: dict[str, list[ast.expr | None]] = defaultdict(list)
+    stack: list[ast.AST] = list(fn.body)
+    while stack:  # the function's own statements: not those of a nested def, lambda or class
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        assigned[name.id].append(node.value if name is target else None)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    assigned[name.id].append(None)
+        stack.extend(ast.iter_child_nodes(node))
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+
+    def built(value: ast.expr | None) -> bool:
+        if isinstance(value, ast.Name):
+            values = assigned.get(value.id)
+            return (
+                bool(values)
+                and value.id not in params
+                and all(
+                    v is not None and not isinstance(v, ast.Name) and _makes_tensor(v, imports)
+                    for v in values
+                )
+            )
+        return value is not None and _makes_tensor(value, imports)
+
+    return bool(returns) and all(built(r.value) for r in returns)
 
 
 def _cast_base(expr: ast.expr) -> ast.expr:
@@ -1336,6 +1386,8 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                             kinds.append("made")
                         elif _self_attr(base) is not None:
                             kinds.append("attr:" + _self_attr(base))
+                        elif _number_arithmetic_of(value) is not None:
+                            kinds.append("attr:" + _number_arithmetic_of(value))
                         elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
                             kinds.append(None)  # resolved below, once the method's stores are known
                             pending.append((kinds, len(kinds) - 1, node))
@@ -1364,15 +1416,43 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                 _local_tensors(method.body, imports, {}, states)
             if states.get(id(node), {}).get(_cast_base(node.value).id, False):
                 kinds[index] = "made"
-    tensors = {n for n, kinds in sources.items() if None not in kinds and "made" in kinds}
-    changed = True
-    while changed:  # an attribute cast from one that is not a tensor is not one either
-        changed = False
-        for name in sorted(tensors):
-            if any(k.startswith("attr:") and k[5:] not in tensors for k in sources[name]):
-                tensors.discard(name)
-                changed = True
-    return frozenset(tensors)
+    candidates = {n for n, kinds in sources.items() if None not in kinds}
+    while True:
+        # A tensor is built somewhere: "made", or computed from another attribute that is one
+        # (`self.alphas = 1.0 - self.betas`); one computed from an attribute that is not a
+        # tensor is not one either.
+        tensors: set[str] = set()
+        grown = True
+        while grown:
+            grown = False
+            for name in sorted(candidates - tensors):
+                if any(k == "made" or (k.startswith("attr:") and k[5:] in tensors) for k in sources[name]):
+                    tensors.add(name)
+                    grown = True
+        kept = {n for n in tensors if all(not k.startswith("attr:") or k[5:] in tensors for k in sources[n])}
+        if kept == candidates:
+            return frozenset(kept)
+        candidates = kept
+
+
+def _number_arithmetic_of(value: ast.expr) -> str | None:
+    """The attribute X of `1.0 - self.X`, `-self.X`, `self.X * 2` (arithmetic of one attribute and
+    number literals, a tensor exactly when X is one), else None."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(
+            node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
+        ):
+            stack += [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            stack.append(node.operand)
+        elif _self_attr(node) is not None:
+            found.append(_self_attr(node))
+        elif not (isinstance(node, ast.Constant) and type(node.value) in (int, float)):
+            return None
+    return found[0] if len(found) == 1 and value is not None and not _self_attr(value) else None
 
 
 def _is_none(expr: ast.expr) -> bool:

@@ -297,3 +297,46 @@ def test_a_local_built_with_torch_on_both_branches_makes_a_tensor_attribute():
     assert (
         _found(text.replace("torch.from_numpy(np.linspace(1.0, 0.0, n))", "np.linspace(1.0, 0.0, n)")) == {}
     )
+
+
+BUILT_BY_A_HELPER = """
+import math
+
+import torch
+
+
+def schedule(n):
+    def alpha_bar(t):
+        return math.cos(t)
+
+    betas = []
+    for i in range(n):
+        betas.append(min(1 - alpha_bar(i + 1) / alpha_bar(i), 0.999))
+    return torch.tensor(betas, dtype=torch.float32)
+
+
+class ToyScheduler:
+    def __init__(self, n: int = 10):
+        self.betas = schedule(n)
+        self.alphas = 1.0 - self.betas
+        self.steps = 0
+        self.rate = 1.0 - self.steps
+
+    def step(self, out, timestep: int, sample):
+        if self.alphas[timestep] > 0.5:
+            sample = sample * 2
+        if self.rate > 0.5:
+            sample = sample * 3
+        return sample
+"""
+
+
+def test_an_attribute_set_from_a_same_file_function_that_builds_a_tensor_is_one():
+    # `schedule` returns `torch.tensor(...)` on its only return (the nested def's return is its own),
+    # and `1.0 - self.betas` is arithmetic of that tensor and a number; `1.0 - self.steps` is not.
+    assert _found(BUILT_BY_A_HELPER) == {25: "FL102"}
+    # A helper that returns the list it built makes no tensor.
+    assert _found(BUILT_BY_A_HELPER.replace("torch.tensor(betas, dtype=torch.float32)", "betas")) == {}
+    # Nor one that returns a tensor on one path and a number on another.
+    other = BUILT_BY_A_HELPER.replace("    betas = []\n", "    if n == 0:\n        return 0.0\n    betas = []\n")
+    assert _found(other) == {}
