@@ -1592,13 +1592,17 @@ def _number_annotation(annotation: ast.expr) -> bool:
     return any(n in _NUMBER_TYPES for n in names) and all(n in _NUMBER_TYPES | _TENSOR_TYPES for n in names)
 
 
-def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
+def entry_numbers(
+    fn: FunctionNode, tensor_attrs: frozenset[str], cls: ast.ClassDef | None = None
+) -> list[str]:
     """Parameters of a configured entry (`traced-functions`: compiled by code outside the tree)
     that are annotated as numbers but may hold 0-d tensors: annotations are hints, and nothing in the tree
     shows what the caller passes. A required number parameter (`timestep: int`,
     `timestep: int | torch.Tensor`) counts when the body uses it as a key into the object's own
     tensor state: `self.alphas_cumprod[t]` or `self.timesteps == t` (directly or through
-    `t = timestep`). Such a value is a position in, or an element of, a schedule tensor, and a
+    `t = timestep`), or hands it to a method of its class (by position or keyword) that does
+    so with the parameter it lands in (PNDM's `step` -> `step_plms(timestep=timestep)` ->
+    `_get_prev_sample(sample, timestep, ...)`). Such a value is a position in, or an element of, a schedule tensor, and a
     caller that takes it from one (`for t in scheduler.timesteps: scheduler.step(out, t, x)`)
     hands dynamo a tensor: `if t > 0` then breaks the graph where an int would not. A parameter
     with a default is a host option, as everywhere else; an annotation that admits a tensor is
@@ -1611,27 +1615,66 @@ def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
     candidates = [a.arg for a in required if a.annotation is not None and _number_annotation(a.annotation)]
     if not candidates:
         return []
-    aliases = {name: {name} for name in candidates}
+    methods = {
+        s.name: s
+        for s in (cls.body if cls is not None else ())
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    return sorted(_keys_into_state(fn, candidates, tensor_attrs, methods, frozenset({id(fn)})))
+
+
+def _keys_into_state(
+    fn: FunctionNode,
+    names: list[str],
+    tensor_attrs: frozenset[str],
+    methods: dict[str, FunctionNode],
+    seen: frozenset[int],
+) -> set[str]:
+    """Which of `names` (parameters of `fn`) the body uses as a key into the object's tensor
+    state, itself or through a method of the class it hands them to (see `entry_numbers`)."""
+    aliases = {name: {name} for name in names}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
-            for names in aliases.values():
-                if node.value.id in names:
-                    names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    keyed: set[str] = set()
+            for group in aliases.values():
+                if node.value.id in group:
+                    group.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+    def owners(expr: ast.expr) -> set[str]:
+        if not isinstance(expr, ast.Name):
+            return set()
+        return {name for name, group in aliases.items() if expr.id in group}
 
     def state(expr: ast.expr) -> bool:
         return _self_attr(expr) in tensor_attrs
 
+    keyed: set[str] = set()
     for node in ast.walk(fn):
         used: list[ast.expr] = []
         if isinstance(node, ast.Subscript) and state(node.value):
             used = [node.slice]
         elif isinstance(node, ast.Compare) and any(state(o) for o in (node.left, *node.comparators)):
             used = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call) and _self_attr(node.func) in methods:
+            callee = methods[_self_attr(node.func)]
+            if id(callee) in seen:
+                continue
+            static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in callee.decorator_list)
+            params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][0 if static else 1 :]
+            handed: dict[str, set[str]] = defaultdict(set)
+            for param, arg in zip(params, node.args, strict=False):
+                if isinstance(arg, ast.Starred):
+                    break
+                handed[param] |= owners(arg)
+            for keyword in node.keywords:
+                if keyword.arg is not None:
+                    handed[keyword.arg] |= owners(keyword.value)
+            handed = {p: ours for p, ours in handed.items() if ours}
+            if handed:
+                inner = _keys_into_state(callee, sorted(handed), tensor_attrs, methods, seen | {id(callee)})
+                keyed.update(ours for p in inner for ours in handed[p])
         for expr in used:
-            if isinstance(expr, ast.Name):
-                keyed.update(name for name, names in aliases.items() if expr.id in names)
-    return sorted(keyed)
+            keyed |= owners(expr)
+    return keyed
 
 
 def analyze(
@@ -1662,7 +1705,7 @@ def analyze(
         left = defaulted.get(id(fn.node), {})
         flow.constants = {name: value for name, value in left.items() if flow.assigned.get(name) == 1}
     if fn.reason == "configured":  # compiled elsewhere: its callers are not in the tree
-        env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs), TENSOR))
+        env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs, fn.cls), TENSOR))
     flow.block(fn.node.body, env, True)
     if callees:
         _record_calls(flow, callees, passed)

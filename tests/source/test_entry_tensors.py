@@ -340,3 +340,35 @@ def test_an_attribute_set_from_a_same_file_function_that_builds_a_tensor_is_one(
     # Nor one that returns a tensor on one path and a number on another.
     other = BUILT_BY_A_HELPER.replace("    betas = []\n", "    if n == 0:\n        return 0.0\n    betas = []\n")
     assert _found(other) == {}
+
+
+HANDED_ON = """
+import torch
+
+
+class ToyScheduler:
+    def __init__(self):
+        self.alphas_cumprod = torch.linspace(1.0, 0.1, 10)
+        self.final = torch.tensor(1.0)
+
+    def step(self, out, timestep: int, sample):
+        return self.step_plms(out=out, timestep=timestep, sample=sample)
+
+    def step_plms(self, out, timestep: int, sample):
+        prev_timestep = timestep - 1
+        return self._prev(sample, timestep, prev_timestep)
+
+    def _prev(self, sample, timestep: int, prev_timestep: int):
+        alpha = self.alphas_cumprod[timestep]
+        alpha_prev = self.alphas_cumprod[prev_timestep] if prev_timestep >= 0 else self.final
+        return sample * alpha / alpha_prev
+"""
+
+
+def test_a_step_that_hands_its_timestep_on_by_keyword_to_a_method_that_indexes_with_it():
+    # `step` only hands `timestep` on (by keyword, then by position); `_prev` keys the schedule
+    # with it, so `step`'s timestep is a schedule element, and `prev_timestep >= 0` a tensor test.
+    assert _found(HANDED_ON) == {19: "FL102"}
+    # Handed to a method that only does host arithmetic with it: still an int.
+    host = HANDED_ON.replace("self.alphas_cumprod[timestep]", "timestep * 2.0")
+    assert _found(host.replace("self.alphas_cumprod[prev_timestep] if", "1.0 if")) == {}
