@@ -360,10 +360,9 @@ def verdict(
             new = [s for s in again["sites"] if (s[0], s[2]) not in old]
             if new:
                 return f"breaks anew on new inputs at {display_path(new[0][0])}:{new[0][1]} ({new[0][2]})"
-        if "backends" not in t.data:
-            continue
+        ran = t.data.get("backends", {})  # a trial below a group's first runs none
         for name, status in b.data.get("backends", {}).items():
-            got = t.data["backends"].get(name, "error: not run")
+            got = ran.get(name, "")
             if got and (not status or (status.startswith("mismatch") and got.startswith("error"))):
                 return f"{name} backend: {got}"
     return ""
@@ -639,17 +638,19 @@ def prove_fixes(
 
 def same_for(old: str, new: str, ran: set[str]) -> bool:
     """Whether code that runs only the functions `ran` (qualified names) sees `old` and `new`
-    alike: every line they differ in lies inside the body of a function that never ran."""
+    alike: every line they differ in lies inside the body of a function that never ran, the
+    innermost function around it (an outer one may have run at import, which `ran` misses)."""
     if old == new:
         return True
-    bodies = [(first, last) for first, last, name in body_spans(old) if name not in ran]
+    bodies = body_spans(old)
     a, b = old.splitlines(), new.splitlines()
     for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         # Lines i1+1..i2 replaced or deleted, or new lines inserted between lines i1 and i1+1.
         first, last = (i1 + 1, i2) if tag != "insert" else (i1, i1 + 1)
-        if not any(start <= first and last <= end for start, end in bodies):
+        around = [(start, name) for start, end, name in bodies if start <= first and last <= end]
+        if not around or max(around)[1] in ran:
             return False
     return True
 

@@ -338,7 +338,9 @@ def test_an_attribute_set_from_a_same_file_function_that_builds_a_tensor_is_one(
     # A helper that returns the list it built makes no tensor.
     assert _found(BUILT_BY_A_HELPER.replace("torch.tensor(betas, dtype=torch.float32)", "betas")) == {}
     # Nor one that returns a tensor on one path and a number on another.
-    other = BUILT_BY_A_HELPER.replace("    betas = []\n", "    if n == 0:\n        return 0.0\n    betas = []\n")
+    other = BUILT_BY_A_HELPER.replace(
+        "    betas = []\n", "    if n == 0:\n        return 0.0\n    betas = []\n"
+    )
     assert _found(other) == {}
 
 

@@ -24,13 +24,13 @@ from fuselint.verify.prove import (
     FixUnit,
     Proof,
     Rejection,
-    SourceFixes,
     Search,
+    SourceFixes,
     TrialResult,
     _unproven,
     function_spans,
-    same_for,
     only_kept,
+    same_for,
     verdict,
 )
 from fuselint.verify.prove_child import compare_outputs
@@ -91,6 +91,8 @@ def test_a_backend_that_compiled_the_original_must_compile_the_fix():
     # What failed on the original already is not held against the fix.
     base_fails = [_trial(2, backends={"fuselint": "", "inductor": "error: CppCompileError: boom"})]
     assert verdict([broken], base_fails, base_fails, [BREAK_FIX]) == ""
+    # A trial below a group's first runs no backend: nothing to judge them by.
+    assert verdict([_trial(1, backends={})], base, base, [BREAK_FIX]) == ""
 
 
 def test_a_failing_or_differing_trial_says_why():
@@ -396,3 +398,11 @@ def test_a_change_only_in_functions_an_entry_never_runs_leaves_its_text_the_same
     assert not same_for(text, in_g, {"M.f", "M.g"})
     at_top = "import math\n" + in_g  # an import the fix adds runs for every entry that loads the file
     assert not same_for(text, at_top, {"M.f"})
+
+
+def test_a_change_inside_a_run_function_nested_in_one_that_ran_at_import_counts():
+    # The decorator ran at import (not recorded); its wrapper ran: the wrapper's line counts.
+    text = "def deco(f):\n    def wrapper(x):\n        y = x\n        return f(y)\n\n    return wrapper\n"
+    fixed = text.replace("        y = x\n", "        y = tuple(x)\n")
+    assert not same_for(text, fixed, {"deco.<locals>.wrapper"})
+    assert same_for(text, fixed, {"deco"})
