@@ -81,11 +81,14 @@ def fix_copy(
     )
     summary = [line for line in done.stdout.splitlines() if line.startswith(("Found", "Fixed"))]
     proof = [
-        line for line in done.stderr.splitlines() if line.startswith(("fix rejected", "fuselint: proved"))
+        line
+        for line in done.stderr.splitlines()
+        if line.startswith(("fix rejected", "fuselint: proved", "fuselint: trial", "fuselint: confirmed"))
     ]
     if proof:
         print("\n".join(proof), file=sys.stderr)
-    return moved, " ".join(summary + proof[-1:]) or done.stderr.strip()[-200:]
+    proved = [line for line in proof if line.startswith("fuselint: proved")]
+    return moved, " ".join(summary + proved[-1:]) or done.stderr.strip()[-200:]
 
 
 # Why no sound source fix removes a site that is left, by (file, a piece of its line): the
@@ -140,25 +143,17 @@ NO_FIX = {
     ("transformer_lumina2.py", ".tolist()"): "per-sample caption lengths from the mask size the packed "
     "sequence, its position ids and its padding; a static length (the mask's width) attends over longer, "
     "masked rows: not bit-equal (qwen2_vl's reason), and a rewrite of the model's own packing",
-    ("scheduling_pndm.py", "self.alphas_cumprod[timestep]"): "no finding: `step` hands `timestep` to "
-    "`step_plms` by keyword, and no tensor kind reaches `_get_prev_sample` (static reach); here `timestep` "
-    "is `t + k` computed in the graph, an unbacked index (gb0033) that only an `index_select` read avoids",
-    ("scheduling_pndm.py", "if prev_timestep >= 0 else"): "no finding, for the reason of the line above: "
-    "with `prev_timestep` known as a tensor, FL102's where fix applies as in DDIM",
+    ("scheduling_pndm.py", "self.alphas_cumprod[timestep]"): "`timestep` is `t + k` computed in the "
+    "graph on this path, an unbacked index (gb0033); no rule flags reading a tensor at an in-graph index "
+    "(an `index_select` read would avoid it). 431 went with fixes7's kinds through `step_plms(timestep=...)`",
     ("scheduling_sasolver.py", "lambda t: 1 if t >= 200"): "no finding: a lambda stored on `self` in "
     "`__init__` and called as `self.tau_func(...)` in `step`, which static reach does not follow; a "
     "`torch.where` in it would also fail for the Python ints a user's `tau_func` is documented to get",
-    ("scheduling_unclip.py", "if prev_timestep == t - 1:"): "FL102 finds it, but its where fix needs "
-    "`self.betas` and `self.alphas` known as tensors: `betas_for_alpha_bar(...)` (a same-file function "
-    "returning `torch.tensor`) and `1.0 - self.betas` are not (static kinds). With them known, on a copy, "
-    "the fix removes both sites, bit-equal over a 10-step loop",
     ("scheduling_unclip.py", "if t > 0:"): "as DDPM's `if t > 0:`: the branch draws noise from the "
     "generator; drawing it on every step changes the random state and every later output",
     ("attention_processor.py", "torch.nonzero(mask.flatten()"): "(holdout) Mochi attends, per sample, "
     "only the prompt's valid tokens: a data-dependent token count; a masked form attends over longer "
     "rows, not bit-equal",
-    ("scheduling_repaint.py", "if t > 0 and self.eta > 0:"): "(holdout) an `if` with no `else` after "
-    "`variance = 0`; FL102's where fix takes if/else pairs only",
     ("scheduling_tcd.py", "self.alphas_cumprod[timestep_s]"): "(holdout) shown once 651's break went: "
     "`timestep_s` is computed in the graph (`torch.floor(...).to(long)`), an unbacked index (gb0033); "
     "no rule flags reading a tensor at an in-graph index",

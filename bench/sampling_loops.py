@@ -26,6 +26,7 @@ SCHEDULERS = (
     "EulerAncestralDiscreteScheduler",
     "EulerDiscreteScheduler",
     "LCMScheduler",
+    "PNDMScheduler",
     "RePaintScheduler",
     "TCDScheduler",
     "UnCLIPScheduler",

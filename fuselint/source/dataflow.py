@@ -1250,12 +1250,62 @@ def _makes_tensor(expr: ast.expr, imports: ImportTable) -> bool:
     func = expr.func
     qual = imports.qualname(func)
     if qual is None:
+        if isinstance(func, ast.Name):
+            return _builds_tensor(func.id, imports)
         return (
             isinstance(func, ast.Attribute)
             and _method_kind(func.attr, expr) in TENSORS
             and _makes_tensor(func.value, imports)
         )
     return _torch_call_kind(qual, expr) == TENSOR
+
+
+def _builds_tensor(name: str, imports: ImportTable) -> bool:
+    """Whether the file's module-level function `name` returns, on every `return`, a tensor it
+    builds: `torch.tensor(betas)`, or a local name whose every assignment builds one."""
+    if name not in imports.builds:
+        imports.builds[name] = False  # a recursive call proves nothing
+        fn = imports.functions.get(name)
+        imports.builds[name] = fn is not None and _returns_built(fn, imports)
+    return imports.builds[name]
+
+
+def _returns_built(fn: ast.FunctionDef, imports: ImportTable) -> bool:
+    returns: list[ast.Return] = []
+    assigned: dict[str, list[ast.expr | None]] = defaultdict(list)
+    stack: list[ast.AST] = list(fn.body)
+    while stack:  # the function's own statements: not those of a nested def, lambda or class
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        assigned[name.id].append(node.value if name is target else None)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    assigned[name.id].append(None)
+        stack.extend(ast.iter_child_nodes(node))
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+
+    def built(value: ast.expr | None) -> bool:
+        if isinstance(value, ast.Name):
+            values = assigned.get(value.id)
+            return (
+                bool(values)
+                and value.id not in params
+                and all(
+                    v is not None and not isinstance(v, ast.Name) and _makes_tensor(v, imports)
+                    for v in values
+                )
+            )
+        return value is not None and _makes_tensor(value, imports)
+
+    return bool(returns) and all(built(r.value) for r in returns)
 
 
 def _cast_base(expr: ast.expr) -> ast.expr:
@@ -1364,6 +1414,8 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                             kinds.append("made")
                         elif _self_attr(base) is not None:
                             kinds.append("attr:" + _self_attr(base))
+                        elif _number_arithmetic_of(value) is not None:
+                            kinds.append("attr:" + _number_arithmetic_of(value))
                         elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
                             kinds.append(None)  # resolved below, once the method's stores are known
                             pending.append((kinds, len(kinds) - 1, node))
@@ -1392,15 +1444,43 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                 _local_tensors(method.body, imports, {}, states)
             if states.get(id(node), {}).get(_cast_base(node.value).id, False):
                 kinds[index] = "made"
-    tensors = {n for n, kinds in sources.items() if None not in kinds and "made" in kinds}
-    changed = True
-    while changed:  # an attribute cast from one that is not a tensor is not one either
-        changed = False
-        for name in sorted(tensors):
-            if any(k.startswith("attr:") and k[5:] not in tensors for k in sources[name]):
-                tensors.discard(name)
-                changed = True
-    return frozenset(tensors)
+    candidates = {n for n, kinds in sources.items() if None not in kinds}
+    while True:
+        # A tensor is built somewhere: "made", or computed from another attribute that is one
+        # (`self.alphas = 1.0 - self.betas`); one computed from an attribute that is not a
+        # tensor is not one either.
+        tensors: set[str] = set()
+        grown = True
+        while grown:
+            grown = False
+            for name in sorted(candidates - tensors):
+                if any(k == "made" or (k.startswith("attr:") and k[5:] in tensors) for k in sources[name]):
+                    tensors.add(name)
+                    grown = True
+        kept = {n for n in tensors if all(not k.startswith("attr:") or k[5:] in tensors for k in sources[n])}
+        if kept == candidates:
+            return frozenset(kept)
+        candidates = kept
+
+
+def _number_arithmetic_of(value: ast.expr) -> str | None:
+    """The attribute X of `1.0 - self.X`, `-self.X`, `self.X * 2` (arithmetic of one attribute and
+    number literals, a tensor exactly when X is one), else None."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(
+            node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
+        ):
+            stack += [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            stack.append(node.operand)
+        elif _self_attr(node) is not None:
+            found.append(_self_attr(node))
+        elif not (isinstance(node, ast.Constant) and type(node.value) in (int, float)):
+            return None
+    return found[0] if len(found) == 1 and value is not None and not _self_attr(value) else None
 
 
 def _is_none(expr: ast.expr) -> bool:
@@ -1540,13 +1620,17 @@ def _number_annotation(annotation: ast.expr) -> bool:
     return any(n in _NUMBER_TYPES for n in names) and all(n in _NUMBER_TYPES | _TENSOR_TYPES for n in names)
 
 
-def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
+def entry_numbers(
+    fn: FunctionNode, tensor_attrs: frozenset[str], cls: ast.ClassDef | None = None
+) -> list[str]:
     """Parameters of a configured entry (`traced-functions`: compiled by code outside the tree)
     that are annotated as numbers but may hold 0-d tensors: annotations are hints, and nothing in the tree
     shows what the caller passes. A required number parameter (`timestep: int`,
     `timestep: int | torch.Tensor`) counts when the body uses it as a key into the object's own
     tensor state: `self.alphas_cumprod[t]` or `self.timesteps == t` (directly or through
-    `t = timestep`). Such a value is a position in, or an element of, a schedule tensor, and a
+    `t = timestep`), or hands it to a method of its class (by position or keyword) that does
+    so with the parameter it lands in (PNDM's `step` -> `step_plms(timestep=timestep)` ->
+    `_get_prev_sample(sample, timestep, ...)`). Such a value is a position in, or an element of, a schedule tensor, and a
     caller that takes it from one (`for t in scheduler.timesteps: scheduler.step(out, t, x)`)
     hands dynamo a tensor: `if t > 0` then breaks the graph where an int would not. A parameter
     with a default is a host option, as everywhere else; an annotation that admits a tensor is
@@ -1559,27 +1643,66 @@ def entry_numbers(fn: FunctionNode, tensor_attrs: frozenset[str]) -> list[str]:
     candidates = [a.arg for a in required if a.annotation is not None and _number_annotation(a.annotation)]
     if not candidates:
         return []
-    aliases = {name: {name} for name in candidates}
+    methods = {
+        s.name: s
+        for s in (cls.body if cls is not None else ())
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    return sorted(_keys_into_state(fn, candidates, tensor_attrs, methods, frozenset({id(fn)})))
+
+
+def _keys_into_state(
+    fn: FunctionNode,
+    names: list[str],
+    tensor_attrs: frozenset[str],
+    methods: dict[str, FunctionNode],
+    seen: frozenset[int],
+) -> set[str]:
+    """Which of `names` (parameters of `fn`) the body uses as a key into the object's tensor
+    state, itself or through a method of the class it hands them to (see `entry_numbers`)."""
+    aliases = {name: {name} for name in names}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
-            for names in aliases.values():
-                if node.value.id in names:
-                    names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    keyed: set[str] = set()
+            for group in aliases.values():
+                if node.value.id in group:
+                    group.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+    def owners(expr: ast.expr) -> set[str]:
+        if not isinstance(expr, ast.Name):
+            return set()
+        return {name for name, group in aliases.items() if expr.id in group}
 
     def state(expr: ast.expr) -> bool:
         return _self_attr(expr) in tensor_attrs
 
+    keyed: set[str] = set()
     for node in ast.walk(fn):
         used: list[ast.expr] = []
         if isinstance(node, ast.Subscript) and state(node.value):
             used = [node.slice]
         elif isinstance(node, ast.Compare) and any(state(o) for o in (node.left, *node.comparators)):
             used = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call) and _self_attr(node.func) in methods:
+            callee = methods[_self_attr(node.func)]
+            if id(callee) in seen:
+                continue
+            static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in callee.decorator_list)
+            params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][0 if static else 1 :]
+            handed: dict[str, set[str]] = defaultdict(set)
+            for param, arg in zip(params, node.args, strict=False):
+                if isinstance(arg, ast.Starred):
+                    break
+                handed[param] |= owners(arg)
+            for keyword in node.keywords:
+                if keyword.arg is not None:
+                    handed[keyword.arg] |= owners(keyword.value)
+            handed = {p: ours for p, ours in handed.items() if ours}
+            if handed:
+                inner = _keys_into_state(callee, sorted(handed), tensor_attrs, methods, seen | {id(callee)})
+                keyed.update(ours for p in inner for ours in handed[p])
         for expr in used:
-            if isinstance(expr, ast.Name):
-                keyed.update(name for name, names in aliases.items() if expr.id in names)
-    return sorted(keyed)
+            keyed |= owners(expr)
+    return keyed
 
 
 def analyze(
@@ -1610,7 +1733,7 @@ def analyze(
         left = defaulted.get(id(fn.node), {})
         flow.constants = {name: value for name, value in left.items() if flow.assigned.get(name) == 1}
     if fn.reason == "configured":  # compiled elsewhere: its callers are not in the tree
-        env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs), TENSOR))
+        env.update(dict.fromkeys(entry_numbers(fn.node, tensor_attrs, fn.cls), TENSOR))
     flow.block(fn.node.body, env, True)
     if callees:
         _record_calls(flow, callees, passed)

@@ -40,10 +40,16 @@ def iter_statements(tree: ast.AST):
 @dataclass
 class ImportTable:
     aliases: dict[str, str] = field(default_factory=dict)
+    # The file's module-level functions by name: a call of one whose every `return` hands back a
+    # tensor it builds makes a tensor (`self.betas = betas_for_alpha_bar(n)`); dataflow decides
+    # that on first use and keeps its answer in `builds`.
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    builds: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tree: ast.Module) -> ImportTable:
         table = cls()
+        table.functions = {n.name: n for n in getattr(tree, "body", ()) if isinstance(n, ast.FunctionDef)}
         for node in iter_statements(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:

@@ -14,10 +14,23 @@ last accepted state (at first the original source):
   new site, than the original's second call;
 - every backend that compiled the original (fuselint, inductor) compiles it and matches eager.
 
-The trial tree: all fixes at once first; a set that fails is split in halves (in source
-order), each half tried on top of what was accepted so far, down to single fixes, each of which
-is then rejected with the reason its own trial gave. So one bad fix does not veto the good ones,
-the order is deterministic, and the fixes finally written are exactly a set that passed a trial.
+Which entries a trial runs. The original's run records, per entry, the files it imports and
+the functions it runs; a fix "reaches" the entries that run its function (or import its file,
+for a fix outside any function). A trial runs only the entries its fixes reach, and an entry's
+result is kept per "view" (the fixes under trial and accepted that reach it), so an entry that
+a trial does not change is never run again. Fixes that share no entry are proven as separate
+groups, each on the break sites of its own entries.
+
+The trial tree, per group: the whole group first, with the backends; a group that fails is
+split: when the failing entries are reached by only some of its fixes, those are the suspects
+and the rest is tried alone (a suspect alone on a failing entry is rejected with its reason, as
+that entry's run was its own trial); otherwise in halves (in source order), down to single
+fixes, each then rejected with the reason its own trial gave. Trials below the whole group skip
+the backends. Last, every entry that the kept fixes change runs once more on exactly the text
+to be written, with the backends, where no such run is kept; an entry that fails sends the
+fixes that reach it back to be proven with the backends (and rejected if it fails again). So
+one bad fix does not veto the good ones, the order is deterministic, and the fixes finally
+written are exactly a set that every entry it changes ran and held on.
 
 A fix is a "unit": the findings of one rule on one (stripped) source line of one file, the key
 that survives the line moving between fixing rounds.
@@ -96,6 +109,7 @@ class Proof:
     sites_after: int
     seconds: float
     notes: tuple[str, ...] = ()
+    runs: int = 0  # runs of single entries, the baseline's included
 
     @functools.cached_property
     def _accepted_keys(self) -> frozenset[Key]:
@@ -104,7 +118,7 @@ class Proof:
     def summary(self) -> str:
         return (
             f"fuselint: proved {len(self.accepted)} fix(es), rejected {len(self.rejected)}; break sites "
-            f"{self.sites_before} -> {self.sites_after} ({self.trials} trials, {self.seconds:.0f} s)"
+            f"{self.sites_before} -> {self.sites_after} ({self.trials} trials, {self.runs} entry runs, {self.seconds:.0f} s)"
         )
 
     def keeps(self, finding: Finding) -> bool:
@@ -175,13 +189,22 @@ class SourceFixes:
 
 def function_spans(text: str) -> list[tuple[int, int, str]]:
     """(first line, last line, qualified name) of every function, as `co_qualname` names it."""
-    spans: list[tuple[int, int, str]] = []
+    return [(node.lineno, node.end_lineno or node.lineno, name) for node, name in _functions(text)]
+
+
+def body_spans(text: str) -> list[tuple[int, int, str]]:
+    """(first line of the body, last line, qualified name) of every function of `text`."""
+    return [(node.body[0].lineno, node.end_lineno or node.lineno, name) for node, name in _functions(text)]
+
+
+def _functions(text: str) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    found: list = []
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 name = prefix + child.name
-                spans.append((child.lineno, child.end_lineno or child.lineno, name))
+                found.append((child, name))
                 visit(child, name + ".<locals>.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, prefix + child.name + ".")
@@ -189,7 +212,7 @@ def function_spans(text: str) -> list[tuple[int, int, str]]:
                 visit(child, prefix)
 
     visit(ast.parse(text), "")
-    return spans
+    return found
 
 
 @dataclass(frozen=True)
@@ -217,7 +240,7 @@ class TrialResult:
 
 
 class Prover:
-    """Runs trials: one child per entry per trial, sources mapped to temporary files."""
+    """Runs the entries in child processes, one per entry per run, sources mapped to temporary files."""
 
     def __init__(
         self,
@@ -236,44 +259,59 @@ class Prover:
         self.work, self.say = work, say
         self.count = 0
 
+    def baseline(self) -> list[TrialResult]:
+        """Every entry on the original source, the backends included; saves what later runs compare with."""
+        return [self._run(n, frozenset(), full=True, baseline=True) for n in range(len(self.entries))]
+
     def run(
         self,
+        entry: str,
         keys: frozenset,
         *,
-        exact: bool,
-        max_sites: Sequence[int] | None,
-        baseline: bool,
-        max_second_graphs: Sequence[int | None] | None = None,
-    ) -> list[TrialResult]:
-        """One trial of the fixes in `keys`, on every entry; `max_sites` and `max_second_graphs`:
-        per entry, the break sites and the graphs the second call compiles above which the
-        trial is lost anyway (the child then skips the backends)."""
+        full: bool,
+        exact: bool = True,
+        max_sites: int | None = None,
+        max_second_graphs: int | None = None,
+    ) -> TrialResult:
+        """One run of `entry` on the source with the fixes in `keys`; the backends only when
+        `full`. Above `max_sites` break sites, or `max_second_graphs` graphs compiled by the
+        second call, the run is lost anyway and the child skips the backends."""
+        n = self.entries.index(entry)
+        return self._run(n, keys, full=full, exact=exact, max_sites=max_sites, max_second=max_second_graphs)
+
+    def _run(
+        self,
+        n: int,
+        keys: frozenset,
+        *,
+        full: bool,
+        baseline: bool = False,
+        exact: bool = True,
+        max_sites: int | None = None,
+        max_second: int | None = None,
+    ) -> TrialResult:
         self.count += 1
-        folder = self.work / f"trial{self.count}"
+        folder = self.work / f"run{self.count}"
         folder.mkdir()
         sources = {}
         for i, source in enumerate(self.files):
             path = folder / f"source{i}.py"
             path.write_text(source.text_for(keys), encoding="utf-8")
             sources[str(Path(source.path).resolve())] = str(path)
-        results = []
-        for n, entry in enumerate(self.entries):
-            request = {
-                "spec": entry,
-                "sources": sources,
-                "device": self.device,
-                "train": self.train,
-                "seed": 0,
-                "backends": list(self.backends),
-                "exact": exact,
-                "max_sites": None if max_sites is None else max_sites[n],
-                "max_second_graphs": None if max_second_graphs is None else max_second_graphs[n],
-                "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
-            }
-            artifact = self.work / f"baseline{n}.pt"
-            request["save" if baseline else "reference"] = str(artifact)
-            results.append(TrialResult(entry, self._child(request, folder / f"entry{n}")))
-        return results
+        request = {
+            "spec": self.entries[n],
+            "sources": sources,
+            "device": self.device,
+            "train": self.train,
+            "seed": 0,
+            "backends": list(self.backends) if full else [],
+            "exact": exact,
+            "max_sites": max_sites,
+            "max_second_graphs": max_second,
+            "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+        }
+        request["save" if baseline else "reference"] = str(self.work / f"baseline{n}.pt")
+        return TrialResult(self.entries[n], self._child(request, folder / "entry"))
 
     def _child(self, request: dict, stem: Path) -> dict:
         req, out = stem.with_suffix(".request.json"), stem.with_suffix(".result.json")
@@ -300,7 +338,8 @@ class Prover:
 def verdict(
     trial: list[TrialResult], state: list[TrialResult], baseline: list[TrialResult], group: Sequence[FixUnit]
 ) -> str:
-    """'' when the trial holds against the accepted state and the original; else the reason."""
+    """'' when the trial holds against the accepted state and the original; else the reason.
+    The backends are judged only where the trial ran them."""
     for result in trial:
         if result.failure:
             return result.failure
@@ -321,11 +360,216 @@ def verdict(
             new = [s for s in again["sites"] if (s[0], s[2]) not in old]
             if new:
                 return f"breaks anew on new inputs at {display_path(new[0][0])}:{new[0][1]} ({new[0][2]})"
+        ran = t.data.get("backends", {})  # a trial below a group's first runs none
         for name, status in b.data.get("backends", {}).items():
-            got = t.data.get("backends", {}).get(name, "error: not run")
+            got = ran.get(name, "")
             if got and (not status or (status.startswith("mismatch") and got.startswith("error"))):
                 return f"{name} backend: {got}"
     return ""
+
+
+def reaches(result: TrialResult, unit: FixUnit) -> bool:
+    """Whether the entry of `result` (the original's run) runs the code that `unit` changes: the
+    function the fix is in, or the file it is in for a fix outside any function."""
+    path = unit.key[0]
+    if unit.function:
+        return [path, unit.function] in result.data.get("ran", [])
+    return path in result.data.get("loaded", [])
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run of one entry, kept for every later trial that shows the entry the same fixes."""
+
+    result: TrialResult
+    keys: frozenset  # the fixes applied in the files when it ran (those it reaches and others)
+    full: bool  # the backends were asked for
+
+
+class Search:
+    """The trial tree over runs of single entries (see the module docstring).
+
+    An entry runs only the fixes that reach it (`reaches`): its result depends on its "view",
+    the accepted and tried fixes that reach it, so a run is kept per (entry, view) and a trial
+    runs only the entries whose view it changes. Fixes that share no entry are proven apart,
+    each group on its own entries' breaks. The last step runs every entry that a kept fix
+    reaches once more, on exactly the text that will be written and with the backends, unless
+    a run of that text is kept already: what the views leave out (a fix's import at the top of
+    a file) is checked there, and a failure sends the fixes that reach the entry back to be
+    proven on full runs."""
+
+    def __init__(
+        self,
+        units: Sequence[FixUnit],
+        baseline: Sequence[TrialResult],
+        run: Callable[..., TrialResult],
+        same_text: Callable[[str, frozenset, frozenset], bool],
+        say: Callable[[str], None] = lambda _line: None,
+    ) -> None:
+        self.baseline = {b.entry: b for b in baseline}
+        self.entries = [b.entry for b in baseline]
+        self.reach = {u: frozenset(b.entry for b in baseline if reaches(b, u)) for u in units}
+        self.run, self.same_text, self.say = run, same_text, say
+        self.runs: dict[tuple[str, frozenset], Run] = {}
+        self.accepted: list[FixUnit] = []
+        self.rejected: list[Rejection] = []
+        self.trials = 0
+        self.count = 0  # entry runs started
+
+    def prove(self, units: Sequence[FixUnit]) -> None:
+        queue = [(group, True) for group in self.independent(units)]
+        struck: set[FixUnit] = set()
+        strict = False  # after a failed confirmation every trial runs the backends
+        while True:
+            while queue:
+                group, full = queue.pop(0)
+                queue[0:0] = [(g, strict) for g in self.attempt(group, full)]
+            failed = self.confirm()
+            if not failed:
+                return
+            blamed = {u: e for e in sorted(failed, reverse=True) for u in self.blame(e)}
+            back = [u for u in self.accepted if u in blamed]
+            self.accepted = [u for u in self.accepted if u not in blamed]
+            again = []
+            for u in back:
+                if u in struck:  # it failed a confirmation after full runs already
+                    self.rejected.append(Rejection(u, self._on(failed[blamed[u]], blamed[u])))
+                else:
+                    again.append(u)
+            struck.update(back)
+            strict = True
+            queue = [(group, True) for group in self.independent(again)]
+
+    def blame(self, entry: str) -> list[FixUnit]:
+        """The kept fixes that can change what `entry` does: those that reach it, else (a change
+        at the top of a file) every kept fix in a file it loads."""
+        loaded = set(self.baseline[entry].data.get("loaded", []))
+        return [u for u in self.accepted if entry in self.reach[u]] or [
+            u for u in self.accepted if u.key[0] in loaded
+        ]
+
+    def independent(self, units: Sequence[FixUnit]) -> list[list[FixUnit]]:
+        """The units in groups that share no entry (each in source order, by first unit)."""
+        groups: list[list[FixUnit]] = []
+        for u in sorted(units):
+            joined = [g for g in groups if any(self.reach[v] & self.reach[u] for v in g)]
+            merged = sorted([u, *(v for g in joined for v in g)])
+            groups = [g for g in groups if g not in joined] + [merged]
+        return sorted(groups)
+
+    def view(self, entry: str, units: Sequence[FixUnit]) -> frozenset:
+        return frozenset(u.key for u in units if entry in self.reach[u])
+
+    def state(self, entry: str) -> TrialResult:
+        """The entry's result with the accepted fixes."""
+        view = self.view(entry, self.accepted)
+        if not view:
+            return self.baseline[entry]
+        return self.result(entry, self.accepted, full=False, max_sites=None)
+
+    def result(
+        self, entry: str, units: Sequence[FixUnit], *, full: bool, max_sites: int | None
+    ) -> TrialResult:
+        """The entry's result with `units` applied: a kept run of the same view, or a new run."""
+        view = self.view(entry, units)
+        kept = self.runs.get((entry, view))
+        if kept is not None and (kept.full or not full):
+            return kept.result
+        return self._run(entry, view, units, full=full, max_sites=max_sites)
+
+    def _run(
+        self, entry: str, view: frozenset, units: Sequence[FixUnit], *, full: bool, max_sites: int | None
+    ) -> TrialResult:
+        keys = frozenset(u.key for u in units)
+        self.count += 1
+        result = self.run(
+            entry,
+            keys,
+            full=full,
+            exact=not any(u.composite for u in units if entry in self.reach[u]),
+            max_sites=max_sites,
+            max_second_graphs=(self.baseline[entry].data.get("second") or {}).get("graphs"),
+        )
+        self.runs[(entry, view)] = Run(result, keys, full)
+        return result
+
+    def attempt(self, group: list[FixUnit], full: bool) -> list[list[FixUnit]]:
+        """Try `group` on top of the accepted fixes; the groups to try next, at the front."""
+        if len(group) == 1 and not self.reach[group[0]]:
+            self.rejected.append(Rejection(group[0], "no entry runs it"))
+            return []
+        entries = sorted(set().union(*(self.reach[u] for u in group)))
+        units = [*self.accepted, *group]
+        before, after = frozenset(u.key for u in self.accepted), frozenset(u.key for u in units)
+        if all(self.same_text(e, before, after) for e in entries):
+            if len(group) == 1:
+                self.rejected.append(Rejection(group[0], "it applies only together with a rejected fix"))
+                return []
+            return _halves(group)
+        state = {e: self.state(e) for e in entries}
+        self.trials += 1
+        started = self.count
+        trial = {e: self.result(e, units, full=full, max_sites=state[e].sites) for e in entries}
+        rows = [(trial[e], state[e], self.baseline[e]) for e in entries]
+        reason = verdict(*map(list, zip(*rows, strict=True)), group)
+        failing = {
+            e: why for e, (t, s, b) in zip(entries, rows, strict=True) if (why := verdict([t], [s], [b], ()))
+        }
+        if failing:
+            entry = min(failing)
+            reason = self._on(failing[entry], entry)
+        elif reason:
+            reason = self._on(reason, *entries)
+        took = sum(trial[e].data.get("seconds", 0) for e in entries)
+        outcome = "kept" if not reason else f"not kept: {reason}"
+        self.say(
+            f"fuselint: trial {self.trials} ({len(group)} fix(es), {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, "
+            f"{self.count - started} run(s), {took:.0f} s): {outcome}"
+        )
+        if not reason:
+            self.accepted.extend(group)
+            return []
+        if len(group) == 1:
+            self.rejected.append(Rejection(group[0], reason))
+            return []
+        suspects = [u for u in group if self.reach[u] & failing.keys()]
+        others = [u for u in group if u not in suspects]
+        if not failing or not others:
+            return _halves(group)
+        if len(suspects) == 1:
+            # The failing entry runs no other fix of the group: its run was this fix's own trial.
+            self.rejected.append(Rejection(suspects[0], reason))
+            return [others]
+        return [others, suspects]
+
+    def confirm(self) -> dict[str, str]:
+        """Every entry a kept fix reaches, on the text to be written, with the backends: the
+        entries that fail, with why."""
+        final = frozenset(u.key for u in self.accepted)
+        failed = {}
+        for entry in self.entries:
+            view = self.view(entry, self.accepted)
+            if not view and self.same_text(entry, frozenset(), final):
+                continue
+            kept = self.runs.get((entry, view)) if view else None
+            searched = kept.result if kept else self.baseline[entry]
+            reused = bool(kept and kept.full and self.same_text(entry, kept.keys, final))
+            result = (
+                kept.result  # it ran this very text with the backends
+                if reused
+                else self._run(entry, view, self.accepted, full=True, max_sites=searched.sites)
+            )
+            why = verdict([result], [searched], [self.baseline[entry]], ())
+            if not reused:
+                self.say(f"fuselint: confirmed {entry} with every kept fix: {why or 'holds'}")
+            if why:
+                failed[entry] = why
+        return failed
+
+    def _on(self, reason: str, *entries: str) -> str:
+        if len(self.entries) == 1:
+            return reason
+        return f"{reason} (entr{'y' if len(entries) == 1 else 'ies'} {', '.join(entries)})"
 
 
 def prove_fixes(
@@ -353,44 +597,29 @@ def prove_fixes(
             say=say,
         )
         say(f"fuselint: proving {len(units)} fix(es) on {', '.join(entries)}")
-        baseline = prover.run(frozenset(), exact=True, max_sites=None, baseline=True)
+        baseline = prover.baseline()
         for b in baseline:
             if b.data.get("error"):
                 raise ProveError(f"entry {b.entry!r}: the original source fails: {b.data['error']}")
         loaded = {p for b in baseline for p in b.data.get("loaded", [])}
         ran = {(p, f) for b in baseline for p, f in b.data.get("ran", [])}
         rejected = [Rejection(u, why) for u in units if (why := _unproven(u, loaded, ran))]
-        queue = [[u for u in units if not _unproven(u, loaded, ran)]]
-        accepted: list[FixUnit] = []
-        state = baseline
-        while queue and queue[0]:
-            group = queue.pop(0)
-            keys = frozenset(u.key for u in (*accepted, *group))
-            if all(s.text_for(keys) == s.text_for(frozenset(u.key for u in accepted)) for s in files):
-                if len(group) == 1:
-                    rejected.append(Rejection(group[0], "it applies only together with a rejected fix"))
-                else:
-                    queue[0:0] = _halves(group)
-                continue
-            exact = not any(u.composite for u in (*accepted, *group))
-            trial = prover.run(
-                keys,
-                exact=exact,
-                max_sites=[s.sites for s in state],
-                max_second_graphs=[(b.data.get("second") or {}).get("graphs") for b in baseline],
-                baseline=False,
-            )
-            reason = verdict(trial, state, baseline, group)
-            took = sum(t.data.get("seconds", 0) for t in trial)
-            outcome = "kept" if not reason else f"not kept: {reason}"
-            say(f"fuselint: trial {prover.count - 1} ({len(group)} fix(es), {took:.0f} s): {outcome}")
-            if not reason:
-                accepted.extend(group)
-                state = trial
-            elif len(group) == 1:
-                rejected.append(Rejection(group[0], reason))
-            else:
-                queue[0:0] = _halves(group)
+        by_entry = {b.entry: b for b in baseline}
+
+        def same_text(entry: str, a: frozenset, b: frozenset) -> bool:
+            run = by_entry[entry].data
+            for source in files:
+                path = str(Path(source.path).resolve())
+                if path in run.get("loaded", []):
+                    ran = {f for p, f in run.get("ran", []) if p == path}
+                    if not same_for(source.text_for(a), source.text_for(b), ran):
+                        return False
+            return True
+
+        search = Search(units, baseline, prover.run, same_text, say)
+        search.prove([u for u in units if not _unproven(u, loaded, ran)])
+        rejected += search.rejected
+        accepted = search.accepted
         notes = tuple(f"{b.entry}: {b.data['note']}" for b in baseline if b.data.get("note"))
         kept = frozenset(u.key for u in accepted)
         written = {s.path: (s.text, s.text_for(kept)) for s in files}
@@ -398,12 +627,32 @@ def prove_fixes(
         return Proof(
             accepted=tuple(sorted(accepted)),
             rejected=tuple(sorted(rejected, key=lambda r: r.unit)),
-            trials=prover.count,
+            trials=search.trials,
             sites_before=sum(b.sites for b in baseline),
-            sites_after=sum(s.sites for s in state),
+            sites_after=sum(search.state(e).sites for e in search.entries),
             seconds=time.perf_counter() - started,
             notes=notes,
+            runs=prover.count,
         )
+
+
+def same_for(old: str, new: str, ran: set[str]) -> bool:
+    """Whether code that runs only the functions `ran` (qualified names) sees `old` and `new`
+    alike: every line they differ in lies inside the body of a function that never ran, the
+    innermost function around it (an outer one may have run at import, which `ran` misses)."""
+    if old == new:
+        return True
+    bodies = body_spans(old)
+    a, b = old.splitlines(), new.splitlines()
+    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        # Lines i1+1..i2 replaced or deleted, or new lines inserted between lines i1 and i1+1.
+        first, last = (i1 + 1, i2) if tag != "insert" else (i1, i1 + 1)
+        around = [(start, name) for start, end, name in bodies if start <= first and last <= end]
+        if not around or max(around)[1] in ran:
+            return False
+    return True
 
 
 def _unproven(unit: FixUnit, loaded: set[str], ran: set[tuple[str, str]]) -> str:

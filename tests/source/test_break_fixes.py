@@ -610,3 +610,40 @@ def test_where_fix_reads_an_index_the_test_subtracts_an_int_from_but_not_one_it_
         for k in (j - 1, j):
             args = (x, torch.tensor(j), torch.tensor(k))
             assert torch.equal(before(*args), after(*args))
+
+
+def test_an_if_without_else_selects_the_value_from_before_it_and_the_break_goes():
+    text = (ROOT / "kept_before_if.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "variance = torch.where((t > 0) & (self.eta > 0), std * noise, variance)" in fixed
+    x, noise = torch.randn(2, 4), torch.randn(2, 4)
+    for eta in (1.0, 0.0):
+        before = _load(text, "before").NoiseTerm(eta).eval()
+        after = _load(fixed, "after").NoiseTerm(eta).eval()
+        for t in (99, 5, 0):  # the last step takes the value from before the `if`
+            args = (x, torch.tensor(t), noise)
+            g0, y0 = _trace(before, *args)
+            g1, y1 = _trace(after, *args)
+            assert g0 >= 2 and g1 == 1
+            assert y0.dtype == y1.dtype and torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "before,test",
+    [
+        ("", "t > 0"),  # not bound before the `if`: no value to keep
+        ("        variance = 0\n        del variance\n", "t > 0"),  # unbound again
+        ("        variance = 0\n", "t > 0 and self.scale"),  # `and` with a number: not a condition
+    ],
+)
+def test_an_if_without_else_is_not_rewritten_without_a_value_to_keep(before, test):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.scale = 2\n\n"
+        "    def forward(self, x: torch.Tensor, t: torch.Tensor):\n"
+        f"{before}"
+        f"        if {test}:\n            variance = x * 2\n"
+        "        return x + variance\n"
+    )
+    found = [f for f in _lint(text, ("FL102",)) if "`if`" in f.message]
+    assert found and all(f.fix is None for f in found)

@@ -297,3 +297,80 @@ def test_a_local_built_with_torch_on_both_branches_makes_a_tensor_attribute():
     assert (
         _found(text.replace("torch.from_numpy(np.linspace(1.0, 0.0, n))", "np.linspace(1.0, 0.0, n)")) == {}
     )
+
+
+BUILT_BY_A_HELPER = """
+import math
+
+import torch
+
+
+def schedule(n):
+    def alpha_bar(t):
+        return math.cos(t)
+
+    betas = []
+    for i in range(n):
+        betas.append(min(1 - alpha_bar(i + 1) / alpha_bar(i), 0.999))
+    return torch.tensor(betas, dtype=torch.float32)
+
+
+class ToyScheduler:
+    def __init__(self, n: int = 10):
+        self.betas = schedule(n)
+        self.alphas = 1.0 - self.betas
+        self.steps = 0
+        self.rate = 1.0 - self.steps
+
+    def step(self, out, timestep: int, sample):
+        if self.alphas[timestep] > 0.5:
+            sample = sample * 2
+        if self.rate > 0.5:
+            sample = sample * 3
+        return sample
+"""
+
+
+def test_an_attribute_set_from_a_same_file_function_that_builds_a_tensor_is_one():
+    # `schedule` returns `torch.tensor(...)` on its only return (the nested def's return is its own),
+    # and `1.0 - self.betas` is arithmetic of that tensor and a number; `1.0 - self.steps` is not.
+    assert _found(BUILT_BY_A_HELPER) == {25: "FL102"}
+    # A helper that returns the list it built makes no tensor.
+    assert _found(BUILT_BY_A_HELPER.replace("torch.tensor(betas, dtype=torch.float32)", "betas")) == {}
+    # Nor one that returns a tensor on one path and a number on another.
+    other = BUILT_BY_A_HELPER.replace(
+        "    betas = []\n", "    if n == 0:\n        return 0.0\n    betas = []\n"
+    )
+    assert _found(other) == {}
+
+
+HANDED_ON = """
+import torch
+
+
+class ToyScheduler:
+    def __init__(self):
+        self.alphas_cumprod = torch.linspace(1.0, 0.1, 10)
+        self.final = torch.tensor(1.0)
+
+    def step(self, out, timestep: int, sample):
+        return self.step_plms(out=out, timestep=timestep, sample=sample)
+
+    def step_plms(self, out, timestep: int, sample):
+        prev_timestep = timestep - 1
+        return self._prev(sample, timestep, prev_timestep)
+
+    def _prev(self, sample, timestep: int, prev_timestep: int):
+        alpha = self.alphas_cumprod[timestep]
+        alpha_prev = self.alphas_cumprod[prev_timestep] if prev_timestep >= 0 else self.final
+        return sample * alpha / alpha_prev
+"""
+
+
+def test_a_step_that_hands_its_timestep_on_by_keyword_to_a_method_that_indexes_with_it():
+    # `step` only hands `timestep` on (by keyword, then by position); `_prev` keys the schedule
+    # with it, so `step`'s timestep is a schedule element, and `prev_timestep >= 0` a tensor test.
+    assert _found(HANDED_ON) == {19: "FL102"}
+    # Handed to a method that only does host arithmetic with it: still an int.
+    host = HANDED_ON.replace("self.alphas_cumprod[timestep]", "timestep * 2.0")
+    assert _found(host.replace("self.alphas_cumprod[prev_timestep] if", "1.0 if")) == {}

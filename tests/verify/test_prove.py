@@ -24,11 +24,13 @@ from fuselint.verify.prove import (
     FixUnit,
     Proof,
     Rejection,
+    Search,
     SourceFixes,
     TrialResult,
     _unproven,
     function_spans,
     only_kept,
+    same_for,
     verdict,
 )
 from fuselint.verify.prove_child import compare_outputs
@@ -89,6 +91,8 @@ def test_a_backend_that_compiled_the_original_must_compile_the_fix():
     # What failed on the original already is not held against the fix.
     base_fails = [_trial(2, backends={"fuselint": "", "inductor": "error: CppCompileError: boom"})]
     assert verdict([broken], base_fails, base_fails, [BREAK_FIX]) == ""
+    # A trial below a group's first runs no backend: nothing to judge them by.
+    assert verdict([_trial(1, backends={})], base, base, [BREAK_FIX]) == ""
 
 
 def test_a_failing_or_differing_trial_says_why():
@@ -251,7 +255,7 @@ def test_a_trial_that_hangs_is_killed_at_its_timeout_and_rejects(tmp_path):
         work=tmp_path,
         say=print,
     )
-    (result,) = prover.run(frozenset(), exact=True, max_sites=None, baseline=True)
+    (result,) = prover.baseline()
     assert result.failure == "the trial ran past its 3 s limit"
 
 
@@ -279,3 +283,126 @@ def test_a_fix_that_only_another_files_entry_reaches_is_proven_and_written(tmp_p
     assert "proved 1" in result.stderr, result.stderr + result.stdout
     assert "for k in tuple(RECORDABLE)}" in (tmp_path / "wrapped_pkg" / "capture.py").read_text()
     assert "proved 1 fix(es), rejected 0; break sites 2 -> 1" in result.stderr
+
+
+# The search over single-entry runs, with a scripted runner: each unit removes one break site of
+# the entries it reaches, unless the script says it changes their outputs or fails a backend.
+def _unit(n: int) -> FixUnit:
+    return FixUnit("/m.py", n, "FL103", f"print({n})", f"f{n}")
+
+
+def _base(entry: str, runs: tuple[int, ...], sites: int) -> TrialResult:
+    data = {
+        "sites": [["/m.py", 100 + n, "gb0059", "print"] for n in range(sites)],
+        "second": {"graphs": 0, "sites": []},
+        "backends": {"fuselint": "", "inductor": ""},
+        "loaded": ["/m.py"],
+        "ran": [["/m.py", f"f{n}"] for n in runs],
+    }
+    return TrialResult(entry, data)
+
+
+class _Script:
+    def __init__(self, baseline, *, differs=(), backend_fails=(), useless=()):
+        self.baseline = {b.entry: b for b in baseline}
+        self.differs, self.backend_fails, self.useless = set(differs), set(backend_fails), set(useless)
+        self.calls: list[tuple[str, tuple[int, ...], bool]] = []
+
+    def run(self, entry, keys, *, full, exact, max_sites, max_second_graphs):
+        base = self.baseline[entry]
+        ran = {f for _, f in base.data["ran"]}
+        mine = sorted(int(k[2][6:-1]) for k in keys if f"f{k[2][6:-1]}" in ran)
+        self.calls.append((entry, tuple(mine), full))
+        data = {
+            "sites": base.data["sites"][: base.sites - len([n for n in mine if n not in self.useless])],
+            "second": {"graphs": 0, "sites": []},
+        }
+        if any(n in self.differs or (entry, n) in self.differs for n in mine):
+            data["outputs"] = {"problem": "out: max abs diff 1"}
+        if full:
+            bad = any(n in self.backend_fails for n in mine)
+            data["backends"] = {"fuselint": "", "inductor": "error: boom" if bad else ""}
+        return TrialResult(entry, data)
+
+
+def _search(script: _Script, units) -> Search:
+    def same_text(entry, a, b):  # the fixes sit in the functions f<n>: only those it runs count
+        ran = {f for _, f in script.baseline[entry].data["ran"]}
+        return {k for k in a if f"f{k[2][6:-1]}" in ran} == {k for k in b if f"f{k[2][6:-1]}" in ran}
+
+    search = Search(units, list(script.baseline.values()), script.run, same_text)
+    search.prove(units)
+    return search
+
+
+def test_a_trial_runs_only_the_entries_its_fixes_reach_and_each_view_once():
+    units = [_unit(1), _unit(2)]
+    script = _Script([_base("a", (1,), 2), _base("b", (2,), 1), _base("c", (), 3)])
+    search = _search(script, units)
+    assert search.accepted == units and not search.rejected
+    # Two independent groups, one whole trial each, with the backends; c is never run again.
+    assert script.calls == [("a", (1,), True), ("b", (2,), True)]
+    assert search.trials == 2
+
+
+def test_a_useless_fix_is_rejected_on_its_own_entries_breaks_not_riding_on_another_group():
+    units = [_unit(1), _unit(2)]
+    script = _Script([_base("a", (1,), 2), _base("b", (2,), 1)], useless={2})
+    search = _search(script, units)
+    assert search.accepted == [units[0]]
+    assert [(r.unit, r.reason) for r in search.rejected] == [
+        (units[1], "breaks did not go down (1 -> 1 break sites) (entry b)")
+    ]
+
+
+def test_the_fix_alone_on_a_failing_entry_is_rejected_without_bisecting_the_group():
+    # u1 reaches a and b, u2 reaches a and c: one group; c's outputs differ, and of the group only
+    # u2 reaches c, so u2 is rejected at once and u1 tried alone: b's run with u1 is reused.
+    units = [_unit(1), _unit(2)]
+    script = _Script([_base("a", (1, 2), 3), _base("b", (1,), 1), _base("c", (2,), 1)], differs={("c", 2)})
+    search = _search(script, units)
+    assert search.accepted == [units[0]]
+    assert search.rejected[0].unit == units[1]
+    assert search.rejected[0].reason.startswith("outputs differ from the original's: out: max abs diff 1")
+    assert search.rejected[0].reason.endswith("(entry c)")
+    assert script.calls == [
+        ("a", (1, 2), True),
+        ("b", (1,), True),
+        ("c", (2,), True),
+        ("a", (1,), False),
+        ("a", (1,), True),  # kept without the backends: confirmed with them
+    ]
+    assert search.trials == 2
+
+
+def test_fixes_kept_without_the_backends_are_confirmed_with_them_and_sent_back_on_failure():
+    # u1..u4 reach a; u2 changes the outputs, so the group is bisected without the backends;
+    # u3 makes inductor fail, which only the confirmation sees; proven again with the backends,
+    # u3 is rejected for it and the rest kept.
+    units = [_unit(n) for n in (1, 2, 3, 4)]
+    script = _Script([_base("a", (1, 2, 3, 4), 5)], differs={2}, backend_fails={3})
+    search = _search(script, units)
+    assert search.accepted == [units[0], units[3]]
+    assert {r.unit: r.reason for r in search.rejected} == {
+        units[1]: "outputs differ from the original's: out: max abs diff 1",
+        units[2]: "inductor backend: error: boom",
+    }
+    final = [c for c in script.calls if c[1] == (1, 4)]
+    assert final and final[-1][2] is True  # the text written ran with the backends
+
+
+def test_a_change_only_in_functions_an_entry_never_runs_leaves_its_text_the_same():
+    text = "import torch\n\n\nclass M:\n    def f(self, x):\n        return x\n\n    def g(self, x):\n        return x + 1\n"
+    in_g = text.replace("        return x + 1\n", "        y = x + 1\n        return y\n")
+    assert same_for(text, in_g, {"M.f"})
+    assert not same_for(text, in_g, {"M.f", "M.g"})
+    at_top = "import math\n" + in_g  # an import the fix adds runs for every entry that loads the file
+    assert not same_for(text, at_top, {"M.f"})
+
+
+def test_a_change_inside_a_run_function_nested_in_one_that_ran_at_import_counts():
+    # The decorator ran at import (not recorded); its wrapper ran: the wrapper's line counts.
+    text = "def deco(f):\n    def wrapper(x):\n        y = x\n        return f(y)\n\n    return wrapper\n"
+    fixed = text.replace("        y = x\n", "        y = tuple(x)\n")
+    assert not same_for(text, fixed, {"deco.<locals>.wrapper"})
+    assert same_for(text, fixed, {"deco"})

@@ -179,9 +179,16 @@ def _pure(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
 
 
 def _where(
-    flow: FunctionFlow, sf: SourceFile, env: Env, test: ast.expr, a: ast.expr, b: ast.expr
+    flow: FunctionFlow,
+    sf: SourceFile,
+    env: Env,
+    test: ast.expr,
+    a: ast.expr,
+    b: ast.expr,
+    keep: str | None = None,
 ) -> str | None:
-    """`torch.where(test, a, b)` when that is a faithful rewrite, else None."""
+    """`torch.where(test, a, b)` when that is a faithful rewrite, else None. `keep`: `b` is that
+    name's value before the `if` (no text of its own in the source)."""
     if flow.kind(test, env) != BOOL:
         return None  # torch.where needs a boolean condition
     if not (flow.kind(a, env) in TENSORS or flow.kind(b, env) in TENSORS):
@@ -189,11 +196,31 @@ def _where(
     if not all(_pure(e, flow, env) for e in (test, a, b)):
         return None
     numbers = _compared_with_ints(test)
-    left, right = (_in_range(sf, flow, env, e, numbers) for e in (a, b))
-    if left is None or right is None:
+    condition = _elementwise_test(sf, flow, env, test)
+    left = _in_range(sf, flow, env, a, numbers)
+    right = keep if keep is not None else _in_range(sf, flow, env, b, numbers)
+    if left is None or right is None or condition is None:
         return None
     torch, _ = torch_name(sf)
-    return f"{torch}.where({sf.segment(test)}, {left}, {right})"
+    return f"{torch}.where({condition}, {left}, {right})"
+
+
+def _elementwise_test(sf: SourceFile, flow: FunctionFlow, env: Env, test: ast.expr) -> str | None:
+    """The test's text as a tensor condition: `a and b` reads `bool()` of a tensor operand, so it
+    becomes `(a) & (b)` (`or`: `|`) when every operand is a comparison or a boolean tensor,
+    whose `&` is the same truth value, evaluated without a jump (the operands are pure: `_where`
+    checked). Any other `and`/`or` (an operand that is a number or an object): None."""
+    if not isinstance(test, ast.BoolOp):
+        return sf.segment(test)
+    parts = []
+    for value in test.values:
+        if not (isinstance(value, ast.Compare) or flow.kind(value, env) == BOOL):
+            return None
+        part = _elementwise_test(sf, flow, env, value)
+        if part is None:
+            return None
+        parts.append(f"({part})")
+    return (" & " if isinstance(test.op, ast.And) else " | ").join(parts)
 
 
 def _compared_with_ints(test: ast.expr) -> frozenset[str]:
@@ -319,9 +346,16 @@ def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
     so every element takes the same branch: a value reading a name assigned before it (`alpha =
     1 - beta`) reads that branch's own value, whole."""
     stmt = site.node
-    if not isinstance(stmt, ast.If) or not stmt.body or not stmt.orelse:
+    if not isinstance(stmt, ast.If) or not stmt.body:
         return None
-    then, other = _assigned(stmt.body), _assigned(stmt.orelse)
+    then = _assigned(stmt.body)
+    if not stmt.orelse and then is not None:
+        # `x = 0` ... `if c: x = v`: the value before the `if` is the other branch's.
+        if not all(_bound_before(flow, stmt, n) for n, _ in then):
+            return None
+        other = [(n, None) for n, _ in then]
+    else:
+        other = _assigned(stmt.orelse)
     if then is None or other is None or [n for n, _ in then] != [n for n, _ in other]:
         return None
     names = [n for n, _ in then]
@@ -333,13 +367,39 @@ def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
         return None  # an `elif`, or a comment the rewrite would drop
     wheres = []
     for (name, a), (_, b) in zip(then, other, strict=True):
-        where = _where(flow, sf, site.env, stmt.test, a, b)
+        kept = b is None
+        if kept:  # the name as it stands before the `if`: a Name node at the test, read there
+            b = ast.Name(name, ast.Load())
+            ast.copy_location(b, stmt.test)
+        where = _where(flow, sf, site.env, stmt.test, a, b, keep=name if kept else None)
         if where is None:
             return None
         wheres.append(f"{name} = {where}")
     first = sf.line_text(stmt.lineno)
     indent = first[: len(first) - len(first.lstrip())]
     return _fix(sf, sf.replace(stmt, (newline_of(sf.text) + indent).join(wheres)))
+
+
+def _bound_before(flow: FunctionFlow, stmt: ast.If, name: str) -> bool:
+    """`name` is assigned by a plain `name = ...` statement earlier in the block that holds `stmt`
+    (so it is bound whenever the `if` runs), and not deleted in between."""
+    for node in ast.walk(flow.fn.node):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                before = block[: next(i for i, s in enumerate(block) if s is stmt)]
+                for earlier in reversed(before):
+                    if any(
+                        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Del)
+                        for n in ast.walk(earlier)
+                    ):
+                        return False
+                    if isinstance(earlier, ast.Assign) and any(
+                        isinstance(t, ast.Name) and t.id == name for t in earlier.targets
+                    ):
+                        return True
+                return False
+    return False
 
 
 def _fix(sf: SourceFile, edit) -> Fix:
