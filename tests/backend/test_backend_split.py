@@ -346,3 +346,16 @@ def test_looped_variance_reads_its_input_once_and_keeps_fp32_precision(monkeypat
     # (the two passes it replaces, a plain sum for the mean first, were 3.3e-5 off here)
     torch.testing.assert_close(var.double(), exact.var(1), rtol=2e-5, atol=0)
     torch.testing.assert_close(mean.double(), exact.mean(1), rtol=1e-7, atol=0)
+
+
+@pytest.mark.parametrize("name", ["reciprocal", "log"])
+def test_looped_variance_of_a_short_last_chunk_ignores_its_empty_lanes(name):
+    # 1000 = 3 chunks of 256 and one of 232: lanes 232..255 of the last chunk see no element,
+    # and their masked loads (0) give 1/0 = inf and log(0) = -inf; weighted by 0 they must not
+    # turn the row's sums into nan
+    torch.manual_seed(0)
+    x = torch.rand(3, 1000) + 0.5
+    got, want, kernels = run(lambda x: torch.var_mean(getattr(x, name)(), 1), x)
+    assert split_kernels(kernels) and "pass 1 of 1" in kernels[0].source
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
