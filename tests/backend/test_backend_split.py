@@ -379,3 +379,33 @@ def test_copy_into_an_input_that_its_own_value_gathers_from_stays_in_aten():
     torch.testing.assert_close(buf, ref_buf)
     (report,) = reports_since(start)
     assert not any(k.writes_inputs for k in report.kernels)
+
+
+def test_an_input_stored_by_a_split_kernel_is_updated_once_when_a_later_launch_fails(monkeypatch):
+    # buf += x is stored by the first launch (the chunks'); when the combine kernel then fails
+    # to compile (simulated: Triton compiles each launch when it first runs it), the group's
+    # ATen fallback must start from buf's old values, not add x a second time
+    from fuselint.backend.runtime import FusedKernel
+
+    def first_launch_then_fail(self, args, outs):
+        fn, grid, consts, warps = self.launches()[0]
+        fn[grid](*args, *outs, num_warps=warps, **consts)
+        raise RuntimeError("the combine kernel does not compile")
+
+    monkeypatch.setattr(FusedKernel, "_launch_jit", first_launch_then_fail)
+
+    def fn(buf, x):
+        buf.add_(x)
+        return x.sum(1)
+
+    torch._dynamo.reset()
+    start = history_mark()
+    buf, x = torch.randn(8, 1000), torch.randn(8, 1000)
+    ref_buf = buf.clone()
+    want = fn(ref_buf, x)
+    with pytest.warns(UserWarning, match="does not compile"):
+        got = torch.compile(fn, backend=fuselint_backend)(buf, x)
+    (kernel,) = reports_since(start)[0].kernels
+    assert kernel.writes_inputs and kernel.cfg.combine is not None and kernel.fallback_calls == 1
+    torch.testing.assert_close(got, want, **tol(torch.float32))
+    torch.testing.assert_close(buf, ref_buf)
