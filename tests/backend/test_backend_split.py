@@ -409,3 +409,20 @@ def test_an_input_stored_by_a_split_kernel_is_updated_once_when_a_later_launch_f
     assert kernel.writes_inputs and kernel.cfg.combine is not None and kernel.fallback_calls == 1
     torch.testing.assert_close(got, want, **tol(torch.float32))
     torch.testing.assert_close(buf, ref_buf)
+
+
+def test_gpu_split_variance_of_a_last_chunk_shorter_than_its_tile(monkeypatch):
+    # the GPU's split of channels_last statistics: 2*37*29 = 2146 elements per channel in chunks
+    # of 32 (tiles 16 deep), the last chunk 2 long; 14 lanes of it see nothing (run under the
+    # interpreter with the GPU's launch configuration)
+    from fuselint.backend import compiler
+
+    monkeypatch.setattr(
+        compiler, "choose_config", lambda ir, interpret, cap=None: choose_config(ir, False, cap)
+    )
+    x = (torch.rand(2, 8, 37, 29) + 0.5).contiguous(memory_format=torch.channels_last)
+    got, want, kernels = run(lambda x: torch.var_mean(x.reciprocal(), (0, 2, 3)), x)
+    (kernel,) = split_kernels(kernels)
+    assert (kernel.cfg.rblock, kernel.cfg.chunk) == (SPLIT_OUTER_RBLOCK, 32)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
