@@ -182,10 +182,14 @@ def _compile_groups(
     owned: set[str] = set()
     compiled: list[CompiledGroup] = []
     # Nodes the plan computes in several groups (recomputed where they are read), and where.
+    # Values drawn from random numbers are written out all the same: a reader that no kernel
+    # takes runs in ATen, which would draw them again (the fallback's hash, not tl.rand's numbers).
+    drawn = _random_descendants(gm)
     holders: dict[str, list[int]] = {}
     for i, names in enumerate(groups):
         for name in names:
-            holders.setdefault(name, []).append(i)
+            if name not in drawn:
+                holders.setdefault(name, []).append(i)
 
     def attempt(names: tuple[str, ...], home: int) -> tuple[PreparedGroup, KernelIR]:
         elsewhere = {
@@ -252,6 +256,20 @@ def _compile_groups(
             if last is not None:
                 accept(last)
     return compiled
+
+
+def _random_descendants(gm: torch.fx.GraphModule) -> set[str]:
+    """The nodes of `gm` computed from random numbers (fuselint's philox_rand, or an ATen op
+    that draws from torch's generator)."""
+    out: set[str] = set()
+    for n in gm.graph.nodes:  # topological order: a node's inputs come first
+        target = n.target
+        draws = target is torch.ops.fuselint.philox_rand.default or (
+            isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+        )
+        if draws or any(a.name in out for a in n.all_input_nodes):
+            out.add(n.name)
+    return out
 
 
 # How many following nodes a split tries with a node that does not join its run alone.
