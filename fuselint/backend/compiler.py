@@ -179,16 +179,57 @@ def build_kernel(
 def _compile_groups(
     gm: torch.fx.GraphModule, groups: list[tuple[str, ...]], report: CompileReport
 ) -> list[CompiledGroup]:
+    """The groups' kernels. A value that several groups compute is written out by none of them
+    when each has its readers recompute it; where those readers end up in ATen (no kernel takes
+    them), ATen recomputes the value from the graph. For a value drawn from random numbers that
+    would draw them again (the fallback's hash, not tl.rand's numbers): then the groups compile
+    again, writing such values out."""
+    kernels, fallbacks = len(report.kernels), len(report.fallbacks)
+    compiled = _compile_groups_once(gm, groups, report, frozenset())
+    drawn = _random_descendants(gm)
+    if drawn and _recomputed_in_aten(gm, compiled) & drawn:
+        del report.kernels[kernels:], report.fallbacks[fallbacks:]
+        compiled = _compile_groups_once(gm, groups, report, drawn)
+    return compiled
+
+
+def _recomputed_in_aten(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> set[str]:
+    """The values (not views) that kernels compute but do not write out, and that ATen ops or
+    other kernels read: rebuild has ATen compute them again."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    internal = {n for cg in compiled for n in cg.nodes}
+    written = {o for cg in compiled for o in cg.outputs}
+    stack = [i for cg in compiled for i in cg.inputs]
+    stack += [a.name for n in gm.graph.nodes if n.name not in internal for a in n.all_input_nodes]
+    seen: set[str] = set()
+    out: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in internal or name in written:
+            continue
+        seen.add(name)
+        node = by_name[name]
+        if _is_view(node):  # a view costs nothing: what it reads is computed again
+            stack.extend(a.name for a in node.all_input_nodes)
+        else:
+            out.add(name)
+    return out
+
+
+def _compile_groups_once(
+    gm: torch.fx.GraphModule,
+    groups: list[tuple[str, ...]],
+    report: CompileReport,
+    written: frozenset[str] | set[str],
+) -> list[CompiledGroup]:
     owned: set[str] = set()
     compiled: list[CompiledGroup] = []
-    # Nodes the plan computes in several groups (recomputed where they are read), and where.
-    # Values drawn from random numbers are written out all the same: a reader that no kernel
-    # takes runs in ATen, which would draw them again (the fallback's hash, not tl.rand's numbers).
-    drawn = _random_descendants(gm)
+    # Nodes the plan computes in several groups (recomputed where they are read), and where;
+    # those in `written` are written out whoever else computes them.
     holders: dict[str, list[int]] = {}
     for i, names in enumerate(groups):
         for name in names:
-            if name not in drawn:
+            if name not in written:
                 holders.setdefault(name, []).append(i)
 
     def attempt(names: tuple[str, ...], home: int) -> tuple[PreparedGroup, KernelIR]:
