@@ -66,6 +66,10 @@ class CompileReport:
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
 
 
+# Why a group (or a node alone) is no kernel when all its values are read inside it, or
+# recomputed by the other groups that read them.
+NOTHING_LEAVES = "nothing leaves the group"
+
 # The latest compiled graphs, for tests, `verify` and the benchmark to inspect.
 history: list[CompileReport] = []
 _HISTORY_LIMIT = 64
@@ -139,7 +143,7 @@ def prepare_group(
         if base.name not in owned and base not in outputs and not _is_view(base):
             outputs.append(base)
     if not outputs and not any(n.target is torch.ops.aten.copy_.default for n in nodes):
-        raise Unsupported("nothing leaves the group")
+        raise Unsupported(NOTHING_LEAVES)
     return PreparedGroup(nodes, inputs, sorted(outputs, key=order.__getitem__))
 
 
@@ -181,15 +185,24 @@ def _compile_groups(
 ) -> list[CompiledGroup]:
     """The groups' kernels. A value that several groups compute is written out by none of them
     when each has its readers recompute it; where those readers end up in ATen (no kernel takes
-    them), ATen recomputes the value from the graph. For a value drawn from random numbers that
-    would draw them again (the fallback's hash, not tl.rand's numbers): then the groups compile
-    again, writing such values out."""
+    them), ATen computes the value again from the graph: ops that a kernel had already run, and,
+    for a value drawn from random numbers, other numbers (the fallback's hash, not tl.rand's).
+    Then the groups compile again, writing those values out; if values drawn from random numbers
+    are still computed again, they compile once more writing out every value they share."""
     kernels, fallbacks = len(report.kernels), len(report.fallbacks)
     compiled = _compile_groups_once(gm, groups, report, frozenset())
+    # computed again by ATen: values kernels compute but do not write out, and nodes that no
+    # kernel took because their readers in other groups were to recompute them
+    dropped = {n for names, why in report.fallbacks[fallbacks:] if why == NOTHING_LEAVES for n in names}
+    again = _recomputed_in_aten(gm, compiled) | dropped
+    if not again:
+        return compiled
     drawn = _random_descendants(gm)
-    if drawn and _recomputed_in_aten(gm, compiled) & drawn:
+    for written in (again, {name for names in groups for name in names}):
         del report.kernels[kernels:], report.fallbacks[fallbacks:]
-        compiled = _compile_groups_once(gm, groups, report, drawn)
+        compiled = _compile_groups_once(gm, groups, report, written)
+        if not _recomputed_in_aten(gm, compiled) & drawn:
+            break
     return compiled
 
 

@@ -426,3 +426,20 @@ def test_gpu_split_variance_of_a_last_chunk_shorter_than_its_tile(monkeypatch):
     assert (kernel.cfg.rblock, kernel.cfg.chunk) == (SPLIT_OUTER_RBLOCK, 32)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+
+
+def test_a_value_that_every_reading_group_leaves_to_aten_is_written_out_once():
+    # fmod (no lowering) and what it reads are computed in the three reductions' groups; each
+    # group leaves fmod to ATen, so relu(x * y + 1) must come from a kernel, not from ATen ops
+    def fn(x, y):
+        d = torch.fmod(torch.relu(x * y + 1), 0.7)
+        return d.sum(0), d.sum(1), d.amax(0)
+
+    torch.manual_seed(0)
+    start = history_mark()
+    got, want, kernels = run(fn, torch.randn(64, 300), torch.randn(64, 300))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-5)
+    (report,) = reports_since(start)
+    aten = [n.target for n in report.graph_module.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+    assert aten == [torch.ops.aten.fmod.Scalar], aten
