@@ -5,9 +5,10 @@
 
 Each DIR holds `fuselint check --format json` output per package (`torchaudio.json`,
 `kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
-`x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`), linted from a
+`x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`,
+`reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`), linted from a
 folder holding the unzipped wheels. Every verdict row of bench/results/precision_untuned.md,
-precision_untuned2.md, precision_untuned3.md and precision_untuned5.md
+precision_untuned2.md, precision_untuned3.md, precision_untuned5.md and precision_untuned6.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
@@ -29,10 +30,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kstc]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+ROW = re.compile(r"^\| (#?[kstcd]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
-    "nflows", "vector_quantize_pytorch",
+    "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
@@ -51,6 +52,23 @@ SAMPLES = {
         "precision_untuned5.md",
         "nflows",
         lambda tag: tag.startswith("c"),
+    ),
+    # precision_untuned6.md: #c1-#c3 the tune pair's traced-functions findings (`*.generate`), #c4-
+    # torchsde's (held out), #d the default findings judge6's changes added (#d5-#d8 judged false).
+    "reformer + performer, traced (#c1-#c3)": (
+        "precision_untuned6.md",
+        "reformer_pytorch",
+        lambda tag: tag in ("c1", "c2", "c3"),
+    ),
+    "torchsde (held out), traced (#c4-)": (
+        "precision_untuned6.md",
+        "torchsde",
+        lambda tag: tag.startswith("c") and tag not in ("c1", "c2", "c3"),
+    ),
+    "reformer + performer, judge6's default findings (#d)": (
+        "precision_untuned6.md",
+        "reformer_pytorch",
+        lambda tag: tag.startswith("d"),
     ),
 }
 

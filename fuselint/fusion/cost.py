@@ -219,6 +219,8 @@ def kernel_cost(
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
     memory_us = None
+    if not eager and fused_broadcast(facts, nodes, read_nodes):
+        memory_us = device.broadcast_us(read + written, launches)
     if eager:  # eager's own kernels where they run below the vectorised copy rate
         memory_us = _eager_norm_us(facts, nodes, device, read + written)
         path = eager_unvectorised(facts, nodes) if memory_us is None else None
@@ -295,6 +297,21 @@ def eager_unvectorised(facts: GraphFacts, nodes: set[str]) -> str | None:
     return None
 
 
+def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, set[str]]) -> bool:
+    """A planned pointwise kernel that reads a value through a broadcast: one of more than one
+    element but fewer than the largest value it writes (BatchNorm's per-channel statistics and
+    affine, a squeeze-excite gate, a layer scale). Such kernels index the small operand per
+    element and run below the rate of plain pointwise ones (Device.broadcast_us)."""
+    if {facts.kind[c] for c in nodes} != {"pointwise"}:
+        return False
+
+    def numel(v: str) -> int:
+        return math.prod(facts.shape.get(v) or ())
+
+    largest = max(map(numel, nodes), default=0)
+    return any(1 < numel(v) < largest for v in read_nodes)
+
+
 def _is_image(val: object) -> bool:
     return isinstance(val, torch.Tensor) and val.dim() == 4
 
@@ -334,6 +351,11 @@ def _shaped_compute_us(
         return device.depthwise_us(flops[c], w[2], layout)
     m = math.prod(out) // out[1]
     taps = math.prod(w[2:])
+    if groups == 1:  # an image stem: cuDNN's kernels for few input channels (Device.stem_us)
+        layout = conv_eager_layout(fx)[0] if eager else layout_name(fx.meta.get("val"))
+        stem = device.stem_us(m, w[1], out[1], taps, layout)
+        if stem is not None:
+            return stem
     hw = math.sqrt(math.prod(out[2:])) if len(out) > 2 else 1
     return groups * device.conv_us(m, w[1], out[1] / groups, taps, hw, dtype)
 

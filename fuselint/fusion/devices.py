@@ -63,7 +63,18 @@ class Efficiency:
       kernels without a mask (flash) reach over their whole score tiles; not swept but fit to the
       eager flash kernels measured on the device (H200: BERT's, LLaMA's and ViT's cuDNN kernels,
       0.378-0.385). 0, and masked calls: the cost model's default
-      (attention.FUSED_ATTENTION_EFFICIENCY, from an H100 kernel)."""
+      (attention.FUSED_ATTENTION_EFFICIENCY, from an H100 kernel);
+    - stem: (TFLOP/s of cuDNN's CUDA-core kernels on NCHW data, the same on channels_last data,
+      TFLOP/s of its tensor-core kernels) reached by dense convolutions with few input channels
+      (an image's 3), counting the work of output channels rounded up to 32: cuDNN runs those
+      with fewer than 32 taps (3x3, 4x4) on CUDA cores (`implicit_convolve_sgemm`,
+      `convolve_common_engine_float_NHWC`) and those with more (7x7, 16x16) on tensor cores at a
+      small share of the GEMM rate; not swept but fit to the image stems measured on the H200
+      (bench/results/h200-eff/pa.json, see docs/NOTES.md "pred8"). Empty: as any dense conv;
+    - broadcast: how many times the vectorised kernel's time of its size a planned pointwise kernel
+      takes when it reads an operand through a broadcast (fuselint's BatchNorm, squeeze-excite
+      gates), as the device's measured kernels of that kind took it; not swept but fit to the
+      H200's fuselint kernels (see docs/NOTES.md "pred8"). 0: at the vectorised rate."""
 
     gemm: tuple[tuple[int, int, int, float], ...]
     depthwise: tuple[tuple[str, int, float, float], ...]
@@ -73,6 +84,8 @@ class Efficiency:
     layer_norm: tuple[float, ...] = ()
     strided: tuple[float, ...] = ()
     attention: float = 0.0
+    stem: tuple[float, ...] = ()
+    broadcast: float = 0.0
 
     @functools.cached_property
     def _gemm_grid(self) -> tuple[dict, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -231,6 +244,26 @@ class Device:
         peak = 2.0 * m * cout * cin * taps / (self.tflops(dtype) * 1e6)
         return max(peak, (gemm + self.launch_us) * us / swept - self.launch_us)
 
+    def stem_us(self, m: float, cin: float, cout: float, taps: int, layout: str) -> float | None:
+        """Math time of a dense convolution over an image of few channels (cin <= STEM_CHANNELS,
+        more than one tap) at the rate the table holds for the kernel family cuDNN picks for its
+        tap count (Efficiency.stem), its output channels rounded up to a 32-wide tile (None: not
+        in the table, or not such a convolution)."""
+        eff = self.efficiency
+        if eff is None or len(eff.stem) != 3 or cin > STEM_CHANNELS or taps <= 1:
+            return None
+        work = 2.0 * m * 32 * math.ceil(cout / 32) * cin * taps
+        if taps >= STEM_TENSOR_CORE_TAPS:
+            return self._at_rate(work, eff.stem[2], self.half_tflops)
+        return self._at_rate(work, eff.stem[0 if layout == "contiguous" else 1], self.fp32_tflops)
+
+    def broadcast_us(self, nbytes: float, launches: float = 1) -> float | None:
+        """Memory time of planned pointwise kernels that read an operand through a broadcast:
+        memory_us scaled by the table's factor for them (None: not in the table)."""
+        if self.efficiency is None or not self.efficiency.broadcast:
+            return None
+        return self.memory_us(nbytes, launches) * self.efficiency.broadcast
+
     def batch_norm_us(self, nbytes: float, layout: str, hw: int) -> float | None:
         """Memory time of eager inference BatchNorm at the rate swept for its layout and image size,
         less the launch time_us adds (None: no sweep)."""
@@ -262,6 +295,12 @@ class Device:
         rate = self.efficiency.depthwise_tflops(layout, k, flops) if self.efficiency else None
         return None if rate is None else self._at_rate(flops, rate, self.fp32_tflops)
 
+
+# Input channels up to which a dense convolution is an image stem (Device.stem_us), and the tap
+# count from which cuDNN runs one on tensor cores: measured stems of 3 channels with 9 and 16
+# taps ran CUDA-core kernels, those with 49 and 256 tensor-core ones (bench/results/h200-eff).
+STEM_CHANNELS = 4
+STEM_TENSOR_CORE_TAPS = 32
 
 H200 = Device(
     "H200",
@@ -388,10 +427,14 @@ def _efficiency(data: dict) -> Efficiency:
         layer_norm=tuple(float(v) for v in data.get("layer_norm", [])),
         strided=tuple(float(v) for v in data.get("strided", [])),
         attention=float(data.get("attention", 0.0)),
+        stem=tuple(float(v) for v in data.get("stem", [])),
+        broadcast=float(data.get("broadcast", 0.0)),
     )
     rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
     rates += [g for *_x, g in eff.batch_norm] + [us for *_x, us in eff.dense_conv] + list(eff.layer_norm)
-    rates += list(eff.strided)
+    rates += list(eff.strided) + list(eff.stem)
+    if eff.broadcast and eff.broadcast < 1:
+        raise ValueError("broadcast is a factor of at least 1 on the vectorised time (0: none)")
     if not 0 <= eff.attention <= 1:
         raise ValueError("attention is a fraction of half_tflops (0: the default)")
     if not eff.gemm or not eff.bandwidth or min(rates) <= 0:

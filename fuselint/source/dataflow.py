@@ -474,6 +474,8 @@ def _tensor_test(test: ast.expr) -> str | None:
     return None
 
 
+# Expressions whose parts see names of their own (`[x for x in xs if x]`): `_comprehension_parts`.
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 # Node types no rule asks for (contexts and operators): not worth a Site each.
 _UNRECORDED = frozenset(
     {ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(), *ast.cmpop.__subclasses__(),
@@ -881,21 +883,45 @@ class FunctionFlow:
         for expr in exprs:
             if expr is None:
                 continue
-            stack = [expr]
-            while stack:
-                node = stack.pop()
-                kind = type(node)
-                if kind is ast.Lambda:
-                    continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
-                if kind is ast.IfExp and self.constants:
-                    truth = self.constant_truth(node.test)
-                    if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
-                        add[kind].append(Site(node, env, stmt, path))
-                        stack.extend([node.test, node.body if truth else node.orelse])
-                        continue
-                if kind not in _UNRECORDED:
+            self._record_tree(expr, env, stmt, path)
+
+    def _record_tree(self, expr: ast.AST, env: Env, stmt: ast.stmt, path: str | None) -> None:
+        """Record `expr` and the nodes under it as sites of `stmt`, each with `env`; the parts of a
+        comprehension get the names its `for` clauses bind (`_record_comprehension`)."""
+        add = self.sites
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is ast.Lambda:
+                continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
+            if kind is ast.IfExp and self.constants:
+                truth = self.constant_truth(node.test)
+                if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
                     add[kind].append(Site(node, env, stmt, path))
-                stack.extend(ast.iter_child_nodes(node))
+                    stack.extend([node.test, node.body if truth else node.orelse])
+                    continue
+            if kind not in _UNRECORDED:
+                add[kind].append(Site(node, env, stmt, path))
+            if kind in _COMPREHENSIONS:
+                self._record_comprehension(node, env, stmt, path)
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+
+    def _record_comprehension(self, node: ast.expr, env: Env, stmt: ast.stmt, path: str | None) -> None:
+        """The parts of `[elt for t in it if cond]`, each with the names its `for` clauses bind:
+        `t` holds what iterating `it` gives (a row of a tensor, an element of a list of tensors).
+        Each `comprehension` clause is recorded with the environment its `if` tests see."""
+        inner = env
+        for generator in node.generators:
+            self._record_tree(generator.iter, inner, stmt, path)
+            inner = dict(inner)
+            self._bind_for_target(generator.target, generator.iter, inner)
+            self.sites[ast.comprehension].append(Site(generator, inner, stmt, path))
+            for part in (generator.target, *generator.ifs):
+                self._record_tree(part, inner, stmt, path)
+        for end in [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]:
+            self._record_tree(end, inner, stmt, path)
 
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:
@@ -1324,8 +1350,10 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                         if _self_attr(t) is None:
                             continue
                         kinds = sources[t.attr]
-                        # Unpacking or augmented assignment: the value is not the attribute's own.
-                        if t is not target or kind is ast.AugAssign or node.value is None:
+                        if t is target and kind is ast.AugAssign:
+                            continue  # `self.X += 1`: an in-place op keeps a tensor a tensor
+                        # Unpacking: the value is not the attribute's own.
+                        if t is not target or node.value is None:
                             kinds.append(None)
                             continue
                         value = node.value

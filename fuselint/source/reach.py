@@ -157,9 +157,12 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
                 if isinstance(target, ast.Name):
                     dicts.setdefault(target.id, []).append(stmt.value)
     summary = FileSummary(module, package, bindings, frozenset(functions), {})
+    # The instances a class stores on `self` may be of the file's own classes (`self.u = Updater()`).
+    named = {name: ClassSummary((), frozenset()) for name in class_nodes}
+    local = FileSummary(module, package, bindings, frozenset(functions), named)
     modules = module_classes(tree, ImportTable.of(tree)) if class_nodes else set()
     classes = {
-        name: _class_summary(node, summary)._replace(module=name in modules)
+        name: _class_summary(node, summary, local)._replace(module=name in modules)
         for name, node in sorted(class_nodes.items())
     }
     summary = FileSummary(module, package, bindings, frozenset(functions), classes)
@@ -207,9 +210,12 @@ def _self_attr(target: ast.expr) -> str | None:
     return None
 
 
-def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
+def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary | None = None) -> ClassSummary:
     """Bases, methods, and the classes of the callables the class stores on `self`, directly
-    (`self.p = Proc()`) or through a setter (`self.set_processor(Proc())` storing its argument)."""
+    (`self.p = Proc()`) or through a setter (`self.set_processor(Proc())` storing its argument).
+    `local` also resolves the file's own classes; it names what is stored (bases come from
+    `summary`: same-file bases are the file's own scope's business)."""
+    local = local or summary
     bases = tuple(q for q in (summary.qualify(b) for b in cls.bases) if q)
     methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     stored: dict[str, set[str]] = {}
@@ -217,16 +223,16 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
     handed: list[tuple[str, list[list[str]]]] = []  # self.method(args) with the classes each arg builds
     for method in methods:
         params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
-        local: dict[str, list[str]] = {}
+        names: dict[str, list[str]] = {}
         # Statements only (no expression walk): summaries are made for every file of the tree.
         for node in sorted(iter_statements(method), key=lambda n: (n.lineno, n.col_offset)):
             if isinstance(node, ast.Expr):
                 node = node.value
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
-                built = _constructed(node.value, summary, local)
+                built = _constructed(node.value, local, names)
                 if isinstance(target, ast.Name) and built:
-                    local.setdefault(target.id, []).extend(built)
+                    names.setdefault(target.id, []).extend(built)
                 attr = _self_attr(target)
                 if attr is not None:
                     if built:
@@ -234,7 +240,7 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary) -> ClassSummary:
                     elif isinstance(node.value, ast.Name) and node.value.id in params:
                         setters.setdefault(method.name, []).append((params.index(node.value.id), attr))
             elif isinstance(node, ast.Call) and _self_attr(node.func) is not None:
-                handed.append((node.func.attr, [_constructed(a, summary, local) for a in node.args]))
+                handed.append((node.func.attr, [_constructed(a, local, names) for a in node.args]))
     for name, args in handed:
         for position, attr in setters.get(name, ()):
             if position < len(args) and args[position]:
@@ -271,7 +277,9 @@ class Call(NamedTuple):
     "decorator" (function `qualname` decorates the caller: the wrapper it returns runs instead),
     "table" (every function or class that the dispatch table `qualname` holds is called:
     `TABLE[key](...)`), "table_instance" (method `attr` of an instance built from that table),
-    "override" (`self.attr(...)` in class `qualname`: the definitions of `attr` in its subclasses).
+    "override" (`self.attr(...)` in class `qualname`: the definitions of `attr` in its subclasses),
+    "stored" (`self.X.m(...)` in class `qualname`, `attr` "X.m": method m of the classes the
+    class stores on `self.X`).
     `via` is the path from the entry to the caller, caller included."""
 
     form: str
@@ -513,6 +521,11 @@ def _call_targets(
             return [("super", owner, func.attr, None)]
         if isinstance(value, ast.Name) and value.id in instances:
             return [(form, q, func.attr, label) for form, q, label in instances[value.id]]
+        stored = _self_attr(value)
+        if stored is not None and owner is not None and func.attr not in ("forward", "__call__"):
+            # `self.updater.step()`: a method of the instance the class stores on `self.updater`
+            # (`self(...)`-style calls of a stored module are its forward, an entry of its own).
+            return [("stored", owner, f"{stored}.{func.attr}", None)]
         if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
             built = _built(value, summary, tables)
             if built:
@@ -706,6 +719,19 @@ class Index:
                         for qualname in built:
                             stored = self._class(qualname)
                             hit = self.method(*stored, "__call__") if stored else None
+                            if hit is not None:
+                                out.append((*hit, False))
+            return sorted(set(out))
+        if call.form == "stored":
+            owner = self._class(call.qualname)
+            attr, _, name = call.attr.partition(".")
+            out = []
+            for cls_path, cls in self.classes_of(*owner) if owner is not None else ():
+                for stored_attr, built in self.summaries[cls_path].classes[cls].stored:
+                    if stored_attr == attr:
+                        for qualname in built:
+                            stored = self._class(qualname)
+                            hit = self.method(*stored, name) if stored else None
                             if hit is not None:
                                 out.append((*hit, False))
             return sorted(set(out))

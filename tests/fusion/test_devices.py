@@ -205,3 +205,41 @@ def test_the_h200_table_carries_its_unswept_rates_and_rejects_bad_ones(tmp_path)
     path.write_text(json.dumps(data))
     with pytest.raises(KeyError, match="attention"):
         device_from_file(path)
+
+
+def test_image_stems_are_priced_by_the_kernel_family_their_tap_count_gets():
+    # stems with 3 input channels measured on the H200 (bench/results/h200-eff/pa.json, µs):
+    # 3x3 runs on CUDA cores, 7x7 and 16x16 on tensor cores far below the GEMM rate
+    d = device("H200-measured")
+
+    def us(m, cout, taps, layout="contiguous"):
+        return d.stem_us(m, 3, cout, taps, layout) + d.launch_us
+
+    assert us(64 * 112 * 112, 32, 9) == pytest.approx(107.8, rel=0.15)  # EfficientNet-B0, eager
+    assert us(64 * 112 * 112, 32, 9, "channels_last") == pytest.approx(124.6, rel=0.15)  # compiled
+    assert us(32 * 112 * 112, 64, 49) == pytest.approx(195.1, rel=0.15)  # ResNet-50's 7x7
+    assert us(32 * 14 * 14, 768, 256) == pytest.approx(232.3, rel=0.15)  # ViT-B/16's patches
+    # a 16-wide output fills a 32-wide tile as a 32-wide one does (MobileNetV3: 105.0 vs 107.8)
+    assert us(64 * 112 * 112, 16, 9) == us(64 * 112 * 112, 32, 9)
+    assert us(64 * 112 * 112, 32, 9) > 5 * d.gemm_us(64 * 112 * 112, 32, 27, "bfloat16")
+    # more input channels, a 1x1 kernel, or a table without the entry: not a stem
+    assert d.stem_us(64 * 112 * 112, 16, 32, 9, "contiguous") is None
+    assert d.stem_us(64 * 112 * 112, 3, 32, 1, "contiguous") is None
+    from dataclasses import replace
+
+    assert replace(d, efficiency=replace(d.efficiency, stem=())).stem_us(1e6, 3, 32, 9, "contiguous") is None
+
+
+def test_broadcast_reading_kernels_take_the_tables_factor_on_the_vectorised_time(tmp_path):
+    from dataclasses import replace
+
+    d = device("H200-measured")
+    assert d.efficiency.broadcast == pytest.approx(1.13)
+    assert d.broadcast_us(1e8) == pytest.approx(1.13 * d.memory_us(1e8))
+    assert replace(d, efficiency=replace(d.efficiency, broadcast=0.0)).broadcast_us(1e8) is None
+    data = json.loads(device_to_json(d))
+    data["efficiency"]["broadcast"] = 0.5
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(KeyError, match="broadcast"):
+        device_from_file(path)

@@ -378,3 +378,33 @@ def test_erf_gelu_is_priced_compute_bound():
         assert x.numel() / 0.76e6 < side.time_us < x.numel() / 0.6e6
     tanh = graph_cost(plan(aten_graph(torch.tanh, x)), device("H200-measured"))
     assert tanh.eager.time_us < x.numel() / 0.9e6  # an ordinary op stays bandwidth-bound
+
+
+def test_image_stems_and_broadcast_reading_kernels_take_their_measured_rates():
+    # A 3-channel stem runs cuDNN's kernels for few channels, far below its GEMM's rate, in eager
+    # and in the plan (H200: EfficientNet-B0's 3x3 stem 107.8 µs, priced ~60 as a 16-channel conv); a
+    # 16-channel conv is no stem. The plan's BatchNorm reads its per-channel vectors through a
+    # broadcast and pays the table's factor (ResNet-50's 49 such kernels: 485 µs vs 417 priced);
+    # a kernel of same-shaped operands does not.
+    swept = device("H200-measured")
+    plain = replace(swept, efficiency=replace(swept.efficiency, stem=(), broadcast=0.0))
+    x = torch.randn(8, 3, 224, 224, dtype=torch.bfloat16)
+    stem = plan(aten_graph(torch.nn.Conv2d(3, 32, 3, 2, 1, bias=False).eval().to(torch.bfloat16), x))
+    from fuselint.fusion.cost import cost_by_class
+
+    m = 8 * 112 * 112
+    for side, layout in (("eager", "contiguous"), ("fused", "channels_last")):
+        conv_us = cost_by_class([stem], swept)[side]["conv"].time_us
+        assert conv_us == pytest.approx(swept.stem_us(m, 3, 32, 9, layout) + swept.launch_us, rel=1e-3)
+        assert conv_us > 1.4 * cost_by_class([stem], plain)[side]["conv"].time_us
+    wide = torch.randn(8, 16, 112, 112, dtype=torch.bfloat16)
+    conv = plan(aten_graph(torch.nn.Conv2d(16, 32, 3, 2, 1, bias=False).eval().to(torch.bfloat16), wide))
+    assert graph_cost(conv, swept) == graph_cost(conv, plain)
+    bn = torch.nn.BatchNorm2d(64).eval().to(torch.bfloat16)
+    normed = plan(aten_graph(bn, torch.randn(32, 64, 56, 56, dtype=torch.bfloat16)))
+    assert graph_cost(normed, swept).fused.time_us == pytest.approx(
+        1.13 * graph_cost(normed, plain).fused.time_us, rel=0.05
+    )
+    assert graph_cost(normed, swept).eager == graph_cost(normed, plain).eager
+    same = plan(aten_graph(torch.add, wide, wide.clone()))
+    assert graph_cost(same, swept) == graph_cost(same, plain)

@@ -390,6 +390,13 @@ def data_dependent_control_flow(
                 fix,
                 path=site.path,
             )
+        for site in flow.of(ast.comprehension):
+            # `[b for b, drop in zip(blocks, to_drop) if not drop]`: each `if` clause is a branch
+            for test in site.node.ifs:
+                culprit = value_dependent(test, flow, site.env)
+                if culprit is not None:
+                    message = _message("comprehension `if`", culprit, flow, site, rule)
+                    yield finding(sf, rule, test, message, path=site.path)
         yield from _operand_jumps(sf, flow, rule)
 
 

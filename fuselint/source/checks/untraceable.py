@@ -4,6 +4,16 @@ Checked against dynamo (torch 2.13): `with torch.device(...)` in a compiled func
 whole frame to eager (no graph); `torch.Generator(...)` ends the graph (gb0055); a call to a
 function of the same file decorated `@torch.compiler.disable` ends the graph at the call.
 
+The global generator's state read or seeded (`torch.get_rng_state()`, `torch.manual_seed`,
+`torch.initial_seed`) ends the graph (gb0007 "marked as skipped", gb0208 for `initial_seed`):
+reformer-pytorch's and performer-pytorch's reversible blocks record the state in every training
+step (`Deterministic.record_rng`), transformers' Reformer seeds it in every training step.
+`torch.seed()` traces (no break) and is not flagged. Restoring a state (`torch.set_rng_state`,
+`with torch.random.fork_rng(...)`) breaks as well (gb0007, gb0208), but it is not flagged: in the
+packages judged it sits in the branch of `Deterministic.forward` that only the backward's
+recomputation takes (`set_rng=True` from `backward_pass`), and no compiled run reaches it
+(bench/results/precision_untuned6.md: 4 findings, none a break in any run).
+
 Calling an `nn.LSTM`, `nn.GRU` or `nn.RNN` submodule (`self.lstm = nn.LSTM(...)` in `__init__`)
 ends the graph (gb0014, "Attempted to wrap RNN, GRU, or LSTM"): dynamo cannot resume after it, so
 the module and the rest of the function run in eager (encodec's `EncodecLSTM`). The cells
@@ -38,6 +48,13 @@ _DISABLE = ("torch.compiler.disable", "torch._dynamo.disable")
 # Tests that are True only while dynamo traces (transformers wraps torch.compiler.is_compiling).
 _COMPILING = ("torch.compiler.is_compiling", "torch._dynamo.is_compiling")
 _COMPILING_WRAPPERS = ("is_torchdynamo_compiling",)
+# The global generator's state read or seeded: dynamo skips these functions (gb0007) or cannot put
+# their result in a graph (gb0208, `initial_seed`). Restoring a state (`set_rng_state`, `fork_rng`)
+# breaks too, but in model code it is what recomputation in the backward does (reversible layers,
+# checkpointing): a forward's branch that only the backward takes (module docstring).
+_RNG_STATE = frozenset({"torch.get_rng_state", "torch.manual_seed", "torch.initial_seed",
+                        "torch.random.get_rng_state", "torch.random.manual_seed",
+                        "torch.random.initial_seed"})  # fmt: skip
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
@@ -106,6 +123,12 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
             qual = sf.imports.qualname(func)
             if qual == "torch.Generator":
                 message = f"`torch.Generator(...)` in compiled code: {rule.message} (gb0055)"
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual in _RNG_STATE:
+                message = (
+                    f"`{qual}` in compiled code: dynamo does not trace the global generator's state and "
+                    "breaks the graph here; record or restore it outside the compiled function"
+                )
                 yield finding(sf, rule, site.node, message, path=site.path)
             elif qual is None and _callee(func, flow.fn.cls) in disabled:
                 name = _callee(func, flow.fn.cls)[1]
