@@ -404,7 +404,8 @@ class _KernelWriter:
         base, rel, lanes = f"{total.name}_base", f"{total.name}_rel", f"{total.name}_lanes"
         zero = "tl.arange(0, RBLOCK)[None, :] == 0"
         finals.append((None, f"{base} = tl.sum(tl.where({zero}, {shift}, 0.0), axis=1)[:, None]"))
-        finals.append((None, f"{lanes} = ({shift} - {base}) + {mean}"))
+        # a lane that saw no element (a last chunk shorter than RBLOCK) may hold 1/0's inf
+        finals.append((None, f"{lanes} = tl.where(wlane > 0, ({shift} - {base}) + {mean}, 0.0)"))
         finals.append((None, f"{rel} = tl.sum({lanes} * wlane, axis=1)[:, None]"))
         finals.append((total, f"{rel} + {base} * nlane"))
         gap = f"({lanes} - {rel} / nlane)"

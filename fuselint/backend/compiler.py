@@ -66,6 +66,10 @@ class CompileReport:
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
 
 
+# Why a group (or a node alone) is no kernel when all its values are read inside it, or
+# recomputed by the other groups that read them.
+NOTHING_LEAVES = "nothing leaves the group"
+
 # The latest compiled graphs, for tests, `verify` and the benchmark to inspect.
 history: list[CompileReport] = []
 _HISTORY_LIMIT = 64
@@ -139,7 +143,7 @@ def prepare_group(
         if base.name not in owned and base not in outputs and not _is_view(base):
             outputs.append(base)
     if not outputs and not any(n.target is torch.ops.aten.copy_.default for n in nodes):
-        raise Unsupported("nothing leaves the group")
+        raise Unsupported(NOTHING_LEAVES)
     return PreparedGroup(nodes, inputs, sorted(outputs, key=order.__getitem__))
 
 
@@ -179,13 +183,67 @@ def build_kernel(
 def _compile_groups(
     gm: torch.fx.GraphModule, groups: list[tuple[str, ...]], report: CompileReport
 ) -> list[CompiledGroup]:
+    """The groups' kernels. A value that several groups compute is written out by none of them
+    when each has its readers recompute it; where those readers end up in ATen (no kernel takes
+    them), ATen computes the value again from the graph: ops that a kernel had already run, and,
+    for a value drawn from random numbers, other numbers (the fallback's hash, not tl.rand's).
+    Then the groups compile again, writing those values out; if values drawn from random numbers
+    are still computed again, they compile once more writing out every value they share."""
+    kernels, fallbacks = len(report.kernels), len(report.fallbacks)
+    compiled = _compile_groups_once(gm, groups, report, frozenset())
+    # computed again by ATen: values kernels compute but do not write out, and nodes that no
+    # kernel took because their readers in other groups were to recompute them
+    dropped = {n for names, why in report.fallbacks[fallbacks:] if why == NOTHING_LEAVES for n in names}
+    again = _recomputed_in_aten(gm, compiled) | dropped
+    if not again:
+        return compiled
+    drawn = _random_descendants(gm)
+    for written in (again, {name for names in groups for name in names}):
+        del report.kernels[kernels:], report.fallbacks[fallbacks:]
+        compiled = _compile_groups_once(gm, groups, report, written)
+        if not _recomputed_in_aten(gm, compiled) & drawn:
+            break
+    return compiled
+
+
+def _recomputed_in_aten(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> set[str]:
+    """The values (not views) that kernels compute but do not write out, and that ATen ops or
+    other kernels read: rebuild has ATen compute them again."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    internal = {n for cg in compiled for n in cg.nodes}
+    written = {o for cg in compiled for o in cg.outputs}
+    stack = [i for cg in compiled for i in cg.inputs]
+    stack += [a.name for n in gm.graph.nodes if n.name not in internal for a in n.all_input_nodes]
+    seen: set[str] = set()
+    out: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in internal or name in written:
+            continue
+        seen.add(name)
+        node = by_name[name]
+        if _is_view(node):  # a view costs nothing: what it reads is computed again
+            stack.extend(a.name for a in node.all_input_nodes)
+        else:
+            out.add(name)
+    return out
+
+
+def _compile_groups_once(
+    gm: torch.fx.GraphModule,
+    groups: list[tuple[str, ...]],
+    report: CompileReport,
+    written: frozenset[str] | set[str],
+) -> list[CompiledGroup]:
     owned: set[str] = set()
     compiled: list[CompiledGroup] = []
-    # Nodes the plan computes in several groups (recomputed where they are read), and where.
+    # Nodes the plan computes in several groups (recomputed where they are read), and where;
+    # those in `written` are written out whoever else computes them.
     holders: dict[str, list[int]] = {}
     for i, names in enumerate(groups):
         for name in names:
-            holders.setdefault(name, []).append(i)
+            if name not in written:
+                holders.setdefault(name, []).append(i)
 
     def attempt(names: tuple[str, ...], home: int) -> tuple[PreparedGroup, KernelIR]:
         elsewhere = {
@@ -252,6 +310,20 @@ def _compile_groups(
             if last is not None:
                 accept(last)
     return compiled
+
+
+def _random_descendants(gm: torch.fx.GraphModule) -> set[str]:
+    """The nodes of `gm` computed from random numbers (fuselint's philox_rand, or an ATen op
+    that draws from torch's generator)."""
+    out: set[str] = set()
+    for n in gm.graph.nodes:  # topological order: a node's inputs come first
+        target = n.target
+        draws = target is torch.ops.fuselint.philox_rand.default or (
+            isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+        )
+        if draws or any(a.name in out for a in n.all_input_nodes):
+            out.add(n.name)
+    return out
 
 
 # How many following nodes a split tries with a node that does not join its run alone.

@@ -1213,8 +1213,12 @@ class Lowering:
             ):
                 raise Unsupported("copy_ into an input broadcast over the kernel")
             others = [s.value for s in stores] + [v for d, v, _ in self.copies if d is not dst]
+            # its own value may read only the element it stores: a gather or window of the
+            # input reads elements that other programs store
             if _reads_input(others, j) or any(
-                v.kind == "load" and v.input_index == j and (v.strides != tuple(strides) or v.shifts)
+                (v.kind == "load" and v.input_index == j and (v.strides != tuple(strides) or v.shifts))
+                or (v.kind == "gather" and v.input_index == j)
+                or v.kind == "window"
                 for v in self.values
             ):
                 raise Unsupported("copy_ into an input read elsewhere in the kernel")

@@ -169,6 +169,10 @@ class FusedKernel:
         self.out_specs = tuple((m.shape, m.stride, m.dtype) for m in ir.output_meta)
         # it stores into some of its inputs (copy_ into a graph input): its call is never dead code
         self.writes_inputs = any(s.input_index >= 0 for s in ir.stores)
+        # Those inputs, when the kernel launches several times: Triton compiles each launch as it
+        # first runs it, so one that fails to compile may follow one that stored into them, and
+        # the ATen fallback must then start from their old values.
+        self._restore = sorted({s.input_index for s in ir.stores if s.input_index >= 0}) if self.more else []
         self.device = ir.device
         # Triton reads TRITON_INTERPRET while it compiles, too: a GPU kernel launched in a
         # process that interprets CPU kernels (the test suite) compiles with it switched off.
@@ -256,9 +260,12 @@ class FusedKernel:
             return self._run_fallback(args)
         device = args[0].device if args else self.device
         outs = tuple(torch.empty_strided(s, st, dtype=dt, device=device) for s, st, dt in self.out_specs)
+        saved = [(args[i], args[i].clone()) for i in self._restore]
         try:
             compiled = self._launch_jit(args, outs + self._workspace(device))
         except Exception as exc:  # a Triton compile error: this group runs through ATen from now on
+            for arg, old in saved:
+                arg.copy_(old)
             self.broken = f"{type(exc).__name__}: {exc}"
             warnings.warn(
                 f"fuselint: kernel {self.__name__} failed ({self.broken}); using ATen", stacklevel=2

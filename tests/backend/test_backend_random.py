@@ -49,3 +49,18 @@ def test_dropout_draws_inside_the_kernel_from_one_seed_per_call():
     torch.testing.assert_close(x.grad, want)
     a2, _ = f(x)
     assert not torch.equal(a2 != 0, kept_a)  # fresh numbers on every call
+
+
+def test_a_reader_left_in_aten_reads_the_uniforms_the_kernels_drew():
+    # r * x is computed in three groups; fmod has no lowering, so its group's reads of r * x run
+    # in ATen. They must read the kernel's r * x, not draw r again by the ATen fallback's hash
+    # (other numbers than tl.rand's): e == 2 * s1 holds in eager for every draw
+    def fn(x):
+        r = torch.rand_like(x)
+        d = torch.fmod(r * x, 1e9)
+        return d.sum(0), d.sum(1), (r * x * 2).sum(1)
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    _, s1, e = torch.compile(fn, backend=fuselint_backend)(torch.randn(64, 300))
+    torch.testing.assert_close(e, 2 * s1, atol=1e-4, rtol=1e-5)

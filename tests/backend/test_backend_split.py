@@ -346,3 +346,100 @@ def test_looped_variance_reads_its_input_once_and_keeps_fp32_precision(monkeypat
     # (the two passes it replaces, a plain sum for the mean first, were 3.3e-5 off here)
     torch.testing.assert_close(var.double(), exact.var(1), rtol=2e-5, atol=0)
     torch.testing.assert_close(mean.double(), exact.mean(1), rtol=1e-7, atol=0)
+
+
+@pytest.mark.parametrize("name", ["reciprocal", "log"])
+def test_looped_variance_of_a_short_last_chunk_ignores_its_empty_lanes(name):
+    # 1000 = 3 chunks of 256 and one of 232: lanes 232..255 of the last chunk see no element,
+    # and their masked loads (0) give 1/0 = inf and log(0) = -inf; weighted by 0 they must not
+    # turn the row's sums into nan
+    torch.manual_seed(0)
+    x = torch.rand(3, 1000) + 0.5
+    got, want, kernels = run(lambda x: torch.var_mean(getattr(x, name)(), 1), x)
+    assert split_kernels(kernels) and "pass 1 of 1" in kernels[0].source
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+
+
+def test_copy_into_an_input_that_its_own_value_gathers_from_stays_in_aten():
+    # buf += buf[perm]: a program that stores buf[i] may do so before another program reads
+    # buf[i] for its gather (200000 elements: 4 programs of 65536 under the interpreter, which
+    # runs them in order, so the later ones read what the first one stored)
+    def fn(buf, perm):
+        buf.add_(torch.gather(buf, 0, perm))
+        return perm * 2
+
+    torch._dynamo.reset()
+    start = history_mark()
+    n = 200_000
+    buf, perm = torch.randn(n), torch.arange(n - 1, -1, -1)
+    ref_buf = buf.clone()
+    fn(ref_buf, perm)
+    torch.compile(fn, backend=fuselint_backend)(buf, perm)
+    torch.testing.assert_close(buf, ref_buf)
+    (report,) = reports_since(start)
+    assert not any(k.writes_inputs for k in report.kernels)
+
+
+def test_an_input_stored_by_a_split_kernel_is_updated_once_when_a_later_launch_fails(monkeypatch):
+    # buf += x is stored by the first launch (the chunks'); when the combine kernel then fails
+    # to compile (simulated: Triton compiles each launch when it first runs it), the group's
+    # ATen fallback must start from buf's old values, not add x a second time
+    from fuselint.backend.runtime import FusedKernel
+
+    def first_launch_then_fail(self, args, outs):
+        fn, grid, consts, warps = self.launches()[0]
+        fn[grid](*args, *outs, num_warps=warps, **consts)
+        raise RuntimeError("the combine kernel does not compile")
+
+    monkeypatch.setattr(FusedKernel, "_launch_jit", first_launch_then_fail)
+
+    def fn(buf, x):
+        buf.add_(x)
+        return x.sum(1)
+
+    torch._dynamo.reset()
+    start = history_mark()
+    buf, x = torch.randn(8, 1000), torch.randn(8, 1000)
+    ref_buf = buf.clone()
+    want = fn(ref_buf, x)
+    with pytest.warns(UserWarning, match="does not compile"):
+        got = torch.compile(fn, backend=fuselint_backend)(buf, x)
+    (kernel,) = reports_since(start)[0].kernels
+    assert kernel.writes_inputs and kernel.cfg.combine is not None and kernel.fallback_calls == 1
+    torch.testing.assert_close(got, want, **tol(torch.float32))
+    torch.testing.assert_close(buf, ref_buf)
+
+
+def test_gpu_split_variance_of_a_last_chunk_shorter_than_its_tile(monkeypatch):
+    # the GPU's split of channels_last statistics: 2*37*29 = 2146 elements per channel in chunks
+    # of 32 (tiles 16 deep), the last chunk 2 long; 14 lanes of it see nothing (run under the
+    # interpreter with the GPU's launch configuration)
+    from fuselint.backend import compiler
+
+    monkeypatch.setattr(
+        compiler, "choose_config", lambda ir, interpret, cap=None: choose_config(ir, False, cap)
+    )
+    x = (torch.rand(2, 8, 37, 29) + 0.5).contiguous(memory_format=torch.channels_last)
+    got, want, kernels = run(lambda x: torch.var_mean(x.reciprocal(), (0, 2, 3)), x)
+    (kernel,) = split_kernels(kernels)
+    assert (kernel.cfg.rblock, kernel.cfg.chunk) == (SPLIT_OUTER_RBLOCK, 32)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+
+
+def test_a_value_that_every_reading_group_leaves_to_aten_is_written_out_once():
+    # fmod (no lowering) and what it reads are computed in the three reductions' groups; each
+    # group leaves fmod to ATen, so relu(x * y + 1) must come from a kernel, not from ATen ops
+    def fn(x, y):
+        d = torch.fmod(torch.relu(x * y + 1), 0.7)
+        return d.sum(0), d.sum(1), d.amax(0)
+
+    torch.manual_seed(0)
+    start = history_mark()
+    got, want, kernels = run(fn, torch.randn(64, 300), torch.randn(64, 300))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-5)
+    (report,) = reports_since(start)
+    aten = [n.target for n in report.graph_module.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+    assert aten == [torch.ops.aten.fmod.Scalar], aten
