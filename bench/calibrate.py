@@ -121,8 +121,8 @@ def curves(device: str = "cuda", dtype: torch.dtype = torch.bfloat16, timer=None
     return out
 
 
-def kernel_ms(fn, calls: int = 10) -> float:
-    """Summed GPU kernel time of one call of `fn` (torch.profiler, mean over `calls`), in ms."""
+def cuda_events(fn, calls: int = 10) -> list:
+    """The GPU events (kernels, memsets) of `calls` calls of `fn` after 3 warm-up calls (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(3):
@@ -132,7 +132,12 @@ def kernel_ms(fn, calls: int = 10) -> float:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    return [e for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+
+
+def kernel_ms(fn, calls: int = 10) -> float:
+    """Summed GPU kernel time of one call of `fn` (torch.profiler, mean over `calls`), in ms."""
+    kernels = cuda_events(fn, calls)
     total = sum(e.device_time if hasattr(e, "device_time") else e.cuda_time for e in kernels)
     return total / calls / 1e3
 

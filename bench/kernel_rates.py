@@ -50,19 +50,12 @@ ATTENTION = ((256, 64), (197, 64), (512, 64), (1024, 64), (2048, 64), (1024, 128
 
 
 def profile_us(fn, calls: int = 10) -> tuple[float, dict[str, float]]:
-    """(summed GPU kernel µs per call, µs per call by kernel name) of fn."""
-    from torch.profiler import ProfilerActivity, profile
+    """(summed GPU kernel µs per call, µs per call by kernel name) of fn, memsets left out."""
+    from calibrate import cuda_events
 
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
     names: dict[str, float] = {}
-    for e in prof.events():
-        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA or "Memset" in e.name:
+    for e in cuda_events(fn, calls):
+        if "Memset" in e.name:
             continue
         t = e.device_time if hasattr(e, "device_time") else e.cuda_time
         names[e.name[:100]] = names.get(e.name[:100], 0.0) + t / calls
