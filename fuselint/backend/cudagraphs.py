@@ -11,9 +11,14 @@ graph (PyTorch's ``torch.cuda.CUDAGraph`` does the recording):
   read in place; any other input is copied into a buffer the recording owns; if an input
   read in place moves later, it becomes a copied one and the graph is recorded again;
 - a new input layout (shape, stride, dtype) is recorded separately;
-- outputs are cloned after each replay, since the recording's own output memory is
-  overwritten by the next replay (a training forward's saved activations must survive
-  a second forward before the backward);
+- outputs are lent, not copied: a replay returns aliases of the recording's output memory,
+  which the next replay overwrites. Before it does, the storages' use counts say whether
+  the caller still holds any of it: aliases the caller kept (`out = f(x)` in a loop, a
+  training forward's saved activations before a second forward) are moved to memory of
+  their own first, and where the caller holds views of it that cannot be moved (a slice of
+  an output), that call runs the graph normally instead (counted in :attr:`GraphReplay.held`).
+  Inductor's ``reduce-overhead`` neither copies nor moves: it fails on reading an overwritten
+  output;
 - the recording owns its cuBLAS workspace (made in its pool during capture), so clearing the
   workspaces elsewhere, as Inductor's CUDA graph trees do, cannot pull memory from under it;
 - where recording is impossible (CPU tensors, a graph that writes to its inputs, a
@@ -24,6 +29,7 @@ graph (PyTorch's ``torch.cuda.CUDAGraph`` does the recording):
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,13 +65,66 @@ def _layout(args: tuple) -> tuple:
     )
 
 
+class LentOutputs:
+    """A recording's outputs, lent to the caller between one replay and the next.
+
+    :meth:`lend` hands out aliases (new tensors over the same memory); :meth:`reclaim`, before
+    the memory is written again, compares each output storage's use count with the count the
+    recording itself holds (`baseline`): any excess is the caller's. Excess made only of the
+    aliases lent is moved (each alias gets a copy of its own, in place, so the caller's
+    objects keep their values); any other excess (a view the caller derived) cannot be moved,
+    and the memory stays the caller's."""
+
+    def __init__(self, outputs: tuple) -> None:
+        self.outputs = outputs
+        self.baseline: dict[int, int] = {}
+        for o in outputs:
+            if isinstance(o, torch.Tensor):
+                key = o.untyped_storage()._cdata
+                self.baseline.setdefault(key, 0)
+        for key in self.baseline:  # after every output is held, so shared storages count once each
+            self.baseline[key] = torch._C._storage_Use_Count(key)
+        self._lent: list[tuple[weakref.ref, int]] = []
+
+    def lend(self) -> list:
+        out = []
+        lent = []
+        for o in self.outputs:
+            if isinstance(o, torch.Tensor):
+                alias = o.detach()
+                lent.append((weakref.ref(alias), o.untyped_storage()._cdata))
+                out.append(alias)
+            else:
+                out.append(o)
+        self._lent = lent
+        return out
+
+    def reclaim(self) -> bool:
+        """True when the memory is free to overwrite (nothing of it held, or what was held moved)."""
+        kept: dict[int, list[torch.Tensor]] = {}
+        for ref, key in self._lent:
+            alias = ref()
+            if alias is not None:
+                kept.setdefault(key, []).append(alias)
+        for key, base in self.baseline.items():
+            # `kept` holds Python references to the aliases, not storage references
+            if torch._C._storage_Use_Count(key) - base > len(kept.get(key, ())):
+                return False
+        with torch.no_grad():
+            for aliases in kept.values():
+                for alias in aliases:
+                    alias.data = alias.clone()
+        self._lent = []
+        return True
+
+
 @dataclass
 class Recording:
     graph: torch.cuda.CUDAGraph
     inputs: list  # what the recording reads: the caller's tensor (in place) or its own buffer
     copied: tuple[int, ...]  # indices of the inputs copied into the recording's buffers
     in_place: tuple[tuple[int, int], ...]  # (index, address) of the inputs read where they are
-    outputs: tuple
+    outputs: LentOutputs
 
 
 class GraphReplay:
@@ -73,8 +132,8 @@ class GraphReplay:
 
     A graph of static shapes (no SymInt among its inputs) has one layout, which Dynamo's
     guards keep fixed, so its calls skip computing one: the per-call host work is one address
-    check per input read in place, one copy per moving input, the replay and one clone per
-    output."""
+    check per input read in place, one copy per moving input, a use-count check per output
+    storage, the replay and one alias per output."""
 
     def __init__(
         self, fn: Callable, name: str = "graph", disabled: str | None = None, static: bool = True
@@ -85,6 +144,7 @@ class GraphReplay:
         self.static = static
         self.replays = 0
         self.recordings = 0
+        self.held = 0  # calls run normally: the caller held views of the last replay's outputs
         self._first_ptrs: dict[tuple | None, tuple] = {}
         self._moved: dict[tuple | None, set[int]] = {}
         self._recorded: dict[tuple | None, Recording] = {}
@@ -151,16 +211,27 @@ class GraphReplay:
         in_place = tuple(
             (i, a.data_ptr()) for i, a in enumerate(args) if i not in moved and isinstance(a, torch.Tensor)
         )
-        return Recording(graph, inputs, copied, in_place, tuple(outputs))
+        return Recording(graph, inputs, copied, in_place, LentOutputs(tuple(outputs)))
 
     def _replay(self, rec: Recording, args: tuple) -> list:
+        if not rec.outputs.reclaim():
+            if not self.held:
+                log.info(
+                    "fuselint: %s ran without its CUDA graph: the caller holds views of the last "
+                    "replay's outputs, which a replay would overwrite",
+                    self.name,
+                )
+            self.held += 1
+            return self.fn(*args)
         inputs = rec.inputs
-        for i in rec.copied:
-            if args[i].data_ptr() != inputs[i].data_ptr():
-                inputs[i].copy_(args[i])
+        fresh = [i for i in rec.copied if args[i].data_ptr() != inputs[i].data_ptr()]
+        if len(fresh) > 1:
+            torch._foreach_copy_([inputs[i] for i in fresh], [args[i] for i in fresh])
+        elif fresh:
+            inputs[fresh[0]].copy_(args[fresh[0]])
         rec.graph.replay()
         self.replays += 1
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+        return rec.outputs.lend()
 
 
 def _clear_cublas_workspaces() -> None:

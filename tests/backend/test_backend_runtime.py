@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.compiler import compile_graph
 from fuselint.backend.constants import constant_nodes
-from fuselint.backend.cudagraphs import why_not_recordable
+from fuselint.backend.cudagraphs import LentOutputs, why_not_recordable
 from fuselint.backend.runtime import FusedKernel
 
 # Ops that, run on every call, rebuild a constant or move a value between host and device.
@@ -231,3 +231,44 @@ def test_graphs_that_cannot_be_recorded_say_why():
     assert why_not_recordable(aten_graph(torch.exp, x), [x]) == "inputs are not all CUDA tensors"
     with pytest.raises(ValueError, match="fuselint backend options are"):
         fuselint_backend(aten_graph(bump, x), [x], options="cudagraphs")
+
+
+def _replayed(static: torch.Tensor, value: float) -> None:
+    """What a replay does to a recording's output memory: writes over it."""
+    static.fill_(value)
+
+
+def test_lent_outputs_dropped_by_the_caller_are_overwritten_without_a_copy():
+    static = torch.zeros(6)
+    lent = LentOutputs((static, 3))
+    (alias, n) = lent.lend()
+    assert n == 3 and alias.data_ptr() == static.data_ptr()
+    del alias
+    assert lent.reclaim()
+    _replayed(static, 1.0)
+    (again, _) = lent.lend()
+    assert again.data_ptr() == static.data_ptr() and bool((again == 1.0).all())
+
+
+def test_lent_outputs_the_caller_keeps_move_before_the_next_replay():
+    static = torch.arange(6.0)
+    lent = LentOutputs((static, static[2:]))  # two outputs over one storage
+    kept, kept_view = lent.lend()
+    assert lent.reclaim()  # only the lent aliases hold it: they get memory of their own
+    _replayed(static, -1.0)
+    assert kept.data_ptr() != static.data_ptr()
+    assert kept.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and kept_view.tolist() == [2.0, 3.0, 4.0, 5.0]
+    assert lent.reclaim()  # the moved aliases hold the recording's memory no more
+    (fresh, _) = lent.lend()
+    assert fresh.data_ptr() == static.data_ptr()
+
+
+def test_lent_outputs_held_through_a_derived_view_are_not_reclaimed():
+    static = torch.arange(4.0)
+    lent = LentOutputs((static,))
+    (alias,) = lent.lend()
+    row = alias[1:]  # a view the caller made: it cannot be moved
+    del alias
+    assert not lent.reclaim()
+    del row
+    assert lent.reclaim()

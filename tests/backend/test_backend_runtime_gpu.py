@@ -80,6 +80,29 @@ def test_cudagraphs_replay_matches_eager_on_fresh_inputs_and_new_shapes():
     assert sum(r.replays for r in replays) >= 4 and sum(r.recordings for r in replays) >= 2
 
 
+def test_cudagraphs_outputs_are_lent_moved_when_kept_and_never_overwritten_under_a_view():
+    model, ids = _model_and_ids(torch.bfloat16)
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend="fuselint", options={"cudagraphs": True}, dynamic=False)
+    other = torch.randint(0, 512, (4, 128), device="cuda", generator=torch.Generator("cuda").manual_seed(9))
+    with torch.no_grad():  # a fresh ids tensor per call: copied into the one recording's buffer
+        for _ in range(3):  # compile, record, first replay
+            compiled(ids.clone())
+        first = compiled(ids.clone()).data_ptr()
+        assert compiled(ids.clone()).data_ptr() == first  # dropped outputs: the same memory, no copy
+        kept = compiled(ids.clone())
+        moved = compiled(other.clone())  # `kept` is moved to memory of its own before this replay
+        assert kept.data_ptr() != first and moved.data_ptr() == first
+        torch.testing.assert_close(kept, model(ids), atol=3e-2, rtol=3e-2)
+        row = compiled(ids.clone())[0]  # a view of the recording's memory: the next call must not write it
+        want_row = model(ids)[0]
+        torch.testing.assert_close(compiled(other.clone()), model(other), atol=3e-2, rtol=3e-2)
+        torch.testing.assert_close(row, want_row, atol=3e-2, rtol=3e-2)
+    replays = [r.replay for r in reports_since(mark) if r.replay is not None]
+    assert sum(r.recordings for r in replays) == 1 and sum(r.held for r in replays) == 1
+
+
 def test_cudagraphs_training_step_matches_eager_grads():
     model, ids = _model_and_ids()
     model.train()
