@@ -22,6 +22,7 @@ import torch.fx
 
 from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
+from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.ops import REDUCTIONS
@@ -482,6 +483,7 @@ def compile_graph(
         return gm
     take_input_strides(gm, example_inputs)
     seed_random(gm)
+    scatter_index_adds(gm)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)

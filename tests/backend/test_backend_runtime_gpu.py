@@ -202,3 +202,19 @@ def test_dropout_draws_inside_the_kernels_on_the_gpu():
     assert not torch.equal(kept_a, kept_b)
     torch.testing.assert_close(x.grad, kept_a.float() * 2 / 0.7 + kept_b.float() / 0.7)
     assert not torch.equal(f(x)[0] != 0, kept_a)
+
+
+def test_embedding_backward_is_one_scatter_add_and_matches_eager():
+    model, ids = _model_and_ids()
+    model.train()
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend="fuselint")
+    compiled(ids).square().mean().backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model(ids).square().mean().backward()
+    code = "".join(r.graph_module.code for r in reports_since(mark) if "backward" in r.graph)
+    assert code.count("fuselint.masked_index_add") == 2, code  # token and position tables
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(got[n], p.grad, atol=1e-4, rtol=1e-3)

@@ -1,0 +1,87 @@
+"""An embedding table's gradient as one atomic scatter-add (fuselint/backend/embedding.py),
+interpreter on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import needs_interpreter
+
+from fuselint.backend import fuselint_backend, history_mark, reports_since
+from fuselint.backend.embedding import masked_index_add
+
+pytestmark = needs_interpreter
+
+aten = torch.ops.aten
+
+
+def _rows(n: int, dim: int, dtype: torch.dtype, table: int = 10):
+    g = torch.Generator().manual_seed(n * dim)
+    index = torch.randint(0, table, (n,), generator=g)
+    index[::3] = 4  # one row hit many times
+    index[1] = 99  # out of the table, its flag unset: the op's contract lets it be anything
+    mask = (index != 7) & (index < table)
+    values = torch.randn(n, dim, generator=g).to(dtype)
+    return index, mask, values
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("dim", [8, 1100])  # one block of columns; several (BLOCK is at most 1024)
+def test_masked_index_add_matches_aten_on_repeated_masked_and_stray_indices(dtype, dim):
+    index, mask, values = _rows(37, dim, dtype)
+    zeros = torch.zeros(10, dim)
+    want = aten._unsafe_masked_index_put_accumulate(zeros, mask.unsqueeze(1), [index], values.float())
+    got = masked_index_add(None, [10, dim], mask.unsqueeze(1), index, values)
+    assert got.dtype == torch.float32 and got.shape == (10, dim)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    base = torch.randn(10, dim)  # a table that is not zeros is added to, not replaced
+    got = masked_index_add(base, [10, dim], mask.unsqueeze(1), index, values)
+    torch.testing.assert_close(got, want + base, atol=1e-5, rtol=1e-5)
+
+
+def lookup(table, ids):
+    return F.embedding(ids, table, padding_idx=0).square().sum(-1)
+
+
+def _train(f, dtype, upcast: bool = False):
+    g = torch.Generator().manual_seed(0)
+    table = torch.randn(50, 24, generator=g).to(dtype)
+    table = (table.float() if upcast else table).requires_grad_()
+    ids = torch.randint(0, 50, (4, 33), generator=g)
+    ids[0, :5] = 0  # padding: no gradient
+    ids[1] = 3  # one row hit 33 times
+    f(table, ids).sum().backward()
+    return table.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_embedding_backward_runs_the_scatter_add_and_matches_eager(dtype):
+    torch._dynamo.reset()
+    start = history_mark()
+    got = _train(torch.compile(lookup, backend=fuselint_backend), dtype)
+    backward = [r for r in reports_since(start) if "backward" in r.graph]
+    assert backward, [r.graph for r in reports_since(start)]
+    code = backward[0].graph_module.code
+    assert "fuselint.masked_index_add" in code and "_unsafe_masked_index_put_accumulate" not in code, code
+    assert got.dtype == dtype and torch.all(got[0] == 0)
+    truth = _train(lookup, dtype, upcast=True)  # float32 math on the same (rounded) table
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, truth, atol=1e-5, rtol=1e-5)
+    else:  # rows summed in float32 and rounded once: no further from the truth than eager's sums
+        torch.testing.assert_close(got.float(), truth, atol=0, rtol=1e-2)
+        eager = _train(lookup, dtype)
+        assert (got.float() - truth).abs().max() <= (eager.float() - truth).abs().max()
+
+
+def test_deterministic_algorithms_keep_atens_sorted_kernel():
+    torch._dynamo.reset()
+    start = history_mark()
+    torch.use_deterministic_algorithms(True)
+    try:
+        got = _train(torch.compile(lookup, backend=fuselint_backend), torch.float32)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    code = next(r for r in reports_since(start) if "backward" in r.graph).graph_module.code
+    assert "masked_index_add" not in code and "_unsafe_masked_index_put_accumulate" in code
+    torch.testing.assert_close(got, _train(lookup, torch.float32))
