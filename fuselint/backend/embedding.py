@@ -2,11 +2,12 @@
 
 Inductor's decomposition of `embedding_dense_backward` leaves a float32 zero table, a row mask
 (index in bounds and not the padding index) and `_unsafe_masked_index_put_accumulate` of the
-gradient rows into the table. ATen runs that op as a sorted `index_put_` with accumulate:
+gradient rows into the table (torch 2.13; torch 2.11 masks the rows with `masked_fill` and
+adds them with `index_put(accumulate=True)`). ATen runs either as a sorted `index_put_`:
 index bounds checks, a radix sort of the indices and segment sums, 13-16 kernels per table
 in GPT-2's training step (docs/NOTES.md), where Inductor generates one atomic scatter-add.
 This pass does the same for the backend: each such op whose one index tensor picks rows of
-a float32 table and whose mask is one flag per row becomes `fuselint::masked_index_add`,
+a float32 table (and whose mask, if any, is one flag per row) becomes `fuselint::masked_index_add`,
 which adds every kept row into the table with `tl.atomic_add`. A zero table is made by a
 memset in the op; a cast of the rows to float32 is done in the kernel as it reads them.
 
@@ -29,48 +30,64 @@ prims = torch.ops.prims
 
 
 @triton.jit
-def _add_rows(values, mask, index, out, dim, rows_out, BLOCK: tl.constexpr):
+def _add_rows(values, mask, index, out, dim, rows_out, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     same = row + cols * 0  # the row's index and flag, read by every lane (one transaction)
     at = tl.load(index + same).to(tl.int64)
-    flag = tl.load(mask + same)
-    # a masked-out row may carry any index (the op's contract); an unmasked one outside the
-    # table writes nothing rather than outside it
-    keep = (cols < dim) & (flag != 0) & (at >= 0) & (at < rows_out)
+    at = tl.where(at < 0, at + rows_out, at)  # a negative index counts from the end, as in ATen
+    # an index outside the table (ATen's kernel fails on it; the masked op's contract lets a
+    # masked-out row carry any index) writes nothing rather than outside the table
+    keep = (cols < dim) & (at >= 0) & (at < rows_out)
+    if HAS_MASK:
+        keep = keep & (tl.load(mask + same) != 0)
     x = tl.load(values + row.to(tl.int64) * dim + cols, mask=keep, other=0.0).to(tl.float32)
     tl.atomic_add(out + at * dim + cols, x, mask=keep)
 
 
 @torch.library.custom_op("fuselint::masked_index_add", mutates_args=())
 def masked_index_add(
-    base: torch.Tensor | None, size: list[int], mask: torch.Tensor, index: torch.Tensor, values: torch.Tensor
+    base: torch.Tensor | None,
+    size: list[int],
+    mask: torch.Tensor | None,
+    index: torch.Tensor,
+    values: torch.Tensor,
 ) -> torch.Tensor:
     """A float32 table of `size` (a copy of `base`, or zeros) with each row of `values` whose
-    `mask` flag is set added at row `index` of it: `_unsafe_masked_index_put_accumulate` with
-    one index tensor on dim 0 and a mask of one flag per index."""
+    `mask` flag is set (every row without a mask) added at row `index` of it:
+    `index_put(accumulate=True)` and `_unsafe_masked_index_put_accumulate` with one index
+    tensor on dim 0 and a mask of one flag per index."""
     out = (
         torch.zeros(size, dtype=torch.float32, device=values.device) if base is None else base.float().clone()
     )
     dim = out[0].numel() if out.dim() else 1
-    flags = mask.reshape(-1).contiguous()
     at = index.reshape(-1).contiguous()
+    flags = None if mask is None else mask.reshape(-1).contiguous()
     if at.numel() == 0 or dim == 0:
         return out
     rows = values.reshape(at.numel(), dim).contiguous()
+    n = out.shape[0]
     if not can_generate_for(values.device):
-        kept = (flags != 0) & (at >= 0) & (at < out.shape[0])
-        out.view(out.shape[0], dim).index_put_((at[kept],), rows[kept].float(), accumulate=True)
+        at = torch.where(at < 0, at + n, at)
+        kept = (at >= 0) & (at < n)
+        if flags is not None:
+            kept &= flags
+        out.view(n, dim).index_put_((at[kept],), rows[kept].float(), accumulate=True)
         return out
     block = min(1024, triton.next_power_of_2(dim))
     grid = (at.numel(), triton.cdiv(dim, block))
-    _add_rows[grid](rows, flags.view(torch.uint8), at, out, dim, out.shape[0], BLOCK=block)
+    flag_ptr = at if flags is None else flags.view(torch.uint8)
+    _add_rows[grid](rows, flag_ptr, at, out, dim, n, HAS_MASK=flags is not None, BLOCK=block)
     return out
 
 
 @masked_index_add.register_fake
 def _(
-    base: torch.Tensor | None, size: list[int], mask: torch.Tensor, index: torch.Tensor, values: torch.Tensor
+    base: torch.Tensor | None,
+    size: list[int],
+    mask: torch.Tensor | None,
+    index: torch.Tensor,
+    values: torch.Tensor,
 ) -> torch.Tensor:
     return values.new_empty(size, dtype=torch.float32)
 
@@ -85,44 +102,60 @@ def _zero_table(node: torch.fx.Node) -> bool:
     )
 
 
-def _one_flag_per_row(mask: torch.Tensor, index: torch.Tensor, table: torch.Tensor) -> bool:
+def _one_flag_per_row(mask: torch.Tensor, index: torch.Tensor) -> bool:
     """The mask holds one flag per index (its shape: the index's, then ones)."""
     n = index.dim()
     return tuple(mask.shape[:n]) == tuple(index.shape) and all(s == 1 for s in mask.shape[n:])
 
 
+_INDEX_PUTS = (aten.index_put.default, aten._unsafe_index_put.default)
+
+
+def _operands(node: torch.fx.Node):
+    """(table, mask or None, index, values) of a row-wise accumulating index_put, else None."""
+    if node.op != "call_function":
+        return None
+    if node.target is aten._unsafe_masked_index_put_accumulate.default:
+        table, mask, indices, values = node.args
+    elif node.target in _INDEX_PUTS and (node.args[3:4] or [node.kwargs.get("accumulate")])[0] is True:
+        (table, indices, values), mask = node.args[:3], None
+    else:
+        return None
+    if len(indices) != 1 or not isinstance(indices[0], torch.fx.Node):
+        return None
+    return table, mask, indices[0], values
+
+
 def _replaceable(node: torch.fx.Node) -> bool:
-    if node.op != "call_function" or node.target is not aten._unsafe_masked_index_put_accumulate.default:
+    operands = _operands(node)
+    if operands is None:
         return False
-    table, mask, indices, values = node.args
-    if len(indices) != 1 or indices[0] is None:
+    table, mask, index, values = operands
+    nodes = [table, index, values] + ([mask] if mask is not None else [])
+    if not all(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in nodes):
         return False
-    vals = [
-        a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in (table, mask, indices[0], values)
-    ]
-    if not all(isinstance(v, torch.Tensor) for v in vals):
-        return False
-    t, m, i, v = vals
+    t, i, v = (a.meta["val"] for a in (table, index, values))
     return (
         t.dtype == torch.float32
         and t.dim() >= 1
-        and m.dtype == torch.bool
         and i.dtype in (torch.int64, torch.int32)
         and v.dtype.is_floating_point
         and tuple(v.shape) == tuple(i.shape) + tuple(t.shape[1:])
-        and _one_flag_per_row(m, i, t)
+        and (
+            mask is None or (mask.meta["val"].dtype == torch.bool and _one_flag_per_row(mask.meta["val"], i))
+        )
         and can_generate_for(t.device)
     )
 
 
 def scatter_index_adds(gm: torch.fx.GraphModule) -> int:
-    """Turn gm's row-wise `_unsafe_masked_index_put_accumulate` into `masked_index_add`; how many."""
+    """Turn gm's row-wise accumulating index_puts into `masked_index_add`; how many were."""
     if torch.are_deterministic_algorithms_enabled():
         return 0
     graph = gm.graph
     nodes = [n for n in graph.nodes if _replaceable(n)]
     for node in nodes:
-        table, mask, (index,), values = node.args
+        table, mask, index, values = _operands(node)
         cast = values
         size = list(table.meta["val"].shape)
         base = None if _zero_table(table) else table

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from backend_helpers import needs_interpreter
+from backend_helpers import aten_graph, needs_interpreter
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
-from fuselint.backend.embedding import masked_index_add
+from fuselint.backend.embedding import masked_index_add, scatter_index_adds
 
 pytestmark = needs_interpreter
 
@@ -21,6 +21,7 @@ def _rows(n: int, dim: int, dtype: torch.dtype, table: int = 10):
     index = torch.randint(0, table, (n,), generator=g)
     index[::3] = 4  # one row hit many times
     index[1] = 99  # out of the table, its flag unset: the op's contract lets it be anything
+    index[2] = -2  # counts from the end, as in ATen
     mask = (index != 7) & (index < table)
     values = torch.randn(n, dim, generator=g).to(dtype)
     return index, mask, values
@@ -63,7 +64,7 @@ def test_embedding_backward_runs_the_scatter_add_and_matches_eager(dtype):
     backward = [r for r in reports_since(start) if "backward" in r.graph]
     assert backward, [r.graph for r in reports_since(start)]
     code = backward[0].graph_module.code
-    assert "fuselint.masked_index_add" in code and "_unsafe_masked_index_put_accumulate" not in code, code
+    assert "fuselint.masked_index_add" in code and "index_put" not in code, code
     assert got.dtype == dtype and torch.all(got[0] == 0)
     truth = _train(lookup, dtype, upcast=True)  # float32 math on the same (rounded) table
     if dtype == torch.float32:
@@ -83,5 +84,20 @@ def test_deterministic_algorithms_keep_atens_sorted_kernel():
     finally:
         torch.use_deterministic_algorithms(False)
     code = next(r for r in reports_since(start) if "backward" in r.graph).graph_module.code
-    assert "masked_index_add" not in code and "_unsafe_masked_index_put_accumulate" in code
+    assert "masked_index_add" not in code and "index_put" in code  # torch 2.13: the masked op
     torch.testing.assert_close(got, _train(lookup, torch.float32))
+
+
+def test_index_put_accumulate_of_rows_becomes_the_scatter_add():
+    """torch 2.11's decomposition of the embedding gradient: masked_fill, then index_put."""
+    index, mask, values = _rows(21, 16, torch.float32)
+    index[1] = 5
+
+    def add_rows(table, index, values):
+        return torch.ops.aten.index_put(table, [index], values, True) * 2
+
+    table = torch.randn(10, 16)
+    gm = aten_graph(add_rows, table, index, values)
+    assert scatter_index_adds(gm) == 1
+    assert "masked_index_add" in gm.code and "index_put" not in gm.code
+    torch.testing.assert_close(gm(table, index, values), add_rows(table, index, values))

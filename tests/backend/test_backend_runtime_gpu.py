@@ -86,6 +86,7 @@ def test_cudagraphs_outputs_are_lent_moved_when_kept_and_never_overwritten_under
     mark = history_mark()
     compiled = torch.compile(model, backend="fuselint", options={"cudagraphs": True}, dynamic=False)
     other = torch.randint(0, 512, (4, 128), device="cuda", generator=torch.Generator("cuda").manual_seed(9))
+    # bf16 outputs: a value near 0 after cancellation differs by an ulp of its terms (~0.03)
     with torch.no_grad():  # a fresh ids tensor per call: copied into the one recording's buffer
         for _ in range(3):  # compile, record, first replay
             compiled(ids.clone())
@@ -94,11 +95,11 @@ def test_cudagraphs_outputs_are_lent_moved_when_kept_and_never_overwritten_under
         kept = compiled(ids.clone())
         moved = compiled(other.clone())  # `kept` is moved to memory of its own before this replay
         assert kept.data_ptr() != first and moved.data_ptr() == first
-        torch.testing.assert_close(kept, model(ids), atol=3e-2, rtol=3e-2)
+        torch.testing.assert_close(kept, model(ids), atol=6e-2, rtol=3e-2)
         row = compiled(ids.clone())[0]  # a view of the recording's memory: the next call must not write it
         want_row = model(ids)[0]
-        torch.testing.assert_close(compiled(other.clone()), model(other), atol=3e-2, rtol=3e-2)
-        torch.testing.assert_close(row, want_row, atol=3e-2, rtol=3e-2)
+        torch.testing.assert_close(compiled(other.clone()), model(other), atol=6e-2, rtol=3e-2)
+        torch.testing.assert_close(row, want_row, atol=6e-2, rtol=3e-2)
     replays = [r.replay for r in reports_since(mark) if r.replay is not None]
     assert sum(r.recordings for r in replays) == 1 and sum(r.held for r in replays) == 1
 
