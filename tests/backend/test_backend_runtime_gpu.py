@@ -86,19 +86,26 @@ def test_cudagraphs_outputs_are_lent_moved_when_kept_and_never_overwritten_under
     mark = history_mark()
     compiled = torch.compile(model, backend="fuselint", options={"cudagraphs": True}, dynamic=False)
     other = torch.randint(0, 512, (4, 128), device="cuda", generator=torch.Generator("cuda").manual_seed(9))
+    # every call a tensor at an address of its own (kept alive, so none is reused): all copied
+    # into the one recording's buffer
+    fresh = {id(t): iter([t.clone() for _ in range(8)]) for t in (ids, other)}
+
+    def new(t):
+        return next(fresh[id(t)])
+
     # bf16 outputs: a value near 0 after cancellation differs by an ulp of its terms (~0.03)
-    with torch.no_grad():  # a fresh ids tensor per call: copied into the one recording's buffer
+    with torch.no_grad():
         for _ in range(3):  # compile, record, first replay
-            compiled(ids.clone())
-        first = compiled(ids.clone()).data_ptr()
-        assert compiled(ids.clone()).data_ptr() == first  # dropped outputs: the same memory, no copy
-        kept = compiled(ids.clone())
-        moved = compiled(other.clone())  # `kept` is moved to memory of its own before this replay
+            compiled(new(ids))
+        first = compiled(new(ids)).data_ptr()
+        assert compiled(new(ids)).data_ptr() == first  # dropped outputs: the same memory, no copy
+        kept = compiled(new(ids))
+        moved = compiled(new(other))  # `kept` is moved to memory of its own before this replay
         assert kept.data_ptr() != first and moved.data_ptr() == first
         torch.testing.assert_close(kept, model(ids), atol=6e-2, rtol=3e-2)
-        row = compiled(ids.clone())[0]  # a view of the recording's memory: the next call must not write it
+        row = compiled(new(ids))[0]  # a view of the recording's memory: the next call must not write it
         want_row = model(ids)[0]
-        torch.testing.assert_close(compiled(other.clone()), model(other), atol=6e-2, rtol=3e-2)
+        torch.testing.assert_close(compiled(new(other)), model(other), atol=6e-2, rtol=3e-2)
         torch.testing.assert_close(row, want_row, atol=6e-2, rtol=3e-2)
     replays = [r.replay for r in reports_since(mark) if r.replay is not None]
     assert sum(r.recordings for r in replays) == 1 and sum(r.held for r in replays) == 1
