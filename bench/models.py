@@ -21,6 +21,7 @@ what would not fit. transformers and timm are needed here only (the tests never 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -198,6 +199,13 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
     model, args = _to(model, args, "cuda", dtype)
     with torch.no_grad():
         ref = _first_tensor(model(*args)).float()
+        # The exact answer for these (rounded) weights and inputs: the same model in float32.
+        # Eager in bf16 rounds too, so an error against it also counts eager's own rounding.
+        exact = ref
+        if dtype != torch.float32 and not train:
+            model32, args32 = _to(copy.deepcopy(model), args, "cuda", torch.float32)
+            exact = _first_tensor(model32(*args32)).float()
+            del model32, args32
     compiled = compile_with(backend, model)
     mark = fb.history_mark()
 
@@ -222,6 +230,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         out = call()
     torch.cuda.synchronize()
     err = max_error(out, ref) if not train else float("nan")
+    err32 = max_error(out, exact) if not train else float("nan")
     kernels, gpu_us, counts = gpu_profile(call)
     reports = fb.reports_since(mark) if backend.startswith("fuselint") else []
     row = {
@@ -233,6 +242,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         "gpu_us": gpu_us,
         "compile_s": compile_s,
         "max_err": err,
+        "max_err_fp32": err32,
         "counts": counts,
         "fuselint_kernels": sum(len(r.kernels) for r in reports),
         "fuselint_fallbacks": sum(len(r.fallbacks) for r in reports),
@@ -342,17 +352,18 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
         "",
         "wall: do_bench median ms per call; host: µs of Python per call with the GPU busy; both the median of",
         "interleaved rounds over a model's backends (the order rotating), so host load hits all alike; kernels and GPU µs:",
-        "torch.profiler, per call; err: max abs error vs eager (same dtype); compile: first call, s (compile",
+        "torch.profiler, per call; err: max abs error vs eager (same dtype); err32: vs the same model and inputs in",
+        "float32 (the exact answer: eager in bf16 rounds too); compile: first call, s (compile",
         "caches off; fuselint-cudagraphs and inductor-reduce-overhead reuse the kernels their plain form built",
         "in the same process); syncs: cudaStream/Device/EventSynchronize calls per call (profiler).",
         "",
-        "| model | mode | backend | wall ms | host µs | kernels | GPU µs | compile s | err | syncs/call |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | mode | backend | wall ms | host µs | kernels | GPU µs | compile s | err | err32 | syncs/call |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         mode = f"{r.get('dtype', '?')}{' train' if r.get('train') else ''}"
         if "error" in r:
-            lines.append(f"| {r['model']} | {mode} | {r['backend']} | error: {r['error'][:80]} |||||||")
+            lines.append(f"| {r['model']} | {mode} | {r['backend']} | error: {r['error'][:80]} ||||||||")
             continue
         c = r["counts"]
         syncs = (
@@ -363,7 +374,7 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
         lines.append(
             f"| {r['model']} | {mode} | {r['backend']} | {_fmt(r['wall_ms'], '.3f')} | {_fmt(r['host_us'], '.0f')} "
             f"| {_fmt(r['kernels'], '.0f')} | {_fmt(r['gpu_us'], '.0f')} | {_fmt(r['compile_s'], '.1f')} "
-            f"| {_fmt(r['max_err'], '.3g')} | {_fmt(syncs, '.0f')} |"
+            f"| {_fmt(r['max_err'], '.3g')} | {_fmt(r.get('max_err_fp32'), '.3g')} | {_fmt(syncs, '.0f')} |"
         )
     lines += ["", *ratio_lines(rows)]
     return "\n".join(lines) + "\n"
