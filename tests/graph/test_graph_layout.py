@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from fuselint.graph.layout import channels_last_pays, gpu_conv_layout
 
@@ -128,3 +129,31 @@ def test_outputs_whose_strides_differ_only_along_size_one_dims_are_not_copied():
 def test_graph_without_convolutions_is_left_alone():
     gm, _ = aten_forward(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), torch.randn(4, 8))
     assert gpu_conv_layout(gm, inference=True) is gm
+
+
+def _stem_backward(grad, image, weight):
+    """A stem convolution's backward as a training graph has it: no input gradient."""
+    out = aten.convolution_backward.default(
+        grad, image, weight, [0], [2, 2], [3, 3], [1, 1], False, [0, 0], 1, [False, True, False]
+    )
+    return (out[1],)
+
+
+def test_a_channels_last_gradient_reads_the_nchw_image_through_a_channels_last_copy():
+    """ResNet's stem in a training step: the gradient comes channels_last from the kernel after
+    the channels_last forward, the image is the NCHW graph input. Without a copy, ATen copies
+    the gradient to NCHW and cuDNN converts both to NHWC (320 µs a step on an H100)."""
+    grad = torch.randn(2, 8, 8, 8).to(memory_format=torch.channels_last)
+    image, weight = torch.randn(2, 3, 16, 16), torch.randn(8, 3, 7, 7)
+    gm = make_fx(_stem_backward, tracing_mode="fake")(grad, image, weight)
+    new = gpu_conv_layout(gm, inference=False)
+    (conv,) = [n for n in new.graph.nodes if n.target is aten.convolution_backward.default]
+    copy = conv.args[1]
+    assert copy.target is aten.clone.default and copy.kwargs["memory_format"] is torch.channels_last
+    assert conv.args[2].op == "placeholder"  # the weight goes as every other conv's
+    (got,) = new(grad, image, weight)
+    torch.testing.assert_close(got, _stem_backward(grad, image, weight)[0])
+    assert got.stride() == weight.stride()  # the weight's gradient keeps the weight's layout
+    # an NCHW gradient changes nothing
+    plain = make_fx(_stem_backward, tracing_mode="fake")(grad.contiguous(), image, weight)
+    assert gpu_conv_layout(plain, inference=False) is plain
