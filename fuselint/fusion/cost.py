@@ -36,7 +36,7 @@ from fuselint.fusion.attention import (
     math_parts,
     sdpa_call,
 )
-from fuselint.fusion.devices import DEFAULT, Device
+from fuselint.fusion.devices import DEFAULT, STEM_CHANNELS, STEM_TENSOR_CORE_TAPS, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 from fuselint.graph.layout import channels_last, conv_eager_layout, eager_layout_name, eager_val, layout_name
 
@@ -532,6 +532,7 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
         x, w, y = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in (*fx.args[:2], fx))
         if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
             continue
+        stem = _stem_kind(fx, x, w, device)
         if fmt != "contiguous":  # cuDNN in channels_last: the operands not in it are copied first
             copies = [2 * t.numel() * t.element_size() for i, t in enumerate((x, w)) if i in copied]
             out = (
@@ -539,6 +540,14 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
                 + _bias_kernel(y, bias, device)
                 + Cost(len(copies), sum(copies), 0, sum(map(device.time_us, copies)))
             )
+            if stem == "tensor-core":  # cuDNN pads the image's few channels first
+                moved = 2 * x.numel() * x.element_size()
+                out = out + Cost(
+                    1, moved, 0, device.time_us(moved, memory_us=device.stem_copy_us(moved, True))
+                )
+            continue
+        if stem == "cuda-core":  # cuDNN's few-channel kernels read NCHW data as it is
+            out = out + _bias_kernel(y, bias, device)
             continue
         if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
             if device.depthwise_us(1.0, w.shape[2], "contiguous") is not None:
@@ -548,12 +557,31 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
             out = out + Cost(0, extra, 0, extra / (device.bandwidth_gbs * 1e3))
             continue
         moved = [2 * t.numel() * t.element_size() for t in (x, w, y)] if x.shape[2] * x.shape[3] > 1 else []
+        # a tensor-core stem's image converts at the table's rate for so few channels
+        rates = [device.stem_copy_us(moved[0]) if stem and i == 0 else None for i in range(len(moved))]
         out = (
             out
             + _bias_kernel(y, bias, device)
-            + Cost(len(moved), sum(moved), 0, sum(map(device.time_us, moved)))
+            + Cost(
+                len(moved),
+                sum(moved),
+                0,
+                sum(device.time_us(m, memory_us=r) for m, r in zip(moved, rates, strict=True)),
+            )
         )
     return out
+
+
+def _stem_kind(conv: torch.fx.Node, x: torch.Tensor, w: torch.Tensor, device: Device) -> str | None:
+    """ "tensor-core" or "cuda-core": the cuDNN kernel family of an image stem (Device.stem_us: a
+    dense convolution of few input channels, more than one tap, over an image larger than 1x1)
+    where the table prices stems' copies (Device.stem_copy_us); None otherwise."""
+    taps = w.shape[2] * w.shape[3]
+    if device.stem_copy_us(1.0) is None or conv.args[8] != 1 or w.shape[1] > STEM_CHANNELS:
+        return None
+    if taps <= 1 or x.shape[2] * x.shape[3] <= 1:
+        return None
+    return "tensor-core" if taps >= STEM_TENSOR_CORE_TAPS else "cuda-core"
 
 
 def _bias_kernel(y: torch.Tensor, bias: bool, device: Device) -> Cost:

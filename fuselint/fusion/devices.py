@@ -72,6 +72,11 @@ class Efficiency:
     - max_pool: (GB/s of PyTorch's NCHW max-pool kernel, GB/s of its channels_last one), bytes of
       input read and output written: both run a thread per output reading its window, far below
       copy bandwidth (H100, 3x3/2 over 32x64x112x112: 604 and 538 GB/s). Empty: by bandwidth;
+    - stem_copy: (GB/s of cuDNN's NCHW -> NHWC conversion of an image of few channels before a
+      tensor-core stem, GB/s of the kernel that pads such an image's channels when it comes in
+      channels_last), bytes = the image read and written: a 3-channel row converts far below copy
+      bandwidth (H100, 32x3x224x224 bf16: 72-80 µs and 17-19 µs). CUDA-core stems (fewer taps) read
+      NCHW data as it is: no conversion. Empty: by bandwidth, as any conv's conversions;
     - stem: (TFLOP/s of cuDNN's CUDA-core kernels on NCHW data, the same on channels_last data,
       TFLOP/s of its tensor-core kernels) reached by dense convolutions with few input channels
       (an image's 3), counting the work of output channels rounded up to 32: cuDNN runs those
@@ -96,6 +101,7 @@ class Efficiency:
     broadcast: float = 0.0
     attention_causal: float = 0.0
     max_pool: tuple[float, ...] = ()
+    stem_copy: tuple[float, ...] = ()
 
     @functools.cached_property
     def _gemm_grid(self) -> tuple[dict, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -266,6 +272,15 @@ class Device:
         if taps >= STEM_TENSOR_CORE_TAPS:
             return self._at_rate(work, eff.stem[2], self.half_tflops)
         return self._at_rate(work, eff.stem[0 if layout == "contiguous" else 1], self.fp32_tflops)
+
+    def stem_copy_us(self, nbytes: float, padding: bool = False) -> float | None:
+        """Memory time of cuDNN's conversion (or, `padding`, its channel padding) of an image of few
+        channels before a tensor-core stem, moving nbytes, less the launch time_us adds (None: not
+        in the table)."""
+        if self.efficiency is None or len(self.efficiency.stem_copy) != 2:
+            return None
+        gbs = self.efficiency.stem_copy[1 if padding else 0]
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
 
     def broadcast_us(self, nbytes: float, launches: float = 1) -> float | None:
         """Memory time of planned pointwise kernels that read an operand through a broadcast:
@@ -451,16 +466,21 @@ def _efficiency(data: dict) -> Efficiency:
         broadcast=float(data.get("broadcast", 0.0)),
         attention_causal=float(data.get("attention_causal", 0.0)),
         max_pool=tuple(float(v) for v in data.get("max_pool", [])),
+        stem_copy=tuple(float(v) for v in data.get("stem_copy", [])),
     )
     rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
     rates += [g for *_x, g in eff.batch_norm] + [us for *_x, us in eff.dense_conv] + list(eff.layer_norm)
-    rates += list(eff.strided) + list(eff.stem) + list(eff.max_pool)
+    rates += list(eff.strided) + list(eff.stem) + list(eff.max_pool) + list(eff.stem_copy)
     if eff.broadcast and eff.broadcast < 1:
         raise ValueError("broadcast is a factor of at least 1 on the vectorised time (0: none)")
     if not (0 <= eff.attention <= 1 and 0 <= eff.attention_causal <= 1):
         raise ValueError("attention and attention_causal are fractions of half_tflops (0: the default)")
-    if len(eff.strided) not in (0, 2, 3) or len(eff.max_pool) not in (0, 2):
-        raise ValueError("strided holds 2 or 3 rates and max_pool 2 (or none)")
+    if (
+        len(eff.strided) not in (0, 2, 3)
+        or len(eff.max_pool) not in (0, 2)
+        or len(eff.stem_copy) not in (0, 2)
+    ):
+        raise ValueError("strided holds 2 or 3 rates, max_pool and stem_copy 2 (or none)")
     if not eff.gemm or not eff.bandwidth or min(rates) <= 0:
         raise ValueError("needs gemm and bandwidth rows with positive rates")
     return eff

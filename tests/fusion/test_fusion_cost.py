@@ -514,3 +514,31 @@ def test_mask_kernels_eager_runs_on_a_smaller_mask_cost_that_masks_size():
     launches = plain["other"].launches * H200.launch_us
     assert probed["other"].time_us - launches == pytest.approx((plain["other"].time_us - launches) / b)
     assert cost_by_class([g], H200)["fused"] == cost_by_class([plan(g.graph)], H200)["fused"]
+
+
+def test_a_stems_image_conversions_follow_its_kernel_family():
+    # H100 (kernel_rates.json, 32x3x224x224 bf16): a tensor-core stem (7x7, 16x16) on NCHW data
+    # converts the 3-channel image at ~255 GB/s (ResNet 71.7 µs, ViT 79.8), and pads it (17-19 µs)
+    # when it comes channels_last; a CUDA-core stem (3x3, 4x4) reads NCHW as it is: only its bias
+    h100 = device("H100-measured")
+    bare = replace(h100, efficiency=replace(h100.efficiency, stem_copy=()))
+    x = torch.randn(32, 3, 224, 224, dtype=torch.bfloat16)
+
+    def other(conv, table, layout=torch.contiguous_format):
+        conv = conv.eval().to(torch.bfloat16).to(memory_format=layout)
+        g = plan(aten_graph(conv, x.to(memory_format=layout)))
+        from fuselint.fusion.cost import cost_by_class
+
+        return cost_by_class([g], table)["eager"].get("other", Cost())
+
+    resnet = torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+    converted = other(resnet, h100)
+    assert converted.launches == 3  # image in, weight in, output back
+    assert converted.time_us - other(resnet, bare).time_us == pytest.approx(71.7 - 7, rel=0.3)
+    padded = other(resnet, h100, torch.channels_last)
+    assert padded.launches == 1 and padded.time_us == pytest.approx(17.3, rel=0.15)
+    effnet = torch.nn.Conv2d(3, 32, 3, 2, 1, bias=False)
+    assert other(effnet, h100).launches == 0 < other(effnet, bare).launches
+    convnext = torch.nn.Conv2d(3, 96, 4, 4)
+    assert other(convnext, h100).launches == 1  # the bias kernel (26.1 µs measured)
+    assert other(convnext, h100).time_us == pytest.approx(26.1, rel=0.15)
