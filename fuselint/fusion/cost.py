@@ -223,6 +223,8 @@ def kernel_cost(
     memory_us = None
     if not eager and fused_broadcast(facts, nodes, read_nodes):
         memory_us = device.broadcast_us(read + written, launches)
+    if not eager and fused_outer_reduction(facts, nodes):
+        memory_us = device.outer_reduction_us(read + written, launches)
     if eager:  # eager's own kernels where they run below the vectorised copy rate
         memory_us = _eager_norm_us(facts, nodes, device, read + written)
         path = eager_unvectorised(facts, nodes) if memory_us is None else None
@@ -331,6 +333,20 @@ def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, se
 
     largest = max(map(numel, nodes), default=0)
     return any(1 < numel(v) < largest for v in read_nodes)
+
+
+def fused_outer_reduction(facts: GraphFacts, nodes: set[str]) -> bool:
+    """A planned kernel reducing a channels_last image over its spatial dims (H and W, not C, the
+    innermost): a squeeze-excite mean. Such kernels walk columns and run below the rate of row
+    reductions (Device.outer_reduction_us)."""
+    for c in sorted(nodes):
+        if facts.kind[c] != "reduction":
+            continue
+        src = facts.fg.dag.nodes[c]["fx"].args[0]
+        dims = facts.rinfo[c][1]
+        if isinstance(src, torch.fx.Node) and channels_last(src.meta.get("val")) and dims and 1 not in dims:
+            return True
+    return False
 
 
 def _is_image(val: object) -> bool:

@@ -252,6 +252,9 @@ def test_the_h100_table_carries_the_rates_kernel_rates_measured(tmp_path):
     d = device("H100-measured")
     eff = d.efficiency
     assert eff.stem == (14.3, 12.1, 34.8) and eff.broadcast == pytest.approx(1.09)
+    assert eff.outer_reduction == pytest.approx(1.4) and d.outer_reduction_us(1e8) == pytest.approx(
+        1.4 * d.memory_us(1e8)
+    )
     # a permuted operand (717-824 GB/s) is slower than a broadcast one (1311-1696) or a cat (838-964)
     assert eff.strided == (1426.0, 906.0, 787.0)
     assert d.strided_us(1e8, permuted=True) > d.strided_us(1e8, cat=True) > d.strided_us(1e8)

@@ -542,3 +542,27 @@ def test_a_stems_image_conversions_follow_its_kernel_family():
     convnext = torch.nn.Conv2d(3, 96, 4, 4)
     assert other(convnext, h100).launches == 1  # the bias kernel (26.1 µs measured)
     assert other(convnext, h100).time_us == pytest.approx(26.1, rel=0.15)
+
+
+def test_a_squeeze_excite_mean_over_a_channels_last_image_takes_the_outer_reduction_factor():
+    # H100 (kernel_rates.json, fuselint's BatchNorm + SiLU + spatial mean over 32x144x56x56 bf16):
+    # 28.1 µs on channels_last data (H x W is a column there), 21.0 on NCHW (a row)
+    h100 = device("H100-measured")
+    bare = replace(h100, efficiency=replace(h100.efficiency, outer_reduction=0.0))
+
+    class SiLUAndMean(torch.nn.Module):
+        def forward(self, x):
+            y = F.silu(x)
+            return y, y.mean((2, 3), keepdim=True)
+
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(144), SiLUAndMean()).eval().to(torch.bfloat16)
+    x = torch.randn(32, 144, 56, 56, dtype=torch.bfloat16)
+    cl = plan(aten_graph(model, x.to(memory_format=torch.channels_last)))
+    rows = plan(aten_graph(model, x))
+    assert graph_cost(cl, h100).fused.time_us == pytest.approx(28.1, rel=0.05)
+    assert graph_cost(rows, h100).fused.time_us == pytest.approx(21.0, rel=0.05)
+    assert graph_cost(rows, h100) == graph_cost(rows, bare)
+    assert graph_cost(cl, h100).eager == graph_cost(cl, bare).eager  # eager runs its own kernels
+    # a reduction over the channels of a channels_last image reads rows: no factor
+    over_c = plan(aten_graph(lambda a: a.sum(1), x.to(memory_format=torch.channels_last)))
+    assert graph_cost(over_c, h100) == graph_cost(over_c, bare)
