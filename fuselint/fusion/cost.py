@@ -36,7 +36,7 @@ from fuselint.fusion.attention import (
     math_parts,
     sdpa_call,
 )
-from fuselint.fusion.devices import DEFAULT, Device
+from fuselint.fusion.devices import DEFAULT, STEM_CHANNELS, STEM_TENSOR_CORE_TAPS, Device
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 from fuselint.graph.layout import channels_last, conv_eager_layout, eager_layout_name, eager_val, layout_name
 
@@ -142,8 +142,10 @@ class ModelCost(_EagerVsFused):
 # a long polynomial with branches. GELU(erf) kernels measured on the H200 (bench/results/h200-eff/
 # pa.json: BERT's, ViT's and ConvNeXt's, PyTorch's and fuselint's alike) run at 650-740 G elements/s
 # whatever their size, compute-bound below the copy bandwidth (~1000 G elements/s of bf16): 70-79
-# operations per element at the 51.3 TFLOP/s fp32 rate, of which the GELU's other ops are ~6.
-OPS_PER_ELEMENT = {torch.ops.aten.erf.default: 64}
+# operations per element at the 51.3 TFLOP/s fp32 rate, of which the GELU's other ops are ~6; on the
+# H100 (bench/results/h100-s4/kernel_rates.json: 13-210 M elements) 639-704 G elements/s, 73-76
+# operations per element at its 51.6 TFLOP/s.
+OPS_PER_ELEMENT = {torch.ops.aten.erf.default: 68}
 
 
 def node_flops(facts: GraphFacts, node: str) -> int:
@@ -221,25 +223,31 @@ def kernel_cost(
     memory_us = None
     if not eager and fused_broadcast(facts, nodes, read_nodes):
         memory_us = device.broadcast_us(read + written, launches)
+    if not eager and fused_outer_reduction(facts, nodes):
+        memory_us = device.outer_reduction_us(read + written, launches)
     if eager:  # eager's own kernels where they run below the vectorised copy rate
         memory_us = _eager_norm_us(facts, nodes, device, read + written)
         path = eager_unvectorised(facts, nodes) if memory_us is None else None
         if path is not None:
-            memory_us = device.strided_us(read + written, cat=path == "cat")
+            memory_us = device.strided_us(read + written, cat=path == "cat", permuted=path == "permuted")
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
 
 def _eager_norm_us(facts: GraphFacts, nodes: set[str], device: Device, nbytes: int) -> float | None:
     """Memory time of an eager normalisation kernel (the nodes one `batch_norm` or `layer_norm` call
-    decomposed into) at the rate the device table holds for it: inference BatchNorm at the rate
-    swept for its layout and image size, LayerNorm at its per-row and per-element cost; None for
-    any other kernel, or a table without them."""
+    decomposed into) or max-pool kernel at the rate the device table holds for it: inference
+    BatchNorm at the rate swept for its layout and image size, LayerNorm at its per-row and
+    per-element cost, max-pool at its layout's rate; None for any other kernel, or a table without
+    them."""
     if device.efficiency is None:
         return None
     for c in sorted(nodes):
         fx = facts.fg.dag.nodes[c]["fx"]
         aten = str(fx.meta.get("original_aten", ""))
+        if "max_pool2d" in aten and fx.args and isinstance(fx.args[0], torch.fx.Node):
+            if _is_image(fx.args[0].meta.get("val")):
+                return device.max_pool_us(nbytes, eager_layout_name(fx.args[0]))
         if "native_layer_norm" in aten and fx.target is torch.ops.aten.var_mean.correction:
             x = fx.args[0].meta.get("val") if isinstance(fx.args[0], torch.fx.Node) else None
             if not isinstance(x, torch.Tensor) or not fx.args[1]:
@@ -267,7 +275,9 @@ def eager_unvectorised(facts: GraphFacts, nodes: set[str]) -> str | None:
     elementwise op (or a cat) one of whose tensor operands has another shape (broadcast) or other
     strides than its output, as eager makes them (`eager_val`): TensorIterator vectorises only
     operands that all share the output's layout, and `cat` copies inputs that are not contiguous
-    element by element. None for any other kernel (normalisations have kernels of their own)."""
+    element by element. "permuted" where such an operand has the output's shape but another
+    innermost dim (a residual added across NHWC -> NCHW permute: its reads are uncoalesced, the
+    slowest of these kernels; a transpose that keeps the last dim reads whole rows). None for any other kernel (normalisations have kernels of their own)."""
     kinds = {facts.kind[c] for c in nodes}
     fxs = [facts.fg.dag.nodes[c]["fx"] for c in sorted(nodes, key=facts.order.get)]
     cat = len(fxs) == 1 and fxs[0].target is torch.ops.aten.cat.default
@@ -285,6 +295,7 @@ def eager_unvectorised(facts: GraphFacts, nodes: set[str]) -> str | None:
     )
     if not isinstance(out, torch.Tensor) or out.numel() <= 1:
         return None
+    found = None
     for c in sorted(nodes):
         for p, v in facts.reads[c]:
             t = eager_val(facts.fg.dag.nodes[p]["fx"])
@@ -292,9 +303,21 @@ def eager_unvectorised(facts: GraphFacts, nodes: set[str]) -> str | None:
                 continue
             if cat and not t.is_contiguous():
                 return "cat"
+            inner = _innermost(t) if not cat and t.shape == out.shape else None
+            if inner is not None and _innermost(out) not in (None, inner):
+                return "permuted"
             if not cat and (t.shape != out.shape or _dense_dims(t) != _dense_dims(out)):
-                return "elementwise"
-    return None
+                found = "elementwise"
+    return found
+
+
+def _innermost(t: torch.Tensor) -> int | None:
+    """The dim of size > 1 with the smallest stride (the one a warp's reads run along); None for an
+    expanded tensor (a stride of 0: a broadcast, not a permutation) or a single element."""
+    dims = [d for d in range(t.dim()) if t.shape[d] != 1]
+    if not dims or any(t.stride(d) == 0 for d in dims):
+        return None
+    return min(dims, key=lambda d: (t.stride(d), d))
 
 
 def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, set[str]]) -> bool:
@@ -310,6 +333,20 @@ def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, se
 
     largest = max(map(numel, nodes), default=0)
     return any(1 < numel(v) < largest for v in read_nodes)
+
+
+def fused_outer_reduction(facts: GraphFacts, nodes: set[str]) -> bool:
+    """A planned kernel reducing a channels_last image over its spatial dims (H and W, not C, the
+    innermost): a squeeze-excite mean. Such kernels walk columns and run below the rate of row
+    reductions (Device.outer_reduction_us)."""
+    for c in sorted(nodes):
+        if facts.kind[c] != "reduction":
+            continue
+        src = facts.fg.dag.nodes[c]["fx"].args[0]
+        dims = facts.rinfo[c][1]
+        if isinstance(src, torch.fx.Node) and channels_last(src.meta.get("val")) and dims and 1 not in dims:
+            return True
+    return False
 
 
 def _is_image(val: object) -> bool:
@@ -401,6 +438,26 @@ def eager_absent(facts: GraphFacts, compiled: dict[str, SdpaCall], eager: dict[s
     return {c for c in absent if c in facts.kind}
 
 
+def eager_mask_share(
+    facts: GraphFacts, compiled: dict[str, SdpaCall], eager: dict[str, SdpaCall]
+) -> dict[str, float]:
+    """{node: share} for the nodes building an SDPA call's mask at the graph's mask size where eager
+    passes a smaller mask (the eager probe's record): eager runs those kernels at its own mask's
+    size, `share` of the graph's elements. T5 under torch 2.11's compile adds the batch-wide
+    attention mask to its position bias, (16, 8, 256, 256), where eager passes the bias alone,
+    (1, 8, 256, 256): the graph's `where` and its permuted `contiguous()` copy run 16x smaller."""
+    share: dict[str, float] = {}
+    for c in sorted(compiled):
+        big, small = compiled[c].mask, eager[c].mask
+        if big is None or small is None or math.prod(small.shape) >= math.prod(big.shape):
+            continue
+        ratio = math.prod(small.shape) / math.prod(big.shape)
+        for n in sorted(mask_cone(facts.fg.dag.nodes[c]["fx"])):
+            if n in facts.kind and tuple(facts.shape.get(n) or ()) == tuple(big.shape):
+                share[n] = min(share.get(n, 1.0), ratio)
+    return share
+
+
 def eager_kernels(facts: GraphFacts, absent: set[str] | None = None) -> list[set[str]]:
     """The compute nodes of each kernel eager launches: the nodes a decomposition made from one
     ATen call (same `original_aten` op and same `from_node` origin) form one kernel, so F.gelu
@@ -446,6 +503,8 @@ def fused_attention_cost(call: SdpaCall, device: Device) -> Cost:
     # kernel, measured at 0.20-0.34 of the dense rate on the H200 (T5's, GPT-2's and LLaMA's)
     flash = call.mask is None and device.efficiency is not None
     rate = device.efficiency.attention if flash and device.efficiency.attention else 0.0
+    if flash and call.is_causal and device.efficiency.attention_causal:
+        rate = device.efficiency.attention_causal
     compute = flops / (
         device.tflops(str(call.dtype).removeprefix("torch.")) * (rate or FUSED_ATTENTION_EFFICIENCY) * 1e6
     )
@@ -489,6 +548,7 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
         x, w, y = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in (*fx.args[:2], fx))
         if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w, y)):
             continue
+        stem = _stem_kind(fx, x, w, device)
         if fmt != "contiguous":  # cuDNN in channels_last: the operands not in it are copied first
             copies = [2 * t.numel() * t.element_size() for i, t in enumerate((x, w)) if i in copied]
             out = (
@@ -496,6 +556,14 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
                 + _bias_kernel(y, bias, device)
                 + Cost(len(copies), sum(copies), 0, sum(map(device.time_us, copies)))
             )
+            if stem == "tensor-core":  # cuDNN pads the image's few channels first
+                moved = 2 * x.numel() * x.element_size()
+                out = out + Cost(
+                    1, moved, 0, device.time_us(moved, memory_us=device.stem_copy_us(moved, True))
+                )
+            continue
+        if stem == "cuda-core":  # cuDNN's few-channel kernels read NCHW data as it is
+            out = out + _bias_kernel(y, bias, device)
             continue
         if fx.args[8] > 1 and w.shape[1] == 1:  # depthwise: PyTorch's NCHW kernel, untiled
             if device.depthwise_us(1.0, w.shape[2], "contiguous") is not None:
@@ -505,12 +573,31 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
             out = out + Cost(0, extra, 0, extra / (device.bandwidth_gbs * 1e3))
             continue
         moved = [2 * t.numel() * t.element_size() for t in (x, w, y)] if x.shape[2] * x.shape[3] > 1 else []
+        # a tensor-core stem's image converts at the table's rate for so few channels
+        rates = [device.stem_copy_us(moved[0]) if stem and i == 0 else None for i in range(len(moved))]
         out = (
             out
             + _bias_kernel(y, bias, device)
-            + Cost(len(moved), sum(moved), 0, sum(map(device.time_us, moved)))
+            + Cost(
+                len(moved),
+                sum(moved),
+                0,
+                sum(device.time_us(m, memory_us=r) for m, r in zip(moved, rates, strict=True)),
+            )
         )
     return out
+
+
+def _stem_kind(conv: torch.fx.Node, x: torch.Tensor, w: torch.Tensor, device: Device) -> str | None:
+    """ "tensor-core" or "cuda-core": the cuDNN kernel family of an image stem (Device.stem_us: a
+    dense convolution of few input channels, more than one tap, over an image larger than 1x1)
+    where the table prices stems' copies (Device.stem_copy_us); None otherwise."""
+    taps = w.shape[2] * w.shape[3]
+    if device.stem_copy_us(1.0) is None or conv.args[8] != 1 or w.shape[1] > STEM_CHANNELS:
+        return None
+    if taps <= 1 or x.shape[2] * x.shape[3] <= 1:
+        return None
+    return "tensor-core" if taps >= STEM_TENSOR_CORE_TAPS else "cuda-core"
 
 
 def _bias_kernel(y: torch.Tensor, bias: bool, device: Device) -> Cost:
@@ -552,8 +639,21 @@ def _eager_units(
 ):
     """(kernel, {class: Cost}) for each kernel eager launches: its ops priced as eager runs them,
     the layout conversions around an NCHW convolution counted as "other"."""
+    share = eager_mask_share(facts, compiled, eager_calls)
     for unit in eager_kernels(facts, eager_absent(facts, compiled, eager_calls)):
         parts = _priced_by_class(facts, unit, device, flops, eager_calls, eager=True)
+        k = max((share.get(c, 1.0) for c in unit), default=1.0)
+        if k < 1:  # a mask kernel eager runs on its own, smaller mask: its work shrinks, not its launch
+            launch = device.launch_us
+            parts = {
+                cls: Cost(
+                    v.launches,
+                    v.bytes * k,
+                    v.flops * k,
+                    v.launches * launch + (v.time_us - v.launches * launch) * k,
+                )
+                for cls, v in parts.items()
+            }
         extra = nchw_conv_extra(facts, unit, device)
         if extra.launches:
             parts["other"] = parts.get("other", Cost()) + extra

@@ -55,15 +55,33 @@ class Efficiency:
       kernels measured on the H200 (bench/results/h200-eff/pa.json: ViT's 9 and ConvNeXt's 23
       LayerNorms, rows of 96 to 768 elements; GPT-2's and BERT's within 7%). Empty: by bandwidth;
     - strided: (GB/s of PyTorch's non-vectorised elementwise kernel, GB/s of its non-vectorised cat
-      kernel), which eager runs where an operand is broadcast or strided unlike the output (a
-      per-channel scale, RoPE's halves, a permuted residual): not swept but fit to the model kernels
+      kernel[, GB/s of the elementwise kernel where an operand's dims are permuted]), which eager runs
+      where an operand is broadcast or strided unlike the output (a per-channel scale, RoPE's halves,
+      a permuted residual): measured by `bench/kernel_rates.py` (H100) or fit to the model kernels
       measured on the H200 (`elementwise_kernel<128, 4>` and `CatArrayBatchedCopy`, see docs/NOTES.md
-      "pred7"), several times below the vectorised kernel's rate. Empty: by bandwidth;
+      "pred7", "pred9"), several times below the vectorised kernel's rate; a permuted operand
+      (reads uncoalesced) is the slowest. Two values: permuted as the first. Empty: by bandwidth;
     - attention: the fraction of the dense half-precision rate (half_tflops) that fused attention
-      kernels without a mask (flash) reach over their whole score tiles; not swept but fit to the
-      eager flash kernels measured on the device (H200: BERT's, LLaMA's and ViT's cuDNN kernels,
-      0.378-0.385). 0, and masked calls: the cost model's default
+      kernels without a mask (flash) reach over their whole score tiles; fit to the eager flash
+      kernels measured on the device (H200: BERT's, LLaMA's and ViT's cuDNN kernels, 0.378-0.385)
+      or measured by `bench/kernel_rates.py` (H100). 0, and masked calls: the cost model's default
       (attention.FUSED_ATTENTION_EFFICIENCY, from an H100 kernel);
+    - attention_causal: the same for causal flash calls, over the half of the tiles
+      `attention.fused_work` counts for them (cuDNN's causal kernel saves far less than half: H100,
+      0.32-0.36 where the same shapes without the mask reach 0.52-0.57). 0: as `attention`;
+    - max_pool: (GB/s of PyTorch's NCHW max-pool kernel, GB/s of its channels_last one), bytes of
+      input read and output written: both run a thread per output reading its window, far below
+      copy bandwidth (H100, 3x3/2 over 32x64x112x112: 604 and 538 GB/s). Empty: by bandwidth;
+    - stem_copy: (GB/s of cuDNN's NCHW -> NHWC conversion of an image of few channels before a
+      tensor-core stem, GB/s of the kernel that pads such an image's channels when it comes in
+      channels_last), bytes = the image read and written: a 3-channel row converts far below copy
+      bandwidth (H100, 32x3x224x224 bf16: 72-80 µs and 17-19 µs). CUDA-core stems (fewer taps) read
+      NCHW data as it is: no conversion. Empty: by bandwidth, as any conv's conversions;
+    - outer_reduction: how many times the vectorised memory time a planned reduction over the
+      spatial dims of a channels_last image takes (a squeeze-excite mean fused with its BatchNorm
+      and activation: the channels are the innermost dim, so each program walks H x W down a
+      column); measured on fuselint's own kernel (H100: 28.1 µs where the same kernel on NCHW data,
+      a row reduction, takes 21.0). 0: at the vectorised rate;
     - stem: (TFLOP/s of cuDNN's CUDA-core kernels on NCHW data, the same on channels_last data,
       TFLOP/s of its tensor-core kernels) reached by dense convolutions with few input channels
       (an image's 3), counting the work of output channels rounded up to 32: cuDNN runs those
@@ -86,6 +104,10 @@ class Efficiency:
     attention: float = 0.0
     stem: tuple[float, ...] = ()
     broadcast: float = 0.0
+    attention_causal: float = 0.0
+    max_pool: tuple[float, ...] = ()
+    stem_copy: tuple[float, ...] = ()
+    outer_reduction: float = 0.0
 
     @functools.cached_property
     def _gemm_grid(self) -> tuple[dict, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -257,6 +279,22 @@ class Device:
             return self._at_rate(work, eff.stem[2], self.half_tflops)
         return self._at_rate(work, eff.stem[0 if layout == "contiguous" else 1], self.fp32_tflops)
 
+    def stem_copy_us(self, nbytes: float, padding: bool = False) -> float | None:
+        """Memory time of cuDNN's conversion (or, `padding`, its channel padding) of an image of few
+        channels before a tensor-core stem, moving nbytes, less the launch time_us adds (None: not
+        in the table)."""
+        if self.efficiency is None or len(self.efficiency.stem_copy) != 2:
+            return None
+        gbs = self.efficiency.stem_copy[1 if padding else 0]
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+
+    def outer_reduction_us(self, nbytes: float, launches: float = 1) -> float | None:
+        """Memory time of a planned reduction over a channels_last image's spatial dims: memory_us
+        scaled by the table's factor for them (None: not in the table)."""
+        if self.efficiency is None or not self.efficiency.outer_reduction:
+            return None
+        return self.memory_us(nbytes, launches) * self.efficiency.outer_reduction
+
     def broadcast_us(self, nbytes: float, launches: float = 1) -> float | None:
         """Memory time of planned pointwise kernels that read an operand through a broadcast:
         memory_us scaled by the table's factor for them (None: not in the table)."""
@@ -281,12 +319,22 @@ class Device:
         fit = rows * (per_row + width * per_element) / 1e3
         return max(nbytes / (self.bandwidth_gbs * 1e3), fit - self.launch_us)
 
-    def strided_us(self, nbytes: float, cat: bool = False) -> float | None:
-        """Memory time of an eager elementwise (or `cat`) kernel that PyTorch runs unvectorised, at
-        the rate the table holds for it, less the launch time_us adds (None: not in the table)."""
-        if self.efficiency is None or len(self.efficiency.strided) != 2:
+    def strided_us(self, nbytes: float, cat: bool = False, permuted: bool = False) -> float | None:
+        """Memory time of an eager elementwise (or `cat`) kernel that PyTorch runs unvectorised (one
+        with a permuted operand at that rate where the table has one), at the rate the table holds
+        for it, less the launch time_us adds (None: not in the table)."""
+        rates = self.efficiency.strided if self.efficiency else ()
+        if len(rates) not in (2, 3):
             return None
-        gbs = self.efficiency.strided[1 if cat else 0]
+        gbs = rates[1] if cat else rates[2] if permuted and len(rates) == 3 else rates[0]
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+
+    def max_pool_us(self, nbytes: float, layout: str) -> float | None:
+        """Memory time of PyTorch's eager max-pool kernel for its layout moving nbytes (input read,
+        output written), less the launch time_us adds (None: not in the table)."""
+        if self.efficiency is None or len(self.efficiency.max_pool) != 2:
+            return None
+        gbs = self.efficiency.max_pool[0 if layout == "contiguous" else 1]
         return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
 
     def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
@@ -429,14 +477,26 @@ def _efficiency(data: dict) -> Efficiency:
         attention=float(data.get("attention", 0.0)),
         stem=tuple(float(v) for v in data.get("stem", [])),
         broadcast=float(data.get("broadcast", 0.0)),
+        attention_causal=float(data.get("attention_causal", 0.0)),
+        max_pool=tuple(float(v) for v in data.get("max_pool", [])),
+        stem_copy=tuple(float(v) for v in data.get("stem_copy", [])),
+        outer_reduction=float(data.get("outer_reduction", 0.0)),
     )
     rates = [r for *_x, r in eff.gemm] + [r for *_x, r in eff.depthwise] + [g for _b, g in eff.bandwidth]
     rates += [g for *_x, g in eff.batch_norm] + [us for *_x, us in eff.dense_conv] + list(eff.layer_norm)
-    rates += list(eff.strided) + list(eff.stem)
-    if eff.broadcast and eff.broadcast < 1:
-        raise ValueError("broadcast is a factor of at least 1 on the vectorised time (0: none)")
-    if not 0 <= eff.attention <= 1:
-        raise ValueError("attention is a fraction of half_tflops (0: the default)")
+    rates += list(eff.strided) + list(eff.stem) + list(eff.max_pool) + list(eff.stem_copy)
+    if (eff.broadcast and eff.broadcast < 1) or (eff.outer_reduction and eff.outer_reduction < 1):
+        raise ValueError(
+            "broadcast and outer_reduction are factors of at least 1 on the vectorised time (0: none)"
+        )
+    if not (0 <= eff.attention <= 1 and 0 <= eff.attention_causal <= 1):
+        raise ValueError("attention and attention_causal are fractions of half_tflops (0: the default)")
+    if (
+        len(eff.strided) not in (0, 2, 3)
+        or len(eff.max_pool) not in (0, 2)
+        or len(eff.stem_copy) not in (0, 2)
+    ):
+        raise ValueError("strided holds 2 or 3 rates, max_pool and stem_copy 2 (or none)")
     if not eff.gemm or not eff.bandwidth or min(rates) <= 0:
         raise ValueError("needs gemm and bandwidth rows with positive rates")
     return eff

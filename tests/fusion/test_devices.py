@@ -198,7 +198,7 @@ def test_the_h200_table_carries_its_unswept_rates_and_rejects_bad_ones(tmp_path)
     assert h200.efficiency.strided == (1300.0, 600.0) and h200.efficiency.attention == 0.38
     assert h200.strided_us(1e8) > 2 * h200.memory_us(1e8)  # 100 MB: several times the vectorised time
     assert h200.strided_us(1e8, cat=True) > h200.strided_us(1e8)
-    assert device("H100-measured").efficiency.attention == 0  # the default (an H100 kernel's rate)
+    assert device("H100-measured").efficiency.attention == 0.46  # measured there (pred9)
     data = json.loads(device_to_json(h200))
     data["efficiency"]["attention"] = 1.5
     path = tmp_path / "bad.json"
@@ -243,3 +243,52 @@ def test_broadcast_reading_kernels_take_the_tables_factor_on_the_vectorised_time
     path.write_text(json.dumps(data))
     with pytest.raises(KeyError, match="broadcast"):
         device_from_file(path)
+
+
+def test_the_h100_table_carries_the_rates_kernel_rates_measured(tmp_path):
+    # bench/results/h100-s4/kernel_rates.json (H100, torch 2.11): 3-channel stems by kernel
+    # family, PyTorch's unvectorised kernels by operand kind, flash attention with and without
+    # is_causal, max-pool by layout, fuselint's BatchNorm kernels over the vectorised price
+    d = device("H100-measured")
+    eff = d.efficiency
+    assert eff.stem == (14.3, 12.1, 34.8) and eff.broadcast == pytest.approx(1.09)
+    assert eff.outer_reduction == pytest.approx(1.4) and d.outer_reduction_us(1e8) == pytest.approx(
+        1.4 * d.memory_us(1e8)
+    )
+    # a permuted operand (717-824 GB/s) is slower than a broadcast one (1311-1696) or a cat (838-964)
+    assert eff.strided == (1426.0, 906.0, 787.0)
+    assert d.strided_us(1e8, permuted=True) > d.strided_us(1e8, cat=True) > d.strided_us(1e8)
+    assert (eff.attention, eff.attention_causal) == (0.46, 0.34)
+    # a 3-channel image converted for a tensor-core stem: 71.7 (ResNet) and 79.8 µs (ViT); padded 17.3, 18.9
+    image = 2 * 32 * 3 * 224 * 224 * 2
+    assert eff.stem_copy == (255.0, 1066.0)
+    assert d.stem_copy_us(image) + d.launch_us == pytest.approx(75.5, rel=0.07)
+    assert d.stem_copy_us(image, padding=True) + d.launch_us == pytest.approx(18.1, rel=0.07)
+    # ResNet's 3x3/2 max-pool over 32x64x112x112 bf16: 106.35 µs NCHW, 119.39 channels_last
+    moved = 2 * 32 * 64 * (112 * 112 + 56 * 56)
+    assert d.max_pool_us(moved, "contiguous") + d.launch_us == pytest.approx(106.35, rel=0.01)
+    assert d.max_pool_us(moved, "channels_last") + d.launch_us == pytest.approx(119.39, rel=0.01)
+    assert d.max_pool_us(moved, "contiguous") > 4 * d.memory_us(moved)
+    # the EfficientNet stem's conv kernel: 107.7 µs NCHW, 129.4 channels_last (within the geomean's spread)
+    assert d.stem_us(64 * 112 * 112, 3, 32, 9, "contiguous") + d.launch_us == pytest.approx(107.7, rel=0.15)
+    assert d.stem_us(64 * 112 * 112, 3, 32, 9, "channels_last") + d.launch_us == pytest.approx(
+        129.4, rel=0.15
+    )
+    # a table without them prices by bandwidth; two strided rates price a permuted operand as the first
+    from dataclasses import replace
+
+    bare = replace(d, efficiency=replace(eff, max_pool=(), strided=(1300.0, 600.0)))
+    assert bare.max_pool_us(moved, "contiguous") is None
+    assert bare.strided_us(1e8, permuted=True) == bare.strided_us(1e8)
+    for key, bad in (
+        ("max_pool", [600.0]),
+        ("strided", [1.0]),
+        ("attention_causal", 2.0),
+        ("stem_copy", [1.0]),
+    ):
+        data = json.loads(device_to_json(d))
+        data["efficiency"][key] = bad
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(KeyError, match=key):
+            device_from_file(path)

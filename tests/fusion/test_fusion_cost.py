@@ -352,7 +352,7 @@ def test_eager_ops_on_broadcast_or_strided_operands_run_unvectorised():
     assert _unvectorised(lambda a, b: a + b, x, x.clone()) == ["None"]
     assert _unvectorised(lambda a: a.permute(0, 2, 3, 1) + 1, x) == ["None"]  # one operand: its layout
     assert _unvectorised(lambda a, b: a.permute(0, 2, 3, 1) + b, x, torch.randn(8, 32, 32, 64)) == [
-        "elementwise"
+        "permuted"
     ]
     q = torch.randn(4, 16, 128, 64)
     halves = _unvectorised(lambda a: torch.cat((-a[..., 32:], a[..., :32]), dim=-1), q)
@@ -408,3 +408,161 @@ def test_image_stems_and_broadcast_reading_kernels_take_their_measured_rates():
     assert graph_cost(normed, swept).eager == graph_cost(normed, plain).eager
     same = plan(aten_graph(torch.add, wide, wide.clone()))
     assert graph_cost(same, swept) == graph_cost(same, plain)
+
+
+def test_a_residual_across_a_permute_is_priced_at_the_permuted_rate():
+    # H100 (kernel_rates.json): ConvNeXt's residual `nhwc.permute(0, 3, 1, 2) + x` runs at 717-824
+    # GB/s, a per-channel scale at 1311-1696: the same bytes cost more through a permute. A slice
+    # (RoPE's halves), an expanded operand, or a transpose that keeps the last dim (attention heads
+    # made contiguous) reads whole rows: not a permutation.
+    x = torch.randn(4, 64, 16, 16)
+    assert _unvectorised(lambda a, b: a.permute(0, 3, 1, 2) + b, torch.randn(4, 16, 16, 64), x) == [
+        "permuted"
+    ]
+    assert _unvectorised(lambda a: -a[..., 8:], x) == ["elementwise"]
+    assert _unvectorised(lambda a: a.transpose(1, 2).contiguous(), x) == ["elementwise"]
+    assert _unvectorised(lambda a, b: a + b.expand(4, 64, 16, 16), x, torch.randn(1, 64, 16, 16)) == [
+        "elementwise"
+    ]
+    h100 = device("H100-measured")
+    nhwc, xb = (
+        torch.randn(32, 56, 56, 256, dtype=torch.bfloat16),
+        torch.randn(32, 256, 56, 56, dtype=torch.bfloat16),
+    )
+    residual = graph_cost(plan(aten_graph(lambda a, b: a.permute(0, 3, 1, 2) + b, nhwc, xb)), h100).eager
+    moved = 3 * xb.numel() * 2  # 154 MB: measured 58-240 µs at 48-197 MB, 787 GB/s
+    assert residual.time_us == pytest.approx(moved / 787e3, rel=0.02)
+    two = replace(h100, efficiency=replace(h100.efficiency, strided=h100.efficiency.strided[:2]))
+    assert graph_cost(
+        plan(aten_graph(lambda a, b: a.permute(0, 3, 1, 2) + b, nhwc, xb)), two
+    ).eager.time_us < (0.6 * residual.time_us)
+
+
+def test_eager_max_pool_runs_at_its_measured_rate_and_the_plans_at_bandwidth():
+    # ResNet's 3x3/2 max-pool after the stem: PyTorch's kernel 106.35 µs NCHW on the H100 where
+    # bandwidth says ~23; the plan's max-pool is its own kernel (not measured apart: left priced)
+    h100 = device("H100-measured")
+    x = torch.randn(32, 64, 112, 112, dtype=torch.bfloat16)
+    pooled = plan(aten_graph(lambda a: F.max_pool2d(a, 3, 2, 1), x))
+    bare = replace(h100, efficiency=replace(h100.efficiency, max_pool=()))
+    cost, plain = graph_cost(pooled, h100), graph_cost(pooled, bare)
+    assert cost.eager.time_us == pytest.approx(106.35, rel=0.02)
+    assert cost.eager.time_us > 4 * plain.eager.time_us
+    assert cost.fused == plain.fused
+    cl = plan(aten_graph(lambda a: F.max_pool2d(a, 3, 2, 1), x.to(memory_format=torch.channels_last)))
+    assert graph_cost(cl, h100).eager.time_us == pytest.approx(119.39, rel=0.02)
+
+
+def test_causal_flash_attention_takes_the_tables_causal_rate():
+    # H100 cuDNN flash, head dim 64 (kernel_rates.json): 256 x 512 tokens 46.1 µs without a mask,
+    # 37.5 with is_causal (0.81x, where half the tiles would say 0.5x); 64 x 1024 causal 33.3
+    h100 = device("H100-measured")
+    from fuselint.fusion.cost import cost_by_class
+
+    def attention_us(shape, causal, table=h100):
+        q = torch.randn(*shape, dtype=torch.bfloat16)
+        g = plan(
+            aten_graph(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, q, q)
+        )
+        return cost_by_class([g], table)["eager"]["attention"].time_us
+
+    assert attention_us((16, 16, 512, 64), False) == pytest.approx(46.1, rel=0.15)
+    assert attention_us((16, 16, 512, 64), True) == pytest.approx(37.5, rel=0.15)
+    assert attention_us((4, 16, 1024, 64), True) == pytest.approx(33.3, rel=0.1)
+    same = replace(h100, efficiency=replace(h100.efficiency, attention_causal=0.0))
+    assert attention_us((4, 16, 1024, 64), True, same) < 0.8 * attention_us((4, 16, 1024, 64), True)
+
+
+def test_mask_kernels_eager_runs_on_a_smaller_mask_cost_that_masks_size():
+    # T5 under torch 2.11's compile adds the batch's attention mask to the position bias, (B, H, L, L),
+    # where eager passes the bias alone, (1, H, L, L) (the eager probe's record): the graph's
+    # batch-wide mask kernels run at 1/B of their size in eager, each still one launch
+    from fuselint.fusion.cost import cost_by_class, eager_mask_share
+    from fuselint.graph.eager_probe import EagerSdpa
+
+    b, h, n, d = 16, 8, 256, 64
+    q = torch.randn(b, h, n, d, dtype=torch.bfloat16)
+    bias, pad = torch.randn(1, h, n, n, dtype=torch.bfloat16), torch.randn(b, 1, 1, n, dtype=torch.bfloat16)
+    g = plan(
+        aten_graph(
+            lambda q, bias, pad: F.scaled_dot_product_attention(q, q, q, attn_mask=bias + pad), q, bias, pad
+        )
+    )
+    plain = cost_by_class([g], H200)["eager"]
+    g.graph.eager_sdpa = (
+        EagerSdpa(
+            (b, h, n, d),
+            (b, h, n, d),
+            torch.bfloat16,
+            ((1, h, n, n), (h * n * n, n * n, n, 1), torch.bfloat16),
+            False,
+        ),
+    )
+    facts = GraphFacts(g.graph)
+    from fuselint.fusion.attention import eager_call
+    from fuselint.fusion.cost import sdpa_calls
+
+    compiled = sdpa_calls(facts)
+    share = eager_mask_share(
+        facts, compiled, {c: eager_call(k, g.graph.eager_sdpa) for c, k in compiled.items()}
+    )
+    assert share and set(share.values()) == {1 / b}
+    assert all(tuple(facts.shape[c]) == (b, h, n, n) for c in share)
+    probed = cost_by_class([g], H200)["eager"]
+    assert probed["other"].launches == plain["other"].launches
+    assert probed["other"].bytes == pytest.approx(plain["other"].bytes / b)
+    launches = plain["other"].launches * H200.launch_us
+    assert probed["other"].time_us - launches == pytest.approx((plain["other"].time_us - launches) / b)
+    assert cost_by_class([g], H200)["fused"] == cost_by_class([plan(g.graph)], H200)["fused"]
+
+
+def test_a_stems_image_conversions_follow_its_kernel_family():
+    # H100 (kernel_rates.json, 32x3x224x224 bf16): a tensor-core stem (7x7, 16x16) on NCHW data
+    # converts the 3-channel image at ~255 GB/s (ResNet 71.7 µs, ViT 79.8), and pads it (17-19 µs)
+    # when it comes channels_last; a CUDA-core stem (3x3, 4x4) reads NCHW as it is: only its bias
+    h100 = device("H100-measured")
+    bare = replace(h100, efficiency=replace(h100.efficiency, stem_copy=()))
+    x = torch.randn(32, 3, 224, 224, dtype=torch.bfloat16)
+
+    def other(conv, table, layout=torch.contiguous_format):
+        conv = conv.eval().to(torch.bfloat16).to(memory_format=layout)
+        g = plan(aten_graph(conv, x.to(memory_format=layout)))
+        from fuselint.fusion.cost import cost_by_class
+
+        return cost_by_class([g], table)["eager"].get("other", Cost())
+
+    resnet = torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+    converted = other(resnet, h100)
+    assert converted.launches == 3  # image in, weight in, output back
+    assert converted.time_us - other(resnet, bare).time_us == pytest.approx(71.7 - 7, rel=0.3)
+    padded = other(resnet, h100, torch.channels_last)
+    assert padded.launches == 1 and padded.time_us == pytest.approx(17.3, rel=0.15)
+    effnet = torch.nn.Conv2d(3, 32, 3, 2, 1, bias=False)
+    assert other(effnet, h100).launches == 0 < other(effnet, bare).launches
+    convnext = torch.nn.Conv2d(3, 96, 4, 4)
+    assert other(convnext, h100).launches == 1  # the bias kernel (26.1 µs measured)
+    assert other(convnext, h100).time_us == pytest.approx(26.1, rel=0.15)
+
+
+def test_a_squeeze_excite_mean_over_a_channels_last_image_takes_the_outer_reduction_factor():
+    # H100 (kernel_rates.json, fuselint's BatchNorm + SiLU + spatial mean over 32x144x56x56 bf16):
+    # 28.1 µs on channels_last data (H x W is a column there), 21.0 on NCHW (a row)
+    h100 = device("H100-measured")
+    bare = replace(h100, efficiency=replace(h100.efficiency, outer_reduction=0.0))
+
+    class SiLUAndMean(torch.nn.Module):
+        def forward(self, x):
+            y = F.silu(x)
+            return y, y.mean((2, 3), keepdim=True)
+
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(144), SiLUAndMean()).eval().to(torch.bfloat16)
+    x = torch.randn(32, 144, 56, 56, dtype=torch.bfloat16)
+    cl = plan(aten_graph(model, x.to(memory_format=torch.channels_last)))
+    rows = plan(aten_graph(model, x))
+    assert graph_cost(cl, h100).fused.time_us == pytest.approx(28.1, rel=0.05)
+    assert graph_cost(rows, h100).fused.time_us == pytest.approx(21.0, rel=0.05)
+    assert graph_cost(rows, h100) == graph_cost(rows, bare)
+    assert graph_cost(cl, h100).eager == graph_cost(cl, bare).eager  # eager runs its own kernels
+    # a reduction over the channels of a channels_last image reads rows: no factor
+    over_c = plan(aten_graph(lambda a: a.sum(1), x.to(memory_format=torch.channels_last)))
+    assert graph_cost(over_c, h100) == graph_cost(over_c, bare)
