@@ -26,6 +26,7 @@ from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.ops import REDUCTIONS
+from fuselint.backend.pads import sink_pads
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
@@ -485,6 +486,7 @@ def compile_graph(
     seed_random(gm)
     scatter_index_adds(gm)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs)
+    sink_pads(gm)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)
     try:
