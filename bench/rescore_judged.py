@@ -18,7 +18,7 @@ packages have no JSON in DIR is skipped with a note.
 `--recall SITES.json` (a break-site list that a probe script wrote, e.g. precision_untuned5_sites.json:
 package, model, file from the package root, line, gb id) instead scores static recall per lint:
 a site counts when an FL1xx finding of its package's JSON sits on its line. Prints one row per
-package and the total, then every missed site.
+package and the total, then every missed site; a package with no JSON in DIR is skipped with a note.
 """
 
 from __future__ import annotations
@@ -125,6 +125,9 @@ def recall(sites_file: Path, lints: list[tuple[str, Path]]) -> None:
     for label, folder in lints:
         missed = []
         for package in sorted({p for (p, _, _), _ in sites}):
+            if not (folder / f"{package}.json").is_file():
+                print(f"| {label} | {package} | no lint JSON in {folder} |")
+                continue
             found = load(folder, package)
             mine = [(key, gb) for key, gb in sites if key[0] == package]
             hits = [
@@ -133,8 +136,9 @@ def recall(sites_file: Path, lints: list[tuple[str, Path]]) -> None:
             ]  # fmt: skip
             missed += [(key, gb) for key, gb in mine if key not in hits]
             print(f"| {label} | {package} | {len(mine)} | {len(hits)} | {len(hits) / len(mine):.0%} |")
-        hit = len(sites) - len(missed)
-        print(f"| {label} | all | {len(sites)} | {hit} | {hit / len(sites):.0%} |")
+        scored = [key for key, _ in sites if (folder / f"{key[0]}.json").is_file()]
+        hit = len(scored) - len(missed)
+        print(f"| {label} | all | {len(scored)} | {hit} | {hit / max(len(scored), 1):.0%} |")
         for (package, path, line), gb in missed:
             print(f"  {label} missed: {package}/{path}:{line} {gb}")
 

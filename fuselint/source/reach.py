@@ -84,7 +84,8 @@ class FileSummary:
     functions: frozenset[str]
     classes: Mapping[str, ClassSummary] = field(default_factory=dict)
     # Dispatch tables: a module-level dict assigned once -> the qualified names of its values
-    # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted.
+    # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted; and a factory
+    # function -> the functions or classes its returns name (`factory_values`).
     tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
@@ -171,7 +172,34 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
         found = table_values(values[0], summary) if len(values) == 1 else ()
         if found:
             tables[name] = found
+    for stmt in _top_statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in tables:
+            found = factory_values(stmt, summary)
+            if found:
+                tables[stmt.name] = found
     return FileSummary(module, package, bindings, frozenset(functions), classes, tables)
+
+
+def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
+    """The classes or functions of the tree a factory function returns, sorted: every `return`
+    names one (torchsde's `methods.select(method, sde_type)` returns `Euler`, `SRK`, ...), so
+    calling its result may run any of them, as a dispatch table's. () for any other function."""
+    found: set[str] = set()
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # a nested definition's returns are its own
+        if isinstance(node, ast.Return):
+            qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+            if qual is None or outside(qual):
+                return ()
+            found.add(qual)
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return ()
+        todo.extend(ast.iter_child_nodes(node))
+    return tuple(sorted(found))
 
 
 def table_values(expr: ast.expr, summary: FileSummary) -> tuple[str, ...]:
@@ -279,7 +307,8 @@ class Call(NamedTuple):
     `TABLE[key](...)`), "table_instance" (method `attr` of an instance built from that table),
     "override" (`self.attr(...)` in class `qualname`: the definitions of `attr` in its subclasses),
     "stored" (`self.X.m(...)` in class `qualname`, `attr` "X.m": method m of the classes the
-    class stores on `self.X`).
+    class stores on `self.X`), "named" (`obj._m(...)` on an object of unknown class: every
+    method `attr` of the tree's classes, `_named`).
     `via` is the path from the entry to the caller, caller included."""
 
     form: str
@@ -309,11 +338,12 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
         tables = _local_tables(flow, summary)
         aliases = _local_aliases(flow, summary)
+        made = _factory_results(flow, summary)
         instances: dict[str, list[tuple[str, str, str | None]]] = {}
         for site in flow.of(ast.Assign):
             stmt = site.node
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                built = _built(stmt.value, summary, tables)
+                built = _built(stmt.value, summary, tables, made)
                 if built:
                     instances[stmt.targets[0].id] = built
         called = {id(site.node.func) for site in flow.of(ast.Call)}
@@ -348,7 +378,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             targets = [
                 t
                 for t in _call_targets(
-                    site.node.func, summary, flow.methods, owner, instances, tables, values, aliases
+                    site.node.func, summary, flow.methods, owner, instances, tables, values, aliases, made
                 )
                 if not outside(t[1])
             ]
@@ -423,6 +453,25 @@ def _local_aliases(flow, summary: FileSummary) -> dict[str, tuple[str, ...]]:
     }
 
 
+def _factory_results(flow, summary: FileSummary) -> dict[str, tuple[str, str]]:
+    """Names a function binds once to the result of a call of another function of the tree
+    (`solver_fn = methods.select(method=m)`), with that function's qualified name and a label for
+    the path: where it is a factory (`factory_values`), calling the name builds or calls whatever
+    it returns (`Index.table`); for any other function the name resolves to nothing."""
+    found = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            continue
+        name = stmt.targets[0].id
+        if isinstance(stmt.value, ast.Call) and flow.assigned.get(name) == 1:
+            func = stmt.value.func
+            qual = summary.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+            if qual and not outside(qual):
+                found[name] = (qual, f"{name} = {ast.unparse(func)}(...)")
+    return found
+
+
 def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
     """The attributes the class's methods set on `self` (`self.proj = ...`, `self.x: T = ...`)."""
     found = set()
@@ -434,12 +483,18 @@ def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
 
 
 def _dispatch(
-    func: ast.expr, summary: FileSummary, tables: Mapping[str, tuple[str, ...]]
+    func: ast.expr,
+    summary: FileSummary,
+    tables: Mapping[str, tuple[str, ...]],
+    made: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[str, str, tuple[str, ...]] | None:
     """For a callee taken from a dispatch table, `TABLE[key]` or `TABLE.get(key)`: the label the
     path shows (`TABLE[...]`), and "name" with the table's values when the function holds the table,
     or "table" with the table's qualified name for `Index` to resolve (a module-level table of this
-    file or of another one)."""
+    file or of another one). A name bound to a factory's result (`made`) is a table's value too."""
+    if made and isinstance(func, ast.Name) and func.id in made:
+        qual, label = made[func.id]
+        return label, "table", (qual,)
     if isinstance(func, ast.Subscript):
         table = func.value
     elif (
@@ -465,12 +520,16 @@ def _dispatch(
 
 
 def _built(
-    expr: ast.expr, summary: FileSummary, tables: Mapping[str, tuple[str, ...]]
+    expr: ast.expr,
+    summary: FileSummary,
+    tables: Mapping[str, tuple[str, ...]],
+    made: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[tuple[str, str, str | None]]:
     """What `x = expr` makes `x`: an instance of one class (`C(...)`), or of whichever class a
-    dispatch table holds (`TABLE[key](...)`), as (form, qualname, label) for `x.m(...)`."""
+    dispatch table holds (`TABLE[key](...)`) or a factory returns (`made`), as (form, qualname,
+    label) for `x.m(...)`."""
     if isinstance(expr, ast.Call):
-        dispatch = _dispatch(expr.func, summary, tables)
+        dispatch = _dispatch(expr.func, summary, tables, made)
         if dispatch is not None:
             label, form, names = dispatch
             return [("table_instance" if form == "table" else "instance", q, label) for q in names]
@@ -487,8 +546,9 @@ def _call_targets(
     tables: Mapping[str, tuple[str, ...]],
     values: frozenset[str] = frozenset(),
     aliases: Mapping[str, tuple[str, ...]] | None = None,
+    made: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[Target]:
-    dispatch = _dispatch(func, summary, tables)
+    dispatch = _dispatch(func, summary, tables, made)
     if dispatch is not None:
         label, form, names = dispatch
         return [(form, q, "", label) for q in names]
@@ -525,19 +585,29 @@ def _call_targets(
         if stored is not None and owner is not None and func.attr not in ("forward", "__call__"):
             # `self.updater.step()`: a method of the instance the class stores on `self.updater`
             # (`self(...)`-style calls of a stored module are its forward, an entry of its own).
-            return [("stored", owner, f"{stored}.{func.attr}", None)]
+            return [("stored", owner, f"{stored}.{func.attr}", None), *_named(func.attr)]
         if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
-            built = _built(value, summary, tables)
+            built = _built(value, summary, tables, made)
             if built:
                 return [(form, q, func.attr, label) for form, q, label in built]
             qual = summary.qualify(value.func)
             return [("instance", qual, func.attr, None)] if qual else []
         qual = summary.qualify(func)
-        return [("name", qual, "", None)] if qual else []
-    if isinstance(func, ast.Call):
+        return [("name", qual, "", None)] if qual else _named(func.attr)
+    if isinstance(func, ast.Call):  # C(...)(x) calls the instance; select(...)(x) what a factory returns
         qual = summary.qualify(func.func)
-        return [("instance", qual, "__call__", None)] if qual else []
+        label = f"{ast.unparse(func.func)}(...)"
+        return [("instance", qual, "__call__", None), ("table", qual, "", label)] if qual else []
     return []
+
+
+def _named(attr: str) -> list[Target]:
+    """`obj._m(...)` on an object of unknown class: a private method (one leading underscore) is
+    the package's own business, so whichever of the tree's classes define `_m` may run
+    (torchsde's `self._last_interval._loc(ta, tb)`, `parent._randn(seed)` on its `_Interval`
+    tree nodes); a public name (`cache.update`, `x.float`) says nothing about the class."""
+    private = attr.startswith("_") and not attr.startswith("__")
+    return [("named", "", attr, f".{attr}(...)")] if private else []
 
 
 def _may_resolve(summary: FileSummary, owner: str, attr: str) -> bool:
@@ -572,6 +642,7 @@ class Index:
         for path in sorted(summaries):
             self.paths.setdefault(summaries[path].module, path)
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
+        self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
@@ -622,6 +693,18 @@ class Index:
             )
             self._overrides[key] = found if len(found) <= _MAX_OVERRIDES else []
         return self._overrides[key]
+
+    def definers(self, attr: str) -> list[tuple[str, str, bool]]:
+        """The methods named `attr` of every class of the tree; none when more than
+        `_MAX_OVERRIDES` classes define it (the name then says nothing about the class)."""
+        if self._definers is None:
+            self._definers = {}
+            for path in sorted(self.summaries):
+                for name, cls in sorted(self.summaries[path].classes.items()):
+                    for method in sorted(cls.methods - cls.properties - cls.unbound):
+                        self._definers.setdefault(method, []).append((path, f"{name}.{method}", False))
+        found = self._definers.get(attr, [])
+        return found if len(found) <= _MAX_OVERRIDES else []
 
     def lookup(self, qualname: str, depth: int = 0) -> tuple[str, str, str | None] | None:
         """(path, top-level name, member or None) that `qualname` names in the tree, following
@@ -695,6 +778,8 @@ class Index:
             for value in self.table(call.qualname):
                 out.update(self.targets(call._replace(form="instance", qualname=value)))
             return sorted(out)
+        if call.form == "named":
+            return self.definers(call.attr)
         if call.form == "override":
             owner = self._class(call.qualname)
             return self.overrides(*owner, call.attr) if owner is not None else []
