@@ -27,6 +27,7 @@ Everything is sorted, so the same tree gives the same roots and messages in ever
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,14 @@ _OUTSIDE = frozenset(
 )  # fmt: skip
 _MAX_DEPTH = 8  # re-export chains and base classes followed at most this deep
 _MAX_OVERRIDES = 8  # subclasses' definitions of one method that virtual dispatch reaches at most
+# Methods a tensor or a module handed to `__init__` has: a call of one on such an object runs torch's.
+_TENSOR_OR_MODULE_METHODS = frozenset(
+    {"to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "bool", "type", "clone",
+     "detach", "numpy", "item", "tolist", "size", "dim", "view", "reshape", "contiguous", "train", "eval",
+     "parameters", "named_parameters", "modules", "children", "state_dict", "load_state_dict", "apply",
+     "register_buffer", "requires_grad_", "zero_grad"}
+)  # fmt: skip
+_TORCH_ANNOTATION = re.compile(r"\b(Tensor|Module|Parameter|torch)\b")
 
 
 def outside(qualname: str) -> bool:
@@ -339,6 +348,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         tables = _local_tables(flow, summary)
         aliases = _local_aliases(flow, summary)
         made = _factory_results(flow, summary)
+        handed = _stored_arguments(fn.cls)
         instances: dict[str, list[tuple[str, str, str | None]]] = {}
         for site in flow.of(ast.Assign):
             stmt = site.node
@@ -378,7 +388,16 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             targets = [
                 t
                 for t in _call_targets(
-                    site.node.func, summary, flow.methods, owner, instances, tables, values, aliases, made
+                    site.node.func,
+                    summary,
+                    flow.methods,
+                    owner,
+                    instances,
+                    tables,
+                    values,
+                    aliases,
+                    made,
+                    handed,
                 )
                 if not outside(t[1])
             ]
@@ -547,6 +566,7 @@ def _call_targets(
     values: frozenset[str] = frozenset(),
     aliases: Mapping[str, tuple[str, ...]] | None = None,
     made: Mapping[str, tuple[str, str]] | None = None,
+    values_handed: frozenset[str] | None = None,
 ) -> list[Target]:
     dispatch = _dispatch(func, summary, tables, made)
     if dispatch is not None:
@@ -585,7 +605,8 @@ def _call_targets(
         if stored is not None and owner is not None and func.attr not in ("forward", "__call__"):
             # `self.updater.step()`: a method of the instance the class stores on `self.updater`
             # (`self(...)`-style calls of a stored module are its forward, an entry of its own).
-            return [("stored", owner, f"{stored}.{func.attr}", None), *_named(func.attr)]
+            handed = stored in (values_handed or ())
+            return [("stored", owner, f"{stored}.{func.attr}", None), *_named(func.attr, handed)]
         if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
             built = _built(value, summary, tables, made)
             if built:
@@ -601,13 +622,44 @@ def _call_targets(
     return []
 
 
-def _named(attr: str) -> list[Target]:
+def _named(attr: str, handed: bool = False) -> list[Target]:
     """`obj._m(...)` on an object of unknown class: a private method (one leading underscore) is
     the package's own business, so whichever of the tree's classes define `_m` may run
     (torchsde's `self._last_interval._loc(ta, tb)`, `parent._randn(seed)` on its `_Interval`
-    tree nodes); a public name (`cache.update`, `x.float`) says nothing about the class."""
+    tree nodes). So may any method called on an object `__init__` was handed and stored as it
+    came (zuko's `self.transform.call_and_ladj(x)`, `self.transform = transform`); a public name
+    on any other object (`cache.update`, `self.kernel.to(x)` of a buffer) says nothing about
+    the class."""
     private = attr.startswith("_") and not attr.startswith("__")
-    return [("named", "", attr, f".{attr}(...)")] if private else []
+    public = handed and not attr.startswith("__") and attr not in _TENSOR_OR_MODULE_METHODS
+    return [("named", "", attr, f".{attr}(...)")] if private or public else []
+
+
+def _stored_arguments(cls: ast.ClassDef | None) -> frozenset[str]:
+    """Attributes `__init__` sets to one of its parameters as it came (`self.transform = transform`)."""
+    init = (
+        next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        if cls is not None
+        else None
+    )
+    if init is None:
+        return frozenset()
+    # A parameter annotated as a tensor or a module holds torch's class, not one of the tree's
+    # (`attn_mask: torch.Tensor = None`, then `self.attn_mask.to(x)`).
+    params = {
+        a.arg
+        for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)
+        if a.annotation is None or not _TORCH_ANNOTATION.search(ast.unparse(a.annotation))
+    }
+    return frozenset(
+        attr
+        for node in iter_statements(init)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and (attr := _self_attr(node.targets[0])) is not None
+        and isinstance(node.value, ast.Name)
+        and node.value.id in params - {"self"}
+    )
 
 
 def _may_resolve(summary: FileSummary, owner: str, attr: str) -> bool:

@@ -147,7 +147,7 @@ INTERVALS = {
         class Brownian(nn.Module):
             def __init__(self, root):
                 super().__init__()
-                self._last = root
+                self._last = root.child()
 
             def forward(self, x):
                 w = self._last._noise(3)
@@ -173,6 +173,74 @@ def test_a_public_method_of_an_unknown_object_is_not_followed(tmp_path: Path):
         "return torch.zeros(3)", "return torch.randn(3, generator=torch.Generator())"
     )
     assert [f for f in _tree(tmp_path, files) if f.code == "FL108"] == []
+
+
+# zuko's NormalizingFlow: `__init__` stores the transform it is handed (`self.transform =
+# transform`), `log_prob` calls `self.transform.call_and_ladj(x)`: any transform of the tree may run.
+FLOWS = {
+    "transforms.py": """
+        import torch
+
+        class Monotonic:
+            def call_and_ladj(self, x):
+                with torch.enable_grad():
+                    x = x.clone().requires_grad_()
+                    y = x * 2
+                return y, torch.autograd.grad(y.sum(), x)[0]
+
+        class Affine:
+            def call_and_ladj(self, x):
+                return x * 2, torch.zeros_like(x)
+    """,
+    "flow.py": """
+        import logging
+
+        import torch
+        from torch import nn
+
+        logger = logging.getLogger(__name__)
+
+        class Flow:
+            def __init__(self, transform):
+                self.transform = transform
+
+            def log_prob(self, x):
+                y, ladj = self.transform.call_and_ladj(x)
+                return y + ladj
+
+        class Pipeline:
+            def to(self, device):
+                logger.warning("moving")
+                return self
+
+            def expand(self, n):
+                logger.warning("expanding")
+                return self
+
+        class Down(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("kernel", torch.ones(3))
+
+            def forward(self, x):
+                return x * self.kernel.to(x)
+
+        class Masked(nn.Module):
+            def __init__(self, mask: torch.Tensor, scale):
+                super().__init__()
+                self.mask = mask
+                self.scale = scale
+
+            def forward(self, x):
+                return x * self.mask.expand(3) * self.scale.to(x)
+    """,
+}
+
+
+def test_a_method_of_an_object_init_was_handed_is_reached(tmp_path: Path):
+    found = _tree(tmp_path, FLOWS, traced_functions=("*.log_prob",))
+    assert sorted((f.code, f.span.line) for f in found) == [("FL105", 7), ("FL108", 9)]
+    assert all(".call_and_ladj(...) → Monotonic.call_and_ladj" in f.message for f in found)
 
 
 # ---- FL108: numpy's random draws, generator objects, gradients ---------------------------------
