@@ -337,6 +337,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
     found: set[Call] = set()
     assigned: dict[int, frozenset[str]] = {}  # class node id -> the attributes its methods set on self
+    handed_by: dict[int, frozenset[str]] = {}  # class node id -> what `__init__` stores as handed
     for flow in flows:
         fn = flow.fn
         if fn.cls is not None and id(fn.cls) not in assigned:
@@ -348,7 +349,9 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         tables = _local_tables(flow, summary)
         aliases = _local_aliases(flow, summary)
         made = _factory_results(flow, summary)
-        handed = _stored_arguments(fn.cls)
+        if fn.cls is not None and id(fn.cls) not in handed_by:
+            handed_by[id(fn.cls)] = _stored_arguments(fn.cls)
+        handed = handed_by.get(id(fn.cls), frozenset())
         instances: dict[str, list[tuple[str, str, str | None]]] = {}
         for site in flow.of(ast.Assign):
             stmt = site.node

@@ -97,25 +97,21 @@ def _handed_generator(call: ast.Call, flow: FunctionFlow) -> bool:
     """`torch.randn(size, generator=g)` with a generator object: not a literal None, and not a
     parameter that defaults to None (`generator=None` in the signature: a compiled call passes
     one only when its caller does, and None traces)."""
-    args = flow.fn.node.args
+    value = next((k.value for k in call.keywords if k.arg == "generator"), None)
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return False
+    if isinstance(value, ast.Name) and flow.assigned.get(value.id, 0) == 1:  # the parameter only
+        default = _defaults(flow.fn.node.args).get(value.id)
+        return not (isinstance(default, ast.Constant) and default.value is None)
+    return True
+
+
+def _defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    """Each parameter with a default -> that default."""
     positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-    with_default = positional[len(positional) - len(args.defaults) :]
-    defaults = dict(zip(with_default, args.defaults, strict=True))
-    defaults.update(
-        {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
-    )
-    for keyword in call.keywords:
-        if keyword.arg != "generator":
-            continue
-        value = keyword.value
-        if isinstance(value, ast.Constant) and value.value is None:
-            return False
-        if isinstance(value, ast.Name) and flow.assigned.get(value.id, 0) == 1:  # the parameter only
-            default = defaults.get(value.id)
-            if isinstance(default, ast.Constant) and default.value is None:
-                return False
-        return True
-    return False
+    found = dict(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+    found.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    return found
 
 
 def rnn_attributes(cls: ast.ClassDef | None, imports: ImportTable) -> dict[str, str]:
