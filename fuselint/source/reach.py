@@ -805,9 +805,11 @@ class Index:
             return None
         return found[0], found[1]
 
-    def targets(self, call: Call) -> list[tuple[str, str, bool]]:
+    def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
         """(path, "f" or "Class.method", explicit self) for each function the call may run; with
-        an explicit self (`Class.method(self, x)`), the call's first argument is the instance."""
+        an explicit self (`Class.method(self, x)`), the call's first argument is the instance;
+        with "ctx", the function takes a context before the call's arguments (`Fn.apply(x)`
+        runs the `autograd.Function`'s `forward(ctx, x)`)."""
         if call.form == "name":
             found = self.lookup(call.qualname)
             if found is None:
@@ -819,7 +821,7 @@ class Index:
                 # `Class.method(self, x)` passes self explicitly: the first argument is not `x`'s.
                 hit = self.method(path, head, member)
                 if hit is None:
-                    return []
+                    return self._applied(path, head) if member == "apply" else []
                 owner = self.summaries[hit[0]].classes[hit[1].split(".")[0]]
                 return [(*hit, member not in owner.unbound)]
             return self._construct(path, head)
@@ -890,6 +892,14 @@ class Index:
             return [(*hit, False)] if hit else []
         return []
 
+    def _applied(self, path: str, name: str) -> list[tuple[str, str, bool | str]]:
+        """`Fn.apply(x, ...)` of a class whose `forward` is a static method (an `autograd.Function`,
+        zuko's `AdaptiveCheckpointAdjoint`): dynamo traces that `forward` with a context first."""
+        hit = self.method(path, name, "forward")
+        if hit is None or "forward" not in self.summaries[hit[0]].classes[hit[1].split(".")[0]].unbound:
+            return []
+        return [(*hit, "ctx")]
+
     def _construct(self, path: str, name: str) -> list[tuple[str, str, bool]]:
         """Building a class runs its `__init__` and, for a dataclass, `__post_init__`."""
         out = []
@@ -933,7 +943,12 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                 rank = _via_rank(call)
                 if key not in merged or rank < best[key]:
                     via, best[key] = call.via, rank
-                args_here = () if name.endswith("__post_init__") else call.args[1 if explicit_self else 0 :]
+                if name.endswith("__post_init__"):
+                    args_here: tuple[str | None, ...] = ()
+                elif explicit_self == "ctx":
+                    args_here = (None, *call.args)  # the context `apply` hands `forward` first
+                else:
+                    args_here = call.args[1 if explicit_self else 0 :]
                 for position, kind in enumerate(args_here):
                     while len(args) <= position:
                         args.append(set())

@@ -243,6 +243,55 @@ def test_a_method_of_an_object_init_was_handed_is_reached(tmp_path: Path):
     assert all(".call_and_ladj(...) → Monotonic.call_and_ladj" in f.message for f in found)
 
 
+# zuko's odeint: `AdaptiveCheckpointAdjoint.apply(settings, f, x, t0, t1)` runs the autograd.Function's
+# static `forward(ctx, settings, f, x, t0, t1)`, whose adaptive loop reads tensors on the host.
+ADJOINT = {
+    "solver.py": """
+        import torch
+
+        class Adjoint(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, f, x, t0, t1):
+                t, dt = t0, t1 - t0
+                sign = torch.sign(dt)
+                while sign * (t1 - t) > 0:
+                    x, t = f(x), t + dt
+                return x
+
+            @staticmethod
+            def backward(ctx, grad):
+                return None, grad, None, None
+
+        def odeint(f, x, t0, t1):
+            return Adjoint.apply(f, x, t0, t1)
+    """,
+    "model.py": """
+        import torch
+        from torch import nn
+
+        from solver import odeint
+
+        class Flow(nn.Module):
+            def forward(self, x):
+                return odeint(torch.tanh, x, torch.zeros(()), torch.ones(()))
+    """,
+}
+
+
+def test_an_autograd_functions_forward_is_reached_through_apply(tmp_path: Path):
+    found = [f for f in _tree(tmp_path, ADJOINT) if f.code == "FL102"]
+    assert [(Path(f.span.path).name, f.span.line) for f in found] == [("solver.py", 9)]
+    assert "Adjoint.forward" in found[0].message
+
+
+def test_an_autograd_functions_while_breaks_under_dynamo():
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(ADJOINT["solver.py"]), "solver.py", "exec"), namespace)  # noqa: S102 - our own snippet
+    odeint = namespace["odeint"]
+    assert _breaks(lambda x: odeint(torch.tanh, x, torch.zeros(()), torch.ones(())), torch.randn(3))
+
+
 # ---- FL108: numpy's random draws, generator objects, gradients ---------------------------------
 
 DRAWS = """
