@@ -6,9 +6,10 @@
 Each DIR holds `fuselint check --format json` output per package (`torchaudio.json`,
 `kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
 `x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`,
-`reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`), linted from a
-folder holding the unzipped wheels. Every verdict row of bench/results/precision_untuned.md,
-precision_untuned2.md, precision_untuned3.md, precision_untuned5.md and precision_untuned6.md
+`reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`, `zuko.json`, `normflows.json`),
+linted from a folder holding the unzipped wheels. Every verdict row of
+bench/results/precision_untuned.md, precision_untuned2.md, precision_untuned3.md,
+precision_untuned5.md, precision_untuned6.md and precision_untuned7.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
@@ -18,7 +19,7 @@ packages have no JSON in DIR is skipped with a note.
 `--recall SITES.json` (a break-site list that a probe script wrote, e.g. precision_untuned5_sites.json:
 package, model, file from the package root, line, gb id) instead scores static recall per lint:
 a site counts when an FL1xx finding of its package's JSON sits on its line. Prints one row per
-package and the total, then every missed site.
+package and the total, then every missed site; a package with no JSON in DIR is skipped with a note.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kstcd]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+ROW = re.compile(r"^\| (#?[kstcdzen]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
-    "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde",
+    "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde", "zuko",
+    "normflows",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
@@ -69,6 +71,19 @@ SAMPLES = {
         "precision_untuned6.md",
         "reformer_pytorch",
         lambda tag: tag.startswith("d"),
+    ),
+    # precision_untuned7.md: #z zuko's traced findings, #e the torchsde findings judge7's changes
+    # added (traced), #n normflows' (held out) traced findings at the end of the round.
+    "zuko (tune), traced (#z)": ("precision_untuned7.md", "zuko", lambda tag: tag.startswith("z")),
+    "torchsde (tune), judge7's added findings (#e)": (
+        "precision_untuned7.md",
+        "torchsde",
+        lambda tag: tag.startswith("e"),
+    ),
+    "normflows (held out), traced (#n)": (
+        "precision_untuned7.md",
+        "normflows",
+        lambda tag: tag.startswith("n"),
     ),
 }
 
@@ -125,6 +140,9 @@ def recall(sites_file: Path, lints: list[tuple[str, Path]]) -> None:
     for label, folder in lints:
         missed = []
         for package in sorted({p for (p, _, _), _ in sites}):
+            if not (folder / f"{package}.json").is_file():
+                print(f"| {label} | {package} | no lint JSON in {folder} |")
+                continue
             found = load(folder, package)
             mine = [(key, gb) for key, gb in sites if key[0] == package]
             hits = [
@@ -133,8 +151,9 @@ def recall(sites_file: Path, lints: list[tuple[str, Path]]) -> None:
             ]  # fmt: skip
             missed += [(key, gb) for key, gb in mine if key not in hits]
             print(f"| {label} | {package} | {len(mine)} | {len(hits)} | {len(hits) / len(mine):.0%} |")
-        hit = len(sites) - len(missed)
-        print(f"| {label} | all | {len(sites)} | {hit} | {hit / len(sites):.0%} |")
+        scored = [key for key, _ in sites if (folder / f"{key[0]}.json").is_file()]
+        hit = len(scored) - len(missed)
+        print(f"| {label} | all | {len(scored)} | {hit} | {hit / max(len(scored), 1):.0%} |")
         for (package, path, line), gb in missed:
             print(f"  {label} missed: {package}/{path}:{line} {gb}")
 

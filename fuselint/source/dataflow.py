@@ -455,6 +455,11 @@ def _numpy_test(test: ast.expr) -> str | None:
     return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
 
 
+def _leaves(block: list[ast.stmt]) -> bool:
+    """The block ends in `return` or `raise`: nothing after it runs with its kinds."""
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
+
+
 def _surely_tensors(env: Env) -> set[str]:
     return {name for name, kind in env.items() if kind in TENSORS}
 
@@ -1022,6 +1027,13 @@ class FunctionFlow:
         else_env = self.branch(
             stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse, stmt.body)
         )
+        # A branch that returns or raises hands nothing on: after `if isinstance(x, Tensor):
+        # return f(x)` only the other branch's kinds hold (`x` is no tensor there; kornia's
+        # `_patch_indices` then reads `int(i) for i in x` of a list).
+        if _leaves(stmt.body) and not _leaves(stmt.orelse):
+            return else_env
+        if _leaves(stmt.orelse) and not _leaves(stmt.body):
+            return body_env
         return _merge(body_env, else_env)
 
     def _walk_While(self, stmt: ast.While, env: Env, live: bool) -> Env:

@@ -27,6 +27,7 @@ Everything is sorted, so the same tree gives the same roots and messages in ever
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,14 @@ _OUTSIDE = frozenset(
 )  # fmt: skip
 _MAX_DEPTH = 8  # re-export chains and base classes followed at most this deep
 _MAX_OVERRIDES = 8  # subclasses' definitions of one method that virtual dispatch reaches at most
+# Methods a tensor or a module handed to `__init__` has: a call of one on such an object runs torch's.
+_TENSOR_OR_MODULE_METHODS = frozenset(
+    {"to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "bool", "type", "clone",
+     "detach", "numpy", "item", "tolist", "size", "dim", "view", "reshape", "contiguous", "train", "eval",
+     "parameters", "named_parameters", "modules", "children", "state_dict", "load_state_dict", "apply",
+     "register_buffer", "requires_grad_", "zero_grad"}
+)  # fmt: skip
+_TORCH_ANNOTATION = re.compile(r"\b(Tensor|Module|Parameter|torch)\b")
 
 
 def outside(qualname: str) -> bool:
@@ -84,7 +93,8 @@ class FileSummary:
     functions: frozenset[str]
     classes: Mapping[str, ClassSummary] = field(default_factory=dict)
     # Dispatch tables: a module-level dict assigned once -> the qualified names of its values
-    # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted.
+    # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted; and a factory
+    # function -> the functions or classes its returns name (`factory_values`).
     tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
@@ -171,7 +181,34 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
         found = table_values(values[0], summary) if len(values) == 1 else ()
         if found:
             tables[name] = found
+    for stmt in _top_statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in tables:
+            found = factory_values(stmt, summary)
+            if found:
+                tables[stmt.name] = found
     return FileSummary(module, package, bindings, frozenset(functions), classes, tables)
+
+
+def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
+    """The classes or functions of the tree a factory function returns, sorted: every `return`
+    names one (torchsde's `methods.select(method, sde_type)` returns `Euler`, `SRK`, ...), so
+    calling its result may run any of them, as a dispatch table's. () for any other function."""
+    found: set[str] = set()
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # a nested definition's returns are its own
+        if isinstance(node, ast.Return):
+            qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+            if qual is None or outside(qual):
+                return ()
+            found.add(qual)
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return ()
+        todo.extend(ast.iter_child_nodes(node))
+    return tuple(sorted(found))
 
 
 def table_values(expr: ast.expr, summary: FileSummary) -> tuple[str, ...]:
@@ -279,7 +316,8 @@ class Call(NamedTuple):
     `TABLE[key](...)`), "table_instance" (method `attr` of an instance built from that table),
     "override" (`self.attr(...)` in class `qualname`: the definitions of `attr` in its subclasses),
     "stored" (`self.X.m(...)` in class `qualname`, `attr` "X.m": method m of the classes the
-    class stores on `self.X`).
+    class stores on `self.X`), "named" (`obj._m(...)` on an object of unknown class: every
+    method `attr` of the tree's classes, `_named`).
     `via` is the path from the entry to the caller, caller included."""
 
     form: str
@@ -299,6 +337,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
     found: set[Call] = set()
     assigned: dict[int, frozenset[str]] = {}  # class node id -> the attributes its methods set on self
+    handed_by: dict[int, frozenset[str]] = {}  # class node id -> what `__init__` stores as handed
     for flow in flows:
         fn = flow.fn
         if fn.cls is not None and id(fn.cls) not in assigned:
@@ -309,11 +348,15 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
         tables = _local_tables(flow, summary)
         aliases = _local_aliases(flow, summary)
+        made = _factory_results(flow, summary)
+        if fn.cls is not None and id(fn.cls) not in handed_by:
+            handed_by[id(fn.cls)] = _stored_arguments(fn.cls)
+        handed = handed_by.get(id(fn.cls), frozenset())
         instances: dict[str, list[tuple[str, str, str | None]]] = {}
         for site in flow.of(ast.Assign):
             stmt = site.node
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                built = _built(stmt.value, summary, tables)
+                built = _built(stmt.value, summary, tables, made)
                 if built:
                     instances[stmt.targets[0].id] = built
         called = {id(site.node.func) for site in flow.of(ast.Call)}
@@ -348,7 +391,16 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             targets = [
                 t
                 for t in _call_targets(
-                    site.node.func, summary, flow.methods, owner, instances, tables, values, aliases
+                    site.node.func,
+                    summary,
+                    flow.methods,
+                    owner,
+                    instances,
+                    tables,
+                    values,
+                    aliases,
+                    made,
+                    handed,
                 )
                 if not outside(t[1])
             ]
@@ -423,6 +475,25 @@ def _local_aliases(flow, summary: FileSummary) -> dict[str, tuple[str, ...]]:
     }
 
 
+def _factory_results(flow, summary: FileSummary) -> dict[str, tuple[str, str]]:
+    """Names a function binds once to the result of a call of another function of the tree
+    (`solver_fn = methods.select(method=m)`), with that function's qualified name and a label for
+    the path: where it is a factory (`factory_values`), calling the name builds or calls whatever
+    it returns (`Index.table`); for any other function the name resolves to nothing."""
+    found = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            continue
+        name = stmt.targets[0].id
+        if isinstance(stmt.value, ast.Call) and flow.assigned.get(name) == 1:
+            func = stmt.value.func
+            qual = summary.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+            if qual and not outside(qual):
+                found[name] = (qual, f"{name} = {ast.unparse(func)}(...)")
+    return found
+
+
 def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
     """The attributes the class's methods set on `self` (`self.proj = ...`, `self.x: T = ...`)."""
     found = set()
@@ -434,12 +505,18 @@ def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
 
 
 def _dispatch(
-    func: ast.expr, summary: FileSummary, tables: Mapping[str, tuple[str, ...]]
+    func: ast.expr,
+    summary: FileSummary,
+    tables: Mapping[str, tuple[str, ...]],
+    made: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[str, str, tuple[str, ...]] | None:
     """For a callee taken from a dispatch table, `TABLE[key]` or `TABLE.get(key)`: the label the
     path shows (`TABLE[...]`), and "name" with the table's values when the function holds the table,
     or "table" with the table's qualified name for `Index` to resolve (a module-level table of this
-    file or of another one)."""
+    file or of another one). A name bound to a factory's result (`made`) is a table's value too."""
+    if made and isinstance(func, ast.Name) and func.id in made:
+        qual, label = made[func.id]
+        return label, "table", (qual,)
     if isinstance(func, ast.Subscript):
         table = func.value
     elif (
@@ -465,12 +542,16 @@ def _dispatch(
 
 
 def _built(
-    expr: ast.expr, summary: FileSummary, tables: Mapping[str, tuple[str, ...]]
+    expr: ast.expr,
+    summary: FileSummary,
+    tables: Mapping[str, tuple[str, ...]],
+    made: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[tuple[str, str, str | None]]:
     """What `x = expr` makes `x`: an instance of one class (`C(...)`), or of whichever class a
-    dispatch table holds (`TABLE[key](...)`), as (form, qualname, label) for `x.m(...)`."""
+    dispatch table holds (`TABLE[key](...)`) or a factory returns (`made`), as (form, qualname,
+    label) for `x.m(...)`."""
     if isinstance(expr, ast.Call):
-        dispatch = _dispatch(expr.func, summary, tables)
+        dispatch = _dispatch(expr.func, summary, tables, made)
         if dispatch is not None:
             label, form, names = dispatch
             return [("table_instance" if form == "table" else "instance", q, label) for q in names]
@@ -487,8 +568,10 @@ def _call_targets(
     tables: Mapping[str, tuple[str, ...]],
     values: frozenset[str] = frozenset(),
     aliases: Mapping[str, tuple[str, ...]] | None = None,
+    made: Mapping[str, tuple[str, str]] | None = None,
+    values_handed: frozenset[str] | None = None,
 ) -> list[Target]:
-    dispatch = _dispatch(func, summary, tables)
+    dispatch = _dispatch(func, summary, tables, made)
     if dispatch is not None:
         label, form, names = dispatch
         return [(form, q, "", label) for q in names]
@@ -525,19 +608,61 @@ def _call_targets(
         if stored is not None and owner is not None and func.attr not in ("forward", "__call__"):
             # `self.updater.step()`: a method of the instance the class stores on `self.updater`
             # (`self(...)`-style calls of a stored module are its forward, an entry of its own).
-            return [("stored", owner, f"{stored}.{func.attr}", None)]
+            handed = stored in (values_handed or ())
+            return [("stored", owner, f"{stored}.{func.attr}", None), *_named(func.attr, handed)]
         if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
-            built = _built(value, summary, tables)
+            built = _built(value, summary, tables, made)
             if built:
                 return [(form, q, func.attr, label) for form, q, label in built]
             qual = summary.qualify(value.func)
             return [("instance", qual, func.attr, None)] if qual else []
         qual = summary.qualify(func)
-        return [("name", qual, "", None)] if qual else []
-    if isinstance(func, ast.Call):
+        return [("name", qual, "", None)] if qual else _named(func.attr)
+    if isinstance(func, ast.Call):  # C(...)(x) calls the instance; select(...)(x) what a factory returns
         qual = summary.qualify(func.func)
-        return [("instance", qual, "__call__", None)] if qual else []
+        label = f"{ast.unparse(func.func)}(...)"
+        return [("instance", qual, "__call__", None), ("table", qual, "", label)] if qual else []
     return []
+
+
+def _named(attr: str, handed: bool = False) -> list[Target]:
+    """`obj._m(...)` on an object of unknown class: a private method (one leading underscore) is
+    the package's own business, so whichever of the tree's classes define `_m` may run
+    (torchsde's `self._last_interval._loc(ta, tb)`, `parent._randn(seed)` on its `_Interval`
+    tree nodes). So may any method called on an object `__init__` was handed and stored as it
+    came (zuko's `self.transform.call_and_ladj(x)`, `self.transform = transform`); a public name
+    on any other object (`cache.update`, `self.kernel.to(x)` of a buffer) says nothing about
+    the class."""
+    private = attr.startswith("_") and not attr.startswith("__")
+    public = handed and not attr.startswith("__") and attr not in _TENSOR_OR_MODULE_METHODS
+    return [("named", "", attr, f".{attr}(...)")] if private or public else []
+
+
+def _stored_arguments(cls: ast.ClassDef | None) -> frozenset[str]:
+    """Attributes `__init__` sets to one of its parameters as it came (`self.transform = transform`)."""
+    init = (
+        next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        if cls is not None
+        else None
+    )
+    if init is None:
+        return frozenset()
+    # A parameter annotated as a tensor or a module holds torch's class, not one of the tree's
+    # (`attn_mask: torch.Tensor = None`, then `self.attn_mask.to(x)`).
+    params = {
+        a.arg
+        for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)
+        if a.annotation is None or not _TORCH_ANNOTATION.search(ast.unparse(a.annotation))
+    }
+    return frozenset(
+        attr
+        for node in iter_statements(init)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and (attr := _self_attr(node.targets[0])) is not None
+        and isinstance(node.value, ast.Name)
+        and node.value.id in params - {"self"}
+    )
 
 
 def _may_resolve(summary: FileSummary, owner: str, attr: str) -> bool:
@@ -572,6 +697,7 @@ class Index:
         for path in sorted(summaries):
             self.paths.setdefault(summaries[path].module, path)
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
+        self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
@@ -623,6 +749,18 @@ class Index:
             self._overrides[key] = found if len(found) <= _MAX_OVERRIDES else []
         return self._overrides[key]
 
+    def definers(self, attr: str) -> list[tuple[str, str, bool]]:
+        """The methods named `attr` of every class of the tree; none when more than
+        `_MAX_OVERRIDES` classes define it (the name then says nothing about the class)."""
+        if self._definers is None:
+            self._definers = {}
+            for path in sorted(self.summaries):
+                for name, cls in sorted(self.summaries[path].classes.items()):
+                    for method in sorted(cls.methods - cls.properties - cls.unbound):
+                        self._definers.setdefault(method, []).append((path, f"{name}.{method}", False))
+        found = self._definers.get(attr, [])
+        return found if len(found) <= _MAX_OVERRIDES else []
+
     def lookup(self, qualname: str, depth: int = 0) -> tuple[str, str, str | None] | None:
         """(path, top-level name, member or None) that `qualname` names in the tree, following
         re-exports; None when it lies outside the tree or names a module."""
@@ -667,9 +805,11 @@ class Index:
             return None
         return found[0], found[1]
 
-    def targets(self, call: Call) -> list[tuple[str, str, bool]]:
+    def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
         """(path, "f" or "Class.method", explicit self) for each function the call may run; with
-        an explicit self (`Class.method(self, x)`), the call's first argument is the instance."""
+        an explicit self (`Class.method(self, x)`), the call's first argument is the instance;
+        with "ctx", the function takes a context before the call's arguments (`Fn.apply(x)`
+        runs the `autograd.Function`'s `forward(ctx, x)`)."""
         if call.form == "name":
             found = self.lookup(call.qualname)
             if found is None:
@@ -681,7 +821,7 @@ class Index:
                 # `Class.method(self, x)` passes self explicitly: the first argument is not `x`'s.
                 hit = self.method(path, head, member)
                 if hit is None:
-                    return []
+                    return self._applied(path, head) if member == "apply" else []
                 owner = self.summaries[hit[0]].classes[hit[1].split(".")[0]]
                 return [(*hit, member not in owner.unbound)]
             return self._construct(path, head)
@@ -695,6 +835,8 @@ class Index:
             for value in self.table(call.qualname):
                 out.update(self.targets(call._replace(form="instance", qualname=value)))
             return sorted(out)
+        if call.form == "named":
+            return self.definers(call.attr)
         if call.form == "override":
             owner = self._class(call.qualname)
             return self.overrides(*owner, call.attr) if owner is not None else []
@@ -750,6 +892,14 @@ class Index:
             return [(*hit, False)] if hit else []
         return []
 
+    def _applied(self, path: str, name: str) -> list[tuple[str, str, bool | str]]:
+        """`Fn.apply(x, ...)` of a class whose `forward` is a static method (an `autograd.Function`,
+        zuko's `AdaptiveCheckpointAdjoint`): dynamo traces that `forward` with a context first."""
+        hit = self.method(path, name, "forward")
+        if hit is None or "forward" not in self.summaries[hit[0]].classes[hit[1].split(".")[0]].unbound:
+            return []
+        return [(*hit, "ctx")]
+
     def _construct(self, path: str, name: str) -> list[tuple[str, str, bool]]:
         """Building a class runs its `__init__` and, for a dataclass, `__post_init__`."""
         out = []
@@ -793,7 +943,12 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                 rank = _via_rank(call)
                 if key not in merged or rank < best[key]:
                     via, best[key] = call.via, rank
-                args_here = () if name.endswith("__post_init__") else call.args[1 if explicit_self else 0 :]
+                if name.endswith("__post_init__"):
+                    args_here: tuple[str | None, ...] = ()
+                elif explicit_self == "ctx":
+                    args_here = (None, *call.args)  # the context `apply` hands `forward` first
+                else:
+                    args_here = call.args[1 if explicit_self else 0 :]
                 for position, kind in enumerate(args_here):
                     while len(args) <= position:
                         args.append(set())

@@ -1,7 +1,8 @@
 """FL102: Python control flow that depends on a tensor's values.
 
-`if x.sum() > 0:`, `while err.max() > tol:`, `assert (p >= 0).all()`, `a if mask.any() else b`
-and `self.training and torch.rand([]) < self.layerdrop` all call `bool()` on a tensor:
+`if x.sum() > 0:`, `while err.max() > tol:`, `assert (p >= 0).all()`, `a if mask.any() else b`,
+`self.training and torch.rand([]) < self.layerdrop` and `all(x < y for x, y in pairs)` all call
+`bool()` on a tensor:
 the value must reach the host before Python can pick a branch, so dynamo ends the graph
 there (a "generic_jump" break) and the kernels on either side cannot fuse. Tests on
 shapes, dtypes, `is None`, flags, `self.training` or Python numbers are host values and
@@ -458,6 +459,27 @@ def data_dependent_control_flow(
                     message = _message("comprehension `if`", culprit, flow, site, rule)
                     yield finding(sf, rule, test, message, path=site.path)
         yield from _operand_jumps(sf, flow, rule)
+        yield from _reduced_tests(sf, flow, rule)
+
+
+def _reduced_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """`all(x < y for x, y in zip(ts[:-1], ts[1:]))`: `all()` and `any()` call `bool()` on each
+    element their comprehension makes, so a tensor test there reads the tensor on the host and
+    breaks the graph at the call, wherever it stands (torchsde's `is_strictly_increasing`,
+    gb0170). `all(t)` of a tensor itself is the test's finding (`_syncs`)."""
+    for site in flow.of(ast.Call):
+        call = site.node
+        func = call.func
+        if not (isinstance(func, ast.Name) and func.id in _SYNC_BUILTINS and len(call.args) == 1):
+            continue
+        comp = call.args[0]
+        if not isinstance(comp, (ast.GeneratorExp, ast.ListComp)):
+            continue
+        inner = next((s.env for s in flow.of(type(comp.elt)) if s.node is comp.elt), None)
+        culprit = value_dependent(comp.elt, flow, inner) if inner is not None else None
+        if culprit is not None:
+            message = _message(f"`{func.id}()` over a comprehension", culprit, flow, site, rule)
+            yield finding(sf, rule, call, message, path=site.path)
 
 
 def _message(what: str, culprit: ast.expr, flow: FunctionFlow, site: Site, rule: Rule) -> str:

@@ -33,6 +33,30 @@ def _indexes_with(body: list[ast.stmt], name: str, flow: FunctionFlow, env) -> b
     return False
 
 
+def _picks_a_member(loop: ast.For, flow: FunctionFlow, env) -> bool:
+    """`for i, codes_i in enumerate(codes): layer = self.layers[i]`: the index picks a member of a
+    list the module holds (a layer per codebook, mimi's and encodec's residual quantizer decode),
+    so the rows number the model's layers, a fixed count, and each row runs another layer: no
+    batched op does the loop's work."""
+    target = loop.target
+    if not (isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name)):
+        return False
+    index = target.elts[0].id
+    for stmt in loop.body:
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Name)
+                and node.slice.id == index
+                and isinstance(node.value, ast.Attribute)
+                and isinstance(node.value.value, ast.Name)
+                and node.value.value.id == "self"
+                and flow.kind(node.value, env) not in TENSORISH
+            ):
+                return True
+    return False
+
+
 def _rows(expr: ast.expr, flow: FunctionFlow, env) -> bool:
     """`expr` is surely a tensor: a parameter only guessed to be one may as well be a list of them."""
     if isinstance(expr, ast.Name) and expr.id in flow.guessed and flow.assigned.get(expr.id) == 1:
@@ -165,6 +189,8 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
         if isinstance(func, ast.Name) and func.id in ("enumerate", "zip", "reversed"):
             if func.id == "zip" and any(_host_list(arg, flow, env) for arg in iterable.args):
                 return None  # zip stops at the end of the Python list: a fixed count
+            if func.id == "enumerate" and _picks_a_member(loop, flow, env):
+                return None  # one row per layer: the count is the model's own
             for arg in iterable.args:
                 if _rows(arg, flow, env):
                     return f"`{func.id}({describe(arg, 30)})` iterates over a tensor's rows"

@@ -1,8 +1,13 @@
 """FL108: constructs dynamo does not trace, whatever the values: a graph break no other rule names.
 
 Checked against dynamo (torch 2.13): `with torch.device(...)` in a compiled function sends the
-whole frame to eager (no graph); `torch.Generator(...)` ends the graph (gb0055); a call to a
-function of the same file decorated `@torch.compiler.disable` ends the graph at the call.
+whole frame to eager (no graph); `torch.Generator(...)` ends the graph (gb0055), and so does
+handing a generator object to a torch call (`torch.randn(n, generator=g)`, gb0055); a call to a
+function of the same file decorated `@torch.compiler.disable` ends the graph at the call. numpy's
+random draws (`np.random.randint`, `np.random.SeedSequence(...)`, ...) end the graph (gb0033,
+gb0156, gb0294: torchsde's BrownianInterval draws its seeds so), and so do the methods of the
+objects they make (`SeedSequence(...).generate_state(3)`, gb0008); `np.random.seed` traces.
+`torch.autograd.grad` ends the graph (gb9186) whatever it differentiates.
 
 The global generator's state read or seeded (`torch.get_rng_state()`, `torch.manual_seed`,
 `torch.initial_seed`) ends the graph (gb0007 "marked as skipped", gb0208 for `initial_seed`):
@@ -55,8 +60,58 @@ _COMPILING_WRAPPERS = ("is_torchdynamo_compiling",)
 _RNG_STATE = frozenset({"torch.get_rng_state", "torch.manual_seed", "torch.initial_seed",
                         "torch.random.get_rng_state", "torch.random.manual_seed",
                         "torch.random.initial_seed"})  # fmt: skip
+# numpy's random draws break the graph (torch 2.13: `np.random.rand`, `randint`, `normal`, `choice`,
+# `uniform` gb0033 "Data dependent operator"; `permutation`, `default_rng` gb0294; `SeedSequence(...)`
+# gb0156; torchsde's BrownianInterval draws its seeds so); seeding does not.
+_NUMPY_RANDOM_TRACED = frozenset({"numpy.random.seed"})
+# Gradients taken inside the compiled function: gb9186 on torch 2.13, whatever the inputs (zuko's
+# monotonic transforms, torchsde's `misc.vjp`).
+_AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
+
+
+def _numpy_random_objects(flow: FunctionFlow, imports: ImportTable) -> dict[str, str]:
+    """Names the function binds once to a numpy random object (`g = np.random.SeedSequence(...)`,
+    `rng = np.random.default_rng(0)`) -> the call's qualified name."""
+    found = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        target = stmt.targets[0] if len(stmt.targets) == 1 else None
+        if not (isinstance(target, ast.Name) and isinstance(stmt.value, ast.Call)):
+            continue
+        qual = imports.qualname(stmt.value.func) or ""
+        made = qual.rpartition(".")[2]
+        if qual.startswith("numpy.random.") and (made[:1].isupper() or made == "default_rng"):
+            if flow.assigned.get(target.id) == 1:
+                found[target.id] = qual
+    return found
+
+
+def _on(func: ast.expr, names: dict[str, str]) -> bool:
+    """`func` is a method of one of `names` (`seq.generate_state`)."""
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in names
+
+
+def _handed_generator(call: ast.Call, flow: FunctionFlow) -> bool:
+    """`torch.randn(size, generator=g)` with a generator object: not a literal None, and not a
+    parameter that defaults to None (`generator=None` in the signature: a compiled call passes
+    one only when its caller does, and None traces)."""
+    value = next((k.value for k in call.keywords if k.arg == "generator"), None)
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return False
+    if isinstance(value, ast.Name) and flow.assigned.get(value.id, 0) == 1:  # the parameter only
+        default = _defaults(flow.fn.node.args).get(value.id)
+        return not (isinstance(default, ast.Constant) and default.value is None)
+    return True
+
+
+def _defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    """Each parameter with a default -> that default."""
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    found = dict(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+    found.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    return found
 
 
 def rnn_attributes(cls: ast.ClassDef | None, imports: ImportTable) -> dict[str, str]:
@@ -118,11 +173,39 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                         "pass `device=` to the factory calls instead"
                     )
                     yield finding(sf, rule, expr, message, path=site.path)
+        numpy_random = _numpy_random_objects(flow, sf.imports)
         for site in flow.of(ast.Call):
             func = site.node.func
             qual = sf.imports.qualname(func)
             if qual == "torch.Generator":
                 message = f"`torch.Generator(...)` in compiled code: {rule.message} (gb0055)"
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual is not None and qual.startswith("numpy.random.") and qual not in _NUMPY_RANDOM_TRACED:
+                message = (
+                    f"`{qual}` in compiled code: dynamo does not trace numpy's random draws and breaks the "
+                    "graph here (gb0033; gb0156, gb0294 for its generator objects); draw with torch "
+                    "(`torch.rand`, `torch.randint`) or outside the compiled function"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual is not None and qual.startswith("torch.") and _handed_generator(site.node, flow):
+                message = (
+                    f"`{qual}(..., generator=...)` in compiled code: dynamo cannot put a "
+                    "`torch.Generator` object in the graph and breaks here (gb0055); draw from the "
+                    "global generator, or outside the compiled function"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual in _AUTOGRAD_GRAD:
+                message = (
+                    "`torch.autograd.grad` in compiled code: dynamo does not trace it and breaks the graph "
+                    "here (gb9186); take the gradient outside the compiled function, or compile the "
+                    "function it differentiates"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif _on(func, numpy_random):
+                message = (
+                    f"`{func.value.id}` is numpy's random object (`{numpy_random[func.value.id]}`): dynamo "
+                    "skips its methods and breaks the graph here (gb0008)"
+                )
                 yield finding(sf, rule, site.node, message, path=site.path)
             elif qual in _RNG_STATE:
                 message = (
