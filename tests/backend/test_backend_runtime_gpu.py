@@ -226,3 +226,24 @@ def test_embedding_backward_is_one_scatter_add_and_matches_eager():
     assert code.count("fuselint.masked_index_add") == 2, code  # token and position tables
     for n, p in model.named_parameters():
         torch.testing.assert_close(got[n], p.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_max_pool_gradient_is_the_gather_kernel_and_matches_eager():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 16, 7, 2, 3, bias=False).cuda().to(torch.bfloat16)
+    x = torch.randn(4, 3, 64, 64, device="cuda", dtype=torch.bfloat16)
+
+    def step(f):
+        conv.zero_grad()
+        f(x).float().square().mean().backward()
+        return conv.weight.grad.clone()
+
+    def stem(x):
+        return F.max_pool2d(torch.relu(conv(x)), 3, 2, 1)
+
+    torch._dynamo.reset()
+    mark = history_mark()
+    got = step(torch.compile(stem, backend="fuselint"))
+    code = "".join(r.graph_module.code for r in reports_since(mark) if "backward" in r.graph)
+    assert "fuselint.max_pool2d_grad" in code, code
+    torch.testing.assert_close(got, step(stem), atol=2e-2, rtol=2e-2)

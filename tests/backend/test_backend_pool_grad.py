@@ -1,0 +1,52 @@
+"""Max-pool's input gradient as one gather kernel (fuselint/backend/pool_grad.py), interpreter on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import needs_interpreter
+
+from fuselint.backend import fuselint_backend, history_mark, reports_since
+from fuselint.backend.pool_grad import max_pool2d_grad
+
+pytestmark = needs_interpreter
+
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize(
+    "kernel, stride, padding, ceil",
+    [(3, 2, 1, False), (2, 2, 0, False), (3, 1, 1, False), (3, 2, 0, True), (5, 3, 2, False)],
+    ids=["resnet", "k2s2", "overlap3", "ceil", "k5s3"],
+)
+@pytest.mark.parametrize("layout", [torch.channels_last, torch.contiguous_format], ids=["nhwc", "nchw"])
+def test_the_gather_matches_atens_gradient(kernel, stride, padding, ceil, layout):
+    g = torch.Generator().manual_seed(kernel * 10 + stride)
+    x = torch.randn(2, 5, 11, 9, generator=g).to(memory_format=layout)
+    x[0, 0] = 1.0  # ties: every window of this plane picks its first element, as ATen records
+    out, idx = aten.max_pool2d_with_indices(x, [kernel] * 2, [stride] * 2, [padding] * 2, [1, 1], ceil)
+    grad = torch.randn(out.shape, generator=g).to(memory_format=layout)
+    want = aten.max_pool2d_with_indices_backward(
+        grad, x, [kernel] * 2, [stride] * 2, [padding] * 2, [1, 1], ceil, idx
+    )
+    got = max_pool2d_grad(grad, x, idx, [kernel] * 2, [stride] * 2, [padding] * 2)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
+def stem(x):
+    return F.max_pool2d(torch.relu(x), 3, 2, 1).square().sum()
+
+
+def test_a_training_step_runs_the_gather_and_matches_eager():
+    x = torch.randn(2, 4, 10, 10).to(memory_format=torch.channels_last).requires_grad_()
+    torch._dynamo.reset()
+    start = history_mark()
+    torch.compile(stem, backend=fuselint_backend)(x).backward()
+    got = x.grad
+    x.grad = None
+    stem(x).backward()
+    code = "".join(r.graph_module.code for r in reports_since(start) if "backward" in r.graph)
+    assert "fuselint.max_pool2d_grad" in code and "max_pool2d_with_indices_backward" not in code, code
+    torch.testing.assert_close(got, x.grad, atol=1e-5, rtol=1e-5)
