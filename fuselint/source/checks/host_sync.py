@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import atom, finding
-from fuselint.source.dataflow import Env, FunctionFlow, Site, describe, flows
+from fuselint.source.checks._shared import atom, finding, has_comment
+from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
@@ -172,42 +172,57 @@ _REDUCTIONS = frozenset(
 )
 
 
-def _single_values(flow: FunctionFlow) -> dict[str, ast.expr]:
-    """Each name assigned exactly once in the function (`name = value`), with its value."""
-    return {
-        s.node.targets[0].id: s.node.value
-        for s in flow.of(ast.Assign)
-        if len(s.node.targets) == 1
-        and isinstance(s.node.targets[0], ast.Name)
-        and flow.assigned.get(s.node.targets[0].id) == 1
-    }
+def _single_values(flow: FunctionFlow) -> dict[str, list[ast.expr]]:
+    """The values of each name that only plain `name = value` statements bind in the function
+    (`prev_t = self.timesteps[i]` in one branch, `prev_t = torch.tensor(0)` in the other)."""
+    values: dict[str, list[ast.expr]] = {}
+    for s in flow.of(ast.Assign):
+        if len(s.node.targets) == 1 and isinstance(s.node.targets[0], ast.Name):
+            values.setdefault(s.node.targets[0].id, []).append(s.node.value)
+    return {name: found for name, found in values.items() if flow.assigned.get(name) == len(found)}
+
+
+# Casts and roundings that keep a 0-d tensor 0-d (`torch.floor(s * t).to(dtype=torch.long)`).
+_CASTS = frozenset({"to", "long", "int", "short", "float", "double", "type"})
+_ROUNDINGS = frozenset({"floor", "ceil", "round", "trunc", "abs", "neg", "clamp", "clip"})
 
 
 def _computed_scalar(
-    expr: ast.expr, flow: FunctionFlow, env: dict, values: dict[str, ast.expr], depth: int = 0
+    expr: ast.expr, flow: FunctionFlow, env: dict, values: dict[str, list[ast.expr]], depth: int = 0
 ) -> bool:
     """A 0-d tensor computed inside the graph: a reduction without a dim (`x.argmax()`), an
-    element of a one-argument nonzero (`m.nonzero(as_tuple=True)[0][0]`), arithmetic on one
-    (`i + 1`), or a name assigned once to such a value. Checked with torch 2.13: indexing a tensor
-    with any of these is a data-dependent read (gb0033, "Data dependent operator"), while a 0-d
-    tensor the compiled function receives (`a[t]`) is not, nor a 1-d index (`a[idx + 1]`)."""
-    if depth > 4:
+    element of a one-argument nonzero (`m.nonzero(as_tuple=True)[0][0]`), an element of the
+    object's tensor state at a host index (`self.timesteps[i + 1]`), arithmetic on one with
+    numbers (`i + 1`, `(1 - eta) * t`), a cast or rounding of one (`torch.floor(t).to(torch.long)`),
+    or a name every assignment binds to such a value (or to a literal `torch.tensor(0)`).
+    Checked with torch 2.13: indexing a tensor with any of these is a data-dependent read (gb0033,
+    "Data dependent operator"), while a 0-d tensor the compiled function receives (`a[t]`) is not,
+    nor a 1-d index (`a[idx + 1]`)."""
+    if depth > 8:
         return False
     if isinstance(expr, ast.Name):
-        value = values.get(expr.id)
-        return value is not None and _computed_scalar(value, flow, env, values, depth + 1)
+        found = values.get(expr.id, [])
+        computed = [v for v in found if not _literal_tensor(v, flow)]
+        return bool(computed) and all(_computed_scalar(v, flow, env, values, depth + 1) for v in computed)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, _ARITHMETIC):
         sides = (expr.left, expr.right)
         return any(_computed_scalar(e, flow, env, values, depth + 1) for e in sides) and all(
-            _computed_scalar(e, flow, env, values, depth + 1) or flow.host_number(e, env) for e in sides
+            _computed_scalar(e, flow, env, values, depth + 1) or _number(e, flow, env) for e in sides
         )
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if flow.imports.qualname(expr.func) in {f"torch.{n}" for n in _ROUNDINGS}:
+            return bool(expr.args) and _computed_scalar(expr.args[0], flow, env, values, depth + 1)
+        receiver = expr.func.value
+        if expr.func.attr in _CASTS or (expr.func.attr in _ROUNDINGS and not expr.args):
+            return _computed_scalar(receiver, flow, env, values, depth + 1)
         return (
             expr.func.attr in _REDUCTIONS
             and not expr.args
             and not expr.keywords
-            and flow.is_tensorish(expr.func.value, env)
+            and flow.is_tensorish(receiver, env)
         )
+    if isinstance(expr, ast.Subscript) and depth > 0 and _state_element(expr, flow, env):
+        return True
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Subscript):
         inner, call = expr.value, expr.value.value
         constant = all(
@@ -215,6 +230,55 @@ def _computed_scalar(
         )
         return constant and isinstance(call, ast.Call) and _one_dim_tuple(call)
     return False
+
+
+def _number(expr: ast.expr, flow: FunctionFlow, env: dict) -> bool:
+    """A number that is no tensor: a host number, or arithmetic of literals and names the flow
+    knows as no tensor (`1 - eta`, `eta` a step's float option)."""
+    if flow.host_number(expr, env):
+        return True
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, _ARITHMETIC):
+        return all(_number(e, flow, env) for e in (expr.left, expr.right))
+    return isinstance(expr, ast.Name) and flow.kind(expr, env) is None and expr.id not in flow.guessed
+
+
+def _state_element(expr: ast.Subscript, flow: FunctionFlow, env: dict) -> bool:
+    """`self.timesteps[i]`: one element of the object's tensor state at a host index (a name,
+    attribute or arithmetic of them, no slice, list or tensor). Counted only inside a larger
+    computed value (the caller passes depth > 0): as a bare index `self.t[self.s[i]]` it may be
+    a row of a 2-d state."""
+    value, index = expr.value, expr.slice
+    if not (
+        isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self"
+    ):
+        return False
+    if value.attr not in flow.tensor_attrs:
+        return False
+    if not isinstance(index, (ast.Name, ast.Attribute, ast.BinOp, ast.Constant)):
+        return False
+    return not any(
+        flow.is_tensorish(n, env) for n in ast.walk(index) if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+def _literal_tensor(expr: ast.expr, flow: FunctionFlow) -> bool:
+    """`torch.tensor(0)`: a 0-d constant, which dynamo folds (it indexes without a break)."""
+    return (
+        isinstance(expr, ast.Call)
+        and flow.imports.qualname(expr.func) == "torch.tensor"
+        and len(expr.args) == 1
+        and _number_literal(expr.args[0])
+    )
+
+
+def _number_literal(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        expr = expr.operand
+    return (
+        isinstance(expr, ast.Constant)
+        and isinstance(expr.value, (int, float))
+        and not isinstance(expr.value, bool)
+    )
 
 
 def _one_dim_tuple(call: ast.Call) -> bool:
@@ -308,6 +372,46 @@ def _item_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int,
     )
 
 
+INDEX_MESSAGE = (
+    "read it as a tensor index, `X[j.unsqueeze(0)][0]`, which dynamo keeps in the graph (the same "
+    "values, shape and dtype for every integer `j`, negative ones included, and the same IndexError "
+    "out of range; assumes `j` is an integer, not a boolean mask, and that nothing writes through "
+    "the result: it is a copy, where `X[j]` was a view of `X`)"
+)
+
+
+def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int, ast.AST]) -> Fix | None:
+    """`X[j]` -> `X[j.unsqueeze(0)][0]` for a 0-d tensor `j` computed in the graph.
+
+    Python's indexing reads a 0-d integer tensor as a number (`select` at `j.item()`, gb0033);
+    a 1-d index is advanced indexing, which dynamo traces. `X[j.unsqueeze(0)]` has shape
+    `(1, *j.shape, *X.shape[1:])`, so `[0]` gives `X[j]`'s shape for a `j` of any dimension:
+    exact wherever `j` is an integer tensor. Only on a surely-tensor `X` read (not stored to),
+    and a `j` that is not known to be boolean."""
+    sub = site.node
+    if not isinstance(sub.ctx, ast.Load) or not flow.is_tensor(sub.value, site.env):
+        return None
+    if flow.kind(sub.slice, site.env) == BOOL or has_comment(sf, sub):
+        return None
+    if _in_tensor_branch(sub, parents, flow, site.env):
+        return None  # FL102's where fix reads it in range and without `.item()`: one fix, not two
+    content = f"{atom(sf, sub.value)}[{atom(sf, sub.slice)}.unsqueeze(0)][0]"
+    return Fix(Applicability.UNSAFE, INDEX_MESSAGE, (sf.replace(sub, content),))
+
+
+def _in_tensor_branch(node: ast.AST, parents: dict[int, ast.AST], flow: FunctionFlow, env: Env) -> bool:
+    """`node` sits in a branch of an `if` or conditional expression whose test reads tensor values."""
+    from fuselint.source.checks.control_flow import value_dependent
+
+    child, parent = node, parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            if value_dependent(parent.test, flow, env) is not None:
+                return True
+        child, parent = parent, parents.get(id(parent))
+    return False
+
+
 def _parents(fn: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
 
@@ -353,12 +457,14 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
             else:
                 index = None
             if index is not None:
+                parents = parents if parents is not None else _parents(fn.node)
                 yield finding(
                     sf,
                     rule,
                     index,
                     f"indexing `{describe(site.node.value, 30)}` with `{describe(index, 30)}`, a 0-d tensor "
                     f"computed in the graph, reads its value on the host (gb0033): {rule.message}",
+                    _index_fix(site, flow, sf, parents),
                     path=site.path,
                 )
                 continue
