@@ -740,6 +740,7 @@ def test_equal_values_are_compared_before_the_tensor_test_and_the_break_goes_wit
         "x.mean() if s_tmin <= sigma else 0.0",  # a tensor value: the where fix's case
         "float(x.sum()) if s_tmin <= sigma else 0.0",  # a call that reads a tensor
         "self.scale() if s_tmin <= sigma else 0.0",  # a call that may do anything
+        "1 if s_tmin <= sigma else 0",  # two literals: never equal, the test decides
     ],
 )
 def test_equal_values_fix_only_for_two_host_numbers(expr):

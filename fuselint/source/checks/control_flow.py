@@ -538,6 +538,8 @@ def _equal_values_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | N
         return None  # `min` rebound in the function: not the builtin
     if not (_host_value(a, flow, site.env) and _host_value(b, flow, site.env)):
         return None
+    if isinstance(a, ast.Constant) and isinstance(b, ast.Constant):
+        return None  # two literals: their (in)equality is known, the test decides
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         first = test.values[0]
         if (
