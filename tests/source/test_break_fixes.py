@@ -741,6 +741,8 @@ def test_equal_values_are_compared_before_the_tensor_test_and_the_break_goes_wit
         "float(x.sum()) if s_tmin <= sigma else 0.0",  # a call that reads a tensor
         "self.scale() if s_tmin <= sigma else 0.0",  # a call that may do anything
         "1 if s_tmin <= sigma else 0",  # two literals: never equal, the test decides
+        "LIMIT if s_tmin <= sigma else 0.0",  # a global: may be a tensor, `!=` would read it
+        "self.limit if s_tmin <= sigma else 0.0",  # an attribute that is no config field
     ],
 )
 def test_equal_values_fix_only_for_two_host_numbers(expr):

@@ -31,6 +31,7 @@ from fuselint.source.dataflow import (
     DIM,
     HOST,
     NUMPY,
+    SCALAR,
     TENSORISH,
     TENSORS,
     TUPLE,
@@ -505,17 +506,16 @@ _HOST_BUILTINS = frozenset({"min", "max", "abs", "round", "float", "int"})
 
 
 def _host_value(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
-    """A Python number computed on the host without effects: literals, names and attributes the
-    flow knows as no tensor, arithmetic, `min`/`max`/`abs`/`round`/`float`/`int` of such, and
-    `len(x)` (a tensor's length is a host number)."""
+    """A Python number computed on the host without effects: literals, names the flow knows as
+    host numbers, number parameters (`s_churn: float = 0.0`), config fields, arithmetic and
+    `min`/`max`/`abs`/`round`/`float`/`int` of such, and `len(x)` (a tensor's length is a host
+    number). An unknown name or attribute may be a tensor: `a != b` on it would read it."""
     if isinstance(expr, ast.Constant):
         return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
     if isinstance(expr, ast.Name):
-        return flow.kind(expr, env) not in (*TENSORISH, NUMPY) and expr.id not in flow.guessed
+        return flow.kind(expr, env) in (SCALAR, DIM) or _number_parameter(expr.id, flow)
     if isinstance(expr, ast.Attribute):
-        return flow.kind(expr, env) not in (*TENSORISH, NUMPY) and all(
-            not isinstance(n, ast.Call) for n in ast.walk(expr)
-        )
+        return flow.host_number(expr, env)  # a known scalar or a config field
     if isinstance(expr, ast.UnaryOp):
         return _host_value(expr.operand, flow, env)
     if isinstance(expr, ast.BinOp):
@@ -524,6 +524,23 @@ def _host_value(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
         if expr.func.id == "len" and len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred):
             return all(not isinstance(n, ast.Call) for n in ast.walk(expr.args[0]))
         return expr.func.id in _HOST_BUILTINS and all(_host_value(a, flow, env) for a in expr.args)
+    return False
+
+
+def _number_parameter(name: str, flow: FunctionFlow) -> bool:
+    """A parameter annotated `int`/`float` or defaulting to a number literal (`s_churn=0.0`), and
+    never rebound: a Python number (a tensor could be passed, but not by a caller the defaults and
+    annotations describe)."""
+    args = flow.fn.node.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = [*zip(positional, defaults, strict=True), *zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    for arg, default in pairs:
+        if arg.arg != name or flow.assigned.get(name) != 1:
+            continue
+        annotated = arg.annotation is not None and ast.unparse(arg.annotation) in ("int", "float")
+        number = isinstance(default, ast.Constant) and type(default.value) in (int, float)
+        return annotated or number
     return False
 
 
