@@ -17,6 +17,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
+from fuselint.source.checks.control_flow import value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
@@ -491,8 +492,6 @@ def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int
 
 def _in_tensor_branch(node: ast.AST, parents: dict[int, ast.AST], flow: FunctionFlow, env: Env) -> bool:
     """`node` sits in a branch of an `if` or conditional expression whose test reads tensor values."""
-    from fuselint.source.checks.control_flow import value_dependent
-
     child, parent = node, parents.get(id(node))
     while parent is not None:
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
