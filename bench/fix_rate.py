@@ -124,39 +124,23 @@ NO_FIX = {
     ("_scatter.py", "int(index.max())"): "the output's size is `index.max() + 1` (graphs in the "
     "batch), a shape the caller sees; `global_mean_pool(x, batch)` passes `size=None`, and no caller "
     "in the package knows the number of graphs",
-    ("scheduling_ddpm.py", "if t > 0:"): "the branch draws noise from the generator: drawing it on "
-    "every step changes the random state, so later outputs differ; `torch.cond` (only the taken "
-    "branch draws) fails: the branch indexes `alphas_cumprod` with the tensor `t` (dynamo: could not "
-    "extract a specialized integer), and a `torch.Generator` cannot be traced inside a cond branch",
-    ("scheduling_euler_discrete.py", "if s_tmin <= sigma <= s_tmax"): "FL102 finds it "
-    "(`self.sigmas` is a tensor made with `torch.from_numpy`); `if gamma > 0` then decides a noise "
-    "draw, so a `torch.where` here would move the break there; `torch.cond` over the draw keeps the "
-    "random stream but raises UncapturedHigherOrderOpError, in eager too, when a generator is passed",
     # fixes5: the diffusers entries (docs/NOTES.md, fixes5)
     ("pipeline_ddim.py", "self.progress_bar("): "diffusers marks `progress_bar` "
     "`@torch.compiler.disable` (a tqdm bar, host output) on purpose; dynamo skips it (gb0099). The "
     "pipeline's other four sites went once the scheduler's were fixed",
-    ("scheduling_edm_euler.py", "if s_tmin <= sigma <= s_tmax"): "as Euler's: `gamma` is a Python "
-    "float that `if gamma > 0` turns into a noise draw; a `torch.where` moves the break there",
-    ("scheduling_flow_match_heun_discrete.py", "if s_tmin <= sigma <= s_tmax"): "as Euler's: `gamma` "
-    "is a Python float that `if gamma > 0` turns into a noise draw; a `torch.where` moves the break there",
     ("transformer_lumina2.py", ".tolist()"): "per-sample caption lengths from the mask size the packed "
     "sequence, its position ids and its padding; a static length (the mask's width) attends over longer, "
     "masked rows: not bit-equal (qwen2_vl's reason), and a rewrite of the model's own packing",
-    ("scheduling_pndm.py", "self.alphas_cumprod[timestep]"): "`timestep` is `t + k` computed in the "
-    "graph on this path, an unbacked index (gb0033); no rule flags reading a tensor at an in-graph index "
-    "(an `index_select` read would avoid it). 431 went with fixes7's kinds through `step_plms(timestep=...)`",
-    ("scheduling_sasolver.py", "lambda t: 1 if t >= 200"): "no finding: a lambda stored on `self` in "
-    "`__init__` and called as `self.tau_func(...)` in `step`, which static reach does not follow; a "
-    "`torch.where` in it would also fail for the Python ints a user's `tau_func` is documented to get",
-    ("scheduling_unclip.py", "if t > 0:"): "as DDPM's `if t > 0:`: the branch draws noise from the "
-    "generator; drawing it on every step changes the random state and every later output",
+    ("scheduling_sasolver.py", "lambda t: 1 if t >= 200"): "no finding: the default `tau_func`, a "
+    "lambda stored on `self` in `__init__` and called as `self.tau_func(...)` in `step`, which static "
+    "reach does not follow (reach's room, not a rule's). A fix exists: written by hand as `lambda t: "
+    "torch.where((t >= 200) & (t <= 800), 1, 0)`, the entry goes 4 graphs -> 1 and a 10-step loop over "
+    "1000 train steps (tau 1 and 0 both taken) is bit-equal, eager and compiled (docs/NOTES.md, fixes8); "
+    "it returns a 0-d tensor where the lambda returned an int, and raises for a Python int `t` unless "
+    "the test is wrapped in `torch.as_tensor`",
     ("attention_processor.py", "torch.nonzero(mask.flatten()"): "(holdout) Mochi attends, per sample, "
     "only the prompt's valid tokens: a data-dependent token count; a masked form attends over longer "
     "rows, not bit-equal",
-    ("scheduling_tcd.py", "self.alphas_cumprod[timestep_s]"): "(holdout) shown once 651's break went: "
-    "`timestep_s` is computed in the graph (`torch.floor(...).to(long)`), an unbacked index (gb0033); "
-    "no rule flags reading a tensor at an in-graph index",
 }
 
 

@@ -23,6 +23,7 @@ sites; `bench/fix_rate.py` fixes a copy of the packages and counts what is left.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import os
@@ -238,6 +239,10 @@ def _scheduler_step(scheduler_cls, scale: int = 1, **kwargs):
             super().__init__()
             self.scheduler = scheduler_cls(num_train_timesteps=100, **kwargs)
             self.scheduler.set_timesteps(10)
+            # what `step` may rebind or grow: the objects themselves (dynamo guards on them) and
+            # the contents of its lists (PNDM's history)
+            self._fresh = dict(self.scheduler.__dict__)
+            self._lists = {k: copy.copy(v) for k, v in self._fresh.items() if isinstance(v, list)}
 
         def forward(self, model_output, timestep, sample):
             return self.scheduler.step(model_output, timestep, sample).prev_sample
@@ -246,7 +251,15 @@ def _scheduler_step(scheduler_cls, scale: int = 1, **kwargs):
             """Make a repeated call the same step: the loop's first, after the index was found.
 
             `step` advances a Python int index (a guard: every step would recompile) and finds it
-            from the timestep only when it is None, once per sampling loop."""
+            from the timestep only when it is None, once per sampling loop; Heun and PNDM also keep
+            the half or the history of a multistep update. All of it goes back to after
+            `set_timesteps`, then the index to the first step."""
+            state = self.scheduler.__dict__
+            for name in set(state) - set(self._fresh):
+                del state[name]
+            state.update(self._fresh)
+            for name, items in self._lists.items():
+                state[name][:] = items
             if hasattr(self.scheduler, "_step_index"):
                 self.scheduler._step_index = 0
 

@@ -3,7 +3,9 @@
 `bench/fix_rate.py` compares one `step` (the corpus entry's first); a fix can still go wrong at a
 later step (DDPM's last step indexed past the end under an early where fix, docs/NOTES.md fixes3).
 This runs every step of a 10-step loop, in eager and under `torch.compile(backend="eager")`, with a
-seeded generator where `step` takes one, and saves each step's `prev_sample`:
+seeded generator where `step` takes one, and saves each step's `prev_sample`, and the generator's
+next numbers after the loop (a fix that draws on every step, fixes8's `if t > 0:`, leaves every
+step equal and the generator one draw further on):
 
     PYTHONPATH=. python bench/sampling_loops.py --save before.pt                          # installed
     PYTHONPATH=FIXED:. python bench/sampling_loops.py --save after.pt                     # fixed copy
@@ -31,14 +33,23 @@ SCHEDULERS = (
     "TCDScheduler",
     "UnCLIPScheduler",
     "CMStochasticIterativeScheduler",
+    "FlowMatchHeunDiscreteScheduler",
+    # churn on: the noise draw after `s_tmin <= sigma <= s_tmax` runs (fixes8's equal-values fix
+    # leaves the test in place there)
+    "EulerDiscreteScheduler:s_churn=1.0",
+    "EDMEulerScheduler:s_churn=1.0",
 )
 
 
-def loop(name: str, compiled: bool, steps: int = 10) -> list:
-    """Each step's `prev_sample` over a whole sampling loop of scheduler `name`."""
+def loop(name: str, compiled: bool, steps: int = 10) -> tuple[list, object]:
+    """Each step's `prev_sample` over a whole sampling loop of scheduler `name` (`Name:key=value`
+    passes a float option to every `step`), and the next numbers of the step's generator after
+    the loop (torch's global one where `step` takes none): the state a later draw starts from."""
     import diffusers
     import torch
 
+    name, _, option = name.partition(":")
+    options = {k: float(v) for k, v in (option.split("="),)} if option else {}
     torch.manual_seed(0)
     scheduler = getattr(diffusers, name)(num_train_timesteps=100)
     scheduler.set_timesteps(steps)
@@ -52,9 +63,10 @@ def loop(name: str, compiled: bool, steps: int = 10) -> list:
         model_output = torch.randn(1, 4, 8, 8)
         if hasattr(scheduler, "scale_model_input"):
             sample = scheduler.scale_model_input(sample, t)
-        sample = step(model_output, t, sample, **extra).prev_sample
+        sample = step(model_output, t, sample, **extra, **options).prev_sample
         outs.append(sample)
-    return outs
+    after = torch.randn(4, generator=extra.get("generator"))
+    return outs, after
 
 
 def main() -> None:
@@ -71,12 +83,11 @@ def main() -> None:
         runs = {}
         for name in args.schedulers.split(","):
             for compiled in (False, True):
+                key = f"{name} {'compiled' if compiled else 'eager'}"
                 try:
-                    runs[f"{name} {'compiled' if compiled else 'eager'}"] = loop(name, compiled)
+                    runs[key], runs[f"{key}, generator after the loop"] = loop(name, compiled)
                 except Exception as exc:  # noqa: BLE001 - a loop that fails is a row, not a crash
-                    runs[f"{name} {'compiled' if compiled else 'eager'}"] = f"{type(exc).__name__}: {exc}"[
-                        :200
-                    ]
+                    runs[key] = f"{type(exc).__name__}: {exc}"[:200]
         torch.save(runs, args.save)
         return
     before, after = (torch.load(p) for p in args.compare)
@@ -86,6 +97,9 @@ def main() -> None:
             print(
                 f"{key}: before {a if isinstance(a, str) else 'ran'}; after {b if isinstance(b, str) else 'ran'}"
             )
+            continue
+        if isinstance(a, torch.Tensor):
+            print(f"{key}: next draw equal {torch.equal(a, b)}")
             continue
         worst = max((x - y).abs().max().item() for x, y in zip(a, b, strict=True))
         equal = all(torch.equal(x, y) for x, y in zip(a, b, strict=True))

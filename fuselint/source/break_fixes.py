@@ -35,7 +35,7 @@ SHORTCUT_MESSAGE = (
 # ---------------------------------------------------------------- FL103: host side effects
 
 
-def _whole_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
+def whole_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
     """`stmt` starts its first line and ends its last (a comment may follow): no `a; b`."""
     first = sf.line_text(stmt.lineno)
     before = first.encode("utf-8")[: stmt.col_offset].decode("utf-8", errors="replace")
@@ -48,7 +48,7 @@ def _indent_unit(indent: str) -> str:
     return "\t" if "\t" in indent else "    "
 
 
-def _spans_string(code: str) -> bool:
+def spans_string(code: str) -> bool:
     """A string token over several lines (triple-quoted, or continued with a backslash):
     re-indenting its lines would change its text. Adjacent literals on separate lines
     (implicit concatenation) are separate tokens and move freely."""
@@ -70,13 +70,13 @@ def guard_side_effect(sf: SourceFile, site: Site) -> Fix | None:
     printed, logged or warned in compiled runs (ruff calls a fix that removes output unsafe).
     """
     stmt = site.stmt
-    if not (isinstance(stmt, ast.Expr) and stmt.value is site.node and _whole_lines(sf, stmt)):
+    if not (isinstance(stmt, ast.Expr) and stmt.value is site.node and whole_lines(sf, stmt)):
         return None  # the call's value is used (`x = warn(...)`) or shares its line
     first = sf.line_text(stmt.lineno)
     indent = first[: len(first) - len(first.lstrip())]
     unit = _indent_unit(indent)
     lines = sf.segment(stmt).split("\n")
-    if len(lines) > 1 and not _spans_string(sf.segment(stmt)):
+    if len(lines) > 1 and not spans_string(sf.segment(stmt)):
         # Continuation lines sit inside the call's brackets: any indentation parses, so they
         # move with the call only where no string literal spans them.
         lines = [lines[0]] + [unit + line if line.strip() else line for line in lines[1:]]
@@ -137,7 +137,7 @@ def drop_none_shortcut(sf: SourceFile, site: Site) -> Fix | None:
         return None
     if not (isinstance(then.value, ast.Constant) and then.value.value is None):
         return None
-    if not sf.line_text(stmt.lineno)[: stmt.col_offset].strip() == "" or not _whole_lines(sf, stmt):
+    if not sf.line_text(stmt.lineno)[: stmt.col_offset].strip() == "" or not whole_lines(sf, stmt):
         return None
     if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
         return None  # an `elif`: deleting it would leave the chain broken
@@ -190,7 +190,7 @@ def assert_instead_of_raise(sf: SourceFile, site: Site, flow: FunctionFlow) -> F
         return None
     raise_ = stmt.body[0]
     message = _message_only(sf, raise_) if isinstance(raise_, ast.Raise) else None
-    if message is None or not _whole_lines(sf, stmt):
+    if message is None or not whole_lines(sf, stmt):
         return None
     if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
         return None  # an `elif`

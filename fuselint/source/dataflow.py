@@ -1349,8 +1349,10 @@ def _local_tensors(
             if any(_self_attr(t) for t in stmt.targets):
                 at[id(stmt)] = state
             base = _cast_base(stmt.value)
-            made = _makes_tensor(stmt.value, imports) or (
-                isinstance(base, ast.Name) and state.get(base.id, False)
+            made = (
+                _makes_tensor(stmt.value, imports)
+                or (isinstance(base, ast.Name) and state.get(base.id, False))
+                or _arithmetic_on_tensor(stmt.value, state)
             )
             state = dict(state)
             for target in stmt.targets:
@@ -1377,6 +1379,28 @@ def _local_tensors(
                     merged[node.id] = False
         state = merged
     return state
+
+
+def _arithmetic_on_tensor(value: ast.expr, state: dict) -> bool:
+    """`shift * sigmas / (1 + (shift - 1) * sigmas)` with `sigmas` a local tensor: arithmetic of
+    names and number literals in which some name holds a built tensor gives a tensor."""
+    leaves: list[ast.expr] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_OPS + (ast.Div, ast.Pow)):
+            stack += [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            stack.append(node.operand)
+        elif isinstance(node, ast.Name) or (
+            isinstance(node, ast.Constant) and type(node.value) in (int, float)
+        ):
+            leaves.append(node)
+        else:
+            return False
+    return isinstance(value, ast.BinOp) and any(
+        isinstance(n, ast.Name) and state.get(n.id, False) for n in leaves
+    )
 
 
 def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:

@@ -253,6 +253,11 @@ def _break_sites(records: list[tuple[str, str]]) -> tuple[list[list], int]:
 def _call(model: Any, args: tuple, kwargs: dict, train: bool, seed: int) -> Any:
     import torch
 
+    # An entry that keeps state between calls (a scheduler's step index, a Heun step's first-order
+    # half) says how to start over: every run compares the same call, not the next step's.
+    reset = getattr(model, "reset_state", None)
+    if callable(reset):
+        reset()
     _seed(seed)  # random ops in forward (dropout in train mode, LSH rotations) draw the same
     if train:
         return model(*args, **kwargs)

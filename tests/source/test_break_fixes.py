@@ -647,3 +647,164 @@ def test_an_if_without_else_is_not_rewritten_without_a_value_to_keep(before, tes
     )
     found = [f for f in _lint(text, ("FL102",)) if "`if`" in f.message]
     assert found and all(f.fix is None for f in found)
+
+
+@pytest.mark.parametrize("variance_type", ["fixed_small", "learned"])
+def test_a_noise_branch_runs_on_every_call_and_a_whole_loop_is_unchanged(variance_type):
+    text = (ROOT / "noise_branch.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "        variance = torch.where(t > 0, variance, variance_kept)\n" in fixed
+    before = _load(text, "before").NoisyStep(variance_type).eval()
+    after = _load(fixed, "after").NoisyStep(variance_type).eval()
+    sample = torch.randn(2, 4)
+    # torch's global generator: dynamo cannot take a `torch.Generator` argument into a graph
+    # (it breaks at a draw from one, fixed or not)
+    for t in (50, 0):
+        torch.manual_seed(1)
+        g0, y0 = _trace(before, sample, torch.tensor(t))
+        torch.manual_seed(1)
+        g1, y1 = _trace(after, sample, torch.tensor(t))
+        assert g0 >= 2 and g1 == 1
+        assert torch.equal(y0, y1)
+    # a sampling loop down to t = 0, where the original skips the draw
+    gen0, gen1 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    x0 = x1 = sample
+    for t in range(90, -1, -10):
+        x0 = before(x0, torch.tensor(t), gen0)
+        x1 = after(x1, torch.tensor(t), gen1)
+        assert x0.dtype == x1.dtype and torch.equal(x0, x1)
+    # where it is not equal: the generator, one draw further on after the loop
+    assert not torch.equal(torch.randn(3, generator=gen0), torch.randn(3, generator=gen1))
+    gen0, gen1 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    for t in range(90, -1, -10):
+        before(sample, torch.tensor(t), gen0), after(sample, torch.tensor(t), gen1)
+    torch.randn(sample.shape, generator=gen0)  # the one draw the fixed step made at t = 0
+    assert torch.equal(torch.randn(3, generator=gen0), torch.randn(3, generator=gen1))
+
+
+def test_noise_branch_fix_is_unsafe_and_states_the_generator_and_the_loop():
+    text = (ROOT / "noise_branch.py").read_text()
+    (fix,) = [f.fix for f in _lint(text, ("FL102",)) if f.fix and "variance_kept" in f.fix.edits[0].content]
+    assert fix.applicability is Applicability.UNSAFE
+    assert "last step" in fix.message and "draws from it again after the loop" in fix.message
+
+
+@pytest.mark.parametrize(
+    "body,before",
+    [
+        ("self.count = 1\n            variance = noise", "variance = 0"),  # an attribute store
+        ("noise.add_(1)\n            variance = noise", "variance = 0"),  # an in-place write
+        ("variance = noise\n            return variance", "variance = 0"),  # a return
+        ("t = t - 1\n            variance = noise", "variance = 0"),  # sets what the test reads
+        ("variance = noise", "pass"),  # nothing bound before: no value to keep
+        ("print(noise)\n            variance = noise", "variance = 0"),  # a call for its effect
+    ],
+)
+def test_noise_branch_fix_is_not_offered_where_the_branch_does_more_than_set_names(body, before):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x: torch.Tensor, t: torch.Tensor):\n"
+        f"        {before}\n"
+        "        if t > 0:\n"
+        f"            noise = torch.randn(x.shape)\n            {body}\n"
+        "        return x + variance\n"
+    )
+    found = [f for f in _lint(text, ("FL102",)) if "`if`" in f.message]
+    assert found and all(f.fix is None for f in found)
+
+
+def test_equal_values_are_compared_before_the_tensor_test_and_the_break_goes_with_churn_off():
+    text = (ROOT / "equal_values.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL102",)), unsafe=True).text
+    assert "!= 0.0\n            and s_tmin <= sigma <= s_tmax" in fixed
+    assert fix_text(fixed, lambda t: _lint(t, ("FL102",)), unsafe=True).text == fixed  # idempotent
+    before, after = _load(text, "before").EulerStep(), _load(fixed, "after").EulerStep()
+    out, sample = torch.randn(2, 4), torch.randn(2, 4)
+    for sigma in (14.6, 3.0, 0.5):
+        args = (out, torch.tensor(sigma), sample)
+        g0, y0 = _trace(before, *args)
+        g1, y1 = _trace(after, *args)
+        assert g0 >= 2 and g1 == 1
+        assert torch.equal(y0, y1)
+        for churn, tmax in ((0.5, 1e4), (0.5, 1.0), (0.0, 1.0)):  # churn on: the test runs as before
+            torch.manual_seed(0)
+            y0 = before(*args, s_churn=churn, s_tmax=tmax)
+            torch.manual_seed(0)
+            y1 = after(*args, s_churn=churn, s_tmax=tmax)
+            assert torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x.mean() if s_tmin <= sigma else 0.0",  # a tensor value: the where fix's case
+        "float(x.sum()) if s_tmin <= sigma else 0.0",  # a call that reads a tensor
+        "self.scale() if s_tmin <= sigma else 0.0",  # a call that may do anything
+        "1 if s_tmin <= sigma else 0",  # two literals: never equal, the test decides
+        "LIMIT if s_tmin <= sigma else 0.0",  # a global: may be a tensor, `!=` would read it
+        "self.limit if s_tmin <= sigma else 0.0",  # an attribute that is no config field
+    ],
+)
+def test_equal_values_fix_only_for_two_host_numbers(expr):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x: torch.Tensor, sigma: torch.Tensor, s_tmin: float = 0.0):\n"
+        f"        gamma = {expr}\n"
+        "        return x * gamma\n"
+    )
+    found = [f for f in _lint(text, ("FL102",)) if "conditional" in f.message]
+    assert found and all(f.fix is None or "torch.where" in f.fix.edits[0].content for f in found)
+
+
+def test_a_computed_index_is_read_as_a_tensor_index_and_the_break_goes():
+    text = (ROOT / "computed_index.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL101",)), unsafe=True).text
+    assert "self.alphas_cumprod[timestep_s.unsqueeze(0)][0]" in fixed
+    before, after = _load(text, "before").TableRead(), _load(fixed, "after").TableRead()
+    sample = torch.randn(2, 4)
+    for index in range(9):
+        before.step_index = after.step_index = index
+        g0, y0 = _trace(before, sample)
+        g1, y1 = _trace(after, sample)
+        assert g0 == 2 and g1 == 1
+        assert y0.dtype == y1.dtype and torch.equal(y0, y1)
+
+
+@pytest.mark.parametrize(
+    "j", [3, -1, -100, 0, [1, 2], [[0], [-2]], [4]], ids=["3", "-1", "-100", "0", "1d", "2d", "one"]
+)
+def test_tensor_index_read_gives_pythons_values_shapes_and_errors(j):
+    table = torch.randn(100, 3)
+    for x in (table, table[:, 0]):
+        j_ = torch.tensor(j)
+        got = x[j_.unsqueeze(0)][0]
+        want = x[j_]
+        assert got.shape == want.shape and got.dtype == want.dtype and torch.equal(got, want)
+    for bad in (torch.tensor(100), torch.tensor(-101)):
+        with pytest.raises(IndexError):
+            table[bad]
+        with pytest.raises(IndexError):
+            table[bad.unsqueeze(0)][0]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "y = self.table[x.argmax() > 0]",  # a boolean index is a mask
+        "self.table[x.argmax()] = 1.0",  # a store
+        "y = self.table[x.argmax()] if x.argmax() > 0 else x",  # FL102's where fix reads it
+        "y = self.table[3]",  # a Python int: a view, no break
+    ],
+)
+def test_tensor_index_fix_only_for_a_read_at_an_integer_tensor_index(line):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.table = torch.linspace(0, 1, 16)\n\n"
+        "    def forward(self, x: torch.Tensor):\n"
+        "        y = x\n"
+        f"        {line}\n"
+        "        return x * y\n"
+    )
+    fixes = [f.fix for f in _lint(text, ("FL101",)) if f.fix is not None]
+    assert not any("unsqueeze(0)" in fix.edits[0].content for fix in fixes)

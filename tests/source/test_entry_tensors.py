@@ -9,6 +9,7 @@ what must stay quiet.
 from __future__ import annotations
 
 import logging
+import sys
 import textwrap
 import types
 import warnings
@@ -374,3 +375,83 @@ def test_a_step_that_hands_its_timestep_on_by_keyword_to_a_method_that_indexes_w
     # Handed to a method that only does host arithmetic with it: still an int.
     host = HANDED_ON.replace("self.alphas_cumprod[timestep]", "timestep * 2.0")
     assert _found(host.replace("self.alphas_cumprod[prev_timestep] if", "1.0 if")) == {}
+
+
+PRK_STEP = """
+import numpy as np
+import torch
+
+
+class ToyScheduler:
+    def __init__(self):
+        self.alphas_cumprod = torch.cumprod(1 - torch.linspace(1e-4, 0.02, 100), 0)
+        self.prk_timesteps = np.array([91, 86, 81])
+        self.counter = 0
+
+    def step(self, model_output: torch.Tensor, timestep: int, sample: torch.Tensor):
+        prev_timestep = timestep - 5
+        timestep = self.prk_timesteps[self.counter]
+        return self._prev(sample, timestep, model_output), prev_timestep
+
+    def _prev(self, sample, timestep: int, model_output):
+        alpha_prod_t = self.alphas_cumprod[timestep]
+        return sample * alpha_prod_t + model_output
+"""
+
+
+def test_a_method_handed_an_element_of_a_numpy_schedule_reads_it_at_a_computed_index(monkeypatch):
+    # PNDM's `step_prk`: `timestep = self.prk_timesteps[k]` (numpy: a 0-d tensor to dynamo) is
+    # handed to `_get_prev_sample`, whose `self.alphas_cumprod[timestep]` breaks (gb0033)
+    assert _found(PRK_STEP) == {18: "FL101"}
+    # the same method handed the step's own timestep (before `step` rebinds it): a received value
+    assert 18 not in _found(PRK_STEP.replace("timestep = self.prk_timesteps[self.counter]\n", ""))
+    torch = pytest.importorskip("torch")
+    from fuselint.source.fixer import fix_text
+
+    fixed = fix_text(
+        textwrap.dedent(PRK_STEP),
+        lambda t: lint_text("snippet.py", t, CATALOG, STEPS),
+        unsafe=True,
+    ).text
+    assert "self.alphas_cumprod[torch.as_tensor(timestep).unsqueeze(0)][0]" in fixed
+    graphs = []
+    args = (torch.randn(2, 3), torch.tensor(96), torch.randn(2, 3))
+    for text in (PRK_STEP, fixed):
+        module = types.ModuleType("prk")
+        monkeypatch.setitem(sys.modules, "prk", module)
+        exec(compile(textwrap.dedent(text), "<prk>", "exec"), module.__dict__)  # noqa: S102 - our own snippet
+        scheduler = module.ToyScheduler()
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            explained = torch._dynamo.explain(scheduler.step)(*args)
+            graphs.append(
+                (explained.graph_count, scheduler.step(*args)[0], scheduler._prev(args[2], 7, args[0]))
+            )
+    assert graphs[0][0] == 2 and graphs[1][0] == 1
+    assert torch.equal(graphs[0][1], graphs[1][1])
+    assert torch.equal(graphs[0][2], graphs[1][2])  # a Python int from another caller reads the same
+
+
+def test_arithmetic_on_a_local_tensor_makes_a_tensor_attribute():
+    # flow-match Heun's `__init__`: `sigmas = timesteps / n`, `sigmas = shift * sigmas / (...)`,
+    # then `self.sigmas = sigmas.to("cpu")`: `s_tmin <= sigma <= s_tmax` reads a tensor
+    text = """
+    import torch
+
+    class ToyScheduler:
+        def __init__(self, n: int = 100, shift: float = 1.0):
+            timesteps = torch.linspace(1, n, n)
+            sigmas = timesteps / n
+            sigmas = shift * sigmas / (1 + (shift - 1) * sigmas)
+            self.sigmas = sigmas.to("cpu")
+            self.index = 0
+
+        def step(self, model_output: torch.Tensor, timestep: int, sample: torch.Tensor):
+            sigma = self.sigmas[self.index]
+            gamma = 0.5 if 0.1 <= sigma <= 0.9 else 0.0
+            return sample * gamma
+    """
+    assert _found(text) == {14: "FL102"}
+    # a local that is not a tensor: `n / 2` stays a number
+    assert _found(text.replace("sigmas = timesteps / n\n", "sigmas = n / 2\n")) == {}

@@ -406,3 +406,30 @@ def test_a_change_inside_a_run_function_nested_in_one_that_ran_at_import_counts(
     fixed = text.replace("        y = x\n", "        y = tuple(x)\n")
     assert not same_for(text, fixed, {"deco.<locals>.wrapper"})
     assert same_for(text, fixed, {"deco"})
+
+
+def test_a_stateful_entry_is_reset_before_every_call_the_prover_makes():
+    # a scheduler step that alternates halves (flow-match Heun): without its `reset_state`, the
+    # backend check would compare the second half of a step against eager's first
+    from fuselint.verify.prove_child import _call
+
+    class Alternating(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = True
+
+        def forward(self, x):
+            out = x * 2 if self.first else x * 3
+            self.first = not self.first
+            return out
+
+    class Resettable(Alternating):
+        def reset_state(self):
+            self.first = True
+
+    x = torch.ones(2)
+    plain, resettable = Alternating(), Resettable()
+    assert not torch.equal(_call(plain, (x,), {}, False, 0), _call(plain, (x,), {}, False, 0))
+    assert torch.equal(_call(resettable, (x,), {}, False, 0), _call(resettable, (x,), {}, False, 0))
+    compiled = torch.compile(resettable, backend="eager")  # the prover calls compiled modules too
+    assert torch.equal(_call(compiled, (x,), {}, False, 0), _call(compiled, (x,), {}, False, 0))

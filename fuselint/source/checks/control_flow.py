@@ -24,14 +24,15 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
-from fuselint.source.break_fixes import assert_instead_of_raise, drop_none_shortcut
+from fuselint.source.break_fixes import assert_instead_of_raise, drop_none_shortcut, spans_string, whole_lines
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import finding, has_comment, torch_name
+from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
 from fuselint.source.dataflow import (
     BOOL,
     DIM,
     HOST,
     NUMPY,
+    SCALAR,
     TENSORISH,
     TENSORS,
     TUPLE,
@@ -381,6 +382,200 @@ def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
     return _fix(sf, sf.replace(stmt, (newline_of(sf.text) + indent).join(wheres)))
 
 
+DRAW_MESSAGE = (
+    "run the branch on every call and keep its values with `torch.where` (unsafe: its random draw "
+    "now happens also where the test fails, and those numbers are discarded: where the test fails "
+    "only on a sampling loop's last step (`if t > 0:`), every output of the loop is unchanged and the "
+    "generator, or torch's global one, ends one draw further on, so a caller that draws from it again "
+    "after the loop gets other numbers; assumes the branch's calls change no other state and raise "
+    "nothing where the test fails; the kept value is broadcast and promoted with the branch's)"
+)
+
+
+def _draws(node: ast.AST, flow: FunctionFlow) -> bool:
+    """`node` calls a random function: torch's (`randn`, `rand_like`, ...) or a helper named like
+    one (diffusers' `randn_tensor`)."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            qual = flow.imports.qualname(call.func)
+            name = (
+                qual.rsplit(".", 1)[-1] if qual else getattr(call.func, "attr", getattr(call.func, "id", ""))
+            )
+            if name in _RANDOM or name.startswith(("randn_", "rand_")):
+                return True
+    return False
+
+
+def _hoistable(block: list[ast.stmt], flow: FunctionFlow) -> list[ast.Assign] | None:
+    """The assignments of a block made only of `name = value` statements, `if`s on host values
+    holding such blocks, and `raise`: statements that set local names and nothing else (no
+    attribute or item stores, no in-place `+=`, no calls for their effect, no return). Else None."""
+    assigns: list[ast.Assign] = []
+    for stmt in block:
+        if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            assigns.append(stmt)
+        elif isinstance(stmt, ast.If):
+            inner = [_hoistable(stmt.body, flow), _hoistable(stmt.orelse, flow)]
+            if inner[0] is None or inner[1] is None:
+                return None
+            assigns += inner[0] + inner[1]
+        elif not isinstance(stmt, ast.Raise):
+            return None
+    for node in (n for stmt in block for n in ast.walk(stmt)):
+        if isinstance(node, (ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await)):
+            return None
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name.endswith("_") and not name.endswith("__") or any(k.arg == "out" for k in node.keywords):
+                return None  # an in-place method or an `out=`: a write the skipped branch never made
+    return assigns
+
+
+def _fresh(flow: FunctionFlow, name: str) -> str:
+    used = {n.id for n in ast.walk(flow.fn.node) if isinstance(n, ast.Name)}
+    used |= {a.arg for a in ast.walk(flow.fn.node) if isinstance(a, ast.arg)}
+    fresh, n = f"{name}_kept", 2
+    while fresh in used:
+        fresh, n = f"{name}_kept{n}", n + 1
+    return fresh
+
+
+def _draw_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
+    """`v = 0` ... `if <tensor test>: <body that draws noise and sets v>` becomes `v_kept = v`,
+    the body on every call, then `v = torch.where(<test>, v, v_kept)` for each name the body
+    sets that was bound before the `if` (DDPM's `if t > 0:` noise). The test is evaluated
+    after the body, so the body may not set a name the test reads. Names only the body binds
+    stay bound: the original raised NameError wherever it read one after a skipped branch."""
+    stmt = site.node
+    if not isinstance(stmt, ast.If) or stmt.orelse or not _draws(stmt, flow):
+        return None
+    if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
+        return None  # an `elif`
+    if "#" in sf.line_text(stmt.lineno) or not whole_lines(sf, stmt):
+        return None
+    assigns = _hoistable(stmt.body, flow)
+    if not assigns or flow.kind(stmt.test, site.env) != BOOL or not _pure(stmt.test, flow, site.env):
+        return None
+    condition = _elementwise_test(sf, flow, site.env, stmt.test)
+    set_names = list(dict.fromkeys(t.id for a in assigns for t in a.targets))
+    read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+    if condition is None or read & set(set_names):
+        return None
+    kept = [n for n in set_names if _bound_before(flow, stmt, n)]
+    if not kept:
+        return None
+    sites = {id(s.node): s for s in flow.of(ast.Assign)}
+    for name in kept:
+        values = [
+            (a.value, sites[id(a)].env)
+            for a in assigns
+            if id(a) in sites
+            and any(t.id == name for t in a.targets)
+            and not (isinstance(a.value, ast.Name) and a.value.id == name)
+        ]
+        if not values or not all(flow.kind(v, env) in TENSORS for v, env in values):
+            return None  # `torch.where` needs the branch's value to be a tensor
+    body = "\n".join(sf.line_text(n) for n in range(stmt.body[0].lineno, stmt.body[-1].end_lineno + 1))
+    if spans_string(body):
+        return None
+    first = sf.line_text(stmt.lineno)
+    indent = first[: len(first) - len(first.lstrip())]
+    inner = sf.line_text(stmt.body[0].lineno)
+    step = len(inner) - len(inner.lstrip()) - len(indent)
+    if step <= 0:
+        return None
+    moved = [line[step:] if line[:step].strip() == "" else None for line in body.split("\n")]
+    if any(line is None for line in moved):
+        return None
+    torch, imports = torch_name(sf)
+    names = {name: _fresh(flow, name) for name in kept}
+    lines = [f"{indent}{names[n]} = {n}" for n in kept] + list(moved)
+    lines += [f"{indent}{n} = {torch}.where({condition}, {n}, {names[n]})" for n in kept]
+    content = newline_of(sf.text).join(lines)[len(indent) :]
+    return Fix(Applicability.UNSAFE, DRAW_MESSAGE, (sf.replace(stmt, content),), imports)
+
+
+EQUAL_MESSAGE = (
+    "test the values first: `a if a != b and <test> else b` reads the tensor only where the two "
+    "values differ (Euler's `gamma = min(s_churn / ..., ...) if s_tmin <= sigma <= s_tmax else 0.0` "
+    "with the default `s_churn=0`); unsafe: where they compare equal, `b` is taken, which may differ "
+    "from `a` in type (0 vs 0.0) or the sign of a zero, and `a` is computed also where the test "
+    "fails (assumes it raises nothing there)"
+)
+_HOST_BUILTINS = frozenset({"min", "max", "abs", "round", "float", "int"})
+
+
+def _host_value(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
+    """A Python number computed on the host without effects: literals, names the flow knows as
+    host numbers, number parameters (`s_churn: float = 0.0`), config fields, arithmetic and
+    `min`/`max`/`abs`/`round`/`float`/`int` of such, and `len(x)` (a tensor's length is a host
+    number). An unknown name or attribute may be a tensor: `a != b` on it would read it."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.Name):
+        return flow.kind(expr, env) in (SCALAR, DIM) or _number_parameter(expr.id, flow)
+    if isinstance(expr, ast.Attribute):
+        return flow.host_number(expr, env)  # a known scalar or a config field
+    if isinstance(expr, ast.UnaryOp):
+        return _host_value(expr.operand, flow, env)
+    if isinstance(expr, ast.BinOp):
+        return _host_value(expr.left, flow, env) and _host_value(expr.right, flow, env)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.keywords:
+        if expr.func.id == "len" and len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred):
+            return all(not isinstance(n, ast.Call) for n in ast.walk(expr.args[0]))
+        return expr.func.id in _HOST_BUILTINS and all(_host_value(a, flow, env) for a in expr.args)
+    return False
+
+
+def _number_parameter(name: str, flow: FunctionFlow) -> bool:
+    """A parameter annotated `int`/`float` or defaulting to a number literal (`s_churn=0.0`), and
+    never rebound: a Python number (a tensor could be passed, but not by a caller the defaults and
+    annotations describe)."""
+    args = flow.fn.node.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = [*zip(positional, defaults, strict=True), *zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    for arg, default in pairs:
+        if arg.arg != name or flow.assigned.get(name) != 1:
+            continue
+        annotated = arg.annotation is not None and ast.unparse(arg.annotation) in ("int", "float")
+        number = isinstance(default, ast.Constant) and type(default.value) in (int, float)
+        return annotated or number
+    return False
+
+
+def _equal_values_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
+    """`a if <tensor test> else b`, `a` and `b` host numbers -> `a if a != b and <test> else b`:
+    where an option makes both values equal (`s_churn=0` turns Euler's churn off), Python no
+    longer reads the tensor, so dynamo goes on; where they differ, the test runs as before."""
+    node = site.node
+    a, b, test = node.body, node.orelse, node.test
+    if any(isinstance(n, ast.Name) and n.id in _HOST_BUILTINS | {"len"} and n.id in flow.assigned
+           for n in ast.walk(node)):  # fmt: skip
+        return None  # `min` rebound in the function: not the builtin
+    if not (_host_value(a, flow, site.env) and _host_value(b, flow, site.env)):
+        return None
+    if isinstance(a, ast.Constant) and isinstance(b, ast.Constant):
+        return None  # two literals: their (in)equality is known, the test decides
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        first = test.values[0]
+        if (
+            isinstance(first, ast.Compare)
+            and isinstance(first.ops[0], ast.NotEq)
+            and sf.segment(first.left) == sf.segment(a)
+        ):
+            return None  # already rewritten
+    guard = f"{atom(sf, a)} != {atom(sf, b)}"
+    condition = sf.segment(test)
+    if isinstance(test, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr)) and not (
+        isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)
+    ):
+        condition = f"({condition})"
+    content = f"{sf.segment(a)} if {guard} and {condition} else {sf.segment(b)}"
+    return Fix(Applicability.UNSAFE, EQUAL_MESSAGE, (sf.replace(node, content),))
+
+
 def _bound_before(flow: FunctionFlow, stmt: ast.If, name: str) -> bool:
     """`name` is assigned by a plain `name = ...` statement earlier in the block that holds `stmt`
     (so it is bound whenever the `if` runs), and not deleted in between."""
@@ -437,12 +632,13 @@ def data_dependent_control_flow(
             if isinstance(node, ast.If):
                 fix = (
                     _if_fix(site, flow, sf)
+                    or _draw_fix(site, flow, sf)
                     or drop_none_shortcut(sf, site)
                     or assert_instead_of_raise(sf, site, flow)
                 )
             elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
                 where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
-                fix = _fix(sf, sf.replace(node, where)) if where else None
+                fix = _fix(sf, sf.replace(node, where)) if where else _equal_values_fix(site, flow, sf)
             yield finding(
                 sf,
                 rule,

@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import atom, finding
-from fuselint.source.dataflow import Env, FunctionFlow, Site, describe, flows
+from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
+from fuselint.source.checks.control_flow import value_dependent
+from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
@@ -172,42 +173,89 @@ _REDUCTIONS = frozenset(
 )
 
 
-def _single_values(flow: FunctionFlow) -> dict[str, ast.expr]:
-    """Each name assigned exactly once in the function (`name = value`), with its value."""
+def _single_values(flow: FunctionFlow) -> dict[str, list[ast.Assign]]:
+    """The assignments of each name that only plain `name = value` statements bind in the function
+    (`prev_t = self.timesteps[i]` in one branch, `prev_t = torch.tensor(0)` in the other); a
+    parameter counts too, its own value standing before its first assignment."""
+    args = flow.fn.node.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    found: dict[str, list[ast.Assign]] = {}
+    for s in flow.of(ast.Assign):
+        if len(s.node.targets) == 1 and isinstance(s.node.targets[0], ast.Name):
+            found.setdefault(s.node.targets[0].id, []).append(s.node)
     return {
-        s.node.targets[0].id: s.node.value
-        for s in flow.of(ast.Assign)
-        if len(s.node.targets) == 1
-        and isinstance(s.node.targets[0], ast.Name)
-        and flow.assigned.get(s.node.targets[0].id) == 1
+        name: assigns
+        for name, assigns in found.items()
+        if flow.assigned.get(name) == len(assigns) + (name in params)
     }
 
 
+def _values_at(
+    name: ast.Name, flow: FunctionFlow, values: dict[str, list[ast.Assign]], handed: frozenset[str]
+) -> list[ast.expr] | None:
+    """The values `name` may hold where it is read: every assignment's, or for a parameter, those
+    made before the read when one of them is unconditional (at the function's top level); None for
+    a parameter read before any such assignment (its caller's value), or an unknown name."""
+    args = flow.fn.node.args
+    if name.id not in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+        assigns = values.get(name.id)
+        return [a.value for a in assigns] if assigns else None
+    before = [a for a in values.get(name.id, []) if a.lineno < name.lineno]
+    if any(a in flow.fn.node.body for a in before):
+        return [a.value for a in before]
+    return None
+
+
+# Casts and roundings that keep a 0-d tensor 0-d (`torch.floor(s * t).to(dtype=torch.long)`).
+_CASTS = frozenset({"to", "long", "int", "short", "float", "double", "type"})
+_ROUNDINGS = frozenset({"floor", "ceil", "round", "trunc", "abs", "neg", "clamp", "clip"})
+
+
 def _computed_scalar(
-    expr: ast.expr, flow: FunctionFlow, env: dict, values: dict[str, ast.expr], depth: int = 0
+    expr: ast.expr,
+    flow: FunctionFlow,
+    env: dict,
+    values: dict[str, list[ast.expr]],
+    handed: frozenset[str] = frozenset(),
+    depth: int = 0,
 ) -> bool:
     """A 0-d tensor computed inside the graph: a reduction without a dim (`x.argmax()`), an
-    element of a one-argument nonzero (`m.nonzero(as_tuple=True)[0][0]`), arithmetic on one
-    (`i + 1`), or a name assigned once to such a value. Checked with torch 2.13: indexing a tensor
-    with any of these is a data-dependent read (gb0033, "Data dependent operator"), while a 0-d
-    tensor the compiled function receives (`a[t]`) is not, nor a 1-d index (`a[idx + 1]`)."""
-    if depth > 4:
+    element of a one-argument nonzero (`m.nonzero(as_tuple=True)[0][0]`), an element of the
+    object's tensor state at a host index (`self.timesteps[i + 1]`), arithmetic on one with
+    numbers (`i + 1`, `(1 - eta) * t`), a cast or rounding of one (`torch.floor(t).to(torch.long)`),
+    or a name every assignment binds to such a value (or to a literal `torch.tensor(0)`).
+    Checked with torch 2.13: indexing a tensor with any of these is a data-dependent read (gb0033,
+    "Data dependent operator"), while a 0-d tensor the compiled function receives (`a[t]`) is not,
+    nor a 1-d index (`a[idx + 1]`)."""
+    if depth > 8:
         return False
     if isinstance(expr, ast.Name):
-        value = values.get(expr.id)
-        return value is not None and _computed_scalar(value, flow, env, values, depth + 1)
+        found = _values_at(expr, flow, values, handed)
+        if found is None:
+            return expr.id in handed  # a parameter a method of the class is handed a computed value in
+        computed = [v for v in found if not _literal_tensor(v, flow)]
+        return bool(computed) and all(
+            _computed_scalar(v, flow, env, values, handed, depth + 1) for v in computed
+        )
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, _ARITHMETIC):
         sides = (expr.left, expr.right)
-        return any(_computed_scalar(e, flow, env, values, depth + 1) for e in sides) and all(
-            _computed_scalar(e, flow, env, values, depth + 1) or flow.host_number(e, env) for e in sides
+        return any(_computed_scalar(e, flow, env, values, handed, depth + 1) for e in sides) and all(
+            _computed_scalar(e, flow, env, values, handed, depth + 1) or _number(e, flow, env) for e in sides
         )
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if flow.imports.qualname(expr.func) in {f"torch.{n}" for n in _ROUNDINGS}:
+            return bool(expr.args) and _computed_scalar(expr.args[0], flow, env, values, handed, depth + 1)
+        receiver = expr.func.value
+        if expr.func.attr in _CASTS or (expr.func.attr in _ROUNDINGS and not expr.args):
+            return _computed_scalar(receiver, flow, env, values, handed, depth + 1)
         return (
             expr.func.attr in _REDUCTIONS
             and not expr.args
             and not expr.keywords
-            and flow.is_tensorish(expr.func.value, env)
+            and flow.is_tensorish(receiver, env)
         )
+    if isinstance(expr, ast.Subscript) and depth > 0 and _state_element(expr, flow, env):
+        return True
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Subscript):
         inner, call = expr.value, expr.value.value
         constant = all(
@@ -215,6 +263,106 @@ def _computed_scalar(
         )
         return constant and isinstance(call, ast.Call) and _one_dim_tuple(call)
     return False
+
+
+def _hand_computed(file_flows: list[FunctionFlow]) -> dict[int, frozenset[str]]:
+    """For each method, the parameters some `self.method(...)` call of another method of its class
+    hands a computed 0-d tensor (PNDM's `step_prk`: `timestep = self.prk_timesteps[k]`, then
+    `self._get_prev_sample(cur_sample, timestep, ...)`, which reads `self.alphas_cumprod[timestep]`)."""
+    methods = {(id(f.fn.cls), f.fn.node.name): f for f in file_flows if f.fn.cls is not None}
+    handed: dict[int, set[str]] = {}
+    for flow in file_flows:
+        if flow.fn.cls is None:
+            continue
+        values = _single_values(flow)
+        for site in flow.of(ast.Call):
+            func = site.node.func
+            if not (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+            ):
+                continue
+            callee = methods.get((id(flow.fn.cls), func.attr))
+            if callee is None or callee is flow:
+                continue
+            args = callee.fn.node.args
+            params = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
+            pairs = list(zip(params, site.node.args, strict=False))
+            pairs += [(k.arg, k.value) for k in site.node.keywords if k.arg is not None]
+            for param, arg in pairs:
+                if isinstance(arg, ast.Starred):
+                    break
+                if _computed_scalar(arg, flow, site.env, values):
+                    handed.setdefault(id(callee.fn.node), set()).add(param)
+    return {key: frozenset(names) for key, names in handed.items()}
+
+
+def _number(expr: ast.expr, flow: FunctionFlow, env: dict) -> bool:
+    """A number that is no tensor: a host number, or arithmetic of literals and names the flow
+    knows as no tensor (`1 - eta`, `eta` a step's float option)."""
+    if flow.host_number(expr, env):
+        return True
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, _ARITHMETIC):
+        return all(_number(e, flow, env) for e in (expr.left, expr.right))
+    return isinstance(expr, ast.Name) and flow.kind(expr, env) is None and expr.id not in flow.guessed
+
+
+def _state_element(expr: ast.Subscript, flow: FunctionFlow, env: dict) -> bool:
+    """`self.timesteps[i]`: one element of the object's tensor state at a host index (a name,
+    attribute or arithmetic of them, no slice, list or tensor). Counted only inside a larger
+    computed value (the caller passes depth > 0): as a bare index `self.t[self.s[i]]` it may be
+    a row of a 2-d state."""
+    value, index = expr.value, expr.slice
+    if not (
+        isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self"
+    ):
+        return False
+    if value.attr not in flow.tensor_attrs and value.attr not in _numpy_attributes(flow):
+        return False
+    if not isinstance(index, (ast.Name, ast.Attribute, ast.BinOp, ast.Constant)):
+        return False
+    return not any(
+        flow.is_tensorish(n, env) for n in ast.walk(index) if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+def _numpy_attributes(flow: FunctionFlow) -> set[str]:
+    """`self.X` that the class sets to a numpy call's result somewhere (`self.prk_timesteps =
+    np.array([])`): dynamo traces numpy arrays as tensors, so an element read at a host index is a
+    0-d tensor of the graph (PNDM's `timestep = self.prk_timesteps[k]`, gb0033 at its use)."""
+    cls = flow.fn.cls
+    found: set[str] = set()
+    for node in ast.walk(cls) if cls is not None else ():
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            qual = flow.imports.qualname(node.value.func) or ""
+            if qual.startswith("numpy."):
+                found.update(
+                    t.attr
+                    for t in node.targets
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                )
+    return found
+
+
+def _literal_tensor(expr: ast.expr, flow: FunctionFlow) -> bool:
+    """`torch.tensor(0)`: a 0-d constant, which dynamo folds (it indexes without a break)."""
+    return (
+        isinstance(expr, ast.Call)
+        and flow.imports.qualname(expr.func) == "torch.tensor"
+        and len(expr.args) == 1
+        and _number_literal(expr.args[0])
+    )
+
+
+def _number_literal(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        expr = expr.operand
+    return (
+        isinstance(expr, ast.Constant)
+        and isinstance(expr.value, (int, float))
+        and not isinstance(expr.value, bool)
+    )
 
 
 def _one_dim_tuple(call: ast.Call) -> bool:
@@ -308,6 +456,51 @@ def _item_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int,
     )
 
 
+INDEX_MESSAGE = (
+    "read it as a tensor index, `X[j.unsqueeze(0)][0]` (`torch.as_tensor(j)` for a parameter, which a "
+    "caller may pass as a Python int), which dynamo keeps in the graph (the same values, shape and "
+    "dtype for every integer `j`, negative ones included, and the same IndexError out of range; assumes `j` is an integer, not a boolean mask, and that nothing writes through "
+    "the result: it is a copy, where `X[j]` was a view of `X`)"
+)
+
+
+def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int, ast.AST]) -> Fix | None:
+    """`X[j]` -> `X[j.unsqueeze(0)][0]` for a 0-d tensor `j` computed in the graph.
+
+    Python's indexing reads a 0-d integer tensor as a number (`select` at `j.item()`, gb0033);
+    a 1-d index is advanced indexing, which dynamo traces. `X[j.unsqueeze(0)]` has shape
+    `(1, *j.shape, *X.shape[1:])`, so `[0]` gives `X[j]`'s shape for a `j` of any dimension:
+    exact wherever `j` is an integer tensor. Only on a surely-tensor `X` read (not stored to),
+    and a `j` that is not known to be boolean."""
+    sub = site.node
+    if not isinstance(sub.ctx, ast.Load) or not flow.is_tensor(sub.value, site.env):
+        return None
+    if flow.kind(sub.slice, site.env) == BOOL or has_comment(sf, sub):
+        return None
+    if _in_tensor_branch(sub, parents, flow, site.env):
+        return None  # FL102's where fix reads it in range and without `.item()`: one fix, not two
+    args = flow.fn.node.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    index, imports = atom(sf, sub.slice), ()
+    if any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(sub.slice)):
+        # a parameter (`timestep: int`) may be a Python int from another caller: make it a tensor
+        torch, imports = torch_name(sf)
+        index = f"{torch}.as_tensor({sf.segment(sub.slice)})"
+    content = f"{atom(sf, sub.value)}[{index}.unsqueeze(0)][0]"
+    return Fix(Applicability.UNSAFE, INDEX_MESSAGE, (sf.replace(sub, content),), imports)
+
+
+def _in_tensor_branch(node: ast.AST, parents: dict[int, ast.AST], flow: FunctionFlow, env: Env) -> bool:
+    """`node` sits in a branch of an `if` or conditional expression whose test reads tensor values."""
+    child, parent = node, parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            if value_dependent(parent.test, flow, env) is not None:
+                return True
+        child, parent = parent, parents.get(id(parent))
+    return False
+
+
 def _parents(fn: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
 
@@ -315,6 +508,7 @@ def _parents(fn: ast.AST) -> dict[int, ast.AST]:
 @check("FL101")
 def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     file_flows = flows(functions, sf.imports)
+    handed = _hand_computed(file_flows)
     yield from wrapped_numbers(sf, file_flows, rule)
     for flow in file_flows:
         fn = flow.fn
@@ -348,17 +542,19 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
             if _indexes_tensor(site, flow):
                 values = _single_values(flow) if values is None else values
                 index = site.node.slice
-                if not _computed_scalar(index, flow, site.env, values):
+                if not _computed_scalar(index, flow, site.env, values, handed.get(id(fn.node), frozenset())):
                     index = None
             else:
                 index = None
             if index is not None:
+                parents = parents if parents is not None else _parents(fn.node)
                 yield finding(
                     sf,
                     rule,
                     index,
                     f"indexing `{describe(site.node.value, 30)}` with `{describe(index, 30)}`, a 0-d tensor "
                     f"computed in the graph, reads its value on the host (gb0033): {rule.message}",
+                    _index_fix(site, flow, sf, parents),
                     path=site.path,
                 )
                 continue
