@@ -18,6 +18,8 @@ leaves ATen's sorted, deterministic kernel in place.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.fx
 import triton
@@ -26,6 +28,8 @@ import triton.language as tl
 from fuselint.backend.runtime import can_generate_for
 
 aten = torch.ops.aten
+log = logging.getLogger("fuselint.backend")
+_failed: list[str] = []  # why the kernel could not run here, once (ATen runs from then on)
 prims = torch.ops.prims
 
 
@@ -67,17 +71,31 @@ def masked_index_add(
         return out
     rows = values.reshape(at.numel(), dim).contiguous()
     n = out.shape[0]
-    if not can_generate_for(values.device):
-        at = torch.where(at < 0, at + n, at)
-        kept = (at >= 0) & (at < n)
-        if flags is not None:
-            kept &= flags
-        out.view(n, dim).index_put_((at[kept],), rows[kept].float(), accumulate=True)
-        return out
+    if _failed or not can_generate_for(values.device):
+        return _aten_add(out, at, flags, rows)
     block = min(1024, triton.next_power_of_2(dim))
     grid = (at.numel(), triton.cdiv(dim, block))
     flag_ptr = at if flags is None else flags.view(torch.uint8)
-    _add_rows[grid](rows, flag_ptr, at, out, dim, n, HAS_MASK=flags is not None, BLOCK=block)
+    try:
+        _add_rows[grid](rows, flag_ptr, at, out, dim, n, HAS_MASK=flags is not None, BLOCK=block)
+    except Exception as exc:  # the kernel does not compile or launch here: ATen's, from now on
+        _failed.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        log.warning("fuselint: embedding gradients run through ATen: %s", _failed[0])
+        return _aten_add(out, at, flags, rows)
+    return out
+
+
+def _aten_add(
+    out: torch.Tensor, at: torch.Tensor, flags: torch.Tensor | None, rows: torch.Tensor
+) -> torch.Tensor:
+    """The same sums through ATen's sorted index_put (rows not kept add zeros at a clamped index,
+    so nothing reads the mask on the host)."""
+    n = out.shape[0]
+    at = torch.where(at < 0, at + n, at)
+    kept = (at >= 0) & (at < n)
+    if flags is not None:
+        kept &= flags.bool()
+    out.view(n, -1).index_put_((at.clamp(0, n - 1),), rows.float() * kept.unsqueeze(1), accumulate=True)
     return out
 
 

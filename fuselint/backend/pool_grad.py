@@ -11,6 +11,8 @@ a fixed order (so the sum is deterministic), in float32, rounded once.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.fx
 import triton
@@ -19,6 +21,8 @@ import triton.language as tl
 from fuselint.backend.runtime import can_generate_for
 
 aten = torch.ops.aten
+log = logging.getLogger("fuselint.backend")
+_failed: list[str] = []  # why the kernel could not run here, once (ATen runs from then on)
 
 
 @triton.jit
@@ -79,10 +83,8 @@ def max_pool2d_grad(
     """`max_pool2d_with_indices_backward` (dilation 1) of `grad` (N, C, OH, OW): the gradient of
     the pooled input, shaped and laid out as `like` (the input)."""
     out = torch.empty_like(like, memory_format=_layout(like))
-    if not can_generate_for(grad.device) or grad.stride() != indices.stride():
-        return aten.max_pool2d_with_indices_backward(
-            grad, like, kernel_size, stride, padding, [1, 1], False, indices
-        ).to(memory_format=_layout(like))
+    if _failed or not can_generate_for(grad.device) or grad.stride() != indices.stride():
+        return _aten(grad, like, indices, kernel_size, stride, padding)
     N, C, H, W = like.shape
     OH, OW = grad.shape[-2:]
     kh, kw = kernel_size
@@ -92,13 +94,24 @@ def max_pool2d_grad(
     if numel == 0:
         return out
     block = 512
-    _gather_grads[(triton.cdiv(numel, block),)](
-        grad, indices, out, numel, C, H, W, OH, OW,
-        *grad.stride(), *out.stride(),
-        KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, RH=triton.cdiv(kh, sh), RW=triton.cdiv(kw, sw),
-        CHANNELS_LAST=_layout(out) == torch.channels_last, BLOCK=block,
-    )  # fmt: skip
+    try:
+        _gather_grads[(triton.cdiv(numel, block),)](
+            grad, indices, out, numel, C, H, W, OH, OW,
+            *grad.stride(), *out.stride(),
+            KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, RH=triton.cdiv(kh, sh), RW=triton.cdiv(kw, sw),
+            CHANNELS_LAST=_layout(out) == torch.channels_last, BLOCK=block,
+        )  # fmt: skip
+    except Exception as exc:  # the kernel does not compile or launch here: ATen's, from now on
+        _failed.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        log.warning("fuselint: max-pool gradients run through ATen: %s", _failed[0])
+        return _aten(grad, like, indices, kernel_size, stride, padding)
     return out
+
+
+def _aten(grad, like, indices, kernel_size, stride, padding) -> torch.Tensor:
+    return aten.max_pool2d_with_indices_backward(
+        grad, like, kernel_size, stride, padding, [1, 1], False, indices
+    ).contiguous(memory_format=_layout(like))
 
 
 @max_pool2d_grad.register_fake

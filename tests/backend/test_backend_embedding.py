@@ -101,3 +101,20 @@ def test_index_put_accumulate_of_rows_becomes_the_scatter_add():
     assert scatter_index_adds(gm) == 1
     assert "masked_index_add" in gm.code and "index_put" not in gm.code
     torch.testing.assert_close(gm(table, index, values), add_rows(table, index, values))
+
+
+def test_a_kernel_that_cannot_launch_leaves_the_sums_to_aten(monkeypatch, caplog):
+    import fuselint.backend.embedding as emb
+
+    class Broken:
+        def __getitem__(self, grid):
+            raise RuntimeError("no kernel here")
+
+    monkeypatch.setattr(emb, "_add_rows", Broken())
+    monkeypatch.setattr(emb, "_failed", [])
+    index, mask, values = _rows(37, 8, torch.float32)
+    want = aten._unsafe_masked_index_put_accumulate(torch.zeros(10, 8), mask.unsqueeze(1), [index], values)
+    with caplog.at_level("WARNING", logger="fuselint.backend"):
+        got = masked_index_add(None, [10, 8], mask.unsqueeze(1), index, values)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert "run through ATen: RuntimeError: no kernel here" in caplog.text

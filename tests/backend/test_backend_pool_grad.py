@@ -50,3 +50,21 @@ def test_a_training_step_runs_the_gather_and_matches_eager():
     code = "".join(r.graph_module.code for r in reports_since(start) if "backward" in r.graph)
     assert "fuselint.max_pool2d_grad" in code and "max_pool2d_with_indices_backward" not in code, code
     torch.testing.assert_close(got, x.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_a_kernel_that_cannot_launch_leaves_the_gradient_to_aten(monkeypatch, caplog):
+    import fuselint.backend.pool_grad as pg
+
+    class Broken:
+        def __getitem__(self, grid):
+            raise RuntimeError("no kernel here")
+
+    monkeypatch.setattr(pg, "_gather_grads", Broken())
+    monkeypatch.setattr(pg, "_failed", [])
+    x = torch.randn(1, 2, 6, 6)
+    out, idx = aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
+    grad = torch.randn(out.shape)
+    with caplog.at_level("WARNING", logger="fuselint.backend"):
+        got = max_pool2d_grad(grad, x, idx, [3, 3], [2, 2], [1, 1])
+    want = aten.max_pool2d_with_indices_backward(grad, x, [3, 3], [2, 2], [1, 1], [1, 1], False, idx)
+    assert torch.equal(got, want) and "run through ATen: RuntimeError: no kernel here" in caplog.text
