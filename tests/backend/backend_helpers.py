@@ -35,3 +35,10 @@ def aten_graph(fn, *args) -> torch.fx.GraphModule:
 
 def flat(x) -> list:
     return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+class Unlaunchable:
+    """Stands in for a @triton.jit kernel that cannot compile or launch here: `kernel[grid](...)` raises."""
+
+    def __getitem__(self, grid):
+        raise RuntimeError("no kernel here")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from backend_helpers import aten_graph, needs_interpreter
+from backend_helpers import Unlaunchable, aten_graph, needs_interpreter
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.embedding import masked_index_add, scatter_index_adds
@@ -106,11 +106,7 @@ def test_index_put_accumulate_of_rows_becomes_the_scatter_add():
 def test_a_kernel_that_cannot_launch_leaves_the_sums_to_aten(monkeypatch, caplog):
     import fuselint.backend.embedding as emb
 
-    class Broken:
-        def __getitem__(self, grid):
-            raise RuntimeError("no kernel here")
-
-    monkeypatch.setattr(emb, "_add_rows", Broken())
+    monkeypatch.setattr(emb, "_add_rows", Unlaunchable())
     monkeypatch.setattr(emb, "_failed", [])
     index, mask, values = _rows(37, 8, torch.float32)
     want = aten._unsafe_masked_index_put_accumulate(torch.zeros(10, 8), mask.unsqueeze(1), [index], values)
