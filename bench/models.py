@@ -189,6 +189,11 @@ def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return (out.float() - ref.float()).abs().max().item()
 
 
+def mean_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """Mean abs error: in bf16 the max is one rounding of the largest outputs, a coarse tie-breaker."""
+    return (out.float() - ref.float()).abs().mean().item()
+
+
 def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) -> tuple[dict, object]:
     """Compile one model under one backend and take the measurements that do not race the
     host: first-call time, error, kernels and GPU time. Returns (row, call); the wall and host
@@ -231,6 +236,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
     torch.cuda.synchronize()
     err = max_error(out, ref) if not train else float("nan")
     err32 = max_error(out, exact) if not train else float("nan")
+    mean32 = mean_error(out, exact) if not train else float("nan")
     kernels, gpu_us, counts = gpu_profile(call)
     reports = fb.reports_since(mark) if backend.startswith("fuselint") else []
     row = {
@@ -243,6 +249,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         "compile_s": compile_s,
         "max_err": err,
         "max_err_fp32": err32,
+        "mean_err_fp32": mean32,
         "counts": counts,
         "fuselint_kernels": sum(len(r.kernels) for r in reports),
         "fuselint_fallbacks": sum(len(r.fallbacks) for r in reports),
