@@ -57,8 +57,11 @@ def masked_index_add(
     `mask` flag is set (every row without a mask) added at row `index` of it:
     `index_put(accumulate=True)` and `_unsafe_masked_index_put_accumulate` with one index
     tensor on dim 0 and a mask of one flag per index."""
+    # the kernel adds row i at i * dim: the table is made contiguous, whatever the base's strides
     out = (
-        torch.zeros(size, dtype=torch.float32, device=values.device) if base is None else base.float().clone()
+        torch.zeros(size, dtype=torch.float32, device=values.device)
+        if base is None
+        else base.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     )
     dim = out[0].numel() if out.dim() else 1
     at = index.reshape(-1).contiguous()
@@ -138,6 +141,7 @@ def _replaceable(node: torch.fx.Node) -> bool:
     return (
         t.dtype == torch.float32
         and t.dim() >= 1
+        and t.is_contiguous()  # the op returns a contiguous table: the graph's strides stay true
         and i.dtype in (torch.int64, torch.int32)
         and v.dtype.is_floating_point
         and tuple(v.shape) == tuple(i.shape) + tuple(t.shape[1:])

@@ -101,3 +101,20 @@ def test_index_put_accumulate_of_rows_becomes_the_scatter_add():
     assert scatter_index_adds(gm) == 1
     assert "masked_index_add" in gm.code and "index_put" not in gm.code
     torch.testing.assert_close(gm(table, index, values), add_rows(table, index, values))
+
+
+def test_a_table_laid_out_column_major_gets_its_rows_added_where_they_are():
+    """The kernel writes rows at `index * dim`: a table whose rows are not contiguous in memory
+    (a transposed graph input) must still get each row added to its own row."""
+    index, mask, values = _rows(21, 6, torch.float32)
+    index[1] = 5
+    base = torch.randn(6, 10).t()  # (10, 6), column-major
+    want = aten.index_put(base, [index], values, True)
+    torch.testing.assert_close(masked_index_add(base, [10, 6], None, index, values), want)
+
+    def add_rows(table, index, values):
+        return torch.ops.aten.index_put(table.t(), [index], values, True) * 2
+
+    gm = aten_graph(add_rows, base.t(), index, values)
+    scatter_index_adds(gm)
+    torch.testing.assert_close(gm(base.t(), index, values), add_rows(base.t(), index, values))
