@@ -91,7 +91,10 @@ class LentOutputs:
         lent = []
         for o in self.outputs:
             if isinstance(o, torch.Tensor):
-                alias = o.detach()
+                # `.data`, not `.detach()`: each alias counts its own versions, as a fresh output
+                # does in eager (a shared counter made an in-place op on one call's output
+                # invalidate an earlier call's that autograd saved)
+                alias = o.data
                 lent.append((weakref.ref(alias), o.untyped_storage()._cdata))
                 out.append(alias)
             else:

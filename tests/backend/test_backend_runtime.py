@@ -272,3 +272,20 @@ def test_lent_outputs_held_through_a_derived_view_are_not_reclaimed():
     assert not lent.reclaim()
     del row
     assert lent.reclaim()
+
+
+def test_lent_outputs_of_two_replays_keep_separate_version_counters():
+    """In eager two calls return two unrelated tensors: an in-place op on the second call's
+    output must not invalidate the first's, which autograd saved (a false 'modified by an
+    inplace operation' when the aliases shared the recording's counter)."""
+    static = torch.arange(4.0)
+    lent = LentOutputs((static,))
+    (first,) = lent.lend()
+    weight = torch.ones(4, requires_grad=True)
+    loss = (weight * first).sum()  # saves `first` for the backward
+    assert lent.reclaim()
+    _replayed(static, -1.0)
+    (second,) = lent.lend()
+    second.add_(1.0)
+    loss.backward()
+    assert weight.grad.tolist() == [0.0, 1.0, 2.0, 3.0] and second.tolist() == [0.0] * 4
