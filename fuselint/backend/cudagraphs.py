@@ -12,8 +12,8 @@ graph (PyTorch's ``torch.cuda.CUDAGraph`` does the recording):
   read in place moves later, it becomes a copied one and the graph is recorded again;
 - a new input layout (shape, stride, dtype) is recorded separately;
 - outputs are lent, not copied: a replay returns aliases of the recording's output memory,
-  which the next replay overwrites. Before it does, the storages' use counts say whether
-  the caller still holds any of it: aliases the caller kept (`out = f(x)` in a loop, a
+  which the next replay (of any layout: they share one memory pool) overwrites. Before it
+  does, the storages' use counts say whether the caller still holds any of it: aliases the caller kept (`out = f(x)` in a loop, a
   training forward's saved activations before a second forward) are moved to memory of
   their own first, and where the caller holds views of it that cannot be moved (a slice of
   an output), that call runs the graph normally instead (counted in :attr:`GraphReplay.held`).
@@ -217,7 +217,9 @@ class GraphReplay:
         return Recording(graph, inputs, copied, in_place, LentOutputs(tuple(outputs)))
 
     def _replay(self, rec: Recording, args: tuple) -> list:
-        if not rec.outputs.reclaim():
+        # every layout is recorded into one pool: a later recording's outputs may lie in an
+        # earlier one's temporaries, so any replay may write over any recording's outputs
+        if not all(r.outputs.reclaim() for r in self._recorded.values()):
             if not self.held:
                 log.info(
                     "fuselint: %s ran without its CUDA graph: the caller holds views of the last "

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.compiler import compile_graph
 from fuselint.backend.constants import constant_nodes
-from fuselint.backend.cudagraphs import LentOutputs, why_not_recordable
+from fuselint.backend.cudagraphs import GraphReplay, LentOutputs, Recording, why_not_recordable
 from fuselint.backend.runtime import FusedKernel
 
 # Ops that, run on every call, rebuild a constant or move a value between host and device.
@@ -289,3 +289,28 @@ def test_lent_outputs_of_two_replays_keep_separate_version_counters():
     second.add_(1.0)
     loss.backward()
     assert weight.grad.tolist() == [0.0, 1.0, 2.0, 3.0] and second.tolist() == [0.0] * 4
+
+
+class _PoolGraph:
+    """A recorded graph's replay as memory sees it: it writes its outputs and, in a pool that
+    recordings share, may write its temporaries where another recording's outputs lie."""
+
+    def __init__(self, writes: list) -> None:
+        self.writes = writes
+
+    def replay(self) -> None:
+        for memory, value in self.writes:
+            _replayed(memory, value)
+
+
+def test_a_replay_moves_the_outputs_another_layout_lent_from_the_shared_pool():
+    """The layouts of a dynamic graph are recorded into one memory pool: a later recording's
+    outputs may lie in an earlier one's temporaries, which that one's replay writes over."""
+    a_out, b_out = torch.zeros(3), torch.zeros(3)
+    replay = GraphReplay(lambda: None, static=False)
+    record_a = Recording(_PoolGraph([(a_out, 1.0), (b_out, -9.0)]), [], (), (), LentOutputs((a_out,)))
+    record_b = Recording(_PoolGraph([(b_out, 2.0)]), [], (), (), LentOutputs((b_out,)))
+    replay._recorded = {"a": record_a, "b": record_b}
+    (kept_b,) = replay._replay(record_b, ())
+    (kept_a,) = replay._replay(record_a, ())
+    assert kept_b.tolist() == [2.0] * 3 and kept_a.tolist() == [1.0] * 3
