@@ -105,10 +105,15 @@ def _zero_table(node: torch.fx.Node) -> bool:
     )
 
 
-def _one_flag_per_row(mask: torch.Tensor, index: torch.Tensor) -> bool:
-    """The mask holds one flag per index (its shape: the index's, then ones)."""
-    n = index.dim()
-    return tuple(mask.shape[:n]) == tuple(index.shape) and all(s == 1 for s in mask.shape[n:])
+def _one_flag_per_row(mask: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> bool:
+    """The mask holds one flag per index: aligned with the rows from the right, as broadcasting
+    aligns it, its shape is the index's, then ones (the index's shape alone, beside rows of
+    several columns, would flag columns)."""
+    n, k = index.dim(), values.dim()
+    if mask.dim() > k:
+        return False
+    aligned = (1,) * (k - mask.dim()) + tuple(mask.shape)
+    return aligned[:n] == tuple(index.shape) and all(s == 1 for s in aligned[n:])
 
 
 _INDEX_PUTS = (aten.index_put.default, aten._unsafe_index_put.default)
@@ -146,7 +151,8 @@ def _replaceable(node: torch.fx.Node) -> bool:
         and v.dtype.is_floating_point
         and tuple(v.shape) == tuple(i.shape) + tuple(t.shape[1:])
         and (
-            mask is None or (mask.meta["val"].dtype == torch.bool and _one_flag_per_row(mask.meta["val"], i))
+            mask is None
+            or (mask.meta["val"].dtype == torch.bool and _one_flag_per_row(mask.meta["val"], i, v))
         )
         and can_generate_for(t.device)
     )
