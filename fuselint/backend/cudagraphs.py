@@ -84,7 +84,7 @@ class LentOutputs:
                 self.baseline.setdefault(key, 0)
         for key in self.baseline:  # after every output is held, so shared storages count once each
             self.baseline[key] = torch._C._storage_Use_Count(key)
-        self._lent: list[tuple[weakref.ref, int]] = []
+        self._lent: list[tuple[weakref.ref, int, int]] = []
 
     def lend(self) -> list:
         out = []
@@ -95,7 +95,7 @@ class LentOutputs:
                 # does in eager (a shared counter made an in-place op on one call's output
                 # invalidate an earlier call's that autograd saved)
                 alias = o.data
-                lent.append((weakref.ref(alias), o.untyped_storage()._cdata))
+                lent.append((weakref.ref(alias), o.untyped_storage()._cdata, o.data_ptr()))
                 out.append(alias)
             else:
                 out.append(o)
@@ -105,9 +105,10 @@ class LentOutputs:
     def reclaim(self) -> bool:
         """True when the memory is free to overwrite (nothing of it held, or what was held moved)."""
         kept: dict[int, list[torch.Tensor]] = {}
-        for ref, key in self._lent:
+        for ref, key, ptr in self._lent:
             alias = ref()
-            if alias is not None:
+            # an alias the caller pointed elsewhere (`.data =`, `set_`) holds the memory no more
+            if alias is not None and alias.data_ptr() == ptr:
                 kept.setdefault(key, []).append(alias)
         for key, base in self.baseline.items():
             # `kept` holds Python references to the aliases, not storage references

@@ -314,3 +314,16 @@ def test_a_replay_moves_the_outputs_another_layout_lent_from_the_shared_pool():
     (kept_b,) = replay._replay(record_b, ())
     (kept_a,) = replay._replay(record_a, ())
     assert kept_b.tolist() == [2.0] * 3 and kept_a.tolist() == [1.0] * 3
+
+
+def test_lent_outputs_held_through_a_view_of_an_alias_given_other_memory_are_not_reclaimed():
+    """An alias the caller pointed at other memory (`.data =`, `set_`) no longer holds the
+    recording's: it must not excuse a view of that memory the caller made before."""
+    static = torch.arange(4.0)
+    lent = LentOutputs((static,))
+    (alias,) = lent.lend()
+    row = alias[1:]
+    alias.data = torch.zeros(4)
+    assert not lent.reclaim()  # a replay would write under `row`
+    del row
+    assert lent.reclaim()
