@@ -104,6 +104,8 @@ class LentOutputs:
 
     def reclaim(self) -> bool:
         """True when the memory is free to overwrite (nothing of it held, or what was held moved)."""
+        if not self._lent:  # nothing lent since the last reclaim: the caller holds none of it
+            return True
         kept: dict[int, list[torch.Tensor]] = {}
         for ref, key, ptr in self._lent:
             alias = ref()
