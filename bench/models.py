@@ -21,6 +21,7 @@ what would not fit. transformers and timm are needed here only (the tests never 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -107,6 +108,26 @@ def _to(model, args, device: str, dtype: torch.dtype):
     model = model.to(device=device, dtype=dtype)
     args = tuple(a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device) for a in args)
     return model, args
+
+
+@contextlib.contextmanager
+def _ieee_float32():
+    """float32 convolutions and matmuls in IEEE float32: cuDNN runs float32 convolutions in TF32
+    (a 10-bit mantissa) unless told not to, so a float32 reference of a convolutional model
+    would round too."""
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cudnn = torch.backends.cudnn
+    try:
+        with cudnn.flags(
+            enabled=cudnn.enabled,
+            benchmark=cudnn.benchmark,
+            deterministic=cudnn.deterministic,
+            allow_tf32=False,
+        ):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
 def _first_tensor(out) -> torch.Tensor:
@@ -209,7 +230,8 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         exact = ref
         if dtype != torch.float32 and not train:
             model32, args32 = _to(copy.deepcopy(model), args, "cuda", torch.float32)
-            exact = _first_tensor(model32(*args32)).float()
+            with _ieee_float32():
+                exact = _first_tensor(model32(*args32)).float()
             del model32, args32
     compiled = compile_with(backend, model)
     mark = fb.history_mark()

@@ -12,8 +12,8 @@ graph (PyTorch's ``torch.cuda.CUDAGraph`` does the recording):
   read in place moves later, it becomes a copied one and the graph is recorded again;
 - a new input layout (shape, stride, dtype) is recorded separately;
 - outputs are lent, not copied: a replay returns aliases of the recording's output memory,
-  which the next replay overwrites. Before it does, the storages' use counts say whether
-  the caller still holds any of it: aliases the caller kept (`out = f(x)` in a loop, a
+  which the next replay (of any layout: they share one memory pool) overwrites. Before it
+  does, the storages' use counts say whether the caller still holds any of it: aliases the caller kept (`out = f(x)` in a loop, a
   training forward's saved activations before a second forward) are moved to memory of
   their own first, and where the caller holds views of it that cannot be moved (a slice of
   an output), that call runs the graph normally instead (counted in :attr:`GraphReplay.held`).
@@ -84,15 +84,18 @@ class LentOutputs:
                 self.baseline.setdefault(key, 0)
         for key in self.baseline:  # after every output is held, so shared storages count once each
             self.baseline[key] = torch._C._storage_Use_Count(key)
-        self._lent: list[tuple[weakref.ref, int]] = []
+        self._lent: list[tuple[weakref.ref, int, int]] = []
 
     def lend(self) -> list:
         out = []
         lent = []
         for o in self.outputs:
             if isinstance(o, torch.Tensor):
-                alias = o.detach()
-                lent.append((weakref.ref(alias), o.untyped_storage()._cdata))
+                # `.data`, not `.detach()`: each alias counts its own versions, as a fresh output
+                # does in eager (a shared counter made an in-place op on one call's output
+                # invalidate an earlier call's that autograd saved)
+                alias = o.data
+                lent.append((weakref.ref(alias), o.untyped_storage()._cdata, o.data_ptr()))
                 out.append(alias)
             else:
                 out.append(o)
@@ -101,10 +104,13 @@ class LentOutputs:
 
     def reclaim(self) -> bool:
         """True when the memory is free to overwrite (nothing of it held, or what was held moved)."""
+        if not self._lent:  # nothing lent since the last reclaim: the caller holds none of it
+            return True
         kept: dict[int, list[torch.Tensor]] = {}
-        for ref, key in self._lent:
+        for ref, key, ptr in self._lent:
             alias = ref()
-            if alias is not None:
+            # an alias the caller pointed elsewhere (`.data =`, `set_`) holds the memory no more
+            if alias is not None and alias.data_ptr() == ptr:
                 kept.setdefault(key, []).append(alias)
         for key, base in self.baseline.items():
             # `kept` holds Python references to the aliases, not storage references
@@ -214,7 +220,9 @@ class GraphReplay:
         return Recording(graph, inputs, copied, in_place, LentOutputs(tuple(outputs)))
 
     def _replay(self, rec: Recording, args: tuple) -> list:
-        if not rec.outputs.reclaim():
+        # every layout is recorded into one pool: a later recording's outputs may lie in an
+        # earlier one's temporaries, so any replay may write over any recording's outputs
+        if not all(r.outputs.reclaim() for r in self._recorded.values()):
             if not self.held:
                 log.info(
                     "fuselint: %s ran without its CUDA graph: the caller holds views of the last "

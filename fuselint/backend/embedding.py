@@ -61,8 +61,11 @@ def masked_index_add(
     `mask` flag is set (every row without a mask) added at row `index` of it:
     `index_put(accumulate=True)` and `_unsafe_masked_index_put_accumulate` with one index
     tensor on dim 0 and a mask of one flag per index."""
+    # the kernel adds row i at i * dim: the table is made contiguous, whatever the base's strides
     out = (
-        torch.zeros(size, dtype=torch.float32, device=values.device) if base is None else base.float().clone()
+        torch.zeros(size, dtype=torch.float32, device=values.device)
+        if base is None
+        else base.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     )
     dim = out[0].numel() if out.dim() else 1
     at = index.reshape(-1).contiguous()
@@ -120,10 +123,15 @@ def _zero_table(node: torch.fx.Node) -> bool:
     )
 
 
-def _one_flag_per_row(mask: torch.Tensor, index: torch.Tensor) -> bool:
-    """The mask holds one flag per index (its shape: the index's, then ones)."""
-    n = index.dim()
-    return tuple(mask.shape[:n]) == tuple(index.shape) and all(s == 1 for s in mask.shape[n:])
+def _one_flag_per_row(mask: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> bool:
+    """The mask holds one flag per index: aligned with the rows from the right, as broadcasting
+    aligns it, its shape is the index's, then ones (the index's shape alone, beside rows of
+    several columns, would flag columns)."""
+    n, k = index.dim(), values.dim()
+    if mask.dim() > k:
+        return False
+    aligned = (1,) * (k - mask.dim()) + tuple(mask.shape)
+    return aligned[:n] == tuple(index.shape) and all(s == 1 for s in aligned[n:])
 
 
 _INDEX_PUTS = (aten.index_put.default, aten._unsafe_index_put.default)
@@ -156,11 +164,13 @@ def _replaceable(node: torch.fx.Node) -> bool:
     return (
         t.dtype == torch.float32
         and t.dim() >= 1
+        and t.is_contiguous()  # the op returns a contiguous table: the graph's strides stay true
         and i.dtype in (torch.int64, torch.int32)
         and v.dtype.is_floating_point
         and tuple(v.shape) == tuple(i.shape) + tuple(t.shape[1:])
         and (
-            mask is None or (mask.meta["val"].dtype == torch.bool and _one_flag_per_row(mask.meta["val"], i))
+            mask is None
+            or (mask.meta["val"].dtype == torch.bool and _one_flag_per_row(mask.meta["val"], i, v))
         )
         and can_generate_for(t.device)
     )

@@ -32,12 +32,21 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
+# Integer forms fail on a zero divisor (CPU), which the moved chain meets at the border
+_INTEGER_DIVISIONS = frozenset({aten.div, aten.floor_divide, aten.remainder, aten.fmod})
+
+
 def _elementwise(node: torch.fx.Node) -> bool:
     """Same-shape arithmetic with no effect but its value: pointwise ops and plain casts."""
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return False
     target = node.target
     if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
+        return False
+    val = node.meta.get("val")
+    if target.overloadpacket in _INTEGER_DIVISIONS and not (
+        isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+    ):
         return False
     if target is prims.convert_element_type.default:
         return True

@@ -114,3 +114,38 @@ def test_a_kernel_that_cannot_launch_leaves_the_sums_to_aten(monkeypatch, caplog
         got = masked_index_add(None, [10, 8], mask.unsqueeze(1), index, values)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert "run through ATen: RuntimeError: no kernel here" in caplog.text
+
+
+def test_a_table_laid_out_column_major_gets_its_rows_added_where_they_are():
+    """The kernel writes rows at `index * dim`: a table whose rows are not contiguous in memory
+    (a transposed graph input) must still get each row added to its own row."""
+    index, mask, values = _rows(21, 6, torch.float32)
+    index[1] = 5
+    base = torch.randn(6, 10).t()  # (10, 6), column-major
+    want = aten.index_put(base, [index], values, True)
+    torch.testing.assert_close(masked_index_add(base, [10, 6], None, index, values), want)
+
+    def add_rows(table, index, values):
+        return torch.ops.aten.index_put(table.t(), [index], values, True) * 2
+
+    gm = aten_graph(add_rows, base.t(), index, values)
+    scatter_index_adds(gm)
+    torch.testing.assert_close(gm(base.t(), index, values), add_rows(base.t(), index, values))
+
+
+def test_a_mask_of_the_index_shape_flags_columns_and_stays_with_aten():
+    """Broadcasting aligns a mask with the rows from the right: one of the index's shape beside
+    rows of as many columns flags columns, not rows, and is no row mask for the kernel."""
+    index = torch.tensor([1, 2, 2, 5])
+    values = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([True, False, True, True])
+
+    def add_rows(table, mask, index, values):
+        return aten._unsafe_masked_index_put_accumulate(table, mask, [index], values) * 2
+
+    table = torch.zeros(8, 4)
+    gm = aten_graph(add_rows, table, mask, index, values)
+    scatter_index_adds(gm)
+    torch.testing.assert_close(gm(table, mask, index, values), add_rows(table, mask, index, values))
+    rows = aten_graph(add_rows, table, mask.unsqueeze(1), index, values)
+    assert scatter_index_adds(rows) == 1  # one flag per row: the kernel's

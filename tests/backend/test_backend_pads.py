@@ -83,3 +83,20 @@ def test_a_padded_bn_relu6_compiles_to_one_kernel_without_a_pad_kernel():
     names = [k.__name__ for k in report.kernels]
     assert len(names) == 1 and not report.fallbacks, (names, report.fallbacks)
     torch.testing.assert_close(got, bn_relu6_pad(*args)[0], atol=1e-6, rtol=1e-6)
+
+
+def test_an_integer_division_keeps_its_pad_after_it():
+    """Moved before a division, the chain would also divide at the border, by the zero its
+    operand was padded with: integer division by zero fails (CPU) where the original graph ran."""
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(1, 9, (2, 3, 4, 4), generator=g) for _ in range(2))
+    for divide in (torch.floor_divide, torch.remainder, torch.fmod):
+
+        def f(x, y):
+            return F.pad(divide(x, y) + 1, [1, 1, 1, 1])  # noqa: B023 (traced at once)
+
+        gm = aten_graph(f, x, y)
+        assert sink_pads(gm) == 1  # after the division only: `+ 1` moves
+        assert torch.equal(gm(x, y), f(x, y))
+    gm = aten_graph(lambda x, y: F.pad((x / y).floor(), [1, 1]), x, y)  # true division: a float
+    assert sink_pads(gm) == 1

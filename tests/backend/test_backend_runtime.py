@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.compiler import compile_graph
 from fuselint.backend.constants import constant_nodes
-from fuselint.backend.cudagraphs import LentOutputs, why_not_recordable
+from fuselint.backend.cudagraphs import GraphReplay, LentOutputs, Recording, why_not_recordable
 from fuselint.backend.runtime import FusedKernel
 
 # Ops that, run on every call, rebuild a constant or move a value between host and device.
@@ -270,5 +270,60 @@ def test_lent_outputs_held_through_a_derived_view_are_not_reclaimed():
     row = alias[1:]  # a view the caller made: it cannot be moved
     del alias
     assert not lent.reclaim()
+    del row
+    assert lent.reclaim()
+
+
+def test_lent_outputs_of_two_replays_keep_separate_version_counters():
+    """In eager two calls return two unrelated tensors: an in-place op on the second call's
+    output must not invalidate the first's, which autograd saved (a false 'modified by an
+    inplace operation' when the aliases shared the recording's counter)."""
+    static = torch.arange(4.0)
+    lent = LentOutputs((static,))
+    (first,) = lent.lend()
+    weight = torch.ones(4, requires_grad=True)
+    loss = (weight * first).sum()  # saves `first` for the backward
+    assert lent.reclaim()
+    _replayed(static, -1.0)
+    (second,) = lent.lend()
+    second.add_(1.0)
+    loss.backward()
+    assert weight.grad.tolist() == [0.0, 1.0, 2.0, 3.0] and second.tolist() == [0.0] * 4
+
+
+class _PoolGraph:
+    """A recorded graph's replay as memory sees it: it writes its outputs and, in a pool that
+    recordings share, may write its temporaries where another recording's outputs lie."""
+
+    def __init__(self, writes: list) -> None:
+        self.writes = writes
+
+    def replay(self) -> None:
+        for memory, value in self.writes:
+            _replayed(memory, value)
+
+
+def test_a_replay_moves_the_outputs_another_layout_lent_from_the_shared_pool():
+    """The layouts of a dynamic graph are recorded into one memory pool: a later recording's
+    outputs may lie in an earlier one's temporaries, which that one's replay writes over."""
+    a_out, b_out = torch.zeros(3), torch.zeros(3)
+    replay = GraphReplay(lambda: None, static=False)
+    record_a = Recording(_PoolGraph([(a_out, 1.0), (b_out, -9.0)]), [], (), (), LentOutputs((a_out,)))
+    record_b = Recording(_PoolGraph([(b_out, 2.0)]), [], (), (), LentOutputs((b_out,)))
+    replay._recorded = {"a": record_a, "b": record_b}
+    (kept_b,) = replay._replay(record_b, ())
+    (kept_a,) = replay._replay(record_a, ())
+    assert kept_b.tolist() == [2.0] * 3 and kept_a.tolist() == [1.0] * 3
+
+
+def test_lent_outputs_held_through_a_view_of_an_alias_given_other_memory_are_not_reclaimed():
+    """An alias the caller pointed at other memory (`.data =`, `set_`) no longer holds the
+    recording's: it must not excuse a view of that memory the caller made before."""
+    static = torch.arange(4.0)
+    lent = LentOutputs((static,))
+    (alias,) = lent.lend()
+    row = alias[1:]
+    alias.data = torch.zeros(4)
+    assert not lent.reclaim()  # a replay would write under `row`
     del row
     assert lent.reclaim()
