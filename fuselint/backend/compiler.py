@@ -487,7 +487,7 @@ def compile_graph(
     seed_random(gm)
     scatter_index_adds(gm)
     gather_pool_grads(gm)
-    gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs)
+    gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     sink_pads(gm)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)

@@ -80,14 +80,15 @@ def channels_last_pays(gm: torch.fx.GraphModule, *, inference: bool) -> bool:
 
 
 def gpu_conv_layout(
-    gm: torch.fx.GraphModule, *, inference: bool, user_outputs: range | None = None
+    gm: torch.fx.GraphModule, *, inference: bool, user_outputs: range | None = None, eager: bool = True
 ) -> torch.fx.GraphModule:
     """gm with its convolutions lowered as Inductor lowers them for a GPU (see the module
     docstring); gm itself when it has none, or when its shapes or strides cannot be followed.
     `user_outputs`: the positions of the outputs the user's code sees (a training forward's others
     are activations saved for the backward, which keep the layout they are made in, as Inductor
     keeps them; None: all). A backward convolution whose saved input is channels_last takes its
-    gradient in channels_last too."""
+    gradient in channels_last too. `eager`: also record how eager lays out each value (for
+    pricing the eager side; the backend, which prices nothing, skips it)."""
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     grads = [n for n in gm.graph.nodes if n.target is aten.convolution_backward.default]
     if not convs and not grads:
@@ -103,14 +104,14 @@ def gpu_conv_layout(
     before = [_val(v) for v in out.args[0]]
     changed = False
     values: dict[str, torch.Tensor] = {}
-    eager = eager_layouts(gm, values)
+    as_eager = eager_layouts(gm, values) if eager else {}
     for old, node in env.items():
         if old.name in values:
             node.meta[EAGER_VAL] = values[old.name]
     for old in convs:
         conv = env[old]
-        if old.name in eager:
-            conv.meta[EAGER_LAYOUT] = eager[old.name]
+        if old.name in as_eager:
+            conv.meta[EAGER_LAYOUT] = as_eager[old.name]
         changed |= _peel_bias(graph, conv)
         if lay_out and len(conv.args[1].meta["val"].shape) == 4:
             for i in (0, 1):

@@ -157,3 +157,14 @@ def test_a_channels_last_gradient_reads_the_nchw_image_through_a_channels_last_c
     # an NCHW gradient changes nothing
     plain = make_fx(_stem_backward, tracing_mode="fake")(grad.contiguous(), image, weight)
     assert gpu_conv_layout(plain, inference=False) is plain
+
+
+def test_the_backend_skips_eager_layouts_and_gets_the_same_graph(monkeypatch):
+    import fuselint.graph.layout as layout
+
+    gm, args = aten_forward(MODELS["small"][0](), torch.randn(2, 3, 16, 16))
+    priced = gpu_conv_layout(gm, inference=True)
+    monkeypatch.setattr(layout, "eager_layouts", lambda *a, **k: pytest.fail("eager layouts computed"))
+    backend = gpu_conv_layout(gm, inference=True, eager=False)
+    assert backend.code == priced.code
+    assert not any(layout.EAGER_LAYOUT in n.meta for n in backend.graph.nodes)
