@@ -18,18 +18,14 @@ leaves ATen's sorted, deterministic kernel in place.
 
 from __future__ import annotations
 
-import logging
-
 import torch
 import torch.fx
 import triton
 import triton.language as tl
 
-from fuselint.backend.runtime import can_generate_for
+from fuselint.backend.runtime import HandKernel, can_generate_for
 
 aten = torch.ops.aten
-log = logging.getLogger("fuselint.backend")
-_failed: list[str] = []  # why the kernel could not run here, once (ATen runs from then on)
 prims = torch.ops.prims
 
 
@@ -47,6 +43,9 @@ def _add_rows(values, mask, index, out, dim, rows_out, HAS_MASK: tl.constexpr, B
         keep = keep & (tl.load(mask + same) != 0)
     x = tl.load(values + row.to(tl.int64) * dim + cols, mask=keep, other=0.0).to(tl.float32)
     tl.atomic_add(out + at * dim + cols, x, mask=keep)
+
+
+ADD_ROWS = HandKernel(_add_rows, "embedding gradients")
 
 
 @torch.library.custom_op("fuselint::masked_index_add", mutates_args=())
@@ -74,16 +73,12 @@ def masked_index_add(
         return out
     rows = values.reshape(at.numel(), dim).contiguous()
     n = out.shape[0]
-    if _failed or not can_generate_for(values.device):
+    if not can_generate_for(values.device):
         return _aten_add(out, at, flags, rows)
     block = min(1024, triton.next_power_of_2(dim))
     grid = (at.numel(), triton.cdiv(dim, block))
     flag_ptr = at if flags is None else flags.view(torch.uint8)
-    try:
-        _add_rows[grid](rows, flag_ptr, at, out, dim, n, HAS_MASK=flags is not None, BLOCK=block)
-    except Exception as exc:  # the kernel does not compile or launch here: ATen's, from now on
-        _failed.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
-        log.warning("fuselint: embedding gradients run through ATen: %s", _failed[0])
+    if not ADD_ROWS.launch(grid, rows, flag_ptr, at, out, dim, n, HAS_MASK=flags is not None, BLOCK=block):
         return _aten_add(out, at, flags, rows)
     return out
 

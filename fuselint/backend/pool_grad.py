@@ -11,18 +11,15 @@ a fixed order (so the sum is deterministic), in float32, rounded once.
 
 from __future__ import annotations
 
-import logging
-
 import torch
 import torch.fx
 import triton
 import triton.language as tl
 
-from fuselint.backend.runtime import can_generate_for
+from fuselint.backend.runtime import HandKernel, can_generate_for
+from fuselint.graph.layout import channels_last
 
 aten = torch.ops.aten
-log = logging.getLogger("fuselint.backend")
-_failed: list[str] = []  # why the kernel could not run here, once (ATen runs from then on)
 
 
 @triton.jit
@@ -64,11 +61,10 @@ def _gather_grads(
 
 
 def _layout(x: torch.Tensor) -> torch.memory_format:
-    return (
-        torch.channels_last
-        if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
-        else torch.contiguous_format
-    )
+    return torch.channels_last if channels_last(x) else torch.contiguous_format
+
+
+GATHER_GRADS = HandKernel(_gather_grads, "max-pool gradients")
 
 
 @torch.library.custom_op("fuselint::max_pool2d_grad", mutates_args=())
@@ -83,7 +79,7 @@ def max_pool2d_grad(
     """`max_pool2d_with_indices_backward` (dilation 1) of `grad` (N, C, OH, OW): the gradient of
     the pooled input, shaped and laid out as `like` (the input)."""
     out = torch.empty_like(like, memory_format=_layout(like))
-    if _failed or not can_generate_for(grad.device) or grad.stride() != indices.stride():
+    if not can_generate_for(grad.device) or grad.stride() != indices.stride():
         return _aten(grad, like, indices, kernel_size, stride, padding)
     N, C, H, W = like.shape
     OH, OW = grad.shape[-2:]
@@ -94,18 +90,14 @@ def max_pool2d_grad(
     if numel == 0:
         return out
     block = 512
-    try:
-        _gather_grads[(triton.cdiv(numel, block),)](
-            grad, indices, out, numel, C, H, W, OH, OW,
-            *grad.stride(), *out.stride(),
-            KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, RH=triton.cdiv(kh, sh), RW=triton.cdiv(kw, sw),
-            CHANNELS_LAST=_layout(out) == torch.channels_last, BLOCK=block,
-        )  # fmt: skip
-    except Exception as exc:  # the kernel does not compile or launch here: ATen's, from now on
-        _failed.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
-        log.warning("fuselint: max-pool gradients run through ATen: %s", _failed[0])
-        return _aten(grad, like, indices, kernel_size, stride, padding)
-    return out
+    launched = GATHER_GRADS.launch(
+        (triton.cdiv(numel, block),),
+        grad, indices, out, numel, C, H, W, OH, OW,
+        *grad.stride(), *out.stride(),
+        KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, RH=triton.cdiv(kh, sh), RW=triton.cdiv(kw, sw),
+        CHANNELS_LAST=_layout(out) == torch.channels_last, BLOCK=block,
+    )  # fmt: skip
+    return out if launched else _aten(grad, like, indices, kernel_size, stride, padding)
 
 
 def _aten(grad, like, indices, kernel_size, stride, padding) -> torch.Tensor:

@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 import sys
@@ -57,6 +58,31 @@ def interpreting(device: torch.device) -> bool:
 
 def can_generate_for(device: torch.device) -> bool:
     return device.type == "cuda" or interpreting(device)
+
+
+class HandKernel:
+    """A hand-written `@triton.jit` kernel behind a custom op (the embedding scatter-add, the
+    max-pool gradient): `launch` runs it until a launch fails to compile or run; from then on it
+    returns False at once and the op computes its result through ATen, the reason logged once at
+    WARNING on `fuselint.backend` (the backend is never wrong where it cannot generate)."""
+
+    def __init__(self, kernel: object, what: str) -> None:
+        self.kernel = kernel
+        self.what = what  # "embedding gradients": what runs through ATen when it fails
+        self.failed: str | None = None
+
+    def launch(self, grid: tuple, *args: object, **kwargs: object) -> bool:
+        if self.failed is not None:
+            return False
+        try:
+            self.kernel[grid](*args, **kwargs)
+        except Exception as exc:  # no binary for this device, or the launch itself failed
+            self.failed = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            logging.getLogger("fuselint.backend").warning(
+                "fuselint: %s run through ATen: %s", self.what, self.failed
+            )
+            return False
+        return True
 
 
 def cache_dir() -> Path:

@@ -10,6 +10,7 @@ from backend_helpers import Unlaunchable, aten_graph, needs_interpreter
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.embedding import masked_index_add, scatter_index_adds
+from fuselint.backend.runtime import HandKernel
 
 pytestmark = needs_interpreter
 
@@ -106,8 +107,7 @@ def test_index_put_accumulate_of_rows_becomes_the_scatter_add():
 def test_a_kernel_that_cannot_launch_leaves_the_sums_to_aten(monkeypatch, caplog):
     import fuselint.backend.embedding as emb
 
-    monkeypatch.setattr(emb, "_add_rows", Unlaunchable())
-    monkeypatch.setattr(emb, "_failed", [])
+    monkeypatch.setattr(emb, "ADD_ROWS", HandKernel(Unlaunchable(), "embedding gradients"))
     index, mask, values = _rows(37, 8, torch.float32)
     want = aten._unsafe_masked_index_put_accumulate(torch.zeros(10, 8), mask.unsqueeze(1), [index], values)
     with caplog.at_level("WARNING", logger="fuselint.backend"):

@@ -9,6 +9,7 @@ from backend_helpers import Unlaunchable, needs_interpreter
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.pool_grad import max_pool2d_grad
+from fuselint.backend.runtime import HandKernel
 
 pytestmark = needs_interpreter
 
@@ -55,8 +56,7 @@ def test_a_training_step_runs_the_gather_and_matches_eager():
 def test_a_kernel_that_cannot_launch_leaves_the_gradient_to_aten(monkeypatch, caplog):
     import fuselint.backend.pool_grad as pg
 
-    monkeypatch.setattr(pg, "_gather_grads", Unlaunchable())
-    monkeypatch.setattr(pg, "_failed", [])
+    monkeypatch.setattr(pg, "GATHER_GRADS", HandKernel(Unlaunchable(), "max-pool gradients"))
     x = torch.randn(1, 2, 6, 6)
     out, idx = aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
     grad = torch.randn(out.shape)
