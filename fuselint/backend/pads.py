@@ -28,6 +28,8 @@ import torch
 import torch.fx
 from torch._guards import detect_fake_mode
 
+from fuselint.graph.layout import fake_value
+
 aten = torch.ops.aten
 prims = torch.ops.prims
 
@@ -107,15 +109,6 @@ def _operands_fit(chain: list[torch.fx.Node], full: tuple[int, ...], padded_dims
     return True
 
 
-def _evaluate(node: torch.fx.Node) -> object:
-    def val(a):
-        return a.meta["val"] if isinstance(a, torch.fx.Node) else a
-
-    args = torch.fx.node.map_aggregate(node.args, val)
-    kwargs = torch.fx.node.map_aggregate(node.kwargs, val)
-    return node.target(*args, **kwargs)
-
-
 def sink_pads(gm: torch.fx.GraphModule) -> int:
     """Move each constant_pad_nd after an elementwise chain before it (module docstring); how many."""
     graph = gm.graph
@@ -150,52 +143,42 @@ def _sink(graph: torch.fx.Graph, pad: torch.fx.Node) -> int:
     members = set(chain)
     new: dict[torch.fx.Node, torch.fx.Node] = {}
     padded: dict[torch.fx.Node, torch.fx.Node] = {}
+    made: list[torch.fx.Node] = []
+
+    def add(target, args: tuple, kwargs: dict | None = None, like: torch.fx.Node = pad) -> torch.fx.Node:
+        node = graph.call_function(target, args, kwargs or {})
+        node.meta = dict(like.meta)
+        node.meta["val"] = fake_value(node)
+        made.append(node)
+        return node
+
+    def operand(a: object) -> object:
+        if not isinstance(a, torch.fx.Node):
+            return a
+        if a in members:
+            return new[a]
+        if _shape(a) != full:
+            return a  # broadcast along the padded dims: the same at every position
+        if a not in padded:
+            padded[a] = add(aten.constant_pad_nd.default, (a, widths, 0))
+        return padded[a]
 
     with graph.inserting_before(pad):
         for node in chain:
-
-            def operand(a):
-                if not isinstance(a, torch.fx.Node):
-                    return a
-                if a in members:
-                    return new[a]
-                if _shape(a) != full:
-                    return a  # broadcast along the padded dims: the same at every position
-                if a not in padded:
-                    p = graph.call_function(aten.constant_pad_nd.default, (a, widths, 0))
-                    p.meta = dict(pad.meta)
-                    p.meta["val"] = _evaluate(p)
-                    padded[a] = p
-                return padded[a]
-
-            clone = graph.call_function(
-                node.target,
-                torch.fx.node.map_aggregate(node.args, operand),
-                torch.fx.node.map_aggregate(dict(node.kwargs), operand),
-            )
-            clone.meta = dict(node.meta)
-            clone.meta["val"] = _evaluate(clone)
-            new[node] = clone
+            args = torch.fx.node.map_aggregate(node.args, operand)
+            kwargs = torch.fx.node.map_aggregate(dict(node.kwargs), operand)
+            new[node] = add(node.target, args, kwargs, like=node)
         # the unpadded positions: ones of the padded dims' shape, padded with zeros (input-free,
         # so computed once at compile time)
         lead = min(padded_dims)
-        ones_shape = [1] * lead + list(full[lead:])
-        ones = graph.call_function(
-            aten.full.default, (ones_shape, True), {"dtype": torch.bool, "device": out.device}
+        ones = add(
+            aten.full.default,
+            ([1] * lead + list(full[lead:]), True),
+            {"dtype": torch.bool, "device": out.device},
         )
-        ones.meta = dict(pad.meta)
-        ones.meta["val"] = _evaluate(ones)
-        inside = graph.call_function(aten.constant_pad_nd.default, (ones, widths, False))
-        inside.meta = dict(pad.meta)
-        inside.meta["val"] = _evaluate(inside)
-        border = graph.call_function(
-            aten.scalar_tensor.default, (fill,), {"dtype": out.dtype, "device": out.device}
-        )
-        border.meta = dict(pad.meta)
-        border.meta["val"] = _evaluate(border)
-        result = graph.call_function(aten.where.self, (inside, new[src], border))
-        result.meta = dict(pad.meta)
-        result.meta["val"] = _evaluate(result)
+        inside = add(aten.constant_pad_nd.default, (ones, widths, False))
+        border = add(aten.scalar_tensor.default, (fill,), {"dtype": out.dtype, "device": out.device})
+        result = add(aten.where.self, (inside, new[src], border))
     got = result.meta["val"]
     leaves_graph = any(u.op == "output" for u in pad.users)
     if (
@@ -203,7 +186,7 @@ def _sink(graph: torch.fx.Graph, pad: torch.fx.Node) -> int:
         or got.dtype != out.dtype
         or (leaves_graph and got.stride() != out.stride())  # the caller sees its strides
     ):
-        for n in reversed([result, border, inside, ones, *new.values(), *padded.values()]):
+        for n in reversed(made):
             graph.erase_node(n)
         return 0
     pad.replace_all_uses_with(result)

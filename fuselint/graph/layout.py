@@ -338,14 +338,14 @@ def _propagate(gm: torch.fx.GraphModule) -> None:
                 graph.erase_node(node)
                 continue
             try:
-                node.meta["val"] = _evaluate(node)
+                node.meta["val"] = fake_value(node)
             except (RuntimeError, ValueError):  # fake tensors raise ValueError for a bad view
                 if node.target not in _VIEWS:
                     raise
                 _copy_before(graph, node, 0, torch.contiguous_format, node.args[0])
                 copy = node.args[0]
-                copy.meta["val"] = _evaluate(copy)
-                node.meta["val"] = _evaluate(node)
+                copy.meta["val"] = fake_value(copy)
+                node.meta["val"] = fake_value(node)
 
 
 def _copies_nothing(node: torch.fx.Node) -> bool:
@@ -355,7 +355,8 @@ def _copies_nothing(node: torch.fx.Node) -> bool:
     return isinstance(src, torch.Tensor) and src.is_contiguous(memory_format=node.kwargs["memory_format"])
 
 
-def _evaluate(node: torch.fx.Node) -> object:
+def fake_value(node: torch.fx.Node) -> object:
+    """node's value computed on its inputs' fake values (a convolution's laid out as cuDNN lays it out)."""
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
     if node.target is operator.getitem:
         return args[0][args[1]]
@@ -432,7 +433,7 @@ def _restore_output_strides(
             return False
         with graph.inserting_before(out):
             copy = graph.call_function(aten.clone.default, (value,), {"memory_format": fmt})
-        copy.meta["val"] = _evaluate(copy)
+        copy.meta["val"] = fake_value(copy)
         _like(copy, value)
         outputs = list(out.args[0])
         outputs[i] = copy
