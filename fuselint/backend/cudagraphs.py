@@ -233,10 +233,8 @@ class GraphReplay:
             return self.fn(*args)
         inputs = rec.inputs
         fresh = [i for i in rec.copied if args[i].data_ptr() != inputs[i].data_ptr()]
-        if len(fresh) > 1:
+        if fresh:
             torch._foreach_copy_([inputs[i] for i in fresh], [args[i] for i in fresh])
-        elif fresh:
-            inputs[fresh[0]].copy_(args[fresh[0]])
         rec.graph.replay()
         self.replays += 1
         return rec.outputs.lend()
