@@ -528,10 +528,7 @@ class Lowering:
         meta = tensor_meta(node)
         if node.meta["val"].device != self.device:
             raise Unsupported("input on another device")
-        strides = [0] * len(self.space)
-        for j, d in enumerate(smap):
-            if d is not None:
-                strides[d] = meta.stride[j]
+        strides = self._space_strides(smap, meta.stride)
         dims = frozenset(d for d, s in enumerate(strides) if s != 0 and self.space[d] > 1)
         dims |= {d for d, _, _ in shifts}
         v = Value(
@@ -1160,10 +1157,7 @@ class Lowering:
                 raise Unsupported("tuple output")
             meta = tensor_meta(node)
             self.ctype_for(meta.dtype)
-            strides = [0] * len(self.space)
-            for j, d in enumerate(smap):
-                if d is not None:
-                    strides[d] = meta.stride[j]
+            strides = self._space_strides(smap, meta.stride)
             stores.append(Store(value, i, tuple(strides), meta.dtype))
             out_meta.append(meta)
         stores += self._copy_stores(stores)
@@ -1196,6 +1190,15 @@ class Lowering:
             op_names=ops,
         )
 
+    def _space_strides(self, smap: tuple, stride: tuple) -> list[int]:
+        """A tensor's element strides along the kernel's dims, from its dim map (0 where it does
+        not vary)."""
+        strides = [0] * len(self.space)
+        for j, d in enumerate(smap):
+            if d is not None:
+                strides[d] = stride[j]
+        return strides
+
     def _copy_stores(self, stores: list[Store]) -> list[Store]:
         """The stores of the group's copy_ into inputs. Each element of the input is written once,
         by the program that reads it for that store alone: a value stored elsewhere that read the
@@ -1204,10 +1207,7 @@ class Lowering:
         for dst, value, smap in self.copies:
             j = self.input_index[dst.name]
             meta = tensor_meta(dst)
-            strides = [0] * len(self.space)
-            for k, d in enumerate(smap):
-                if d is not None:
-                    strides[d] = meta.stride[k]
+            strides = self._space_strides(smap, meta.stride)
             if any(
                 strides[d] == 0 and self.space[d] > 1 for d in range(len(self.space)) if d not in self.rset
             ):
