@@ -326,7 +326,7 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
     any other call, arithmetic with a tensor, a return) keeps the guess."""
     if not guesses:
         return []
-    defaults = _none_defaulted(fn)
+    defaults = none_defaulted(fn)
     found = [name for name in guesses if name in defaults and _filled_with_number(fn, name)]
     rest = [name for name in guesses if name not in found]
     if not rest:
@@ -354,7 +354,8 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
     return found + [name for name in rest if name in sized]
 
 
-def _none_defaulted(fn: FunctionNode) -> set[str]:
+def none_defaulted(fn: FunctionNode) -> set[str]:
+    """The parameters whose default is a literal `None`."""
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
     pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)]
