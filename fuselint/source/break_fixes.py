@@ -109,13 +109,19 @@ def _any_of(sf: SourceFile, test: ast.expr) -> str | None:
     return target.id if isinstance(target, ast.Name) else None
 
 
-def _alone_in_block(tree: ast.AST, stmt: ast.stmt) -> bool:
+def block_of(tree: ast.AST, stmt: ast.stmt) -> list[ast.stmt] | None:
+    """The statement list under `tree` (a body, `else` or `finally` block) that holds `stmt`."""
     for node in ast.walk(tree):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list) and any(s is stmt for s in block):
-                return len(block) == 1
-    return True
+                return block
+    return None
+
+
+def _alone_in_block(tree: ast.AST, stmt: ast.stmt) -> bool:
+    block = block_of(tree, stmt)
+    return block is None or len(block) == 1
 
 
 def drop_none_shortcut(sf: SourceFile, site: Site) -> Fix | None:

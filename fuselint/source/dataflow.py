@@ -326,7 +326,7 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
     any other call, arithmetic with a tensor, a return) keeps the guess."""
     if not guesses:
         return []
-    defaults = _none_defaulted(fn)
+    defaults = none_defaulted(fn)
     found = [name for name in guesses if name in defaults and _filled_with_number(fn, name)]
     rest = [name for name in guesses if name not in found]
     if not rest:
@@ -354,7 +354,8 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
     return found + [name for name in rest if name in sized]
 
 
-def _none_defaulted(fn: FunctionNode) -> set[str]:
+def none_defaulted(fn: FunctionNode) -> set[str]:
+    """The parameters whose default is a literal `None`."""
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
     pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)]
@@ -1384,23 +1385,28 @@ def _local_tensors(
 def _arithmetic_on_tensor(value: ast.expr, state: dict) -> bool:
     """`shift * sigmas / (1 + (shift - 1) * sigmas)` with `sigmas` a local tensor: arithmetic of
     names and number literals in which some name holds a built tensor gives a tensor."""
-    leaves: list[ast.expr] = []
-    stack = [value]
+    operands = _arithmetic_operands(value, _INT_OPS + (ast.Div, ast.Pow))
+    return (
+        isinstance(value, ast.BinOp)
+        and all(isinstance(n, ast.Name) for n in operands)
+        and any(state.get(n.id, False) for n in operands)
+    )
+
+
+def _arithmetic_operands(expr: ast.expr, ops: tuple[type[ast.operator], ...]) -> list[ast.expr]:
+    """What `expr` combines with the binary `ops` and unary `+`/`-`, number literals left out:
+    `1.0 - a * b` -> [a, b] (in no particular order)."""
+    operands: list[ast.expr] = []
+    stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_OPS + (ast.Div, ast.Pow)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ops):
             stack += [node.left, node.right]
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             stack.append(node.operand)
-        elif isinstance(node, ast.Name) or (
-            isinstance(node, ast.Constant) and type(node.value) in (int, float)
-        ):
-            leaves.append(node)
-        else:
-            return False
-    return isinstance(value, ast.BinOp) and any(
-        isinstance(n, ast.Name) and state.get(n.id, False) for n in leaves
-    )
+        elif not (isinstance(node, ast.Constant) and type(node.value) in (int, float)):
+            operands.append(node)
+    return operands
 
 
 def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]:
@@ -1450,8 +1456,8 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                             kinds.append("made")
                         elif _self_attr(base) is not None:
                             kinds.append("attr:" + _self_attr(base))
-                        elif _number_arithmetic_of(value) is not None:
-                            kinds.append("attr:" + _number_arithmetic_of(value))
+                        elif (operand := _number_arithmetic_of(value)) is not None:
+                            kinds.append("attr:" + operand)
                         elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
                             kinds.append(None)  # resolved below, once the method's stores are known
                             pending.append((kinds, len(kinds) - 1, node))
@@ -1502,21 +1508,10 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
 def _number_arithmetic_of(value: ast.expr) -> str | None:
     """The attribute X of `1.0 - self.X`, `-self.X`, `self.X * 2` (arithmetic of one attribute and
     number literals, a tensor exactly when X is one), else None."""
-    found: list[str] = []
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.BinOp) and isinstance(
-            node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
-        ):
-            stack += [node.left, node.right]
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            stack.append(node.operand)
-        elif _self_attr(node) is not None:
-            found.append(_self_attr(node))
-        elif not (isinstance(node, ast.Constant) and type(node.value) in (int, float)):
-            return None
-    return found[0] if len(found) == 1 and value is not None and not _self_attr(value) else None
+    operands = _arithmetic_operands(value, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow))
+    if len(operands) != 1 or _self_attr(value) is not None:
+        return None
+    return _self_attr(operands[0])
 
 
 def _is_none(expr: ast.expr) -> bool:

@@ -1,14 +1,19 @@
-"""Shared helper for the source-rule tests: lint a snippet, get (code, line) pairs."""
+"""Shared helpers for the source-rule tests: lint a snippet or a tree of files, get (code, line)
+pairs, and ask dynamo whether a function breaks the graph."""
 
 from __future__ import annotations
 
 import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
 from fuselint.findings import Finding
 from fuselint.source.fixer import fix_text
-from fuselint.source.lint import lint_text
+from fuselint.source.lint import discover, lint_text, lint_tree
 
 CATALOG = load_catalog()
 
@@ -27,3 +32,27 @@ def fixed(source: str, code: str, unsafe: bool = True) -> str:
     return fix_text(
         textwrap.dedent(source), lambda t: lint_text("snippet.py", t, CATALOG, config), unsafe=unsafe
     ).text
+
+
+def tree_findings(root: Path, files: dict[str, str], **settings) -> list[Finding]:
+    """The FL1 findings of a tree made of `files` (path under `root` -> source) under `root`."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    config = Config(root=root, select=("FL1",), **settings)
+    return lint_tree(discover([str(root)], config), CATALOG, config, jobs=1).findings
+
+
+def breaks_under_dynamo(fn, *args, **kwargs) -> bool:
+    """Whether dynamo breaks the graph compiling `fn` and calling it on `args` (fullgraph raises
+    on a break; a data-dependent read, a graph break without fullgraph, raises UserError there)."""
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.compile(fn, fullgraph=True, backend="eager")(*args, **kwargs)
+        except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError):
+            return True
+    return False

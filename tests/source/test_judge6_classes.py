@@ -5,15 +5,10 @@ flagged here, and the look-alikes that do not break stay quiet."""
 from __future__ import annotations
 
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import lines
-
-from fuselint.catalog import load_catalog
-from fuselint.config import Config
-from fuselint.source.lint import discover, lint_tree
+from source_rules_helpers import breaks_under_dynamo, lines, tree_findings
 
 # performer_pytorch.py:294: a buffer counter that `+=` updates, tested in a method `forward`
 # calls on a stored submodule (`self.proj_updater.redraw_projections()`).
@@ -72,32 +67,18 @@ def test_a_buffer_updated_in_place_stays_a_tensor():
 
 
 def test_a_method_called_on_a_stored_submodule_is_reached(tmp_path: Path):
-    (tmp_path / "updater.py").write_text(textwrap.dedent(UPDATER))
-    config = Config(root=tmp_path, select=("FL1",))
-    found = lint_tree(discover([str(tmp_path)], config), load_catalog(), config, jobs=1).findings
-    found = [f for f in found if f.code == "FL102"]
+    found = [f for f in tree_findings(tmp_path, {"updater.py": UPDATER}) if f.code == "FL102"]
     assert [f.span.line for f in found] == [14]
     assert "Model.forward → Updater.step" in found[0].message
 
 
 def test_a_stored_submodule_method_breaks_under_dynamo_where_flagged():
+    torch = pytest.importorskip("torch")
     namespace: dict = {}
     exec(compile(textwrap.dedent(UPDATER), "updater.py", "exec"), namespace)  # noqa: S102 - our own snippet
-    assert _breaks(namespace["Model"]().train(), 2, 4)
-    assert not _breaks(namespace["Model"]().eval(), 2, 4)  # `if not self.training: return` first
-
-
-def _breaks(fn, *shape: int, **kwargs) -> bool:
-    """Whether dynamo breaks the graph compiling `fn` on a random input (fullgraph raises on a break)."""
-    torch = pytest.importorskip("torch")
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            torch.compile(fn, fullgraph=True, backend="eager")(torch.randn(*shape), **kwargs)
-        except torch._dynamo.exc.Unsupported:
-            return True
-    return False
+    assert breaks_under_dynamo(namespace["Model"]().train(), torch.randn(2, 4))
+    # `if not self.training: return` first
+    assert not breaks_under_dynamo(namespace["Model"]().eval(), torch.randn(2, 4))
 
 
 RNG = """
@@ -142,7 +123,7 @@ def test_the_global_generator_state_breaks_under_dynamo(body):
     torch = pytest.importorskip("torch")
     namespace: dict = {"torch": torch}
     exec(f"def f(x):\n    {body}\n    return x * 2\n", namespace)  # noqa: S102 - our own snippet
-    assert _breaks(namespace["f"], 3)
+    assert breaks_under_dynamo(namespace["f"], torch.randn(3))
 
 
 def test_fork_rng_in_a_functions_backward_breaks_under_dynamo():
@@ -199,7 +180,7 @@ def test_a_comprehension_if_on_a_tensor_element_breaks_under_dynamo():
     torch = pytest.importorskip("torch")
     namespace: dict = {}
     exec(compile(textwrap.dedent(COMPREHENSIONS), "comp.py", "exec"), namespace)  # noqa: S102 - our own snippet
-    assert _breaks(namespace["Seq"]().train(), 2, 4, hs=[torch.randn(2, 4)])
+    assert breaks_under_dynamo(namespace["Seq"]().train(), torch.randn(2, 4), hs=[torch.randn(2, 4)])
 
 
 def test_names_a_comprehension_binds_carry_the_kind_of_what_it_iterates():

@@ -5,38 +5,10 @@ and the look-alikes that do not break stay quiet."""
 from __future__ import annotations
 
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import lines
-
-from fuselint.catalog import load_catalog
-from fuselint.config import Config
-from fuselint.source.lint import discover, lint_tree
-
-
-def _tree(tmp_path: Path, files: dict[str, str], **settings) -> list:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    config = Config(root=tmp_path, select=("FL1",), **settings)
-    return lint_tree(discover([str(tmp_path)], config), load_catalog(), config, jobs=1).findings
-
-
-def _breaks(fn, *args) -> bool:
-    """Whether dynamo breaks the graph compiling `fn` (fullgraph raises on a break; a data-dependent
-    read, a graph break without fullgraph, raises UserError there)."""
-    torch = pytest.importorskip("torch")
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            torch.compile(fn, fullgraph=True, backend="eager")(*args)
-        except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError):
-            return True
-    return False
+from source_rules_helpers import breaks_under_dynamo, lines, tree_findings
 
 
 def _run(source: str, name: str):
@@ -109,7 +81,7 @@ METHODS = {
 
 
 def test_a_factorys_returned_classes_are_reached(tmp_path: Path):
-    found = [f for f in _tree(tmp_path, METHODS) if f.code == "FL102"]
+    found = [f for f in tree_findings(tmp_path, METHODS) if f.code == "FL102"]
     where = sorted((Path(f.span.path).name, f.span.line) for f in found)
     assert where == [("base.py", 9), ("heun.py", 6)]  # both classes `select` may return
     assert "solver_fn = methods.select(...)" in found[0].message
@@ -118,7 +90,7 @@ def test_a_factorys_returned_classes_are_reached(tmp_path: Path):
 def test_a_function_returning_anything_else_is_no_factory(tmp_path: Path):
     files = dict(METHODS)
     files["pkg/model.py"] = METHODS["pkg/model.py"].replace("methods.select(", "methods.helper(")
-    assert [f for f in _tree(tmp_path, files) if f.code == "FL102"] == []
+    assert [f for f in tree_findings(tmp_path, files) if f.code == "FL102"] == []
 
 
 # torchsde's BrownianInterval: `self._last_interval._loc(ta, tb)` and `parent._randn(seed)` on the
@@ -158,7 +130,7 @@ INTERVALS = {
 
 
 def test_a_private_method_of_an_unknown_object_is_reached(tmp_path: Path):
-    found = [f for f in _tree(tmp_path, INTERVALS) if f.code == "FL108"]
+    found = [f for f in tree_findings(tmp_path, INTERVALS) if f.code == "FL108"]
     assert [(f.span.path.rsplit("/", 1)[-1], f.span.line) for f in found] == [
         ("intervals.py", 5),
         ("intervals.py", 6),
@@ -172,7 +144,7 @@ def test_a_public_method_of_an_unknown_object_is_not_followed(tmp_path: Path):
     files["intervals.py"] = INTERVALS["intervals.py"].replace(
         "return torch.zeros(3)", "return torch.randn(3, generator=torch.Generator())"
     )
-    assert [f for f in _tree(tmp_path, files) if f.code == "FL108"] == []
+    assert [f for f in tree_findings(tmp_path, files) if f.code == "FL108"] == []
 
 
 # zuko's NormalizingFlow: `__init__` stores the transform it is handed (`self.transform =
@@ -238,7 +210,7 @@ FLOWS = {
 
 
 def test_a_method_of_an_object_init_was_handed_is_reached(tmp_path: Path):
-    found = _tree(tmp_path, FLOWS, traced_functions=("*.log_prob",))
+    found = tree_findings(tmp_path, FLOWS, traced_functions=("*.log_prob",))
     assert sorted((f.code, f.span.line) for f in found) == [("FL105", 7), ("FL108", 9)]
     assert all(".call_and_ladj(...) → Monotonic.call_and_ladj" in f.message for f in found)
 
@@ -279,7 +251,7 @@ ADJOINT = {
 
 
 def test_an_autograd_functions_forward_is_reached_through_apply(tmp_path: Path):
-    found = [f for f in _tree(tmp_path, ADJOINT) if f.code == "FL102"]
+    found = [f for f in tree_findings(tmp_path, ADJOINT) if f.code == "FL102"]
     assert [(Path(f.span.path).name, f.span.line) for f in found] == [("solver.py", 9)]
     assert "Adjoint.forward" in found[0].message
 
@@ -289,7 +261,9 @@ def test_an_autograd_functions_while_breaks_under_dynamo():
     namespace: dict = {}
     exec(compile(textwrap.dedent(ADJOINT["solver.py"]), "solver.py", "exec"), namespace)  # noqa: S102 - our own snippet
     odeint = namespace["odeint"]
-    assert _breaks(lambda x: odeint(torch.tanh, x, torch.zeros(()), torch.ones(())), torch.randn(3))
+    assert breaks_under_dynamo(
+        lambda x: odeint(torch.tanh, x, torch.zeros(()), torch.ones(())), torch.randn(3)
+    )
 
 
 # ---- FL108: numpy's random draws, generator objects, gradients ---------------------------------
@@ -337,7 +311,7 @@ def test_numpy_draws_generators_and_gradients_break_under_dynamo(body, breaks):
     np = pytest.importorskip("numpy")
     namespace = {"torch": torch, "np": np, "G": torch.Generator(), "W": torch.randn(3, requires_grad=True)}
     exec(f"def f(x):\n    {body}\n    return x * 2\n", namespace)  # noqa: S102 - our own snippet
-    assert _breaks(namespace["f"], torch.randn(3)) is breaks
+    assert breaks_under_dynamo(namespace["f"], torch.randn(3)) is breaks
 
 
 # ---- FL102: all() / any() over a comprehension of tensor tests ---------------------------------
@@ -363,8 +337,8 @@ def test_all_over_tensor_comparisons_is_flagged():
 def test_all_over_tensor_comparisons_breaks_under_dynamo():
     torch = pytest.importorskip("torch")
     times = _run(INCREASING, "Times")()
-    assert _breaks(lambda ts: times(ts, [1, 2]), torch.arange(3.0))
-    assert not _breaks(lambda ts: ts * all(n < 4 for n in [1, 2]), torch.arange(3.0))
+    assert breaks_under_dynamo(lambda ts: times(ts, [1, 2]), torch.arange(3.0))
+    assert not breaks_under_dynamo(lambda ts: ts * all(n < 4 for n in [1, 2]), torch.arange(3.0))
 
 
 # ---- not flagged: modules built in the call, entries that are not `forward` --------------------
@@ -403,15 +377,15 @@ def test_a_module_built_in_the_call_does_not_break_alone():
     # torchsde's gb0119 (base_sde.py:32, 45, 243) shows only after an earlier break in `sdeint`'s
     # frame; a module built and called inside a compiled forward traces (nothing to flag).
     torch = pytest.importorskip("torch")
-    assert not _breaks(_run(BUILT, "Model")(), torch.randn(3))
+    assert not breaks_under_dynamo(_run(BUILT, "Model")(), torch.randn(3))
     assert lines(BUILT, "FL1") == []
 
 
 def test_a_generate_method_is_linted_when_named(tmp_path: Path):
     # judge6's `generate`-like entries: no `forward` calls `generate`, so the default lint leaves
     # it; users who compile it name it in `traced-functions`, and then its break is found.
-    assert [f for f in _tree(tmp_path, {"model.py": BUILT}) if f.code == "FL102"] == []
-    found = _tree(tmp_path, {"model.py": BUILT}, traced_functions=("*.generate",))
+    assert [f for f in tree_findings(tmp_path, {"model.py": BUILT}) if f.code == "FL102"] == []
+    found = tree_findings(tmp_path, {"model.py": BUILT}, traced_functions=("*.generate",))
     assert [(f.code, f.span.line) for f in found] == [("FL102", 24)]
 
 

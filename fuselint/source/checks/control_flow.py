@@ -24,7 +24,13 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
-from fuselint.source.break_fixes import assert_instead_of_raise, drop_none_shortcut, spans_string, whole_lines
+from fuselint.source.break_fixes import (
+    assert_instead_of_raise,
+    block_of,
+    drop_none_shortcut,
+    spans_string,
+    whole_lines,
+)
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
 from fuselint.source.dataflow import (
@@ -579,22 +585,19 @@ def _equal_values_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | N
 def _bound_before(flow: FunctionFlow, stmt: ast.If, name: str) -> bool:
     """`name` is assigned by a plain `name = ...` statement earlier in the block that holds `stmt`
     (so it is bound whenever the `if` runs), and not deleted in between."""
-    for node in ast.walk(flow.fn.node):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and any(s is stmt for s in block):
-                before = block[: next(i for i, s in enumerate(block) if s is stmt)]
-                for earlier in reversed(before):
-                    if any(
-                        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Del)
-                        for n in ast.walk(earlier)
-                    ):
-                        return False
-                    if isinstance(earlier, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == name for t in earlier.targets
-                    ):
-                        return True
-                return False
+    block = block_of(flow.fn.node, stmt)
+    if block is None:
+        return False
+    before = block[: next(i for i, s in enumerate(block) if s is stmt)]
+    for earlier in reversed(before):
+        if any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Del) for n in ast.walk(earlier)
+        ):
+            return False
+        if isinstance(earlier, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in earlier.targets
+        ):
+            return True
     return False
 
 

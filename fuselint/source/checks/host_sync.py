@@ -191,7 +191,7 @@ def _single_values(flow: FunctionFlow) -> dict[str, list[ast.Assign]]:
 
 
 def _values_at(
-    name: ast.Name, flow: FunctionFlow, values: dict[str, list[ast.Assign]], handed: frozenset[str]
+    name: ast.Name, flow: FunctionFlow, values: dict[str, list[ast.Assign]]
 ) -> list[ast.expr] | None:
     """The values `name` may hold where it is read: every assignment's, or for a parameter, those
     made before the read when one of them is unconditional (at the function's top level); None for
@@ -215,7 +215,7 @@ def _computed_scalar(
     expr: ast.expr,
     flow: FunctionFlow,
     env: dict,
-    values: dict[str, list[ast.expr]],
+    values: dict[str, list[ast.Assign]],
     handed: frozenset[str] = frozenset(),
     depth: int = 0,
 ) -> bool:
@@ -230,7 +230,7 @@ def _computed_scalar(
     if depth > 8:
         return False
     if isinstance(expr, ast.Name):
-        found = _values_at(expr, flow, values, handed)
+        found = _values_at(expr, flow, values)
         if found is None:
             return expr.id in handed  # a parameter a method of the class is handed a computed value in
         computed = [v for v in found if not _literal_tensor(v, flow)]

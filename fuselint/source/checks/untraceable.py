@@ -44,7 +44,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.break_fixes import iterate_a_tuple
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
-from fuselint.source.dataflow import FunctionFlow, flows
+from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import SourceFile
 from fuselint.source.scope import ModelFunction, own_nodes
@@ -101,17 +101,8 @@ def _handed_generator(call: ast.Call, flow: FunctionFlow) -> bool:
     if value is None or (isinstance(value, ast.Constant) and value.value is None):
         return False
     if isinstance(value, ast.Name) and flow.assigned.get(value.id, 0) == 1:  # the parameter only
-        default = _defaults(flow.fn.node.args).get(value.id)
-        return not (isinstance(default, ast.Constant) and default.value is None)
+        return value.id not in none_defaulted(flow.fn.node)
     return True
-
-
-def _defaults(args: ast.arguments) -> dict[str, ast.expr]:
-    """Each parameter with a default -> that default."""
-    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-    found = dict(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
-    found.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
-    return found
 
 
 def rnn_attributes(cls: ast.ClassDef | None, imports: ImportTable) -> dict[str, str]:
