@@ -238,6 +238,11 @@ class Device:
         time_us), never faster than the peak rate."""
         return max(flops / (peak * 1e6), flops / (tflops * 1e6) - self.launch_us)
 
+    def _at_gbs(self, nbytes: float, gbs: float) -> float:
+        """Time to move nbytes at a measured rate (which includes the kernel's launch, added by
+        time_us), never faster than the peak bandwidth."""
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+
     def gemm_us(self, m: float, n: float, k: float, dtype: str) -> float:
         """Math time of an (m x k) @ (k x n) matmul: at the rate swept for its shape (scaled to
         dtype's peak: the sweep is half precision), else at the peak rate."""
@@ -286,7 +291,7 @@ class Device:
         if self.efficiency is None or len(self.efficiency.stem_copy) != 2:
             return None
         gbs = self.efficiency.stem_copy[1 if padding else 0]
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def outer_reduction_us(self, nbytes: float, launches: float = 1) -> float | None:
         """Memory time of a planned reduction over a channels_last image's spatial dims: memory_us
@@ -308,7 +313,7 @@ class Device:
         gbs = self.efficiency.batch_norm_gbs(layout, hw, nbytes) if self.efficiency else None
         if gbs is None:
             return None
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def layer_norm_us(self, nbytes: float, rows: int, width: int) -> float | None:
         """Memory time of eager LayerNorm over `rows` rows of `width` elements, at the per-row and
@@ -327,7 +332,7 @@ class Device:
         if len(rates) not in (2, 3):
             return None
         gbs = rates[1] if cat else rates[2] if permuted and len(rates) == 3 else rates[0]
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def max_pool_us(self, nbytes: float, layout: str) -> float | None:
         """Memory time of PyTorch's eager max-pool kernel for its layout moving nbytes (input read,
@@ -335,7 +340,7 @@ class Device:
         if self.efficiency is None or len(self.efficiency.max_pool) != 2:
             return None
         gbs = self.efficiency.max_pool[0 if layout == "contiguous" else 1]
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
         """Math time of a depthwise convolution at the rate swept for its layout and kernel size
