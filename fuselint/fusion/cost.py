@@ -36,7 +36,7 @@ from fuselint.fusion.attention import (
     math_parts,
     sdpa_call,
 )
-from fuselint.fusion.devices import DEFAULT, STEM_CHANNELS, STEM_TENSOR_CORE_TAPS, Device
+from fuselint.fusion.devices import DEFAULT, Device, stem_family
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 from fuselint.graph.layout import channels_last, conv_eager_layout, eager_layout_name, eager_val, layout_name
 
@@ -589,15 +589,12 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
 
 
 def _stem_kind(conv: torch.fx.Node, x: torch.Tensor, w: torch.Tensor, device: Device) -> str | None:
-    """ "tensor-core" or "cuda-core": the cuDNN kernel family of an image stem (Device.stem_us: a
-    dense convolution of few input channels, more than one tap, over an image larger than 1x1)
-    where the table prices stems' copies (Device.stem_copy_us); None otherwise."""
-    taps = w.shape[2] * w.shape[3]
-    if device.stem_copy_us(1.0) is None or conv.args[8] != 1 or w.shape[1] > STEM_CHANNELS:
+    """ "tensor-core" or "cuda-core": the cuDNN kernel family (`stem_family`) of an image stem, a
+    dense convolution over an image larger than 1x1, where the table prices stems' copies
+    (Device.stem_copy_us); None otherwise."""
+    if device.stem_copy_us(1.0) is None or conv.args[8] != 1 or x.shape[2] * x.shape[3] <= 1:
         return None
-    if taps <= 1 or x.shape[2] * x.shape[3] <= 1:
-        return None
-    return "tensor-core" if taps >= STEM_TENSOR_CORE_TAPS else "cuda-core"
+    return stem_family(w.shape[1], w.shape[2] * w.shape[3])
 
 
 def _bias_kernel(y: torch.Tensor, bias: bool, device: Device) -> Cost:

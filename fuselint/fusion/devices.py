@@ -277,10 +277,11 @@ class Device:
         tap count (Efficiency.stem), its output channels rounded up to a 32-wide tile (None: not
         in the table, or not such a convolution)."""
         eff = self.efficiency
-        if eff is None or len(eff.stem) != 3 or cin > STEM_CHANNELS or taps <= 1:
+        family = stem_family(cin, taps)
+        if eff is None or len(eff.stem) != 3 or family is None:
             return None
         work = 2.0 * m * 32 * math.ceil(cout / 32) * cin * taps
-        if taps >= STEM_TENSOR_CORE_TAPS:
+        if family == "tensor-core":
             return self._at_rate(work, eff.stem[2], self.half_tflops)
         return self._at_rate(work, eff.stem[0 if layout == "contiguous" else 1], self.fp32_tflops)
 
@@ -354,6 +355,16 @@ class Device:
 # taps ran CUDA-core kernels, those with 49 and 256 tensor-core ones (bench/results/h200-eff).
 STEM_CHANNELS = 4
 STEM_TENSOR_CORE_TAPS = 32
+
+
+def stem_family(cin: float, taps: int) -> str | None:
+    """ "tensor-core" or "cuda-core": the cuDNN kernel family of a dense convolution over an image
+    of few channels (cin <= STEM_CHANNELS, more than one tap) by its tap count; None for any other
+    convolution."""
+    if cin > STEM_CHANNELS or taps <= 1:
+        return None
+    return "tensor-core" if taps >= STEM_TENSOR_CORE_TAPS else "cuda-core"
+
 
 H200 = Device(
     "H200",
