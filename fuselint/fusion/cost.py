@@ -220,16 +220,17 @@ def kernel_cost(
     if priced:  # matmuls and convolutions at the rates measured for their shapes
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
+    # Kernels that run below the vectorised copy rate: eager's own, and planned ones of two kinds
     memory_us = None
-    if not eager and fused_broadcast(facts, nodes, read_nodes):
-        memory_us = device.broadcast_us(read + written, launches)
-    if not eager and fused_outer_reduction(facts, nodes):
-        memory_us = device.outer_reduction_us(read + written, launches)
-    if eager:  # eager's own kernels where they run below the vectorised copy rate
+    if eager:
         memory_us = _eager_norm_us(facts, nodes, device, read + written)
         path = eager_unvectorised(facts, nodes) if memory_us is None else None
         if path is not None:
             memory_us = device.strided_us(read + written, cat=path == "cat", permuted=path == "permuted")
+    elif fused_outer_reduction(facts, nodes):
+        memory_us = device.outer_reduction_us(read + written, launches)
+    elif fused_broadcast(facts, nodes, read_nodes):
+        memory_us = device.broadcast_us(read + written, launches)
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
