@@ -328,12 +328,8 @@ def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, se
     element and run below the rate of plain pointwise ones (Device.broadcast_us)."""
     if {facts.kind[c] for c in nodes} != {"pointwise"}:
         return False
-
-    def numel(v: str) -> int:
-        return math.prod(facts.shape.get(v) or ())
-
-    largest = max(map(numel, nodes), default=0)
-    return any(1 < numel(v) < largest for v in read_nodes)
+    largest = max(map(facts.numel, nodes), default=0)
+    return any(1 < facts.numel(v) < largest for v in read_nodes)
 
 
 def fused_outer_reduction(facts: GraphFacts, nodes: set[str]) -> bool:
