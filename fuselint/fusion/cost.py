@@ -36,7 +36,7 @@ from fuselint.fusion.attention import (
     math_parts,
     sdpa_call,
 )
-from fuselint.fusion.devices import DEFAULT, STEM_CHANNELS, STEM_TENSOR_CORE_TAPS, Device
+from fuselint.fusion.devices import DEFAULT, Device, stem_family
 from fuselint.fusion.plan import OPAQUE, FusionPlan, GraphFacts
 from fuselint.graph.layout import channels_last, conv_eager_layout, eager_layout_name, eager_val, layout_name
 
@@ -220,16 +220,17 @@ def kernel_cost(
     if priced:  # matmuls and convolutions at the rates measured for their shapes
         rest = sum(flops[c] for c in nodes if c not in priced)
         compute_us = sum(priced.values()) + rest / (device.tflops(dtype) * 1e6)
+    # Kernels that run below the vectorised copy rate: eager's own, and planned ones of two kinds
     memory_us = None
-    if not eager and fused_broadcast(facts, nodes, read_nodes):
-        memory_us = device.broadcast_us(read + written, launches)
-    if not eager and fused_outer_reduction(facts, nodes):
-        memory_us = device.outer_reduction_us(read + written, launches)
-    if eager:  # eager's own kernels where they run below the vectorised copy rate
+    if eager:
         memory_us = _eager_norm_us(facts, nodes, device, read + written)
         path = eager_unvectorised(facts, nodes) if memory_us is None else None
         if path is not None:
             memory_us = device.strided_us(read + written, cat=path == "cat", permuted=path == "permuted")
+    elif fused_outer_reduction(facts, nodes):
+        memory_us = device.outer_reduction_us(read + written, launches)
+    elif fused_broadcast(facts, nodes, read_nodes):
+        memory_us = device.broadcast_us(read + written, launches)
     time = device.time_us(read + written, total_flops, dtype, launches, compute_us, memory_us)
     return Cost(launches, read + written, total_flops, time)
 
@@ -327,12 +328,8 @@ def fused_broadcast(facts: GraphFacts, nodes: set[str], read_nodes: dict[str, se
     element and run below the rate of plain pointwise ones (Device.broadcast_us)."""
     if {facts.kind[c] for c in nodes} != {"pointwise"}:
         return False
-
-    def numel(v: str) -> int:
-        return math.prod(facts.shape.get(v) or ())
-
-    largest = max(map(numel, nodes), default=0)
-    return any(1 < numel(v) < largest for v in read_nodes)
+    largest = max(map(facts.numel, nodes), default=0)
+    return any(1 < facts.numel(v) < largest for v in read_nodes)
 
 
 def fused_outer_reduction(facts: GraphFacts, nodes: set[str]) -> bool:
@@ -589,15 +586,12 @@ def nchw_conv_extra(facts: GraphFacts, unit: set[str], device: Device, compiled:
 
 
 def _stem_kind(conv: torch.fx.Node, x: torch.Tensor, w: torch.Tensor, device: Device) -> str | None:
-    """ "tensor-core" or "cuda-core": the cuDNN kernel family of an image stem (Device.stem_us: a
-    dense convolution of few input channels, more than one tap, over an image larger than 1x1)
-    where the table prices stems' copies (Device.stem_copy_us); None otherwise."""
-    taps = w.shape[2] * w.shape[3]
-    if device.stem_copy_us(1.0) is None or conv.args[8] != 1 or w.shape[1] > STEM_CHANNELS:
+    """ "tensor-core" or "cuda-core": the cuDNN kernel family (`stem_family`) of an image stem, a
+    dense convolution over an image larger than 1x1, where the table prices stems' copies
+    (Device.stem_copy_us); None otherwise."""
+    if device.stem_copy_us(1.0) is None or conv.args[8] != 1 or x.shape[2] * x.shape[3] <= 1:
         return None
-    if taps <= 1 or x.shape[2] * x.shape[3] <= 1:
-        return None
-    return "tensor-core" if taps >= STEM_TENSOR_CORE_TAPS else "cuda-core"
+    return stem_family(w.shape[1], w.shape[2] * w.shape[3])
 
 
 def _bias_kernel(y: torch.Tensor, bias: bool, device: Device) -> Cost:

@@ -238,6 +238,11 @@ class Device:
         time_us), never faster than the peak rate."""
         return max(flops / (peak * 1e6), flops / (tflops * 1e6) - self.launch_us)
 
+    def _at_gbs(self, nbytes: float, gbs: float) -> float:
+        """Time to move nbytes at a measured rate (which includes the kernel's launch, added by
+        time_us), never faster than the peak bandwidth."""
+        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+
     def gemm_us(self, m: float, n: float, k: float, dtype: str) -> float:
         """Math time of an (m x k) @ (k x n) matmul: at the rate swept for its shape (scaled to
         dtype's peak: the sweep is half precision), else at the peak rate."""
@@ -272,10 +277,11 @@ class Device:
         tap count (Efficiency.stem), its output channels rounded up to a 32-wide tile (None: not
         in the table, or not such a convolution)."""
         eff = self.efficiency
-        if eff is None or len(eff.stem) != 3 or cin > STEM_CHANNELS or taps <= 1:
+        family = stem_family(cin, taps)
+        if eff is None or len(eff.stem) != 3 or family is None:
             return None
         work = 2.0 * m * 32 * math.ceil(cout / 32) * cin * taps
-        if taps >= STEM_TENSOR_CORE_TAPS:
+        if family == "tensor-core":
             return self._at_rate(work, eff.stem[2], self.half_tflops)
         return self._at_rate(work, eff.stem[0 if layout == "contiguous" else 1], self.fp32_tflops)
 
@@ -286,7 +292,7 @@ class Device:
         if self.efficiency is None or len(self.efficiency.stem_copy) != 2:
             return None
         gbs = self.efficiency.stem_copy[1 if padding else 0]
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def outer_reduction_us(self, nbytes: float, launches: float = 1) -> float | None:
         """Memory time of a planned reduction over a channels_last image's spatial dims: memory_us
@@ -308,7 +314,7 @@ class Device:
         gbs = self.efficiency.batch_norm_gbs(layout, hw, nbytes) if self.efficiency else None
         if gbs is None:
             return None
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def layer_norm_us(self, nbytes: float, rows: int, width: int) -> float | None:
         """Memory time of eager LayerNorm over `rows` rows of `width` elements, at the per-row and
@@ -327,7 +333,7 @@ class Device:
         if len(rates) not in (2, 3):
             return None
         gbs = rates[1] if cat else rates[2] if permuted and len(rates) == 3 else rates[0]
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def max_pool_us(self, nbytes: float, layout: str) -> float | None:
         """Memory time of PyTorch's eager max-pool kernel for its layout moving nbytes (input read,
@@ -335,7 +341,7 @@ class Device:
         if self.efficiency is None or len(self.efficiency.max_pool) != 2:
             return None
         gbs = self.efficiency.max_pool[0 if layout == "contiguous" else 1]
-        return max(nbytes / (self.bandwidth_gbs * 1e3), nbytes / (gbs * 1e3) - self.launch_us)
+        return self._at_gbs(nbytes, gbs)
 
     def depthwise_us(self, flops: float, k: int, layout: str) -> float | None:
         """Math time of a depthwise convolution at the rate swept for its layout and kernel size
@@ -349,6 +355,16 @@ class Device:
 # taps ran CUDA-core kernels, those with 49 and 256 tensor-core ones (bench/results/h200-eff).
 STEM_CHANNELS = 4
 STEM_TENSOR_CORE_TAPS = 32
+
+
+def stem_family(cin: float, taps: int) -> str | None:
+    """ "tensor-core" or "cuda-core": the cuDNN kernel family of a dense convolution over an image
+    of few channels (cin <= STEM_CHANNELS, more than one tap) by its tap count; None for any other
+    convolution."""
+    if cin > STEM_CHANNELS or taps <= 1:
+        return None
+    return "tensor-core" if taps >= STEM_TENSOR_CORE_TAPS else "cuda-core"
+
 
 H200 = Device(
     "H200",

@@ -37,6 +37,16 @@ def test_a_bad_table_is_named(tmp_path, text, problem):
         device_from_file(path)
 
 
+def _rejects(tmp_path, d, key: str, value) -> None:
+    """d's table with efficiency[key] set to `value` fails to load, naming the key."""
+    data = json.loads(device_to_json(d))
+    data["efficiency"][key] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(KeyError, match=key):
+        device_from_file(path)
+
+
 def test_an_unknown_name_lists_what_is_known():
     with pytest.raises(KeyError, match="H200-measured"):
         device("Z9000")
@@ -199,12 +209,7 @@ def test_the_h200_table_carries_its_unswept_rates_and_rejects_bad_ones(tmp_path)
     assert h200.strided_us(1e8) > 2 * h200.memory_us(1e8)  # 100 MB: several times the vectorised time
     assert h200.strided_us(1e8, cat=True) > h200.strided_us(1e8)
     assert device("H100-measured").efficiency.attention == 0.46  # measured there (pred9)
-    data = json.loads(device_to_json(h200))
-    data["efficiency"]["attention"] = 1.5
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(KeyError, match="attention"):
-        device_from_file(path)
+    _rejects(tmp_path, h200, "attention", 1.5)
 
 
 def test_image_stems_are_priced_by_the_kernel_family_their_tap_count_gets():
@@ -237,12 +242,7 @@ def test_broadcast_reading_kernels_take_the_tables_factor_on_the_vectorised_time
     assert d.efficiency.broadcast == pytest.approx(1.13)
     assert d.broadcast_us(1e8) == pytest.approx(1.13 * d.memory_us(1e8))
     assert replace(d, efficiency=replace(d.efficiency, broadcast=0.0)).broadcast_us(1e8) is None
-    data = json.loads(device_to_json(d))
-    data["efficiency"]["broadcast"] = 0.5
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(KeyError, match="broadcast"):
-        device_from_file(path)
+    _rejects(tmp_path, d, "broadcast", 0.5)
 
 
 def test_the_h100_table_carries_the_rates_kernel_rates_measured(tmp_path):
@@ -286,9 +286,4 @@ def test_the_h100_table_carries_the_rates_kernel_rates_measured(tmp_path):
         ("attention_causal", 2.0),
         ("stem_copy", [1.0]),
     ):
-        data = json.loads(device_to_json(d))
-        data["efficiency"][key] = bad
-        path = tmp_path / "bad.json"
-        path.write_text(json.dumps(data))
-        with pytest.raises(KeyError, match=key):
-            device_from_file(path)
+        _rejects(tmp_path, d, key, bad)

@@ -11,10 +11,22 @@ import torch.nn.functional as F
 from fusion_capture import aten_graph, traced_reference
 from fusion_references import REFERENCES
 
-from fuselint.fusion.cost import Cost, eager_kernels, graph_cost, model_cost
+from fuselint.fusion.attention import eager_call
+from fuselint.fusion.cost import (
+    Cost,
+    cost_by_class,
+    eager_kernels,
+    eager_mask_share,
+    eager_unvectorised,
+    graph_cost,
+    model_cost,
+    nchw_conv_extra,
+    sdpa_calls,
+)
 from fuselint.fusion.devices import DEVICES, H200, Device, calibrate, device
 from fuselint.fusion.plan import GraphFacts, plan
 from fuselint.fusion.summary import plan_summary
+from fuselint.graph.eager_probe import EagerSdpa
 
 UNIT = Device("unit", bandwidth_gbs=1.0, fp32_tflops=1.0, half_tflops=2.0, launch_us=10.0, source="test")
 
@@ -217,8 +229,6 @@ class _ConvNet(torch.nn.Module):
 
 
 def _conv_extra(fg) -> Cost:
-    from fuselint.fusion.cost import nchw_conv_extra
-
     facts = GraphFacts(fg)
     return sum((nchw_conv_extra(facts, unit, UNIT) for unit in eager_kernels(facts)), Cost())
 
@@ -328,7 +338,6 @@ def test_compiled_convs_left_in_nchw_pay_cudnns_conversions_in_the_plan():
     grouped = plan(aten_graph(torch.nn.Conv2d(32, 32, 3, padding=1, groups=4, bias=False).eval(), x))
     dense = plan(aten_graph(torch.nn.Conv2d(32, 96, 3, padding=1, bias=False).eval(), x))
     assert graph_cost(grouped, UNIT).fused.launches == 1 + 3
-    from fuselint.fusion.cost import nchw_conv_extra
 
     def conversions(p):
         facts = GraphFacts(p.graph)
@@ -338,8 +347,6 @@ def test_compiled_convs_left_in_nchw_pay_cudnns_conversions_in_the_plan():
 
 
 def _unvectorised(fn, *args) -> list:
-    from fuselint.fusion.cost import eager_unvectorised
-
     facts = GraphFacts(aten_graph(fn, *args))
     return sorted(str(eager_unvectorised(facts, unit)) for unit in eager_kernels(facts))
 
@@ -390,8 +397,6 @@ def test_image_stems_and_broadcast_reading_kernels_take_their_measured_rates():
     plain = replace(swept, efficiency=replace(swept.efficiency, stem=(), broadcast=0.0))
     x = torch.randn(8, 3, 224, 224, dtype=torch.bfloat16)
     stem = plan(aten_graph(torch.nn.Conv2d(3, 32, 3, 2, 1, bias=False).eval().to(torch.bfloat16), x))
-    from fuselint.fusion.cost import cost_by_class
-
     m = 8 * 112 * 112
     for side, layout in (("eager", "contiguous"), ("fused", "channels_last")):
         conv_us = cost_by_class([stem], swept)[side]["conv"].time_us
@@ -457,7 +462,6 @@ def test_causal_flash_attention_takes_the_tables_causal_rate():
     # H100 cuDNN flash, head dim 64 (kernel_rates.json): 256 x 512 tokens 46.1 µs without a mask,
     # 37.5 with is_causal (0.81x, where half the tiles would say 0.5x); 64 x 1024 causal 33.3
     h100 = device("H100-measured")
-    from fuselint.fusion.cost import cost_by_class
 
     def attention_us(shape, causal, table=h100):
         q = torch.randn(*shape, dtype=torch.bfloat16)
@@ -477,9 +481,6 @@ def test_mask_kernels_eager_runs_on_a_smaller_mask_cost_that_masks_size():
     # T5 under torch 2.11's compile adds the batch's attention mask to the position bias, (B, H, L, L),
     # where eager passes the bias alone, (1, H, L, L) (the eager probe's record): the graph's
     # batch-wide mask kernels run at 1/B of their size in eager, each still one launch
-    from fuselint.fusion.cost import cost_by_class, eager_mask_share
-    from fuselint.graph.eager_probe import EagerSdpa
-
     b, h, n, d = 16, 8, 256, 64
     q = torch.randn(b, h, n, d, dtype=torch.bfloat16)
     bias, pad = torch.randn(1, h, n, n, dtype=torch.bfloat16), torch.randn(b, 1, 1, n, dtype=torch.bfloat16)
@@ -499,9 +500,6 @@ def test_mask_kernels_eager_runs_on_a_smaller_mask_cost_that_masks_size():
         ),
     )
     facts = GraphFacts(g.graph)
-    from fuselint.fusion.attention import eager_call
-    from fuselint.fusion.cost import sdpa_calls
-
     compiled = sdpa_calls(facts)
     share = eager_mask_share(
         facts, compiled, {c: eager_call(k, g.graph.eager_sdpa) for c, k in compiled.items()}
@@ -527,8 +525,6 @@ def test_a_stems_image_conversions_follow_its_kernel_family():
     def other(conv, table, layout=torch.contiguous_format):
         conv = conv.eval().to(torch.bfloat16).to(memory_format=layout)
         g = plan(aten_graph(conv, x.to(memory_format=layout)))
-        from fuselint.fusion.cost import cost_by_class
-
         return cost_by_class([g], table)["eager"].get("other", Cost())
 
     resnet = torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False)

@@ -302,6 +302,13 @@ def _base(entry: str, runs: tuple[int, ...], sites: int) -> TrialResult:
     return TrialResult(entry, data)
 
 
+def _reached(base: TrialResult, keys) -> list:
+    """The keys of `keys` whose unit sits in a function the entry ran (unit n's text is
+    `print(n)`, in function f<n>)."""
+    ran = {f for _, f in base.data["ran"]}
+    return [k for k in keys if f"f{k[2][6:-1]}" in ran]
+
+
 class _Script:
     def __init__(self, baseline, *, differs=(), backend_fails=(), useless=()):
         self.baseline = {b.entry: b for b in baseline}
@@ -310,8 +317,7 @@ class _Script:
 
     def run(self, entry, keys, *, full, exact, max_sites, max_second_graphs):
         base = self.baseline[entry]
-        ran = {f for _, f in base.data["ran"]}
-        mine = sorted(int(k[2][6:-1]) for k in keys if f"f{k[2][6:-1]}" in ran)
+        mine = sorted(int(k[2][6:-1]) for k in _reached(base, keys))
         self.calls.append((entry, tuple(mine), full))
         data = {
             "sites": base.data["sites"][: base.sites - len([n for n in mine if n not in self.useless])],
@@ -326,9 +332,9 @@ class _Script:
 
 
 def _search(script: _Script, units) -> Search:
-    def same_text(entry, a, b):  # the fixes sit in the functions f<n>: only those it runs count
-        ran = {f for _, f in script.baseline[entry].data["ran"]}
-        return {k for k in a if f"f{k[2][6:-1]}" in ran} == {k for k in b if f"f{k[2][6:-1]}" in ran}
+    def same_text(entry, a, b):  # only the fixes in functions it runs count
+        base = script.baseline[entry]
+        return set(_reached(base, a)) == set(_reached(base, b))
 
     search = Search(units, list(script.baseline.values()), script.run, same_text)
     search.prove(units)
