@@ -179,3 +179,64 @@ def test_a_merge_keeps_a_narrowing_only_where_both_arms_show_it():
     """
     # 14 sees the failed test; after the merge (17) the buffer is a tensor again
     assert lines(source, "FL102") == [17]
+
+
+# ---- entries: the methods torch.distributions calls ----------------------------------------------
+
+# zuko's flows: a `Distribution` whose `log_prob` runs a `Transform`'s methods, both built in the call;
+# users compile the loss (`-flow(c).log_prob(x).mean()`), which no `forward` of the package holds.
+FLOW = """
+    import torch
+    from torch.distributions import Distribution, Transform, constraints
+
+    class Exp(Transform):
+        domain = constraints.real
+        codomain = constraints.positive
+        bijective = True
+
+        def _call(self, x):
+            return x.exp()
+
+        def _inverse(self, y):
+            if (y <= 0).any():
+                raise ValueError("y must be positive")
+            return y.log()
+
+        def log_abs_det_jacobian(self, x, y):
+            return x
+
+    class Shifted(Exp):
+        def _call(self, x):
+            return x.exp() + sum(x.tolist())
+
+    class Flow(Distribution):
+        arg_constraints = {}
+
+        def __init__(self, loc):
+            super().__init__(validate_args=False)
+            self.loc = loc
+
+        def log_prob(self, x):
+            z = Exp()._inverse(x)
+            return -((z - self.loc) ** 2).sum()
+
+        def describe(self, x):
+            return x.item()
+
+    class Plain:
+        def log_prob(self, x):
+            return x.item()
+"""
+
+
+def test_distribution_and_transform_methods_are_entries():
+    # `_inverse`'s test (14), a subclass's override (23); not `describe` (37), nor a plain class's log_prob (41)
+    assert lines(FLOW, "FL102") == [14]
+    assert lines(FLOW, "FL101") == [23]
+
+
+def test_distribution_entries_break_under_dynamo():
+    torch = pytest.importorskip("torch")
+    flow = _run(FLOW, "Flow")(torch.zeros(()))
+    assert breaks_under_dynamo(flow.log_prob, torch.rand(3) + 0.5)
+    assert breaks_under_dynamo(_run(FLOW, "Shifted")(), torch.randn(3))
