@@ -35,7 +35,7 @@ ROW = re.compile(r"^\| (#?[kstcdzen]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
     "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde", "zuko",
-    "normflows",
+    "normflows", "pyro",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
