@@ -280,6 +280,15 @@ def _peel_bias(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
         return False
     spatial = len(_val(conv).shape) - 2
     conv.args = (*conv.args[:2], None, *conv.args[3:])
+    tokens = _tokens_of(conv)
+    if tokens is not None:
+        # the bias joins the tokens, channels last: (C,) broadcasts without a view, and the
+        # add fuses into the kernel that reads the tokens (a ViT's class-token cat)
+        with graph.inserting_after(tokens):
+            add = graph.call_function(aten.add.Tensor, (tokens, bias))
+        tokens.replace_all_uses_with(add, delete_user_cb=lambda user: user is not add)
+        _like(add, conv)
+        return True
     with graph.inserting_after(conv):
         view = graph.call_function(aten.view.default, (bias, [out_channels] + [1] * spatial))
         with graph.inserting_after(view):
@@ -288,6 +297,28 @@ def _peel_bias(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
     _like(view, conv)
     _like(add, conv)
     return True
+
+
+def _tokens_of(conv: torch.fx.Node) -> torch.fx.Node | None:
+    """The patch-embedding view of a convolution, `out.flatten(2).transpose(1, 2)` (N, pixels, C),
+    when it is the convolution's only reader: a bias added there has the channels last."""
+    out = _val(conv)
+    if len(conv.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3:
+        return None
+    (flat,) = conv.users
+    n, c = out.shape[:2]
+    pixels = math.prod(out.shape[2:])
+    if (
+        flat.target not in (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+        or list(flat.args[1]) not in ([n, c, pixels], [n, c, -1])
+        or len(flat.users) != 1
+    ):
+        return None
+    (turn,) = flat.users
+    swaps = (turn.target is aten.permute.default and list(turn.args[1]) == [0, 2, 1]) or (
+        turn.target is aten.transpose.int and sorted(d % 3 for d in turn.args[1:3]) == [1, 2]
+    )
+    return turn if swaps and isinstance(_val(turn), torch.Tensor) else None
 
 
 def _match_gradient_layout(graph: torch.fx.Graph) -> bool:
