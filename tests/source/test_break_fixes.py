@@ -808,3 +808,56 @@ def test_tensor_index_fix_only_for_a_read_at_an_integer_tensor_index(line):
     )
     fixes = [f.fix for f in _lint(text, ("FL101",)) if f.fix is not None]
     assert not any("unsqueeze(0)" in fix.edits[0].content for fix in fixes)
+
+
+def test_a_loop_over_a_progress_bar_iterates_the_items_while_compiling_and_the_break_goes():
+    text = (ROOT / "progress_bar.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL108",)), unsafe=True).text
+    assert "(self.timesteps if torch.compiler.is_compiling() else self.progress_bar(self.timesteps))" in fixed
+    assert fix_text(fixed, lambda t: _lint(t, ("FL108",)), unsafe=True).text == fixed  # idempotent
+    torch.manual_seed(0)
+    before = _load(text, "before").Sampler()
+    torch.manual_seed(0)
+    after = _load(fixed, "after").Sampler()
+    x = torch.randn(2, 8)
+    g0, y0 = _trace(before, x)
+    g1, y1 = _trace(after, x)
+    assert g0 == 0  # the skipped call in the loop's header sends the whole frame to eager
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    assert after.shown == 1  # eager still shows the bar; the compiled call did not
+    fix = next(f.fix for f in _lint(text, ("FL108",)) if f.fix is not None)
+    assert fix.applicability is Applicability.UNSAFE and "eager runs only" in fix.message
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "for t in self.progress_bar(total=3):",  # no iterable: nothing to iterate instead
+        "for t in self.progress_bar(*self.timesteps):",  # starred: which argument is the iterable?
+        "for t in self.own_bar(self.timesteps):",  # another method of another file: may do anything
+    ],
+)
+def test_progress_bar_fix_only_where_the_bar_wraps_a_known_iterable(loop):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        f"        {loop}\n"
+        "            x = x * t\n"
+        "        return x\n"
+    )
+    assert not [f for f in _lint(text, ("FL108",)) if f.fix is not None]
+
+
+def test_a_progress_bar_of_the_same_class_counts_only_when_marked_disabled():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def progress_bar(self, it):\n        return it\n\n"
+        "    def forward(self, x):\n"
+        "        for t in self.progress_bar([1, 2]):\n"
+        "            x = x * t\n"
+        "        return x\n"
+    )
+    assert not _lint(text, ("FL108",))
+    marked = text.replace("    def progress_bar", "    @torch.compiler.disable\n    def progress_bar")
+    assert [f.fix is not None for f in _lint(marked, ("FL108",))] == [True]
