@@ -37,6 +37,7 @@ from real_corpus import (  # noqa: E402
     MODELS,
     ROOT,
     TUNE,
+    UNTUNED9,
     describe_site,
     package_dirs,
     project_config,
@@ -180,13 +181,18 @@ def tensors_diff(left: list, right: list) -> str:
 def _halves(rows: list[dict]) -> list[str]:
     """Sites removed in the entries fixes were written for and in those held out (real_corpus.TUNE)."""
     lines = []
-    for name, models in (("tuned on (fixes5 TUNE)", TUNE), ("held out (fixes5 HOLDOUT)", HOLDOUT)):
+    groups = (
+        ("tuned on (fixes5 TUNE)", TUNE),
+        ("held out (fixes5 HOLDOUT)", HOLDOUT),
+        ("never tuned on (fixes9 UNTUNED9)", UNTUNED9),
+    )
+    for name, models in groups:
         chosen = [r for r in rows if r["model"] in models]
         if chosen:
             before = sum(len(r["before"]["sites"]) for r in chosen)
             left = sum(len(r["after"]["sites"]) for r in chosen)
             lines.append(f"- {name}: {before - left} of {before} sites removed over {len(chosen)} entries")
-    others = [r for r in rows if r["model"] not in TUNE + HOLDOUT]
+    others = [r for r in rows if r["model"] not in TUNE + HOLDOUT + UNTUNED9]
     if lines and others:
         before = sum(len(r["before"]["sites"]) for r in others)
         left = sum(len(r["after"]["sites"]) for r in others)

@@ -861,3 +861,51 @@ def test_a_progress_bar_of_the_same_class_counts_only_when_marked_disabled():
     assert not _lint(text, ("FL108",))
     marked = text.replace("    def progress_bar", "    @torch.compiler.disable\n    def progress_bar")
     assert [f.fix is not None for f in _lint(marked, ("FL108",))] == [True]
+
+
+def test_a_stored_default_lambda_selects_in_the_graph_and_the_break_goes():
+    text = (ROOT / "stored_lambda.py").read_text()
+    fixed = _fixed(text)
+    assert "lambda t: torch.where(" in fixed  # the fixer wraps the long line
+    assert "(torch.as_tensor(t) >= 200) & (torch.as_tensor(t) <= 800), 1, 0" in fixed
+    assert _fixed(fixed) == fixed  # idempotent
+    before, after = _load(text, "before").NoiseStep(), _load(fixed, "after").NoiseStep()
+    sample, noise = torch.randn(2, 4), torch.randn(2, 4)
+    for t in (999, 800, 500, 200, 199, 0):  # both values of tau, and the bounds
+        g0, y0 = _trace(before, sample, noise, torch.tensor(t))
+        g1, y1 = _trace(after, sample, noise, torch.tensor(t))
+        assert g0 >= 2 and g1 == 1
+        assert torch.equal(y0, y1)
+        tau = after.tau_func(t)  # a Python-int timestep: the same value, as a 0-d int64 tensor
+        assert tau.dtype == torch.int64 and tau.dim() == 0 and tau.item() == before.tau_func(t)
+    fix = next(f.fix for f in _lint(text, ("FL102",)) if f.fix is not None)
+    assert fix.applicability is Applicability.UNSAFE and "0-d int64 tensor" in fix.message
+
+
+@pytest.mark.parametrize(
+    "lam",
+    [
+        "lambda t: 1.5 if t >= 200 else 0",  # a float: float32 where Python computed in float64
+        "lambda t: 1 if t >= self.low else 0",  # an operand that is no literal
+        "lambda t: 1 if t in (1, 2) else 0",  # membership, not a comparison
+        "lambda t, s=1: 1 if t >= 200 else 0",  # a default: another caller may pass it
+    ],
+)
+def test_stored_lambda_fix_only_for_comparisons_with_numbers_and_two_ints(lam):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        f"    def __init__(self):\n        super().__init__()\n        self.low = 1\n        self.f = {lam}\n\n"
+        "    def forward(self, x: torch.Tensor, t: torch.Tensor):\n"
+        "        return x * self.f(t)\n"
+    )
+    assert not [f for f in _lint(text, ("FL102",)) if f.fix is not None]
+
+
+def test_a_stored_lambda_called_with_a_python_number_is_not_flagged():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.f = lambda t: 1 if t >= 2 else 0\n\n"
+        "    def forward(self, x: torch.Tensor):\n"
+        "        return x * self.f(x.shape[0])\n"
+    )
+    assert not _lint(text, ("FL102",))
