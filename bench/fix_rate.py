@@ -151,7 +151,10 @@ NO_FIX = {
     "in eager (a break in its loop), `_execution_device` is compiled as a frame of its own and its "
     "`raise ValueError` has no handler there (gb0088); inlined into a traced `__call__` it is caught "
     "(Score-SDE-VE's pipeline: 3 sites -> 0 once its loop traced)",
-    ("pipeline_utils.py", "modules = [m for m in modules if isinstance("): "not a site of its own: the `device` "
+    (
+        "pipeline_utils.py",
+        "modules = [m for m in modules if isinstance(",
+    ): "not a site of its own: the `device` "
     "property's comprehension is a frame of its own (gb4347) only when `__call__` runs in eager; see "
     "group_offloading.py above",
     ("scheduling_consistency_models.py", "(schedule_timesteps == timestep).nonzero()"): "(untuned) "
