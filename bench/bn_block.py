@@ -5,6 +5,7 @@ reductions (the BatchNorm statistics and gradient sums over N, H, W).
 
     python bench/bn_block.py                          # fuselint's own tiles against Inductor
     python bench/bn_block.py --tiles 64x16,32x32,64x64 --shapes 112,14
+    python bench/bn_block.py --shapes 512x7,256x14 --split-min 131072   # CxS: C channels, SxS pixels
 
 Needs a CUDA device. Prints one line per shape and variant; --json writes them all.
 """
@@ -96,7 +97,12 @@ def step_us(backend: str, shape: tuple[int, ...]) -> tuple[float, dict[str, floa
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tiles", default="", help="comma list of COLUMNSxROWS chunk tiles to try too")
-    p.add_argument("--shapes", default="", help="comma list of spatial sizes (112,56,28,14,7)")
+    p.add_argument(
+        "--shapes",
+        default="",
+        help="comma list of spatial sizes (112,56,28,14,7) or CxS (512x7: 512 channels, 7x7)",
+    )
+    p.add_argument("--split-min", default="", help="comma list of split thresholds (elements) to try too")
     p.add_argument("--json")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -104,9 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     shapes = SHAPES
     if args.shapes:
-        wanted = {int(v) for v in args.shapes.split(",")}
+        picked = [v.split("x") for v in args.shapes.split(",")]
+        wanted = {int(v[0]) for v in picked if len(v) == 1}
         shapes = [s for s in SHAPES if s[2] in wanted]
+        shapes += [(32, int(c), int(s), int(s)) for c, s in (v for v in picked if len(v) == 2)]
     tiles = [None] + [tuple(int(a) for a in t.split("x")) for t in args.tiles.split(",") if t]
+    default_min = heuristics.SPLIT_MIN_NUMEL, heuristics.SPLIT_MIN_OUTER_NUMEL
+    split_mins = [int(v) for v in args.split_min.split(",") if v]
     rows = []
     for shape in shapes:
         us, kernels = step_us("inductor", shape)
@@ -118,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"shape": shape, "backend": "fuselint", "tile": tile, "us": us, "kernels": kernels})
             print(f"{shape} fuselint {tile or 'default'} {us:.1f} us", flush=True)
         with_tile(None)
+        for numel in split_mins:
+            heuristics.SPLIT_MIN_NUMEL = heuristics.SPLIT_MIN_OUTER_NUMEL = numel
+            us, kernels = step_us("fuselint", shape)
+            rows.append(
+                {"shape": shape, "backend": "fuselint", "split_min": numel, "us": us, "kernels": kernels}
+            )
+            print(f"{shape} fuselint split_min={numel} {us:.1f} us", flush=True)
+        heuristics.SPLIT_MIN_NUMEL, heuristics.SPLIT_MIN_OUTER_NUMEL = default_min
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

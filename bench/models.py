@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--backends", default=",".join(BACKENDS))
-    p.add_argument("--dtypes", default="bfloat16")
+    p.add_argument("--dtypes", default="bfloat16", help="comma list (empty: training steps only)")
     p.add_argument("--train", default="", help="comma list of models to also time a training step of")
     p.add_argument("--budget", type=float, default=540.0, help="seconds; what would not fit is skipped")
     p.add_argument("--json")
@@ -486,7 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rows: list[dict] = []
     backends = a.backends.split(",")
-    plan = [(m, getattr(torch, d), False) for d in a.dtypes.split(",") for m in a.models.split(",")]
+    plan = [
+        (m, getattr(torch, d), False) for d in filter(None, a.dtypes.split(",")) for m in a.models.split(",")
+    ]
     plan += [(m, torch.bfloat16, True) for m in filter(None, a.train.split(","))]
     for model, dtype, train in plan:
         if time.perf_counter() - start > a.budget:

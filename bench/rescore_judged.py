@@ -6,10 +6,11 @@
 Each DIR holds `fuselint check --format json` output per package (`torchaudio.json`,
 `kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
 `x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`,
-`reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`, `zuko.json`, `normflows.json`),
+`reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`, `zuko.json`, `normflows.json`,
+`pyro.json`),
 linted from a folder holding the unzipped wheels. Every verdict row of
 bench/results/precision_untuned.md, precision_untuned2.md, precision_untuned3.md,
-precision_untuned5.md, precision_untuned6.md and precision_untuned7.md
+precision_untuned5.md, precision_untuned6.md, precision_untuned7.md and precision_untuned8.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
@@ -31,11 +32,11 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kstcdzen]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+ROW = re.compile(r"^\| (#?[kstcdzenpq]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
     "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde", "zuko",
-    "normflows",
+    "normflows", "pyro",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
@@ -84,6 +85,14 @@ SAMPLES = {
         "precision_untuned7.md",
         "normflows",
         lambda tag: tag.startswith("n"),
+    ),
+    # precision_untuned8.md: #p every default finding on pyro (held out), #q a random 10 of the
+    # findings only the `traced-functions` lint reports.
+    "pyro (held out), default (#p)": ("precision_untuned8.md", "pyro", lambda tag: tag.startswith("p")),
+    "pyro (held out), traced only, random 10 (#q)": (
+        "precision_untuned8.md",
+        "pyro",
+        lambda tag: tag.startswith("q"),
     ),
 }
 

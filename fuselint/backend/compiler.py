@@ -25,10 +25,10 @@ from fuselint.backend.constants import fold_constants
 from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
+from fuselint.backend.max_pool import hand_max_pools
 from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.pads import sink_pads
 from fuselint.backend.partition import planner_groups
-from fuselint.backend.pool_grad import gather_pool_grads
 from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
@@ -486,7 +486,7 @@ def compile_graph(
     take_input_strides(gm, example_inputs)
     seed_random(gm)
     scatter_index_adds(gm)
-    gather_pool_grads(gm)
+    hand_max_pools(gm)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     sink_pads(gm)
     fg = FusionGraph.from_fx(gm, name=name)

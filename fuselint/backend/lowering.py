@@ -204,6 +204,12 @@ def _tensor_shape(node: torch.fx.Node) -> tuple[int, ...] | None:
     return tuple(val.shape)
 
 
+def _broadcasts(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:
+    """`shape` broadcasts to `to` (right-aligned; each dim equal or 1)."""
+    lead = len(to) - len(shape)
+    return lead >= 0 and all(s in (1, to[lead + j]) for j, s in enumerate(shape))
+
+
 def _concrete_shape(val: object) -> tuple[int, ...]:
     if not isinstance(val, torch.Tensor):
         raise Unsupported("value is not a tensor")
@@ -799,10 +805,18 @@ class Lowering:
         out_map = self._out_map(out_shape, [])
         k = len(out_shape)
 
-        def shifted_load(t: object, starts: dict[int, int]) -> Value:
+        def shifted_load(t: object, starts: dict[int, int], piece: tuple[int, ...] | None = None) -> Value:
+            """t read where it lands; `piece`: the shape of the cat piece t is an operand of,
+            which t broadcasts to (its missing leading and size-1 dims read no index)."""
             if not isinstance(t, torch.fx.Node) or t.name in self.env or t.name not in self.input_index:
                 raise Unsupported(f"{packet} of a value computed in the kernel")
             shape = _concrete_shape(t.meta.get("val"))
+            if piece is not None and shape != piece:
+                lead = k - len(shape)
+                if not _broadcasts(shape, piece) or any(shape[j - lead] != 1 for j in starts if j >= lead):
+                    raise Unsupported(f"{packet} piece operand does not broadcast across the cat")
+                kept = {lead + j: out_map[lead + j] for j, s in enumerate(shape) if s != 1}
+                return self._load(t, tuple(kept.get(lead + j) for j in range(len(shape))))
             if len(shape) != k:
                 raise Unsupported(f"{packet} input of another rank")
             smap, shifts = [], []
@@ -1117,22 +1131,33 @@ class Lowering:
             shape = _concrete_shape(n.meta.get("val"))
             operands = [a for a in n.all_input_nodes]
             if operands and all(
-                (a.name in pieces or (a.name in self.input_index and a.name not in members))
-                and _concrete_shape(a.meta.get("val")) == shape
+                (a.name in pieces and _concrete_shape(a.meta.get("val")) == shape)
+                or (
+                    a.name in self.input_index
+                    and a.name not in members
+                    and _broadcasts(_concrete_shape(a.meta.get("val")), shape)
+                )
                 for a in operands
             ):
-                pieces.add(n.name)
+                # one operand at least has the piece's shape: it carries the cat's shift and mask
+                if any(_concrete_shape(a.meta.get("val")) == shape for a in operands):
+                    pieces.add(n.name)
         return frozenset(pieces)
 
     def _placed_piece(self, node: torch.fx.Node, starts: dict[int, int], load) -> Value:
-        """A cat piece computed at its place: its operands read through `load` (shifted)."""
+        """A cat piece computed at its place: its operands read through `load` (shifted; one
+        that broadcasts to the piece, a ViT patch embedding's bias, reads its own index only)."""
         bound = bind(node)
-        args = [
-            (self._placed_piece(a, starts, load) if a.name in self.cat_pieces else load(a, starts))
-            if isinstance(a, torch.fx.Node)
-            else a
-            for a in bound.values()
-        ]
+        shape = _concrete_shape(node.meta.get("val"))
+
+        def operand(a: torch.fx.Node) -> Value:
+            if a.name in self.cat_pieces:
+                return self._placed_piece(a, starts, load)
+            if _concrete_shape(a.meta.get("val")) != shape:
+                return load(a, starts, shape)
+            return load(a, starts)
+
+        args = [operand(a) if isinstance(a, torch.fx.Node) else a for a in bound.values()]
         saved = self.current_ctype, self.current_packet
         self.current_packet = node.target.overloadpacket.__name__
         self.current_ctype = self.ctype_for(node.meta["val"].dtype)

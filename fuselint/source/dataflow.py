@@ -421,15 +421,29 @@ _NUMBER_TYPES = frozenset({"int", "float"})
 _TENSOR_TYPES = frozenset({"Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "HalfTensor"})
 
 
+def value_path(expr: ast.expr) -> str | None:
+    """`x` -> "x", `self.domain` -> "self.domain", `self.cfg.scale` -> "self.cfg.scale": the key a
+    narrowing test stores in an environment; None for anything but names and attribute chains.
+    A dotted key holds what a test showed about the attribute (`""`: no tensor, nothing more)."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
 def _isinstance_test(test: ast.expr) -> tuple[str, set[str]] | None:
-    """`isinstance(x, (list, np.ndarray))` -> ("x", {"list", "ndarray"}): the name tested and the
-    last part of each type's name."""
+    """`isinstance(x, (list, np.ndarray))` -> ("x", {"list", "ndarray"}): the name (or attribute
+    path, `self.x`) tested and the last part of each type's name."""
     if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
         return None
-    if len(test.args) != 2 or not isinstance(test.args[0], ast.Name):
+    if len(test.args) != 2 or (path := value_path(test.args[0])) is None:
         return None
     types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-    return test.args[0].id, {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
+    return path, {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
 
 
 def _narrowed(test: ast.expr) -> tuple[str, str] | None:
@@ -466,18 +480,83 @@ def _surely_tensors(env: Env) -> set[str]:
 
 
 def _tensor_test(test: ast.expr) -> str | None:
-    """`isinstance(x, torch.Tensor)` or `torch.is_tensor(x)` -> "x": where the test fails, x holds no tensor."""
-    if not (isinstance(test, ast.Call) and len(test.args) >= 1 and isinstance(test.args[0], ast.Name)):
+    """`isinstance(x, torch.Tensor)` or `torch.is_tensor(x)` -> "x" (`self.x` -> "self.x"): where
+    the test fails, x holds no tensor."""
+    if not (isinstance(test, ast.Call) and len(test.args) >= 1):
+        return None
+    path = value_path(test.args[0])
+    if path is None:
         return None
     func = test.func
     if isinstance(func, ast.Attribute) and func.attr == "is_tensor" and len(test.args) == 1:
-        return test.args[0].id
+        return path
     if isinstance(func, ast.Name) and func.id == "isinstance" and len(test.args) == 2:
         types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
         names = {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in types}
         if names and names <= _TENSOR_TYPES:
-            return test.args[0].id
+            return path
     return None
+
+
+# In an environment that holds any attribute path, this key is present too (a cheap test).
+_DOTTED = "."
+
+
+def without(env: Env, path: str) -> Env:
+    """`env` where `path` holds no tensor: a name is dropped, an attribute path marked `""`."""
+    out = {k: v for k, v in env.items() if k != path}
+    if "." in path:
+        out[path] = out[_DOTTED] = ""
+    return out
+
+
+def _forget(env: Env, target: ast.expr) -> None:
+    """Storing to `self.x` (or rebinding `self`) ends what tests showed about `self.x` and below."""
+    for node in ast.walk(target):
+        path = value_path(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if path is not None:
+            for key in [k for k in env if k.startswith(path + ".")]:
+                del env[key]
+            if "." in path:
+                env.pop(path, None)
+
+
+def _option_parameters(fn: FunctionNode) -> frozenset[str]:
+    """Parameters whose default is a number, bool or string literal (`domain=2`, `mode="max"`)."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [
+        *zip(reversed(positional), reversed(args.defaults), strict=False),
+        *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+    ]
+    return frozenset(arg.arg for arg, default in pairs if default is not None and _literal(default))
+
+
+def _literal(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float, str))
+
+
+def narrowed_operands(test: ast.BoolOp, env: Env) -> list[Env]:
+    """The environment each operand of `a and b` / `a or b` is evaluated in: after
+    `not torch.is_tensor(d) and d == 2` (or `torch.is_tensor(d) or d == 2`) the later operands run
+    only when `d` holds no tensor; `isinstance(d, (int, float)) and ...` makes it a host number."""
+    envs = []
+    conjunction = isinstance(test.op, ast.And)
+    for value in test.values:
+        envs.append(env)
+        negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+        inner = value.operand if negated else value
+        tested = _tensor_test(inner)
+        if tested is not None and negated == conjunction:
+            env = without(env, tested)
+        narrowed = _narrowed(inner)
+        if narrowed is not None and conjunction and not negated:
+            env = without(env, narrowed[0])
+            if narrowed[1]:
+                env[narrowed[0]] = narrowed[1]
+    return envs
 
 
 # Expressions whose parts see names of their own (`[x for x in xs if x]`): `_comprehension_parts`.
@@ -496,6 +575,8 @@ def _merge(a: Env, b: Env) -> Env:
     paths make the same claim, and gives way to whatever the other path knows."""
     if a is b:
         return a
+    if _DOTTED in a or _DOTTED in b:
+        return _merge_paths(a, b)
     out = {name: kind for name, kind in a.items() if kind not in HOST or b.get(name) == kind}
     for name, kind in b.items():
         mine = a.get(name)
@@ -512,6 +593,23 @@ def _merge(a: Env, b: Env) -> Env:
         else:
             out[name] = mine
     return out
+
+
+def _merge_paths(a: Env, b: Env) -> Env:
+    """`_merge` where a test narrowed an attribute path: what a test showed about `self.x` holds
+    after the merge only when both paths showed it (else the class's own facts apply again)."""
+    names = _merge({k: v for k, v in a.items() if "." not in k}, {k: v for k, v in b.items() if "." not in k})
+    for key, kind in a.items():
+        if "." not in key or key not in b:
+            continue
+        other = b[key]
+        if kind == other:
+            names[key] = kind
+        elif kind in HOST | {""} and other in HOST | {""}:
+            names[key] = ""
+        else:
+            names[key] = kind if other in HOST | {""} else other
+    return names
 
 
 @dataclass(frozen=True)
@@ -534,6 +632,7 @@ class FunctionFlow:
     imports: ImportTable
     methods: frozenset[str]  # the names of its class's methods
     tensor_attrs: frozenset[str] = frozenset()  # `self.X` its class only sets to tensors
+    host_attrs: frozenset[str] = frozenset()  # `self.X` its class only sets to number options
     # What the file's in-scope helpers return, where that is a numpy number (see `HelperReturns`).
     helpers: HelperReturns | None = None
     sites: dict[type, list[Site]] = field(default_factory=lambda: defaultdict(list))
@@ -628,6 +727,10 @@ class FunctionFlow:
         return env.get(expr.id)
 
     def _kind_Attribute(self, expr: ast.Attribute, env: Env) -> str | None:
+        if _DOTTED in env:
+            path = value_path(expr)
+            if path is not None and path in env:
+                return env[path] or None  # what a test showed (`""`: no tensor)
         base = self.kind(expr.value, env)
         if base in TENSORISH:
             if expr.attr == "shape":
@@ -695,7 +798,7 @@ class FunctionFlow:
 
     def _kind_BoolOp(self, expr: ast.BoolOp, env: Env) -> str | None:
         # `a and b` is one of its operands: a tensor operand may be the value.
-        kinds = [self.kind(v, env) for v in expr.values]
+        kinds = [self.kind(v, e) for v, e in zip(expr.values, narrowed_operands(expr, env), strict=True)]
         for k in (TENSOR, BOOL, NUMPY):
             if k in kinds:
                 return TENSOR if k == BOOL and TENSOR in kinds else k
@@ -771,6 +874,8 @@ class FunctionFlow:
 
     def bind(self, target: ast.expr, kind: str | None, value: ast.expr | None, env: Env) -> None:
         """Bind `target` in `env` (mutated) to a value of `kind`."""
+        if _DOTTED in env:
+            _forget(env, target)
         if isinstance(target, ast.Name):
             if kind is None:
                 env.pop(target.id, None)
@@ -974,6 +1079,9 @@ class FunctionFlow:
 
     def _walk_AugAssign(self, stmt: ast.AugAssign, env: Env, live: bool) -> Env:
         self._record(stmt, [stmt.target, stmt.value], env, live)
+        if _DOTTED in env and isinstance(stmt.target, ast.Attribute):
+            env = dict(env)
+            _forget(env, stmt.target)
         if isinstance(stmt.target, ast.Name):
             before, added = env.get(stmt.target.id), self.kind(stmt.value, env)
             if before not in TENSORISH and added in TENSORISH and before != TUPLE:
@@ -1014,14 +1122,19 @@ class FunctionFlow:
             # is dead here (MONAI's point sampling, reached from VISTA3D with tensor points).
             truth = negated
         if narrowed is not None:
-            inner = {k: v for k, v in env.items() if k != narrowed[0]}
+            inner = without(env, narrowed[0])
             if narrowed[1]:
                 inner[narrowed[0]] = narrowed[1]
             body_in, else_in = (env, inner) if negated else (inner, env)
         tested = _tensor_test(stmt.test.operand if negated else stmt.test)
         if tested is not None:
-            host = {k: v for k, v in env.items() if k != tested}
+            host = without(env, tested)
             body_in, else_in = (host, env) if negated else (env, host)
+            if truth is None and self._host_option(tested, env):
+                # `if torch.is_tensor(self.domain):` where the class only ever stores a number
+                # option there: the tensor arm is dead, and its kinds reach nothing after it
+                # (normflows' `compute_domain_codomain`).
+                truth = negated
         body_env = self.branch(
             stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
         )
@@ -1031,11 +1144,25 @@ class FunctionFlow:
         # A branch that returns or raises hands nothing on: after `if isinstance(x, Tensor):
         # return f(x)` only the other branch's kinds hold (`x` is no tensor there; kornia's
         # `_patch_indices` then reads `int(i) for i in x` of a list).
+        if truth is not None:
+            return body_env if truth else else_env  # the dead arm hands on nothing
         if _leaves(stmt.body) and not _leaves(stmt.orelse):
             return else_env
         if _leaves(stmt.orelse) and not _leaves(stmt.body):
             return body_env
         return _merge(body_env, else_env)
+
+    def _host_option(self, path: str, env: Env) -> bool:
+        """`path` holds a host value that a tensor test cannot find a tensor in: a kind the code
+        showed (a number, a list, a shape, a failed test), or `self.X` of a class that stores only
+        literals and number options in X (`self.domain = domain` with `domain=2`). A parameter's
+        own number default proves nothing here: callers in other files hand tensors through
+        `**kwargs` unseen (normflows' `tail_bound`, a buffer passed on to the spline function)."""
+        kind = env.get(path)
+        if kind is not None:
+            return kind in (SCALAR, LIST, DIM, SHAPE, "")
+        owner, _, attr = path.partition(".")
+        return owner == "self" and attr in self.host_attrs
 
     def _walk_While(self, stmt: ast.While, env: Env, live: bool) -> Env:
         self._record(stmt, [stmt.test], env, live)
@@ -1523,19 +1650,62 @@ Callees = dict[tuple[str | None, str], FunctionNode]
 Passed = dict[int, dict[str, list[str]]]
 
 
-ClassFacts = dict[int, tuple[frozenset[str], frozenset[str]]]  # class node id -> (methods, tensor attrs)
+# class node id -> (methods, tensor attributes, host option attributes)
+ClassFacts = dict[int, tuple[frozenset[str], frozenset[str], frozenset[str]]]
 
 
 def _class_facts(cls: ast.ClassDef | None, imports: ImportTable, known: ClassFacts) -> tuple:
     """What every method of a class shares: its method names and its tensor attributes, once per class."""
     if cls is None:
-        return frozenset(), frozenset()
+        return frozenset(), frozenset(), frozenset()
     if id(cls) not in known:
         methods = frozenset(
             s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         )
-        known[id(cls)] = (methods, tensor_attributes(cls, imports))
+        known[id(cls)] = (methods, tensor_attributes(cls, imports), option_attributes(cls))
     return known[id(cls)]
+
+
+def option_attributes(cls: ast.ClassDef) -> frozenset[str]:
+    """Attributes a class stores only number, bool or string options in: literals, and parameters
+    of the storing method that default to one and are never rebound there (`self.domain = domain`
+    with `domain=2`). A tensor test on one (`torch.is_tensor(self.domain)`) finds a tensor only for
+    a caller who passes one where the signature offers a number; none in the tree is assumed to,
+    as for a parameter's own default (`parameter_kinds`). Any other store, and the attribute is out."""
+    sources: dict[str, bool] = {}
+    for top in cls.body:
+        if not isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        options = _option_parameters(top)
+        rebound = {n.id for n in ast.walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in ast.walk(top):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for t in ast.walk(target):
+                        if (attr := _self_attr(t)) is None:
+                            continue
+                        value = node.value if t is target else None
+                        option = value is not None and (
+                            _literal(value)
+                            or (
+                                isinstance(value, ast.Name)
+                                and value.id in options
+                                and value.id not in rebound
+                            )
+                        )
+                        sources[attr] = sources.get(attr, True) and option
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+                if node.func.attr in ("register_buffer", "register_parameter", "__setattr__") or (
+                    isinstance(node.func.value, ast.Name) and node.func.attr == "setattr"
+                ):
+                    name = node.args[0]
+                    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                        sources[name.value] = False
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                    sources[str(node.args[1].value)] = False
+    return frozenset(name for name, option in sources.items() if option)
 
 
 @dataclass
@@ -1586,9 +1756,14 @@ class HelperReturns:
         lengths = {len(r.value.elts) for r in returns}
         if len(lengths) != 1 or any(isinstance(e, ast.Starred) for r in returns for e in r.value.elts):
             return None
-        methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        methods, tensor_attrs, host_attrs = _class_facts(fn.cls, self.imports, self.classes)
         flow = FunctionFlow(
-            fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
+            fn=fn,
+            imports=self.imports,
+            methods=methods,
+            tensor_attrs=tensor_attrs,
+            host_attrs=host_attrs,
+            helpers=self,
         )
         args = fn.node.args
         env = {
@@ -1605,11 +1780,16 @@ class HelperReturns:
         return tuple(kinds) if any(kinds) else None
 
     def _returns(self, fn: ModelFunction) -> str | None:
-        methods, tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)
+        methods, tensor_attrs, host_attrs = _class_facts(fn.cls, self.imports, self.classes)
         if not _may_return_built(fn.node, self.imports, tensor_attrs):
             return None
         flow = FunctionFlow(
-            fn=fn, imports=self.imports, methods=methods, tensor_attrs=tensor_attrs, helpers=self
+            fn=fn,
+            imports=self.imports,
+            methods=methods,
+            tensor_attrs=tensor_attrs,
+            host_attrs=host_attrs,
+            helpers=self,
         )
         flow.block(fn.node.body, {}, True)
         kinds = {flow.kind(site.node.value, site.env) for site in flow.of(ast.Return)}
@@ -1752,8 +1932,15 @@ def analyze(
     `classes` shares the facts of a class between the flows of its methods.
     """
     passed = {} if passed is None else passed
-    methods, tensor_attrs = _class_facts(fn.cls, imports, {} if classes is None else classes)
-    flow = FunctionFlow(fn=fn, imports=imports, methods=methods, tensor_attrs=tensor_attrs, helpers=helpers)
+    methods, tensor_attrs, host_attrs = _class_facts(fn.cls, imports, {} if classes is None else classes)
+    flow = FunctionFlow(
+        fn=fn,
+        imports=imports,
+        methods=methods,
+        tensor_attrs=tensor_attrs,
+        host_attrs=host_attrs,
+        helpers=helpers,
+    )
     given = passed.get(id(fn.node)) if fn.reason == "called" else None
     if fn.reason == "reached":  # callers in other files, and any in this file
         given = {name: list(kinds) for name, kinds in fn.given}

@@ -1,6 +1,8 @@
 """Which functions run under torch.compile: the only places source rules look.
 
-A function is in scope when it is `forward` of an nn.Module subclass, is decorated
+A function is in scope when it is `forward` of an nn.Module subclass, one of the methods that
+torch.distributions calls on a `Distribution` or `Transform` subclass (`log_prob`, `rsample`,
+`_inverse`, ...: `DISTRIBUTION_ENTRIES`), is decorated
 with or passed to `torch.compile` (`torch.compile(fn)`, `torch.compile(obj.method)`), is
 named by the project's `traced-functions` (a scheduler's `step` for users who compile their
 whole sampling loop), or is called from an in-scope function of the same file
@@ -42,7 +44,7 @@ class ModelFunction:
 
     node: FunctionNode
     cls: ast.ClassDef | None
-    reason: str  # "forward", "compiled", "configured", "called", "reached"
+    reason: str  # "forward", "distribution", "compiled", "configured", "called", "reached"
     # For a function in scope only because an entry of another file reaches it: the path from
     # that entry ("pkg/m.py:Model.forward", "helper"); None when this file's own entries reach it.
     via: tuple[str, ...] | None = None
@@ -105,6 +107,34 @@ def module_classes(tree: ast.Module, imports: ImportTable, known: Iterable[str] 
     return modules
 
 
+# The methods torch.distributions calls on a distribution or a transform (`TransformedDistribution.
+# log_prob` runs each transform's `_inverse` and `log_abs_det_jacobian`): what a user's compiled
+# loss or sampler runs, as a module's `forward` is what its call runs.
+DISTRIBUTION_ENTRIES = frozenset(
+    {"log_prob", "rsample", "sample", "cdf", "icdf", "entropy", "_call", "_inverse", "log_abs_det_jacobian"}
+)
+
+
+def distribution_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
+    """Names of classes in the file that subclass a `torch.distributions` class (`Distribution`,
+    `Transform`, `TransformedDistribution`, ...), directly or through a local base."""
+    classes = {n.name: n for n in iter_statements(tree) if isinstance(n, ast.ClassDef)}
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in found:
+                continue
+            for base in cls.bases:
+                local = base.id if isinstance(base, ast.Name) else None
+                if (imports.qualname(base) or "").startswith("torch.distributions.") or local in found:
+                    found.add(name)
+                    changed = True
+                    break
+    return found
+
+
 def model_functions(
     tree: ast.Module,
     imports: ImportTable,
@@ -140,9 +170,12 @@ def model_functions(
             found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left)
             work.append(found[id(fn)])
 
+    distributions = distribution_classes(tree, imports) if methods else set()
     for (cls_name, name), (fn, cls) in methods.items():
         if name == "forward" and cls_name in modules:
             add(fn, cls, "forward")
+        elif name in DISTRIBUTION_ENTRIES and cls_name in distributions:
+            add(fn, cls, "distribution")
     for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
         if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
             add(fn, cls, "compiled")

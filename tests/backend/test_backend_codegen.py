@@ -9,7 +9,7 @@ from backend_helpers import DTYPES, aten_graph, flat, needs_interpreter, tol
 
 from fuselint.backend.codegen import index_expr
 from fuselint.backend.compiler import build_kernel, compile_graph, prepare_group
-from fuselint.backend.heuristics import choose_config
+from fuselint.backend.heuristics import _unsplit_config, choose_config
 from fuselint.backend.lowering import Unsupported
 
 pytestmark = needs_interpreter
@@ -111,8 +111,10 @@ def test_mean_over_h_and_w_of_channels_last_reduces_columns_on_gpu():
     group = prepare_group(gm, names)
     ir = lower_group(group.nodes, group.inputs, group.outputs)
     assert ir.contiguous_dim == 1
-    cfg = choose_config(ir, interpret=False)  # the contiguous C is tiled 64 wide, rows loop
+    cfg = _unsplit_config(ir, False, None)  # the contiguous C is tiled 64 wide, rows loop
     assert (cfg.xblock, cfg.rblock, cfg.persistent) == (64, 64, False)
+    # on 2 programs: the rows are split in chunks (an outer reduction of 400K elements)
+    assert cfg.grid == 2 and choose_config(ir, interpret=False).combine is not None
 
 
 def test_expanded_input_has_no_index_term():

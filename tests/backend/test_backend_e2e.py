@@ -443,6 +443,34 @@ def test_rotate_half_with_a_computed_cat_piece_is_one_kernel():
     assert "neg" in report.kernels[0].__name__ and "cat" in report.kernels[0].__name__
 
 
+def patch_tokens(x, weight, bias, cls, pos):
+    # a ViT's patch embedding: conv (the backend peels its bias), tokens, class token, positions
+    t = F.conv2d(x, weight, bias, stride=4).flatten(2).transpose(1, 2)
+    return torch.cat((cls.expand(x.shape[0], -1, -1), t), dim=1) + pos
+
+
+def test_a_patch_embeddings_bias_joins_the_class_token_cat_in_one_kernel():
+    # the bias (C,) broadcasts inside the cat's piece; before, an add kernel of its own wrote
+    # conv + bias in bf16 and the cat kernel read it back (one more rounding than Inductor)
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(2, 3, 16, 16), torch.randn(8, 3, 4, 4), torch.randn(8)
+    cls, pos = torch.randn(1, 1, 8), torch.randn(1, 17, 8)
+    (report,) = compile_and_compare(patch_tokens, x, weight, bias, cls, pos, atol=1e-4, rtol=1e-4)
+    assert not report.fallbacks, report.fallbacks
+    names = [k.__name__ for k in report.kernels]
+    # besides the layout pass's channels_last copies of the image and weight: one kernel
+    assert [n for n in names if n != "fuselint_clone"] == ["fuselint_add_cat"], names
+
+
+def test_a_cat_piece_operand_that_varies_along_the_cat_is_not_broadcast():
+    # (1, 4, 1) varies along the cat dim: it must be read shifted, which a broadcast load is not
+    def fn(a, b, c):
+        return torch.cat((a, b + c), dim=1)
+
+    a, b, c = torch.randn(2, 3, 5), torch.randn(2, 4, 5), torch.randn(1, 4, 1)
+    compile_and_compare(fn, a, b, c)
+
+
 def llama_rotary(q, k, inv_freq):
     # LLaMA's rotary path: cos/sin tables from positions and frequencies, then both rotations
     positions = torch.arange(q.shape[2], dtype=torch.float32)

@@ -228,6 +228,27 @@ def test_embedding_backward_is_one_scatter_add_and_matches_eager():
         torch.testing.assert_close(got[n], p.grad, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.parametrize("layout", [torch.channels_last, torch.contiguous_format], ids=["nhwc", "nchw"])
+def test_max_pool_kernels_match_cuda_aten_exactly(layout):
+    from fuselint.backend.max_pool import max_pool2d_grad, max_pool2d_with_indices
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(4, 70, 33, 31, device="cuda", generator=g).to(torch.bfloat16)
+    x[0, :5] = x[0, :5].round()  # ties among small integers: the first maximum wins
+    x[1, 3, 4, 5] = x[1, 3, 5, 6] = float("nan")
+    x = x.to(memory_format=layout)
+    args = ([3, 3], [2, 2], [1, 1])
+    want = torch.ops.aten.max_pool2d_with_indices(x, *args, [1, 1], True)
+    got = max_pool2d_with_indices(x, *args, True)
+    assert got[0].stride() == want[0].stride() and torch.equal(got[1], want[1])
+    torch.testing.assert_close(got[0], want[0], atol=0, rtol=0, equal_nan=True)
+    grad = torch.randn(want[0].shape, device="cuda", generator=g).to(torch.bfloat16)
+    grad = grad.to(memory_format=layout)
+    back = torch.ops.aten.max_pool2d_with_indices_backward(grad, x, *args, [1, 1], True, want[1])
+    mine = max_pool2d_grad(grad, x, want[1], *args)
+    assert mine.stride() == back.stride() and torch.equal(mine, back)
+
+
 def test_max_pool_gradient_is_the_gather_kernel_and_matches_eager():
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 16, 7, 2, 3, bias=False).cuda().to(torch.bfloat16)
@@ -246,4 +267,6 @@ def test_max_pool_gradient_is_the_gather_kernel_and_matches_eager():
     got = step(torch.compile(stem, backend="fuselint"))
     code = "".join(r.graph_module.code for r in reports_since(mark) if "backward" in r.graph)
     assert "fuselint.max_pool2d_grad" in code, code
+    forward = "".join(r.graph_module.code for r in reports_since(mark) if "backward" not in r.graph)
+    assert "fuselint.max_pool2d_with_indices" in forward, forward
     torch.testing.assert_close(got, step(stem), atol=2e-2, rtol=2e-2)

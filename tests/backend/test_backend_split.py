@@ -274,9 +274,14 @@ def test_gpu_splits_channels_last_batch_norm_statistics_to_fill_the_gpu(monkeypa
     # GPT-2's bias gradient: 768 columns summed over 4096 tokens
     cfg = gpu_config(lambda g: g.sum(0), (4096, 768))
     assert cfg.combine is not None and cfg.grid * cfg.split >= SPLIT_MAX_PROGRAMS
+    # ResNet-50's last stage: 512 channels over 32 x 7 x 7 (800K elements) ran on 8 programs
+    cfg = gpu_config(lambda x: torch.var_mean(x.permute(0, 3, 1, 2), [0, 2, 3]), (32, 7, 7, 512))
+    assert cfg.combine is not None and cfg.grid * cfg.split >= SPLIT_MAX_PROGRAMS
     # enough rows already, or too little work: one kernel
     assert gpu_config(lambda g: g.sum(-1), (4096, 768)).combine is None
     assert gpu_config(lambda g: g.sum(0), (256, 64)).combine is None
+    # an inner reduction that small keeps one kernel (8 rows of 100K: unmeasured, unchanged)
+    assert gpu_config(lambda g: g.sum(-1), (8, 100352)).combine is None
     monkeypatch.setenv("FUSELINT_SPLIT", "0")
     assert gpu_config(lambda g: g.sum(0), (4096, 768)).combine is None
 

@@ -81,7 +81,9 @@ def test_prologue_value_used_elsewhere_is_not_pooled_per_tap():
         torch.testing.assert_close(g, w)
 
 
-def test_indices_in_use_keep_atens_pooling():
+def test_indices_in_use_run_the_hand_pooling_kernel():
+    # the window op computes values only; a pool whose indices are read runs as
+    # fuselint::max_pool2d_with_indices (backend/max_pool.py), ATen's values and indices
     fn = lambda x: F.max_pool2d(torch.relu(x), 2, return_indices=True)  # noqa: E731
     x = torch.randn(1, 2, 4, 4)
     torch._dynamo.reset()
@@ -91,4 +93,5 @@ def test_indices_in_use_keep_atens_pooling():
     want_v, want_i = fn(x)
     torch.testing.assert_close(values, want_v)
     assert torch.equal(indices, want_i)
-    assert "aten.max_pool2d_with_indices" in reports_since(start)[-1].graph_module.code
+    code = reports_since(start)[-1].graph_module.code
+    assert "fuselint.max_pool2d_with_indices" in code and "aten.max_pool2d_with_indices" not in code, code

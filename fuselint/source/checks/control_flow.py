@@ -49,6 +49,7 @@ from fuselint.source.dataflow import (
     compile_truth,
     describe,
     flows,
+    narrowed_operands,
 )
 from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.scope import ModelFunction
@@ -107,10 +108,10 @@ def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | 
         return None
     if isinstance(test, ast.BoolOp):
         stop = False if isinstance(test.op, ast.And) else True
-        for value in test.values:
+        for value, inner in zip(test.values, narrowed_operands(test, env), strict=True):
             if compile_truth(value) is stop:
                 return None  # short-circuits while compiling: the rest is never evaluated
-            found = value_dependent(value, flow, env)
+            found = value_dependent(value, flow, inner)
             if found is not None:
                 return found
         return None
@@ -716,10 +717,10 @@ def _operand_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[F
         if id(node) in inside:
             continue
         stop = isinstance(node.op, ast.Or)
-        for value in node.values[:-1]:
+        for value, inner in zip(node.values[:-1], narrowed_operands(node, site.env), strict=False):
             if compile_truth(value) is stop:
                 break  # short-circuits while compiling
-            culprit = value_dependent(value, flow, site.env)
+            culprit = value_dependent(value, flow, inner)
             if culprit is not None:
                 word = "`or`" if stop else "`and`"
                 yield finding(sf, rule, value, _message(word, culprit, flow, site, rule), path=site.path)
