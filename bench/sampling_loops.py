@@ -34,11 +34,17 @@ SCHEDULERS = (
     "UnCLIPScheduler",
     "CMStochasticIterativeScheduler",
     "FlowMatchHeunDiscreteScheduler",
+    "SASolverScheduler",
     # churn on: the noise draw after `s_tmin <= sigma <= s_tmax` runs (fixes8's equal-values fix
     # leaves the test in place there)
     "EulerDiscreteScheduler:s_churn=1.0",
     "EDMEulerScheduler:s_churn=1.0",
 )
+
+
+# Train steps where 100 would not do: SA-Solver's default `tau_func` is 1 for 200 <= t <= 800 and 0
+# elsewhere, so its loop takes both values only over 1000 steps (fixes9's stored-lambda fix).
+TRAIN_STEPS = {"SASolverScheduler": 1000}
 
 
 def loop(name: str, compiled: bool, steps: int = 10) -> tuple[list, object]:
@@ -51,7 +57,7 @@ def loop(name: str, compiled: bool, steps: int = 10) -> tuple[list, object]:
     name, _, option = name.partition(":")
     options = {k: float(v) for k, v in (option.split("="),)} if option else {}
     torch.manual_seed(0)
-    scheduler = getattr(diffusers, name)(num_train_timesteps=100)
+    scheduler = getattr(diffusers, name)(num_train_timesteps=TRAIN_STEPS.get(name, 100))
     scheduler.set_timesteps(steps)
     step = torch.compile(scheduler.step, backend="eager") if compiled else scheduler.step
     takes = inspect.signature(scheduler.step).parameters

@@ -325,3 +325,23 @@ def iterate_a_tuple(sf: SourceFile, comp: ast.expr, bound: set[str]) -> Fix | No
     text = sf.segment(iterable)
     edit = sf.replace(iterable, f"tuple({text})")
     return Fix(Applicability.UNSAFE, TUPLE_MESSAGE, (edit,))
+
+
+# ---------------------------------------------------------------- FL108: a progress bar around a loop
+
+BAR_MESSAGE = (
+    "iterate the loop's iterable itself while compiling: `(it if torch.compiler.is_compiling() else bar)` "
+    "(assumes the bar is not needed in compiled runs: it is shown in eager runs only; the loop sees the "
+    "same items)"
+)
+
+
+def iterate_without_bar(sf: SourceFile, call: ast.Call, iterable: str) -> Fix | None:
+    """`for t in self.progress_bar(ts):` -> `for t in (ts if torch.compiler.is_compiling() else
+    self.progress_bar(ts)):`. dynamo folds the test to True, so it iterates `ts` and never calls
+    the bar; eager runs take the bar as before. Only one of the two is evaluated."""
+    if any("#" in sf.line_text(n) for n in range(call.lineno, (call.end_lineno or call.lineno) + 1)):
+        return None  # rewriting the call's lines would drop a comment
+    torch, imports = torch_name(sf)
+    text = f"({iterable} if {torch}.compiler.is_compiling() else {sf.segment(call)})"
+    return Fix(Applicability.UNSAFE, BAR_MESSAGE, (sf.replace(call, text),), imports)

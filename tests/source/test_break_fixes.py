@@ -808,3 +808,104 @@ def test_tensor_index_fix_only_for_a_read_at_an_integer_tensor_index(line):
     )
     fixes = [f.fix for f in _lint(text, ("FL101",)) if f.fix is not None]
     assert not any("unsqueeze(0)" in fix.edits[0].content for fix in fixes)
+
+
+def test_a_loop_over_a_progress_bar_iterates_the_items_while_compiling_and_the_break_goes():
+    text = (ROOT / "progress_bar.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL108",)), unsafe=True).text
+    assert "(self.timesteps if torch.compiler.is_compiling() else self.progress_bar(self.timesteps))" in fixed
+    assert fix_text(fixed, lambda t: _lint(t, ("FL108",)), unsafe=True).text == fixed  # idempotent
+    torch.manual_seed(0)
+    before = _load(text, "before").Sampler()
+    torch.manual_seed(0)
+    after = _load(fixed, "after").Sampler()
+    x = torch.randn(2, 8)
+    g0, y0 = _trace(before, x)
+    g1, y1 = _trace(after, x)
+    assert g0 == 0  # the skipped call in the loop's header sends the whole frame to eager
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    assert after.shown == 1  # eager still shows the bar; the compiled call did not
+    fix = next(f.fix for f in _lint(text, ("FL108",)) if f.fix is not None)
+    assert fix.applicability is Applicability.UNSAFE and "eager runs only" in fix.message
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "for t in self.progress_bar(total=3):",  # no iterable: nothing to iterate instead
+        "for t in self.progress_bar(*self.timesteps):",  # starred: which argument is the iterable?
+        "for t in self.own_bar(self.timesteps):",  # another method of another file: may do anything
+    ],
+)
+def test_progress_bar_fix_only_where_the_bar_wraps_a_known_iterable(loop):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        f"        {loop}\n"
+        "            x = x * t\n"
+        "        return x\n"
+    )
+    assert not [f for f in _lint(text, ("FL108",)) if f.fix is not None]
+
+
+def test_a_progress_bar_of_the_same_class_counts_only_when_marked_disabled():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def progress_bar(self, it):\n        return it\n\n"
+        "    def forward(self, x):\n"
+        "        for t in self.progress_bar([1, 2]):\n"
+        "            x = x * t\n"
+        "        return x\n"
+    )
+    assert not _lint(text, ("FL108",))
+    marked = text.replace("    def progress_bar", "    @torch.compiler.disable\n    def progress_bar")
+    assert [f.fix is not None for f in _lint(marked, ("FL108",))] == [True]
+
+
+def test_a_stored_default_lambda_selects_in_the_graph_and_the_break_goes():
+    text = (ROOT / "stored_lambda.py").read_text()
+    fixed = _fixed(text)
+    assert "lambda t: torch.where(" in fixed  # the fixer wraps the long line
+    assert "(torch.as_tensor(t) >= 200) & (torch.as_tensor(t) <= 800), 1, 0" in fixed
+    assert _fixed(fixed) == fixed  # idempotent
+    before, after = _load(text, "before").NoiseStep(), _load(fixed, "after").NoiseStep()
+    sample, noise = torch.randn(2, 4), torch.randn(2, 4)
+    for t in (999, 800, 500, 200, 199, 0):  # both values of tau, and the bounds
+        g0, y0 = _trace(before, sample, noise, torch.tensor(t))
+        g1, y1 = _trace(after, sample, noise, torch.tensor(t))
+        assert g0 >= 2 and g1 == 1
+        assert torch.equal(y0, y1)
+        tau = after.tau_func(t)  # a Python-int timestep: the same value, as a 0-d int64 tensor
+        assert tau.dtype == torch.int64 and tau.dim() == 0 and tau.item() == before.tau_func(t)
+    fix = next(f.fix for f in _lint(text, ("FL102",)) if f.fix is not None)
+    assert fix.applicability is Applicability.UNSAFE and "0-d int64 tensor" in fix.message
+
+
+@pytest.mark.parametrize(
+    "lam",
+    [
+        "lambda t: 1.5 if t >= 200 else 0",  # a float: float32 where Python computed in float64
+        "lambda t: 1 if t >= self.low else 0",  # an operand that is no literal
+        "lambda t: 1 if t in (1, 2) else 0",  # membership, not a comparison
+        "lambda t, s=1: 1 if t >= 200 else 0",  # a default: another caller may pass it
+    ],
+)
+def test_stored_lambda_fix_only_for_comparisons_with_numbers_and_two_ints(lam):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        f"    def __init__(self):\n        super().__init__()\n        self.low = 1\n        self.f = {lam}\n\n"
+        "    def forward(self, x: torch.Tensor, t: torch.Tensor):\n"
+        "        return x * self.f(t)\n"
+    )
+    assert not [f for f in _lint(text, ("FL102",)) if f.fix is not None]
+
+
+def test_a_stored_lambda_called_with_a_python_number_is_not_flagged():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.f = lambda t: 1 if t >= 2 else 0\n\n"
+        "    def forward(self, x: torch.Tensor):\n"
+        "        return x * self.f(x.shape[0])\n"
+    )
+    assert not _lint(text, ("FL102",))

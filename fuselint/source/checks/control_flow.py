@@ -33,6 +33,7 @@ from fuselint.source.break_fixes import (
 )
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
+from fuselint.source.checks.stored_lambdas import stored_lambda_tests
 from fuselint.source.dataflow import (
     BOOL,
     DIM,
@@ -660,6 +661,7 @@ def data_dependent_control_flow(
                     yield finding(sf, rule, test, message, path=site.path)
         yield from _operand_jumps(sf, flow, rule)
         yield from _reduced_tests(sf, flow, rule)
+    yield from stored_lambda_tests(sf, functions, rule)
 
 
 def _reduced_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
-from fuselint.source.break_fixes import iterate_a_tuple
+from fuselint.source.break_fixes import iterate_a_tuple, iterate_without_bar
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
@@ -67,6 +67,11 @@ _NUMPY_RANDOM_TRACED = frozenset({"numpy.random.seed"})
 # Gradients taken inside the compiled function: gb9186 on torch 2.13, whatever the inputs (zuko's
 # monotonic transforms, torchsde's `misc.vjp`).
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+# tqdm's progress bars: dynamo does not trace them, and a `for` over one sends the frame to eager
+# (torch 2.13: no graph at all). diffusers' `DiffusionPipeline.progress_bar` returns one and is
+# marked `torch.compiler.disable` (pipeline_utils.py), so a call ends the graph (gb0099).
+_BAR_MODULES = frozenset({"tqdm", "tqdm.auto", "tqdm.std", "tqdm.notebook", "tqdm.autonotebook", "tqdm.rich"})
+_BAR_METHODS = frozenset({"progress_bar"})
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
@@ -147,6 +152,7 @@ def _callee(func: ast.expr, cls: ast.ClassDef | None) -> tuple[str | None, str] 
 def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     disabled = _disabled(sf.tree, sf.imports)
     rnns: dict[int, dict[str, str]] = {}
+    barred: set[int] = set()
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
@@ -164,10 +170,13 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                         "pass `device=` to the factory calls instead"
                     )
                     yield finding(sf, rule, expr, message, path=site.path)
+        yield from _loops_over_bars(sf, flow, disabled, rule, barred)
         numpy_random = _numpy_random_objects(flow, sf.imports)
         for site in flow.of(ast.Call):
             func = site.node.func
             qual = sf.imports.qualname(func)
+            if id(site.node) in barred:
+                continue
             if qual == "torch.Generator":
                 message = f"`torch.Generator(...)` in compiled code: {rule.message} (gb0055)"
                 yield finding(sf, rule, site.node, message, path=site.path)
@@ -208,6 +217,56 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                 name = _callee(func, flow.fn.cls)[1]
                 message = f"`{name}` is marked torch.compiler.disable: {rule.message} at the call"
                 yield finding(sf, rule, site.node, message, path=site.path)
+
+
+def _bar_iterable(call: ast.Call, sf: SourceFile, cls: ast.ClassDef | None, disabled: set) -> str | None:
+    """The source of the iterable a progress-bar call wraps (`tqdm(ts, desc=...)` -> "ts",
+    `trange(n)` -> "range(n)"), or None when `call` is not a bar over an iterable."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    module, _, name = (sf.imports.qualname(call.func) or "").rpartition(".")
+    if module in _BAR_MODULES and name == "trange":
+        return f"range({', '.join(sf.segment(a) for a in call.args)})" if call.args else None
+    callee = _callee(call.func, cls)
+    if module in _BAR_MODULES and name == "tqdm":
+        pass
+    elif isinstance(call.func, ast.Attribute) and callee is not None and callee[1] in _BAR_METHODS:
+        # A `progress_bar` of this file must be marked disabled; one inherited from another file
+        # (diffusers' pipelines) is taken by its name.
+        own = cls is not None and any(
+            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == callee[1] for s in cls.body
+        )
+        if own and callee not in disabled:
+            return None
+    else:
+        return None
+    given = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "iterable"), None)
+    return None if given is None else sf.segment(given)
+
+
+def _loops_over_bars(
+    sf: SourceFile, flow: FunctionFlow, disabled: set, rule: Rule, barred: set[int]
+) -> Iterable[Finding]:
+    """FL108 for `for t in <bar>(ts):` (or `enumerate(<bar>(ts))`), with a fix that iterates `ts`
+    while compiling; the calls found go into `barred` (one finding per call)."""
+    for site in flow.of(ast.For):
+        call = site.node.iter
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "enumerate":
+            if "enumerate" in sf.imports.aliases or not call.args:
+                continue
+            call = call.args[0]
+        if not isinstance(call, ast.Call):
+            continue
+        iterable = _bar_iterable(call, sf, flow.fn.cls, disabled)
+        if iterable is None:
+            continue
+        barred.add(id(call))
+        message = (
+            f"`{sf.segment(call.func)}(...)` wraps the loop's iterable in a progress bar, which dynamo does not "
+            "trace: the graph ends at the loop (gb0099 for a `torch.compiler.disable`d bar), or the whole "
+            "frame runs in eager"
+        )
+        yield finding(sf, rule, call, message, iterate_without_bar(sf, call, iterable), path=site.path)
 
 
 def _rnn_calls(sf: SourceFile, flow: FunctionFlow, rnns: dict[str, str], rule: Rule) -> Iterable[Finding]:
