@@ -79,3 +79,25 @@ class Norm(torch.nn.Module):
 
 
 run("vit-head", Norm(vit), (torch.randn(32, 197, 768) * 3,))
+
+
+class GPT2Ends(torch.nn.Module):
+    """GPT-2's embedding (tokens + positions) into the first block's LayerNorm, or its last
+    residual add into ln_f (`end="last"`)."""
+
+    def __init__(self, model, end: str):
+        super().__init__()
+        self.model, self.end = model, end
+
+    def forward(self, ids_or_h, r=None):
+        if self.end == "first":
+            pos = torch.arange(ids_or_h.shape[1], device=ids_or_h.device)
+            h = self.model.wte(ids_or_h) + self.model.wpe(pos)
+            return self.model.h[0].ln_1(h)
+        return self.model.ln_f(ids_or_h + r)
+
+
+torch.manual_seed(0)
+gpt2 = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=768, n_head=12, use_cache=False))
+run("gpt2-embed-ln", GPT2Ends(gpt2, "first"), (torch.randint(0, 30000, (8, 512)),))
+run("gpt2-add-lnf", GPT2Ends(gpt2, "last"), (torch.randn(8, 512, 768) * 3, torch.randn(8, 512, 768)))
