@@ -37,7 +37,33 @@ from fuselint.backend.lowering import KernelIR, Store, Value
 from fuselint.backend.ops import TL_DTYPES
 
 _NEUTRAL = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
-_COMBINE = {"sum": "{acc} + {x}", "max": "tl.maximum({acc}, {x})", "min": "tl.minimum({acc}, {x})"}
+# max and min keep a NaN, as torch's reductions do (tl.max, tl.maximum and tl.minimum drop it:
+# PropagateNan.NONE); rows reduce through the helpers every kernel module defines (_HELPERS)
+_NAN = "propagate_nan=tl.PropagateNan.ALL"
+_COMBINE = {
+    "sum": "{acc} + {x}",
+    "max": f"tl.maximum({{acc}}, {{x}}, {_NAN})",
+    "min": f"tl.minimum({{acc}}, {{x}}, {_NAN})",
+}
+_HELPERS = [
+    "@triton.jit",
+    "def _max_nan(a, b):",
+    "    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+    "",
+    "",
+    "@triton.jit",
+    "def _min_nan(a, b):",
+    "    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+]
+
+
+def _reduce_rows(op: str, tile: str) -> str:
+    """`tile` (XBLOCK x RBLOCK) reduced along its rows by `op`, kept 2-d."""
+    if op == "sum":
+        return f"tl.sum({tile}, axis=1)[:, None]"
+    return f"tl.reduce({tile}, 1, _{op}_nan)[:, None]"
+
+
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -125,7 +151,7 @@ class _KernelWriter:
             if self.looped:
                 raise AssertionError(f"reduction {v.name} used before its pass")
             arg = self.ref(v.args[0], target)
-            expr = f"tl.{v.reduce_op}(tl.where(mask, {arg}, {_NEUTRAL[v.reduce_op]}), axis=1)[:, None]"
+            expr = _reduce_rows(v.reduce_op, f"tl.where(mask, {arg}, {_NEUTRAL[v.reduce_op]})")
         elif v.kind == "load":
             expr = self._load_expr(v)
         elif v.kind == "gather":
@@ -355,7 +381,7 @@ class _KernelWriter:
                 inits.append(f"{acc} = tl.full([XBLOCK, RBLOCK], {_NEUTRAL[v.reduce_op]}, tl.float32)")
                 masked = f"tl.where(mask, {arg}, {_NEUTRAL[v.reduce_op]})"
                 loop.add(f"{acc} = " + _COMBINE[v.reduce_op].format(acc=acc, x=masked))
-                finals.append((v, f"tl.{v.reduce_op}({acc}, axis=1)[:, None]"))
+                finals.append((v, _reduce_rows(v.reduce_op, acc)))
             names = ", ".join(v.name for v in reds + [welford[id(s)] for s in reds if id(s) in welford])
             self._close_loop(loop, inits, f"pass {stage} of {passes}: {names}")
             if welford:
@@ -468,7 +494,7 @@ class _KernelWriter:
             )
         for v in reds:
             if v.mean is None:
-                expr = f"tl.{v.reduce_op}({parts[id(v)]}, axis=1)[:, None]"
+                expr = _reduce_rows(v.reduce_op, parts[id(v)])
             else:
                 self._chunk_sizes(f"coffs * {cfg.chunk}")
                 mean = self.ref(v.mean, o)
@@ -558,6 +584,9 @@ def generate(ir: KernelIR, cfg: LaunchConfig) -> tuple[str, str]:
         "",
         "import triton",
         "import triton.language as tl",
+        "",
+        "",
+        *_HELPERS,
         "",
         "",
         "@triton.jit",

@@ -134,13 +134,15 @@ def _pooled(size: int, kernel: int, stride: int, padding: int, ceil: bool) -> in
 
 
 INT32_OFFSETS = 2**31  # past this many elements, offsets are computed in int64
+# The kernels compare and accumulate in float32: exact for these, not for float64 (ATen's kernels
+# work in double there), which stays with ATen.
+KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _launch(kernel: HandKernel, space: torch.Tensor, *tensors: torch.Tensor, **consts) -> bool:
     """Launch a kernel whose programs tile `space` (N, C, H, W) the way `_tile` walks it."""
     N, C, H, W = space.shape
     last = _layout(space) == torch.channels_last
-    wide = max(_extent(t) for t in tensors) >= INT32_OFFSETS  # int32 offsets would overflow
     if last:  # tiles of pixels by channels
         block_c = min(triton.next_power_of_2(C), 64)
         block = max(1, 1024 // block_c)
@@ -150,6 +152,9 @@ def _launch(kernel: HandKernel, space: torch.Tensor, *tensors: torch.Tensor, **c
         block_c, block = 1, 512
         grid = (triton.cdiv(space.numel(), block),)
         count = space.numel()
+    # int32 would overflow: an offset, or the index of the last program's last lane (past
+    # `count`, so masked, but wrapped to a negative number it would pass the mask)
+    wide = max(grid[0] * block, *(_extent(t) for t in tensors)) > INT32_OFFSETS - 1
     return kernel.launch(
         grid, *tensors, count, *consts.pop("sizes"), *consts.pop("strides"),
         **consts, CHANNELS_LAST=last, WIDE=wide, BLOCK=block, BLOCK_C=block_c,
@@ -167,7 +172,7 @@ def max_pool2d_with_indices(
     """`max_pool2d_with_indices` (dilation 1) of `x` (N, C, H, W): the window maxima and their
     positions `h * W + w`, laid out as ATen lays them out."""
     out, idx = _pool_outputs(x, kernel_size, stride, padding, ceil_mode)
-    if not can_generate_for(x.device):
+    if not can_generate_for(x.device) or x.dtype not in KERNEL_DTYPES:
         return _aten_pool(x, kernel_size, stride, padding, ceil_mode)
     if out.numel() == 0:
         return out, idx
@@ -215,7 +220,11 @@ def max_pool2d_grad(
     """`max_pool2d_with_indices_backward` (dilation 1) of `grad` (N, C, OH, OW): the gradient of
     the pooled input, shaped and laid out as `like` (the input)."""
     out = torch.empty_like(like, memory_format=_layout(like))
-    if not can_generate_for(grad.device) or grad.stride() != indices.stride():
+    if (
+        not can_generate_for(grad.device)
+        or grad.stride() != indices.stride()
+        or grad.dtype not in KERNEL_DTYPES
+    ):
         return _aten_grad(grad, like, indices, kernel_size, stride, padding)
     if out.numel() == 0:
         return out
@@ -229,8 +238,14 @@ def max_pool2d_grad(
 
 
 def _aten_grad(grad, like, indices, kernel_size, stride, padding) -> torch.Tensor:
+    # the op does not take ceil_mode: a pool that made more windows than floor mode makes was ceil
+    floor = [
+        _pooled(size, k, s, p, False)
+        for size, k, s, p in zip(like.shape[-2:], kernel_size, stride, padding, strict=True)
+    ]
+    ceil = list(grad.shape[-2:]) != floor
     return aten.max_pool2d_with_indices_backward(
-        grad, like, kernel_size, stride, padding, [1, 1], False, indices
+        grad, like, kernel_size, stride, padding, [1, 1], ceil, indices
     ).contiguous(memory_format=_layout(like))
 
 
@@ -274,7 +289,7 @@ def _pool_replaceable(node: torch.fx.Node) -> bool:
         or list(dilation) != [1, 1]
         or not all(u.target is operator.getitem for u in node.users)
         or not any(u.args[1] == 1 for u in node.users)
-        or not _fake(x).is_floating_point()
+        or _fake(x).dtype not in KERNEL_DTYPES
         or not can_generate_for(_fake(x).device)
     ):
         return False
@@ -294,6 +309,7 @@ def _grad_replaceable(node: torch.fx.Node) -> bool:
         and len(stride) == 2
         and len(padding) == 2
         and g.stride() == i.stride()
+        and g.dtype in KERNEL_DTYPES
         and out.stride() == torch.empty_like(x, memory_format=_layout(x)).stride()
         and can_generate_for(g.device)
     )

@@ -118,3 +118,73 @@ def test_a_kernel_that_cannot_launch_leaves_the_gradient_to_aten(monkeypatch, ca
         got = max_pool2d_grad(grad, x, idx, [3, 3], [2, 2], [1, 1])
     want = aten.max_pool2d_with_indices_backward(grad, x, [3, 3], [2, 2], [1, 1], [1, 1], False, idx)
     assert torch.equal(got, want) and "run through ATen: RuntimeError: no kernel here" in caplog.text
+
+
+def test_a_ceil_mode_gradient_left_to_aten_keeps_its_ceil_mode(monkeypatch):
+    # the last window of 10 at k3 s2 starts inside the input only in ceil mode: ATen's gradient
+    # must be told, or it computes 4 windows, not grad's 5, and raises
+    import fuselint.backend.max_pool as pg
+
+    monkeypatch.setattr(pg, "GATHER_GRADS", HandKernel(Unlaunchable(), "max-pool gradients"))
+    x = torch.randn(2, 3, 10, 10, generator=torch.Generator().manual_seed(3))
+    out, idx = aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [0, 0], [1, 1], True)
+    assert out.shape[-2:] == (5, 5)
+    grad = torch.randn(out.shape)
+    want = aten.max_pool2d_with_indices_backward(grad, x, [3, 3], [2, 2], [0, 0], [1, 1], True, idx)
+    assert torch.equal(max_pool2d_grad(grad, x, idx, [3, 3], [2, 2], [0, 0]), want)
+    # grad and indices of other strides go to ATen too, without a failed launch
+    monkeypatch.undo()
+    got = max_pool2d_grad(grad.transpose(2, 3).contiguous().transpose(2, 3), x, idx, [3, 3], [2, 2], [0, 0])
+    assert torch.equal(got, want)
+
+
+def test_float64_pools_stay_float64():
+    # the kernels compare and accumulate in float32: a float64 pool must not go through them
+    x = torch.ones(1, 1, 4, 4, dtype=torch.float64)
+    x[0, 0, 0, 1] = 1 + 1e-12  # the maximum of the first window, only in float64
+    x[0, 0, 3, 3] = 0.1  # not a float32 value
+    out, idx = max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], False)
+    want = aten.max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
+    assert torch.equal(out, want[0]) and torch.equal(idx, want[1])
+    grad = torch.full(out.shape, 0.1, dtype=torch.float64)
+    got = max_pool2d_grad(grad, x, idx, [2, 2], [2, 2], [0, 0])
+    assert torch.equal(
+        got, aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
+    )
+
+
+def test_a_float64_training_pool_is_left_to_aten():
+    def pool(x):
+        return F.max_pool2d(x, 3, 2, 1).exp().sum()
+
+    x = torch.randn(2, 3, 9, 9, dtype=torch.float64, requires_grad=True)
+    torch._dynamo.reset()
+    start = history_mark()
+    got = torch.compile(pool, backend=fuselint_backend)(x)
+    got.backward()
+    code = "".join(r.graph_module.code for r in reports_since(start))
+    assert "fuselint.max_pool2d" not in code, code
+    grad, x.grad = x.grad, None
+    want = pool(x)
+    want.backward()
+    assert torch.equal(got, want) and torch.equal(grad, x.grad)
+
+
+def test_offsets_go_int64_before_a_programs_indices_pass_int32():
+    # _tile's first index of the last program plus BLOCK may pass 2**31 although every element's
+    # offset stays below it: int32 would wrap to negative indices that the `< count` mask keeps
+    # (NCHW; channels_last tiles count pixels, C >= 2 of them per element offset)
+    import fuselint.backend.max_pool as pg
+
+    seen = {}
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: seen.update(kwargs)
+
+    space = torch.empty(1, 1, 1, 2**31 - 8, device="meta")  # the last program passes 2**31
+    assert pg._launch(HandKernel(Recorder(), "test"), space, space, sizes=(), strides=())
+    assert seen["WIDE"] is True
+    small = torch.empty(1, 1, 1, 2**31 - 2**20, device="meta")
+    assert pg._launch(HandKernel(Recorder(), "test"), small, small, sizes=(), strides=())
+    assert seen["WIDE"] is False

@@ -116,6 +116,8 @@ CASES["var_mean_split"] = (
 )
 CASES["sum_rows_split"] = (lambda x: x.sum(-1), [(64, 200_000)], torch.float32)
 CASES["normalise_split"] = (lambda x: (x - x.mean(0)) / x.std(0), [(8192, 1024)], torch.bfloat16)
+# max and min keep NaN through tl.reduce with a combine function, in both kernels of a split
+CASES["amax_amin_split"] = (lambda x: (x.amax(0), x.amin(0)), [(8192, 64)], torch.bfloat16)
 
 
 def compile_cases(names: list[str]) -> dict:
@@ -166,7 +168,7 @@ def test_looped_reduction_is_looped(compiled_cases):
     assert compiled_cases["softmax_looped"]["persistent"] is False
 
 
-@pytest.mark.parametrize("name", ["sum_dim0", "var_mean_split", "sum_rows_split"])
+@pytest.mark.parametrize("name", ["sum_dim0", "var_mean_split", "sum_rows_split", "amax_amin_split"])
 def test_reductions_with_few_programs_split_into_two_kernels(name, compiled_cases):
     facts = compiled_cases[name]
     assert facts["split"] > 1 and facts["entries"] == 2

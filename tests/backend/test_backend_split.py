@@ -450,3 +450,26 @@ def test_a_value_that_every_reading_group_leaves_to_aten_is_written_out_once():
     (report,) = reports_since(start)
     aten = [n.target for n in report.graph_module.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
     assert aten == [torch.ops.aten.fmod.Scalar], aten
+
+
+@pytest.mark.parametrize("config", ["interpreter", "gpu"])
+@pytest.mark.parametrize("split", ["0", "1"])
+@pytest.mark.parametrize("shape, dim", [((64, 24), 0), ((2048, 8), 0), ((6, 40), 1), ((3, 9000), 1)])
+def test_max_and_min_keep_a_nan_as_eager_does(monkeypatch, config, split, shape, dim):
+    # torch.amax/amin/max return NaN for a row with a NaN in it; tl.max, tl.maximum and
+    # tl.minimum drop it (PropagateNan.NONE). Persistent and looped rows, split and whole.
+    from fuselint.backend import compiler
+
+    if split == "0":
+        monkeypatch.setenv("FUSELINT_SPLIT", "0")
+    if config == "gpu":
+        monkeypatch.setattr(
+            compiler, "choose_config", lambda ir, interpret, cap=None: choose_config(ir, False, cap)
+        )
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    x[1, 2] = x[-1, -1] = float("nan")  # one NaN near the start, one in the last chunk
+    got, want, kernels = run(lambda x: ((x * 2).amax(dim), (x * 2).amin(dim), (x + 1).max()), x)
+    assert kernels and all(k.fallback_calls == 0 for k in kernels)
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g.isnan(), w.isnan()), (g, w)
+        torch.testing.assert_close(g, w, equal_nan=True)
