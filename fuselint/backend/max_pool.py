@@ -24,7 +24,7 @@ import torch.fx
 import triton
 import triton.language as tl
 
-from fuselint.backend.runtime import HandKernel, can_generate_for
+from fuselint.backend.runtime import HandKernel, can_generate_for, interpreting
 from fuselint.graph.layout import channels_last
 
 aten = torch.ops.aten
@@ -62,7 +62,7 @@ def _pool_with_indices(
     xs_n, xs_c, xs_h, xs_w,
     os_n, os_c, os_h, os_w,  # out's and idx's strides (the same layout)
     KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-    PH: tl.constexpr, PW: tl.constexpr,
+    PH: tl.constexpr, PW: tl.constexpr, UNSEEN_AT_ZERO: tl.constexpr,
     CHANNELS_LAST: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     n, c, oh, ow, live = _tile(count, C, OH, OW, CHANNELS_LAST, WIDE, BLOCK, BLOCK_C)
@@ -70,7 +70,11 @@ def _pool_with_indices(
     w0 = ow * SW - PW
     base = n * xs_n + c * xs_c
     best = tl.full(live.shape, float("-inf"), tl.float32)
-    arg = (tl.maximum(h0, 0) * W + tl.maximum(w0, 0)).to(tl.int64)  # a window of -inf keeps its first
+    # a window of -inf takes no tap: it records its first (CPU, CUDA NCHW) or 0 (CUDA channels_last)
+    if UNSEEN_AT_ZERO:
+        arg = tl.zeros(live.shape, dtype=tl.int64)
+    else:
+        arg = (tl.maximum(h0, 0) * W + tl.maximum(w0, 0)).to(tl.int64)
     for dh in tl.static_range(KH):
         for dw in tl.static_range(KW):
             h = h0 + dh
@@ -181,6 +185,8 @@ def max_pool2d_with_indices(
         POOL_WITH_INDICES, out, x, out, idx,
         sizes=(C, H, W, *out.shape[-2:]), strides=(*x.stride(), *out.stride()),
         KH=kernel_size[0], KW=kernel_size[1], SH=stride[0], SW=stride[1], PH=padding[0], PW=padding[1],
+        # ATen's CUDA channels_last kernel starts each window's index at 0 (max_pool_forward_nhwc)
+        UNSEEN_AT_ZERO=_layout(x) == torch.channels_last and not interpreting(x.device),
     )  # fmt: skip
     return (out, idx) if launched else _aten_pool(x, kernel_size, stride, padding, ceil_mode)
 
