@@ -60,6 +60,22 @@ def test_same_graph_gives_the_same_source():
     assert first[0].source == second[0].source and first[0].path == second[0].path
 
 
+def test_a_repeated_layer_compiles_to_the_same_source():
+    # two blocks of the same shape, a matmul between them so that they do not fuse: the second
+    # block's kernel is the first's text (node names do not leak into it), one module, one compile
+    def layers(x, w):
+        for _ in range(2):
+            x = torch.relu(x @ w) * 2 + 1
+        return x
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    _, kernels = _compile(layers, x, w)
+    assert len(kernels) == 2, [k.__name__ for k in kernels]
+    assert kernels[0].source == kernels[1].source and kernels[0].path == kernels[1].path
+    assert kernels[0].fn is kernels[1].fn  # one @triton.jit function: Triton compiles it once
+    torch.testing.assert_close(torch.compile(layers, backend="fuselint")(x, w), layers(x, w))
+
+
 def test_dump_dir_receives_readable_kernels(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSELINT_DUMP_DIR", str(tmp_path / "dump"))
     x, w = torch.randn(4, 64), torch.randn(64)
