@@ -433,12 +433,13 @@ def _string_fill(value: ast.expr) -> bool:
 
 
 def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | None = None) -> list[str]:
-    """Of `names` (parameters of `fn`), those the body shows to hold strings (site names, labels):
-    a string tested `in` it (`self.tau_label in labels`), `sep.join(it)`, `if it is None: it =
-    list(d.keys())` (or a list of string literals), or an element of it (`for l in it`, also in a
-    comprehension) that keys a dict display or comprehension (`{l: ... for l in it}`) or is compared
-    `==` / `!=` with a string. On a tensor each of these raises or means nothing (a 0-d tensor
-    hashes by identity), so one such use is taken as proof."""
+    """Of `names` (parameters of `fn`), those the body shows to hold strings (site names, labels)
+    or to be keyed by them: a string tested `in` it (`self.tau_label in labels`, `"aux" in
+    outputs`), `sep.join(it)`, `if it is None: it = list(d.keys())` (or a list of string
+    literals), or an element of it (`for l in it`, also in a comprehension) that keys a dict
+    display or comprehension (`{l: ... for l in it}`) or is compared `==` / `!=` with a string.
+    On a tensor each of these raises or means nothing (a 0-d tensor hashes by identity), so one
+    such use is taken as proof."""
     if not names:
         return []
     wanted = set(names)
