@@ -189,7 +189,10 @@ def _is_none(default: ast.expr | None) -> bool:
 
 
 def parameter_kinds(
-    fn: FunctionNode, passed: dict[str, list[str | None]] | None = None, guessed: set[str] | None = None
+    fn: FunctionNode,
+    passed: dict[str, list[str | None]] | None = None,
+    guessed: set[str] | None = None,
+    cls: ast.ClassDef | None = None,
 ) -> Env:
     """Kinds of a model function's parameters.
 
@@ -197,7 +200,9 @@ def parameter_kinds(
     forward, in this file or another): a tensor from any caller decides, whatever the
     annotation or default says; else the annotation and default do. Without callers
     (forward itself) a parameter is a tensor unless its default, type or name says not;
-    those guesses go into `guessed`, for rules that need more than a guess.
+    those guesses go into `guessed`, for rules that need more than a guess. A parameter the body
+    shows to hold strings (`host_strings_by_use`; `cls` is the function's class) is no tensor,
+    whatever its callers pass, unless its annotation says it is one.
     """
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
@@ -245,6 +250,13 @@ def parameter_kinds(
     for name in _host_numbers_by_use(fn, guesses):
         env.pop(name)
         guesses.remove(name)
+    annotated_tensors = {
+        a.arg for a, _ in pairs if a.annotation is not None and annotation_kind(a.annotation)
+    }
+    for name in host_strings_by_use(fn, sorted(set(env) - annotated_tensors), cls):
+        env.pop(name)
+        if name in guesses:
+            guesses.remove(name)
     if guessed is not None:
         guessed.update(guesses)
     return env
@@ -352,6 +364,139 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
         and any(_size_use(use, parents, candidates, loaded) == "size" for use in uses[name])
     ]
     return found + [name for name in rest if name in sized]
+
+
+def _string_attributes(cls: ast.ClassDef | None) -> frozenset[str]:
+    """`self.X` that its class only sets to string literals or to parameters of the storing method
+    that default to one and are never rebound there (`self.tau_label = tau_label`, `tau_label="tau"`)."""
+    if cls is None:
+        return frozenset()
+    sources: dict[str, bool] = {}
+    for top in cls.body:
+        if not isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        args = top.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = [
+            *zip(reversed(positional), reversed(args.defaults), strict=False),
+            *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+        ]
+        rebound = {n.id for n in ast.walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        options = {a.arg for a, d in pairs if _str_constant(d) and a.arg not in rebound}
+        for node in ast.walk(top):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for t in ast.walk(target):
+                        if (attr := _self_attr(t)) is None:
+                            continue
+                        value = node.value if t is target and not isinstance(node, ast.AugAssign) else None
+                        text = _str_constant(value) or (isinstance(value, ast.Name) and value.id in options)
+                        sources[attr] = sources.get(attr, True) and text
+            elif isinstance(node, ast.Call):
+                func = node.func
+                named = None
+                if isinstance(func, ast.Attribute) and func.attr == "__setattr__" and node.args:
+                    named = node.args[0]
+                elif isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) > 1:
+                    named = node.args[1]
+                if named is not None and _str_constant(named):
+                    sources[named.value] = False
+    return frozenset(attr for attr, text in sources.items() if text)
+
+
+def _str_constant(expr: ast.expr | None) -> bool:
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
+
+
+def _text_expr(expr: ast.expr, strings: frozenset[str]) -> bool:
+    """A string literal, an f-string, or a `self.X` its class only sets to strings."""
+    return _str_constant(expr) or isinstance(expr, ast.JoinedStr) or _self_attr(expr) in strings
+
+
+def _string_fill(value: ast.expr) -> bool:
+    """`["a", "b"]`, `d.keys()`, `list(d.keys())`: a list of string literals or a dict's keys."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return bool(value.elts) and all(_str_constant(e) for e in value.elts)
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("list", "tuple")
+    ):
+        value = value.args[0] if len(value.args) == 1 and not value.keywords else value
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "keys"
+        and not value.args
+    )
+
+
+def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | None = None) -> list[str]:
+    """Of `names` (parameters of `fn`), those the body shows to hold strings (site names, labels)
+    or to be keyed by them: a string tested `in` it (`self.tau_label in labels`, `"aux" in
+    outputs`), `sep.join(it)`, `if it is None: it = list(d.keys())` (or a list of string
+    literals), or an element of it (`for l in it`, also in a comprehension) that keys a dict
+    display or comprehension (`{l: ... for l in it}`) or is compared `==` / `!=` with a string.
+    On a tensor each of these raises or means nothing (a 0-d tensor hashes by identity), so one
+    such use is taken as proof."""
+    if not names:
+        return []
+    wanted = set(names)
+    strings = _string_attributes(cls)
+    shown: set[str] = set()
+    elements: dict[str, str] = {}  # loop variable -> the parameter it iterates
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            if (
+                isinstance(node.iter, ast.Name)
+                and node.iter.id in wanted
+                and isinstance(node.target, ast.Name)
+            ):
+                elements[node.target.id] = node.iter.id
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, right, op = node.left, node.comparators[0], node.ops[0]
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, ast.Name) and right.id in wanted:
+                if _text_expr(left, strings):
+                    shown.add(right.id)
+            elif isinstance(op, (ast.Eq, ast.NotEq)):
+                for one, other in ((left, right), (right, left)):
+                    if isinstance(one, ast.Name) and one.id in elements and _text_expr(other, strings):
+                        shown.add(elements[one.id])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
+            if _str_constant(node.func.value) and len(node.args) == 1:
+                arg = node.args[0]
+                if isinstance(arg, ast.Name) and arg.id in wanted:
+                    shown.add(arg.id)
+        elif isinstance(node, ast.DictComp) and isinstance(node.key, ast.Name):
+            if node.key.id in elements and any(
+                isinstance(g.iter, ast.Name) and g.iter.id == elements[node.key.id] for g in node.generators
+            ):
+                shown.add(elements[node.key.id])
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                if isinstance(key, ast.Name) and key.id in elements:
+                    shown.add(elements[key.id])
+        elif isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            test = node.test
+            if (
+                isinstance(test.left, ast.Name)
+                and test.left.id in wanted
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Is)
+                and _is_none(test.comparators[0])
+            ):
+                for stmt in node.body:
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and len(stmt.targets) == 1
+                        and isinstance(stmt.targets[0], ast.Name)
+                        and stmt.targets[0].id == test.left.id
+                        and _string_fill(stmt.value)
+                    ):
+                        shown.add(test.left.id)
+    return [name for name in names if name in shown]
 
 
 def none_defaulted(fn: FunctionNode) -> set[str]:
@@ -1946,7 +2091,7 @@ def analyze(
         given = {name: list(kinds) for name, kinds in fn.given}
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
-    env = parameter_kinds(fn.node, given, flow.guessed)
+    env = parameter_kinds(fn.node, given, flow.guessed, fn.cls)
     if fn.reason in ("called", "reached") and defaulted:
         left = defaulted.get(id(fn.node), {})
         flow.constants = {name: value for name, value in left.items() if flow.assigned.get(name) == 1}
