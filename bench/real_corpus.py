@@ -452,19 +452,9 @@ def df_mochi(scale: int = 1):
 
 def df_ddim_pipeline(scale: int = 1):
     import torch
-    from diffusers import DDIMPipeline, DDIMScheduler, UNet2DModel
+    from diffusers import DDIMPipeline, DDIMScheduler
 
-    unet = UNet2DModel(
-        sample_size=8,
-        in_channels=3,
-        out_channels=3,
-        layers_per_block=1,
-        block_out_channels=(32 * scale, 64 * scale),
-        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
-        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-        norm_num_groups=32,
-        attention_head_dim=8,
-    )
+    unet = _tiny_unet(scale)
     pipe = DDIMPipeline(unet=unet, scheduler=DDIMScheduler(num_train_timesteps=100))
     pipe.set_progress_bar_config(disable=True)
 
