@@ -1822,24 +1822,19 @@ def option_attributes(cls: ast.ClassDef) -> frozenset[str]:
         if not isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         options = _option_parameters(top)
-        rebound = {n.id for n in ast.walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        # one walk: the names the method rebinds, and what it stores in attributes (judged after)
+        rebound: set[str] = set()
+        stores: list[tuple[str, ast.expr | None]] = []
         for node in ast.walk(top):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Store):
+                    rebound.add(node.id)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     for t in ast.walk(target):
-                        if (attr := _self_attr(t)) is None:
-                            continue
-                        value = node.value if t is target else None
-                        option = value is not None and (
-                            _literal(value)
-                            or (
-                                isinstance(value, ast.Name)
-                                and value.id in options
-                                and value.id not in rebound
-                            )
-                        )
-                        sources[attr] = sources.get(attr, True) and option
+                        if (attr := _self_attr(t)) is not None:
+                            stores.append((attr, node.value if t is target else None))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
                 if node.func.attr in ("register_buffer", "register_parameter", "__setattr__") or (
                     isinstance(node.func.value, ast.Name) and node.func.attr == "setattr"
@@ -1850,6 +1845,12 @@ def option_attributes(cls: ast.ClassDef) -> frozenset[str]:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
                 if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
                     sources[str(node.args[1].value)] = False
+        for attr, value in stores:
+            option = value is not None and (
+                _literal(value)
+                or (isinstance(value, ast.Name) and value.id in options and value.id not in rebound)
+            )
+            sources[attr] = sources.get(attr, True) and option
     return frozenset(name for name, option in sources.items() if option)
 
 
