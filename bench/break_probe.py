@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import torch
 from real_corpus import listen_breaks
+from torch import nn
 
 from fuselint.graph.breaks_log import parse_break
 
@@ -95,3 +96,42 @@ def compile_row(
             error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:error_width]}"
     sites = "; ".join(break_sites(breaks.texts, user)) or "-"
     return f"| {label} | {len(graphs)}, {sum(graphs)} | {sites}{error} |"
+
+
+def grad_mode(label: str):
+    """Inference runs under no_grad; a run labelled "train ..." keeps autograd on."""
+    return contextlib.nullcontext() if label.startswith("train") else torch.no_grad()
+
+
+def _loss(out):
+    """A scalar to call backward on: the sum of every float tensor that needs a gradient."""
+    tensors = out if isinstance(out, (tuple, list)) else [out]
+    parts = [t.float().sum() for t in tensors if isinstance(t, torch.Tensor) and t.requires_grad]
+    return sum(parts) if parts else None
+
+
+def compile_run(
+    label: str, fn, args, breaks, user: Callable[[str], str | None], kwargs=None
+) -> tuple[str, list[str]]:
+    """One `| label | graphs, ops | sites |` row (`counting_compile`) and its sites, named by
+    `user` (see `break_sites`). A label starting "train" runs in train mode with autograd and calls
+    backward on the sum of the outputs that need a gradient; any other runs in eval under no_grad."""
+    torch.manual_seed(0)
+    owner = fn if isinstance(fn, nn.Module) else getattr(fn, "__self__", None)
+    if isinstance(owner, nn.Module):
+        owner.train(label.startswith("train"))  # the mode the label names, set before compiling
+    compiled, graphs = counting_compile(fn, breaks)
+    error = ""
+    with warnings.catch_warnings(), grad_mode(label):
+        warnings.simplefilter("ignore")
+        try:
+            out = compiled(*args, **(kwargs or {}))
+            if label.startswith("train"):
+                loss = _loss(out)
+                if loss is not None:
+                    loss.backward()
+        except Exception as exc:
+            first = (str(exc).splitlines() or [""])[0][:100]  # some errors have no message
+            error = f"; compile ERROR {type(exc).__name__}: {first}"
+    sites = break_sites(breaks.texts, user)
+    return f"| {label} | {len(graphs)}, {sum(graphs)} | {'; '.join(sites) or '-'}{error} |", sites

@@ -16,13 +16,12 @@ bench/results/precision_untuned6_sites.json, which `bench/rescore_judged.py --re
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-import warnings
 
 import torch
-from break_probe import break_sites, counting_compile, listen, package_site
+from break_probe import compile_run as _compile_run
+from break_probe import listen, package_site
 from torch import nn
 
 PACKAGES = ("reformer_pytorch", "performer_pytorch", "torchsde")
@@ -36,38 +35,9 @@ def _user(path: str) -> str | None:
 # ---- runner -------------------------------------------------------------------------------------
 
 
-def grad_mode(label: str):
-    """Inference runs under no_grad; a run labelled "train ..." keeps autograd on."""
-    return contextlib.nullcontext() if label.startswith("train") else torch.no_grad()
-
-
-def _loss(out):
-    """A scalar to call backward on: the sum of every float tensor that needs a gradient."""
-    tensors = out if isinstance(out, (tuple, list)) else [out]
-    parts = [t.float().sum() for t in tensors if isinstance(t, torch.Tensor) and t.requires_grad]
-    return sum(parts) if parts else None
-
-
 def compile_run(label: str, fn, args, breaks, kwargs=None) -> tuple[str, list[str]]:
-    """One `| label | graphs, ops | sites |` row (`break_probe.counting_compile`) and its sites."""
-    torch.manual_seed(0)
-    owner = fn if isinstance(fn, nn.Module) else getattr(fn, "__self__", None)
-    if isinstance(owner, nn.Module):
-        owner.train(label.startswith("train"))  # the mode the label names, set before compiling
-    compiled, graphs = counting_compile(fn, breaks)
-    error = ""
-    with warnings.catch_warnings(), grad_mode(label):
-        warnings.simplefilter("ignore")
-        try:
-            out = compiled(*args, **(kwargs or {}))
-            if label.startswith("train"):
-                loss = _loss(out)
-                if loss is not None:
-                    loss.backward()
-        except Exception as exc:
-            error = f"; compile ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-    sites = break_sites(breaks.texts, _user)
-    return f"| {label} | {len(graphs)}, {sum(graphs)} | {'; '.join(sites) or '-'}{error} |", sites
+    """`break_probe.compile_run` with this file's sites named by `_user`."""
+    return _compile_run(label, fn, args, breaks, _user, kwargs)
 
 
 # ---- reformer-pytorch ---------------------------------------------------------------------------
