@@ -1902,15 +1902,7 @@ class HelperReturns:
         lengths = {len(r.value.elts) for r in returns}
         if len(lengths) != 1 or any(isinstance(e, ast.Starred) for r in returns for e in r.value.elts):
             return None
-        methods, tensor_attrs, host_attrs = _class_facts(fn.cls, self.imports, self.classes)
-        flow = FunctionFlow(
-            fn=fn,
-            imports=self.imports,
-            methods=methods,
-            tensor_attrs=tensor_attrs,
-            host_attrs=host_attrs,
-            helpers=self,
-        )
+        flow = self._flow(fn)
         args = fn.node.args
         env = {
             a.arg: kind
@@ -1925,11 +1917,10 @@ class HelperReturns:
                     kinds[index] = TENSOR
         return tuple(kinds) if any(kinds) else None
 
-    def _returns(self, fn: ModelFunction) -> str | None:
+    def _flow(self, fn: ModelFunction) -> FunctionFlow:
+        """A flow of the helper `fn` with its class's facts, to walk with an environment."""
         methods, tensor_attrs, host_attrs = _class_facts(fn.cls, self.imports, self.classes)
-        if not _may_return_built(fn.node, self.imports, tensor_attrs):
-            return None
-        flow = FunctionFlow(
+        return FunctionFlow(
             fn=fn,
             imports=self.imports,
             methods=methods,
@@ -1937,6 +1928,12 @@ class HelperReturns:
             host_attrs=host_attrs,
             helpers=self,
         )
+
+    def _returns(self, fn: ModelFunction) -> str | None:
+        tensor_attrs = _class_facts(fn.cls, self.imports, self.classes)[1]
+        if not _may_return_built(fn.node, self.imports, tensor_attrs):
+            return None
+        flow = self._flow(fn)
         flow.block(fn.node.body, {}, True)
         kinds = {flow.kind(site.node.value, site.env) for site in flow.of(ast.Return)}
         if NUMPY in kinds:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from fuselint.source.imports import ImportTable, iter_statements
@@ -84,27 +84,37 @@ def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
 def module_classes(tree: ast.Module, imports: ImportTable, known: Iterable[str] = ()) -> set[str]:
     """Names of classes in the file that are nn.Modules (directly or through a local base);
     `known`: classes another file's base makes modules (and so their local subclasses)."""
+
+    def module_base(base: ast.expr, classes: dict[str, ast.ClassDef]) -> bool:
+        qual = imports.qualname(base) or ""
+        local = base.id if isinstance(base, ast.Name) else None
+        tail = qual.rsplit(".", 1)[-1] if qual else (local or "")
+        return qual.startswith("torch.nn") or (tail.endswith(_MODULE_BASE_SUFFIXES) and local not in classes)
+
+    return local_subclasses(tree, module_base, known)
+
+
+def local_subclasses(
+    tree: ast.Module,
+    is_root: Callable[[ast.expr, dict[str, ast.ClassDef]], bool],
+    known: Iterable[str] = (),
+) -> set[str]:
+    """Names of the file's classes with a base that `is_root` accepts (given the file's classes by
+    name), or a base that is one of them, directly or through other local classes; `known`: classes
+    of the file already counted (another file's base makes them so)."""
     classes = {n.name: n for n in iter_statements(tree) if isinstance(n, ast.ClassDef)}
-    modules: set[str] = {name for name in known if name in classes}
+    found: set[str] = {name for name in known if name in classes}
     changed = True
     while changed:
         changed = False
         for name, cls in classes.items():
-            if name in modules:
-                continue
-            for base in cls.bases:
-                qual = imports.qualname(base) or ""
-                local = base.id if isinstance(base, ast.Name) else None
-                tail = qual.rsplit(".", 1)[-1] if qual else (local or "")
-                if (
-                    qual.startswith("torch.nn")
-                    or local in modules
-                    or (tail.endswith(_MODULE_BASE_SUFFIXES) and local not in classes)
-                ):
-                    modules.add(name)
-                    changed = True
-                    break
-    return modules
+            if name not in found and any(
+                (isinstance(base, ast.Name) and base.id in found) or is_root(base, classes)
+                for base in cls.bases
+            ):
+                found.add(name)
+                changed = True
+    return found
 
 
 # The methods torch.distributions calls on a distribution or a transform (`TransformedDistribution.
@@ -118,21 +128,9 @@ DISTRIBUTION_ENTRIES = frozenset(
 def distribution_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
     """Names of classes in the file that subclass a `torch.distributions` class (`Distribution`,
     `Transform`, `TransformedDistribution`, ...), directly or through a local base."""
-    classes = {n.name: n for n in iter_statements(tree) if isinstance(n, ast.ClassDef)}
-    found: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, cls in classes.items():
-            if name in found:
-                continue
-            for base in cls.bases:
-                local = base.id if isinstance(base, ast.Name) else None
-                if (imports.qualname(base) or "").startswith("torch.distributions.") or local in found:
-                    found.add(name)
-                    changed = True
-                    break
-    return found
+    return local_subclasses(
+        tree, lambda base, _classes: (imports.qualname(base) or "").startswith("torch.distributions.")
+    )
 
 
 def model_functions(
