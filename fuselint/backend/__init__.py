@@ -54,7 +54,7 @@ def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> 
         )
         if name == "forward":
             _report_output_strides(compiled)
-        runner = GraphRunner(compiled, name)
+        runner = GraphRunner(compiled, name, _static_inputs() if name != "backward" else frozenset())
         history[-1].runner = runner
         if not cudagraphs:
             return make_boxed_func(runner)
@@ -77,6 +77,16 @@ def _user_outputs(model_outputs: int | None) -> range | None:
         return None
     start = meta.num_mutated_inp_runtime_indices
     return range(start, start + model_outputs)
+
+
+def _static_inputs() -> frozenset[int]:
+    """Positions of the graph's inputs that AOTAutograd calls static: parameters and buffers,
+    which keep their storage from call to call (Inductor skips their alignment checks too)."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    return frozenset(getattr(meta, "static_input_indices", None) or ())
 
 
 def _report_output_strides(gm: torch.fx.GraphModule) -> None:

@@ -10,12 +10,20 @@ through its C entry point; each value freed after its last use, as FX's code doe
 
 What each call still checks, so a call never computes the wrong thing:
 - once, at the top: no launch hook is installed (a profiler's hooks see every launch through
-  Triton's launcher) and every graph input that a kernel compiled for 16-byte-aligned
-  pointers reads is aligned; else the whole call runs the FX graph;
+  Triton's launcher), cuDNN is still enabled where a convolution goes to it directly, and
+  every graph input that a kernel compiled for 16-byte-aligned pointers reads is aligned;
+  else the whole call runs the FX graph. Parameters and buffers (AOTAutograd's static
+  inputs) aligned when compiled are not checked: they keep their storage between calls, as
+  Inductor assumes too;
 - per kernel, the strides of inputs that ATen computed in this call (the graph's guards fix
   its inputs' strides, kernels write the strides they were built for, but an extern op may
   lay out its result otherwise than its fake tensor said): a mismatch sends that kernel
   through its FusedKernel, which falls back to ATen.
+
+A 2-d convolution without bias on 16-bit CUDA tensors, for which ATen would pick cuDNN, calls
+``aten.cudnn_convolution`` itself with the call's cuDNN flags: what ``aten.convolution`` ends
+in, without its two dispatches and backend selection (3-7 µs of host per convolution on the
+H100 machine, a tenth of ResNet-50's call).
 
 ``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph;
 ``FUSELINT_REUSE_BUFFERS=0`` gives every kernel output its own allocation.
@@ -182,9 +190,62 @@ def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
     return plan
 
 
-def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
+_CONV = torch.ops.aten.convolution.default
+_CUDNN_CONV = torch.ops.aten.cudnn_convolution.default
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def _plain_ints(seq: object) -> bool:
+    return isinstance(seq, (list, tuple)) and all(type(i) is int for i in seq)
+
+
+def _direct_cudnn(n: torch.fx.Node) -> tuple | None:
+    """(input, weight, padding, stride, dilation, groups) of a convolution ``aten.convolution``
+    would run as ``aten.cudnn_convolution`` of the same tensors and nothing more, else None:
+    2-d, not transposed, no bias (``_convolution`` adds it after cuDNN), 16-bit floats on CUDA
+    (TF32 cannot touch them), shapes fixed, and ATen's own backend choice for these operands
+    is cuDNN (made with the flags of compile time; the call checks cuDNN is still enabled)."""
+    if n.op != "call_function" or n.target is not _CONV or n.kwargs or len(n.args) != 9:
+        return None
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = n.args
+    if bias is not None or transposed or not isinstance(x, torch.fx.Node) or not isinstance(w, torch.fx.Node):
+        return None
+    xv, wv = x.meta.get("val"), w.meta.get("val")
+    for v in (xv, wv):
+        if not isinstance(v, torch.Tensor) or v.dim() != 4 or v.device.type != "cuda":
+            return None
+        if v.dtype not in _HALF or v.dtype != xv.dtype or not _plain_ints(v.shape):
+            return None
+    if (
+        not all(_plain_ints(a) for a in (stride, padding, dilation, output_padding))
+        or type(groups) is not int
+    ):
+        return None
+    try:
+        backend = torch._C._select_conv_backend(
+            xv, wv, None, list(stride), list(padding), list(dilation), False, list(output_padding), groups
+        )
+    except Exception:  # an operand ATen cannot reason about here: keep its own path
+        return None
+    if backend != torch._C._ConvBackend.Cudnn:
+        return None
+    return x, w, list(padding), list(stride), list(dilation), groups
+
+
+def _cudnn_flags() -> tuple[bool, bool, bool]:
+    """(benchmark, deterministic, allow_tf32): what ``aten.convolution`` hands cuDNN, read per call."""
+    c = torch._C
+    return (
+        c._get_cudnn_benchmark(),
+        c._get_cudnn_deterministic() or c._get_deterministic_algorithms(),
+        c._get_cudnn_allow_tf32(),
+    )
+
+
+def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> tuple[Callable, str] | None:
     """(the call function, its source) for `gm`, or None when some kernel has no fast
-    launcher yet (it has not run, it fell back, or fast launch is off)."""
+    launcher yet (it has not run, it fell back, or fast launch is off). `static`: positions
+    of the graph inputs that keep their storage between calls (parameters, buffers)."""
     nodes = list(gm.graph.nodes)
     kernels = [n for n in nodes if n.op == "call_function" and isinstance(n.target, FusedKernel)]
     if not kernels or not runtime.FAST_LAUNCH:
@@ -225,14 +286,17 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
 
     # Graph inputs that a kernel compiled for aligned pointers reads directly.
     aligned_inputs: set[str] = set()
+    position_of = {p.name: i for i, p in enumerate(params)}
     for k in kernels:
         fast = k.target._fast
         for a, aligned in zip(k.args, fast.aligned, strict=True):
             if aligned and isinstance(a, torch.fx.Node) and a.op == "placeholder":
-                aligned_inputs.add(names[a.name])
+                if position_of[a.name] not in static:
+                    aligned_inputs.add(names[a.name])
     device_index = kernels[0].target._fast.device_index
     stream_of = w.ref(kernels[0].target._fast.stream_of, "stream")
     body.append(f"s = {stream_of}({device_index})")
+    direct_cudnn = False
 
     for n in nodes:
         if n.op == "placeholder":
@@ -269,6 +333,12 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
                     spec = (*n.target.out_specs[u.args[1]], n.target.device)
                     release_at.setdefault(reusable[u.name], []).append((spec, f"{var}_{u.args[1]}"))
                     pooled_vars.add(f"{var}_{u.args[1]}")
+        elif (direct := _direct_cudnn(n)) is not None:
+            direct_cudnn = True
+            fn = w.ref(_aten_entry(_CUDNN_CONV), "cudnn")
+            args = ", ".join(w.literal(a, names) for a in direct)
+            body.append(f"{var} = {fn}({args}, cudnn_benchmark, cudnn_deterministic, cudnn_tf32)")
+            names[n.name] = var
         else:
             fn = w.ref(_aten_entry(n.target), "op")
             args = ", ".join(w.literal(a, names) for a in n.args)
@@ -289,9 +359,16 @@ def generate(gm: torch.fx.GraphModule) -> tuple[Callable, str] | None:
 
     body = [line for line in body if line]
     head = [f"def call({', '.join(names[p.name] for p in params)}):"]
-    checks = [f"{hooks}()"] + [f"{a}.data_ptr() & 15" for a in sorted(aligned_inputs)]
+    checks = [f"{hooks}()"]
+    if direct_cudnn:
+        checks.append(f"not {w.ref(torch._C._get_cudnn_enabled, 'cudnn_on')}()")
+    checks += [f"{a}.data_ptr() & 15" for a in sorted(aligned_inputs)]
     head.append(f"    if {' or '.join(checks)}:")
     head.append(f"        return {slow}({', '.join(names[p.name] for p in params)})")
+    if direct_cudnn:
+        head.append(
+            f"    cudnn_benchmark, cudnn_deterministic, cudnn_tf32 = {w.ref(_cudnn_flags, 'flags')}()"
+        )
     source = "\n".join(head + ["    " + line for line in body]) + "\n"
     scope: dict[str, object] = dict(w.globals)
     exec(compile(source, f"<fuselint call {id(gm):x}>", "exec"), scope)  # noqa: S102 (our own generated code)
@@ -477,9 +554,10 @@ class GraphRunner:
     """Run a compiled graph: through its FX code until its kernels are built, then through
     the generated call function (see the module docstring)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, name: str, static: frozenset[int] = frozenset()) -> None:
         self.gm = gm
         self.name = name
+        self.static = static  # positions of inputs that keep their storage (parameters, buffers)
         self.call: Callable | None = None
         self.source: str | None = None
         self.calls = 0
@@ -497,7 +575,7 @@ class GraphRunner:
 
     def _generate(self) -> None:
         try:
-            made = generate(self.gm)
+            made = generate(self.gm, self.static)
         except Exception as exc:  # the FX graph keeps running the calls
             self.why_not = f"{type(exc).__name__}: {exc}"
             log.warning(

@@ -271,3 +271,60 @@ def test_max_pool_gradient_is_the_gather_kernel_and_matches_eager():
     forward = "".join(r.graph_module.code for r in reports_since(mark) if "backward" not in r.graph)
     assert "fuselint.max_pool2d_with_indices" in forward, forward
     torch.testing.assert_close(got, step(stem), atol=2e-2, rtol=2e-2)
+
+
+class _ConvBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(32, 64, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(64)
+        self.proj = torch.nn.Conv2d(64, 64, 1, bias=False)
+
+    def forward(self, x):
+        return torch.relu(self.proj(torch.relu(self.bn(self.conv(x * 2))))) + 1
+
+
+def _conv_runner(dtype):
+    torch.manual_seed(0)
+    model = _ConvBlock().cuda().to(dtype).eval().to(memory_format=torch.channels_last)
+    x = torch.randn(8, 32, 28, 28, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend="fuselint")
+    with torch.no_grad():
+        compiled(x)
+    (report,) = reports_since(mark)
+    assert report.runner.call is not None, report.runner.why_not
+    return compiled, x, report.runner
+
+
+def test_half_convolutions_call_cudnn_directly_with_the_results_aten_gives():
+    compiled, x, runner = _conv_runner(torch.bfloat16)
+    assert runner.source.count("cudnn_benchmark, cudnn_deterministic, cudnn_tf32)") == 2, runner.source
+    with torch.no_grad():
+        direct = compiled(x)
+        with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+            deterministic = compiled(x)  # the flags are read per call
+        with torch.backends.cudnn.flags(enabled=False):
+            off = compiled(x)  # cuDNN off: the FX graph, where ATen picks another backend
+            want_off = compiled._orig_mod(x)
+        call, runner.call = runner.call, None  # the FX graph the function replaces
+        try:
+            via_fx = compiled(x)
+        finally:
+            runner.call = call
+    torch.testing.assert_close(via_fx, direct, atol=0, rtol=0)
+    torch.testing.assert_close(deterministic, direct, atol=0, rtol=0)
+    torch.testing.assert_close(off, want_off, atol=3e-2, rtol=3e-2)
+
+
+def test_parameters_skip_the_alignment_check_and_user_inputs_keep_it():
+    _compiled, _x, runner = _conv_runner(torch.float32)
+    head = runner.source.splitlines()[1]
+    inputs = [n for n in runner.gm.graph.nodes if n.op == "placeholder"]
+    users = [i for i in range(len(inputs)) if i not in runner.static]
+    assert len(users) == 1 and len(runner.static) == len(inputs) - 1
+    assert f"a{users[0]}.data_ptr() & 15" in head, head  # x * 2 reads the user's input
+    assert all(f"a{i}.data_ptr()" not in head for i in runner.static), head  # BatchNorm's stats
+    # fp32 convolutions stay on aten.convolution (TF32 flags differ per op there)
+    assert "cudnn_benchmark" not in runner.source
