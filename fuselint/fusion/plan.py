@@ -718,12 +718,12 @@ class _Planner:
         """(roles to add per reading group, why) when each reader can recompute v; else why not."""
         f = self.f
         cone = self._cone(v, self.gid[f.home[v]])
-        heavy = [c for c in cone if f.kind[c] != "pointwise"]
+        cone_set = set(cone)
+        heavy = [c for c in cone if f.kind[c] != "pointwise" and not self._table_lookup(c, cone_set)]
         if heavy:
             return f"depends on {heavy[-1]} ({f.kind[heavy[-1]]}) in its kernel: too costly to recompute"
         if len(cone) > self.opt.recompute_max_ops:
             return f"recomputing it takes {len(cone)} ops (> {self.opt.recompute_max_ops})"
-        cone_set = set(cone)
         cone_reads = {u for c in cone for _p, u in f.reads[c] if f.home[u] not in cone_set}
         if len(cone_reads) > self.opt.recompute_max_reads:
             return f"recomputing it reads {len(cone_reads)} tensors (> {self.opt.recompute_max_reads})"
@@ -738,7 +738,7 @@ class _Planner:
             if added is None:
                 return f"{v} cannot be computed inside group {gid} ({g.kind} {g.shape})"
             already = self._group_reads(gid)
-            extra_bytes += sum(f.bytes[u] for u in cone_reads if u not in already)
+            extra_bytes += sum(self._read_bytes(u, cone) for u in cone_reads if u not in already)
             saved += f.bytes[v]
             plan[gid] = added
         if extra_bytes > saved:
@@ -749,12 +749,30 @@ class _Planner:
         )
         return plan, why
 
+    def _table_lookup(self, c: str, cone: set[str]) -> bool:
+        """Is c a lookup (embedding, index_select) of a table read from memory? Recomputing it
+        reads one row per point, as a pointwise op reads its input: Inductor recomputes GPT-2's
+        ``wte(ids) + wpe(pos)`` in the residual add after attention instead of reading it back
+        rounded to bf16."""
+        return _packet(self.f.fg, c) in LOOKUPS and not set(self.f.data_args(c)) & cone
+
+    def _read_bytes(self, u: str, cone: list[str]) -> int:
+        """Bytes recomputing `cone` reads of `u`: a table only lookups in the cone read costs the
+        rows they fetch, not the whole table."""
+        f = self.f
+        readers = [c for c in cone if any(x == u for _p, x in f.reads[c])]
+        if readers and all(self._table_lookup(c, set(cone)) and u in f.data_args(c) for c in readers):
+            return sum(f.bytes[c] for c in readers)
+        return f.bytes[u]
+
     def _recompute_roles(self, g: _Group, cone: list[str]) -> dict[str, str] | None:
         """Roles for recomputing `cone` inside g: in g's space (small tensors broadcast), else
         as a prologue at the positions g reads; None when neither makes one kernel."""
         f = self.f
         in_space: dict[str, str] = {}
         for c in cone:
+            if f.kind[c] != "pointwise":
+                break  # a table lookup is recomputed where it is read, as a prologue
             r = _role_in(f, g, c)
             if r is None and f.numel(c) < g.numel:
                 r = "bcast"  # a small tensor (BatchNorm's scale, a scalar) broadcast into it
