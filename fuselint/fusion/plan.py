@@ -89,6 +89,10 @@ class PlanOptions:
     horizontal: bool = True  # fuse independent groups that read a common tensor
     recompute_max_ops: int = 30  # Inductor's realize_opcount_threshold
     recompute_max_reads: int = 4  # Inductor's realize_reads_threshold
+    # Recompute even when that reads up to this fraction more bytes than writing the value out
+    # and reading it back saves (Inductor inlines without counting bytes): a value recomputed
+    # enters its readers unrounded, and a lookup's indices cost a few bytes more than its rows.
+    recompute_byte_slack: float = 0.125
     # Inductor splits a reduction with few rows and long rows into two kernels (partial sums,
     # then their total) to use the whole GPU: fewer than 2 x SMs rows (H100/H200: 132 SMs) of
     # more than 8192 elements (choices.reduction_split_factor). No full-size op can then read
@@ -741,7 +745,7 @@ class _Planner:
             extra_bytes += sum(self._read_bytes(u, cone) for u in cone_reads if u not in already)
             saved += f.bytes[v]
             plan[gid] = added
-        if extra_bytes > saved:
+        if extra_bytes > saved * (1 + self.opt.recompute_byte_slack):
             return f"recomputing it reads {extra_bytes} bytes more than the {saved} it saves"
         why = (
             f"{len(cone)} pointwise op(s) over {len(cone_reads)} tensor(s): recomputing reads "
