@@ -445,6 +445,55 @@ def rebuild(gm: torch.fx.GraphModule, compiled: list[CompiledGroup]) -> torch.fx
     return torch.fx.GraphModule(gm, g)
 
 
+_SINKABLE_MATMULS = {
+    torch.ops.aten.mm.default,
+    torch.ops.aten.addmm.default,
+    torch.ops.aten.bmm.default,
+    torch.ops.aten.baddbmm.default,
+}
+
+
+def sink_matmuls(gm: torch.fx.GraphModule) -> int:
+    """Move each matmul (and the views of its result) to just before its first reader, so that
+    the reader finds the result still in L2 (BERT's value projection ran before the scores'
+    GEMM and softmax, ~30 MB later, and its copy to fp32 took 7.3 µs against 5.6 when read
+    right after it). Matmuls are pure, so any order their readers keep computes the same. A
+    matmul moves only where its inputs are still alive anyway and not to the graph's end (a
+    training backward's weight gradients stay where they free their inputs). Returns how many
+    nodes moved."""
+    moved = 0
+    for n in reversed(list(gm.graph.nodes)):
+        if n.op != "call_function" or not _matmul_or_its_view(n) or not n.users:
+            continue
+        order = {node: i for i, node in enumerate(gm.graph.nodes)}
+        first = min(n.users, key=order.__getitem__)
+        # a view shares its matmul's storage, which moves with it
+        live = _is_view(n) or _inputs_live_until(n, order[first], order)
+        if n.next is not first and first.op != "output" and live:
+            first.prepend(n)
+            moved += 1
+    if moved:
+        gm.recompile()
+    return moved
+
+
+def _inputs_live_until(n: torch.fx.Node, at: int, order: dict) -> bool:
+    """Are all of n's inputs alive at position `at` anyway (graph inputs, or read there or later
+    by another node)? Then moving n there lengthens no lifetime: no more memory is held."""
+    for a in n.all_input_nodes:
+        if a.op in ("placeholder", "get_attr"):
+            continue
+        if not any(order[u] >= at for u in a.users if u is not n):
+            return False
+    return True
+
+
+def _matmul_or_its_view(n: torch.fx.Node) -> bool:
+    while n.op == "call_function" and _is_view(n) and n.all_input_nodes:
+        n = n.all_input_nodes[0]
+    return n.op == "call_function" and n.target in _SINKABLE_MATMULS
+
+
 def _static(example_inputs: list) -> bool:
     for x in example_inputs:
         if isinstance(x, torch.SymInt | torch.SymFloat):
@@ -504,6 +553,7 @@ def compile_graph(
         except Exception as exc:  # a constant that cannot run now: it stays per call
             log.warning("fuselint: constants stay per call (%s: %s)", type(exc).__name__, exc)
         report.folded_views = fold_input_views(new_gm)
+        sink_matmuls(new_gm)
     # Kernels of dead code were compiled but are not called; the report lists live ones.
     live = {id(n.target) for n in new_gm.graph.nodes if n.op == "call_function"}
     report.kernels = [k for k in report.kernels if id(k) in live]

@@ -638,3 +638,23 @@ def test_batch_norm_running_statistics_update_inside_kernels():
         if n.op == "call_function" and not isinstance(n.target, FusedKernel)
     }
     assert not aten & {"aten.mul.Tensor", "aten.add.Tensor"}
+
+
+def test_a_matmul_runs_just_before_its_first_reader():
+    # BERT's value projection: computed up front, its result left L2 before the softmax's
+    # readers came to it; each matmul now runs where it is first read, with the same result
+    torch.manual_seed(0)
+    wq, wk, wv = (torch.randn(32, 32) for _ in range(3))
+
+    def attention(x):
+        q, k, v = x @ wq, x @ wk, x @ wv
+        return torch.softmax(q @ k.transpose(-1, -2) / 8, -1) @ v
+
+    reports = compile_and_compare(attention, torch.randn(16, 32))
+    nodes = [n for n in reports[-1].graph_module.graph.nodes if n.op == "call_function"]
+    order = {n: i for i, n in enumerate(nodes)}
+    softmax = next(n for n in nodes if n.target in reports[-1].kernels)
+    last = next(n for n in nodes if any(u.op == "output" for u in n.users))  # probs @ v
+    value = last.args[1]
+    assert last.target is value.target is torch.ops.aten.mm.default
+    assert order[softmax] < order[value] < order[last]
