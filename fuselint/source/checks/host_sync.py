@@ -75,14 +75,11 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             return f"`.cpu()` result handed to `{qual}` on the host"
         if qual.startswith(("numpy.", "math.")) and tensor_args:
             return f"`{qual.split('.')[0]}` function applied to tensor `{describe(tensor_args[0], 30)}`"
-        if qual in _SIZE_FUNCTIONS or qual == "torch.randint":
+        if qual in _SIZE_FUNCTIONS:
             sizes = call.args[:1] if qual == "torch.full" else call.args
-            if qual == "torch.randint":  # randint(high, size) / randint(low, high, size): the size only
-                sizes = call.args[-1:] if len(call.args) > 1 else []
             if qual == "torch.arange":
                 sizes = [*sizes, *(k.value for k in call.keywords if k.arg in ("start", "end", "step"))]
-            sizes = [*sizes, *(k.value for k in call.keywords if k.arg == "size")]
-            bad = [a for a in _size_parts(sizes) if flow.is_tensor(a, site.env)]
+            bad = [a for a in sizes if flow.is_tensor(a, site.env)]
             if bad:
                 return f"tensor `{describe(bad[0], 30)}` used as a size in `{qual}` is read on the host"
         if qual in _SIZE_KEYWORD_FUNCTIONS:
@@ -97,8 +94,6 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         and flow.is_tensorish(func.value, site.env)
     ):
         sizes = call.args[:1] if func.attr == "new_full" else call.args
-        single = len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List))
-        sizes = _size_parts(sizes) if single or func.attr.startswith("new_") else sizes
         # A size parameter taken for a tensor on its name alone (`x.view(bs, -1)`) is a Python int far
         # more often than not: a guess is not enough to call it a host read.
         bad = [
@@ -108,20 +103,11 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             and not isinstance(a, ast.Starred)
             and not (isinstance(a, ast.Name) and a.id in flow.guessed and flow.assigned.get(a.id) == 1)
         ]
-        if func.attr in ("view", "reshape", "expand", "repeat") and len(call.args) == 1 and not single:
+        if func.attr in ("view", "reshape", "expand", "repeat") and len(call.args) == 1:
             return None  # x.view(other) may be a shape tuple or view-as-dtype; x.repeat(t) rare
         if bad:
             return f"tensor `{describe(bad[0], 30)}` used as a size in `.{func.attr}()` is read on the host"
     return None
-
-
-def _size_parts(sizes: list[ast.expr]) -> list[ast.expr]:
-    """Sizes handed one by one or in a tuple or list display (`torch.zeros((b, n))`, `size=(2, n)`):
-    dynamo reads a tensor among them on the host either way (gb0033 on torch 2.13)."""
-    parts: list[ast.expr] = []
-    for size in sizes:
-        parts.extend(size.elts if isinstance(size, (ast.Tuple, ast.List)) else [size])
-    return [p for p in parts if not isinstance(p, ast.Starred)]
 
 
 def _tensor_sizes(call: ast.Call, flow: FunctionFlow, site: Site) -> ast.expr | None:
