@@ -647,10 +647,13 @@ def data_dependent_control_flow(
             elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
                 where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
                 fix = _fix(sf, sf.replace(node, where)) if where else _equal_values_fix(site, flow, sf)
+            # dynamo names the line where the culprit starts: a later line of a test that spans several
+            # (`if (\n k == 0\n or n == 0\n):` breaks at `or n == 0`, torch 2.13)
+            anchor = culprit if culprit.lineno != node.test.lineno else node.test
             yield finding(
                 sf,
                 rule,
-                node.test,
+                anchor,
                 _message(what[type(node)], culprit, flow, site, rule),
                 fix,
                 path=site.path,
