@@ -7,10 +7,11 @@ Each DIR holds `fuselint check --format json` output per package (`torchaudio.js
 `kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
 `x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`,
 `reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`, `zuko.json`, `normflows.json`,
-`pyro.json`),
+`pyro.json`, `speechbrain.json`),
 linted from a folder holding the unzipped wheels. Every verdict row of
 bench/results/precision_untuned.md, precision_untuned2.md, precision_untuned3.md,
-precision_untuned5.md, precision_untuned6.md, precision_untuned7.md and precision_untuned8.md
+precision_untuned5.md, precision_untuned6.md, precision_untuned7.md, precision_untuned8.md and
+precision_untuned10.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
@@ -36,7 +37,7 @@ ROW = re.compile(r"^\| (#?[kstcdzenpq]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+)
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
     "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde", "zuko",
-    "normflows", "pyro",
+    "normflows", "pyro", "speechbrain",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
@@ -93,6 +94,12 @@ SAMPLES = {
         "precision_untuned8.md",
         "pyro",
         lambda tag: tag.startswith("q"),
+    ),
+    # precision_untuned10.md: #s a random 50 of speechbrain's default findings (held out).
+    "speechbrain (held out), default, random 50 (#s)": (
+        "precision_untuned10.md",
+        "speechbrain",
+        lambda tag: tag.startswith("s"),
     ),
 }
 

@@ -31,6 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
 from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
@@ -199,7 +200,7 @@ def parameter_kinds(
     `passed` holds the kinds its callers passed for each parameter (a helper called from
     forward, in this file or another): a tensor from any caller decides, whatever the
     annotation or default says; else the annotation and default do. Without callers
-    (forward itself) a parameter is a tensor unless its default, type or name says not;
+    (forward itself) a parameter is a tensor unless its default, type, docstring type or name says not;
     those guesses go into `guessed`, for rules that need more than a guess. A parameter the body
     shows to hold strings (`host_strings_by_use`; `cls` is the function's class) is no tensor,
     whatever its callers pass, unless its annotation says it is one.
@@ -249,6 +250,9 @@ def parameter_kinds(
             env[name] = kind
     for name in _host_numbers_by_use(fn, guesses):
         env.pop(name)
+        guesses.remove(name)
+    for name in sorted(documented_host_params(fn, guesses)):
+        env.pop(name)  # `S : int` in the docstring: the author says it is no tensor, as an annotation would
         guesses.remove(name)
     annotated_tensors = {
         a.arg for a, _ in pairs if a.annotation is not None and annotation_kind(a.annotation)

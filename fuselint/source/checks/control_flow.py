@@ -623,8 +623,11 @@ def data_dependent_control_flow(
         for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
             node = site.node
             if isinstance(node, ast.Assert) and _plain_message(node):
-                continue  # dynamo turns it into torch._assert_async inside the graph: no break
-            culprit = value_dependent(node.test, flow, site.env)
+                # dynamo turns `assert t` into torch._assert_async inside the graph: no break,
+                # unless Python itself must read a tensor's truth first (`0 < t <= 1`, `a and b`)
+                culprit = _truth_read_in_assert(node.test, flow, site.env)
+            else:
+                culprit = value_dependent(node.test, flow, site.env)
             if culprit is None:
                 continue
             what = {
@@ -644,10 +647,13 @@ def data_dependent_control_flow(
             elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
                 where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
                 fix = _fix(sf, sf.replace(node, where)) if where else _equal_values_fix(site, flow, sf)
+            # dynamo names the line where the culprit starts: a later line of a test that spans several
+            # (`if (\n k == 0\n or n == 0\n):` breaks at `or n == 0`, torch 2.13)
+            anchor = culprit if culprit.lineno != node.test.lineno else node.test
             yield finding(
                 sf,
                 rule,
-                node.test,
+                anchor,
                 _message(what[type(node)], culprit, flow, site, rule),
                 fix,
                 path=site.path,
@@ -745,6 +751,28 @@ def _chained_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule, inside: set[i
             yield finding(
                 sf, rule, node, _message("chained comparison", node, flow, site, rule), path=site.path
             )
+
+
+def _truth_read_in_assert(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | None:
+    """The part of an assert's test whose truth Python reads itself: an operand of `and` / `or`
+    but the last, the operand of `not`, a chained comparison (its links are joined by jumps, and
+    dynamo (torch 2.13) no longer sees an assert in them: `0 < n <= t` breaks too). Each breaks
+    (gb0170) when it is a tensor; the value the assert finally tests may be one (`assert t`,
+    `assert n > 0 and t`)."""
+    if isinstance(test, ast.BoolOp):
+        stop = not isinstance(test.op, ast.And)
+        for value, inner in zip(test.values[:-1], narrowed_operands(test, env), strict=False):
+            if compile_truth(value) is stop:
+                return None  # short-circuits while compiling: the rest is never evaluated
+            found = value_dependent(value, flow, inner)
+            if found is not None:
+                return found
+        return _truth_read_in_assert(test.values[-1], flow, narrowed_operands(test, env)[-1])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return value_dependent(test.operand, flow, env)
+    if isinstance(test, ast.Compare) and len(test.ops) > 1:
+        return value_dependent(test, flow, env)  # a tensor in any link: `0 < n <= t` breaks too
+    return None
 
 
 def _plain_message(node: ast.Assert) -> bool:

@@ -7,6 +7,10 @@ default it breaks the graph there (detection heads, MoE routers); with
 `capture_dynamic_output_shape_ops` it keeps an unbacked size that blocks most fusions
 and static shapes (CUDA graphs) downstream.
 
+The CTC loss is one too: `aten._ctc_loss` returns the alignment table `log_alpha`, sized by the
+longest target length's value, so dynamo (torch 2.13) breaks at `F.ctc_loss` and at a call of an
+`nn.CTCLoss` module (gb0036), whatever the lengths are (tensors or tuples of ints).
+
 Where only the first match is read (`x.nonzero()[0]`, `x.nonzero(as_tuple=True)[d][0]`), the fix
 reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`).
 """
@@ -29,18 +33,42 @@ _DYNAMIC_FUNCTIONS = frozenset(
     {"torch.nonzero", "torch.argwhere", "torch.unique", "torch.unique_consecutive", "torch.bincount",
      "torch.masked_select"}
 )  # fmt: skip
+_CTC_FUNCTIONS = frozenset({"torch.nn.functional.ctc_loss", "torch.ctc_loss"})
+_CTC_MODULES = frozenset({"torch.nn.CTCLoss", "torch.nn.modules.loss.CTCLoss"})
 _DYNAMIC_METHODS = frozenset(
     {"nonzero", "argwhere", "unique", "unique_consecutive", "bincount", "masked_select"}
 )
 
 
-def _dynamic_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
+def _self_attribute(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+def ctc_attributes(cls: ast.ClassDef | None, sf: SourceFile) -> frozenset[str]:
+    """`self.X` the class sets to an `nn.CTCLoss(...)` anywhere."""
+    if cls is None or "CTCLoss" not in sf.text:
+        return frozenset()
+    return frozenset(
+        name
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        and sf.imports.qualname(node.value.func) in _CTC_MODULES
+        for target in node.targets
+        if (name := _self_attribute(target)) is not None
+    )  # fmt: skip
+
+
+def _dynamic_call(site: Site, flow: FunctionFlow, sf: SourceFile, ctc_modules: frozenset[str]) -> str | None:
     call = site.node
     func = call.func
     qual = sf.imports.qualname(func)
     if qual is not None:
         if qual in _DYNAMIC_FUNCTIONS:
             return f"`{qual}`"
+        if qual in _CTC_FUNCTIONS:
+            return f"`{qual}` (its alignment table is sized by the target lengths' values)"
         if qual == "torch.where" and len(call.args) == 1 and not call.keywords:
             return "one-argument `torch.where` (a nonzero)"
         if qual == "torch.repeat_interleave":
@@ -55,8 +83,12 @@ def _dynamic_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             if flow.kind(repeats, site.env) in TENSORS and not _sized(call, flow):
                 return "`torch.repeat_interleave` with tensor repeats"
         return None
+    if isinstance(func, ast.Call) and sf.imports.qualname(func.func) in _CTC_MODULES:
+        return "an `nn.CTCLoss` (its alignment table is sized by the target lengths' values)"
     if not isinstance(func, ast.Attribute):
         return None
+    if _self_attribute(func) in ctc_modules:
+        return f"`self.{func.attr}`, an `nn.CTCLoss` (its alignment table is sized by the target lengths' values)"
     receiver_kind = flow.kind(func.value, site.env)
     if func.attr in _DYNAMIC_METHODS and receiver_kind in TENSORISH:
         return f"`.{func.attr}()`"
@@ -114,8 +146,9 @@ def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
 @check("FL106")
 def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
+        ctc_modules = ctc_attributes(flow.fn.cls, sf)
         for site in flow.of(ast.Call):
-            what = _dynamic_call(site, flow, sf)
+            what = _dynamic_call(site, flow, sf, ctc_modules)
             if what is not None:
                 message = f"{what} has a data-dependent output shape: {rule.message}"
                 yield finding(sf, rule, site.node, message, first_nonzero(sf, site, flow), path=site.path)

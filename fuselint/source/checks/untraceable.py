@@ -8,6 +8,9 @@ random draws (`np.random.randint`, `np.random.SeedSequence(...)`, ...) end the g
 gb0156, gb0294: torchsde's BrownianInterval draws its seeds so), and so do the methods of the
 objects they make (`SeedSequence(...).generate_state(3)`, gb0008); `np.random.seed` traces.
 `torch.autograd.grad` ends the graph (gb9186) whatever it differentiates.
+`torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence` and `pack_sequence` end it too
+(gb0007, each alone; `pad_sequence` traces), and so do Python's `random.random`, `choice`,
+`choices`, `sample`, `gauss` and `shuffle` (gb0007; `random.randint` traces).
 
 The global generator's state read or seeded (`torch.get_rng_state()`, `torch.manual_seed`,
 `torch.initial_seed`) ends the graph (gb0007 "marked as skipped", gb0208 for `initial_seed`):
@@ -72,6 +75,16 @@ _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # marked `torch.compiler.disable` (pipeline_utils.py), so a call ends the graph (gb0099).
 _BAR_MODULES = frozenset({"tqdm", "tqdm.auto", "tqdm.std", "tqdm.notebook", "tqdm.autonotebook", "tqdm.rich"})
 _BAR_METHODS = frozenset({"progress_bar"})
+# Packing variable-length batches for an RNN: dynamo skips these functions (gb0007 on torch 2.13,
+# each alone, with lengths on the CPU or not; speechbrain's `nnet/RNN.py` helpers, torchaudio's
+# Tacotron2). `pad_sequence` traces.
+_PACKING = frozenset({"torch.nn.utils.rnn.pack_padded_sequence", "torch.nn.utils.rnn.pad_packed_sequence",
+                      "torch.nn.utils.rnn.pack_sequence"})  # fmt: skip
+# Python's own random draws that dynamo skips (gb0007 on torch 2.13, used in a branch or as a
+# value: speechbrain's `Augmenter.forward`). `random.randint`, `randrange` and `Random(...)` objects
+# trace; `random.uniform` traces as a value and breaks in a branch (gb0170), FL102's case.
+_PYTHON_RANDOM = frozenset({"random.random", "random.choice", "random.choices", "random.sample",
+                            "random.gauss", "random.shuffle"})  # fmt: skip
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
@@ -199,6 +212,20 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                     "`torch.autograd.grad` in compiled code: dynamo does not trace it and breaks the graph "
                     "here (gb9186); take the gradient outside the compiled function, or compile the "
                     "function it differentiates"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual in _PYTHON_RANDOM:
+                message = (
+                    f"`{qual}` in compiled code: dynamo skips Python's random draws and breaks the graph "
+                    "here (gb0007); draw with torch (`torch.rand`, `torch.randint`, `torch.randperm`) or "
+                    "outside the compiled function"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual in _PACKING:
+                message = (
+                    f"`{qual.rpartition('.')[2]}` in compiled code: dynamo does not trace packed sequences "
+                    "and breaks the graph here (gb0007); run the RNN on the padded batch with a mask, "
+                    "or pack outside the compiled function"
                 )
                 yield finding(sf, rule, site.node, message, path=site.path)
             elif _on(func, numpy_random):
