@@ -956,7 +956,7 @@ class Index:
                 return owner_path, f"{owner}.{attr}"
         return None
 
-    def stored_classes(self, path: str, name: str, attr: str) -> list[str]:
+    def stored_classes(self, path: str, name: str, attr: str, keywords: bool = True) -> list[str]:
         """The qualified names of the classes the class (or a base) may store on `self.attr`:
         built there, handed to a setter, or handed by keyword to a keyword setter of the class's
         own chain (`self.register_modules(scheduler=scheduler)`, the setter in a base's file)."""
@@ -967,7 +967,7 @@ class Index:
             for stored_attr, built in summary.stored:
                 if stored_attr == attr:
                     found.update(built)
-            for method, stored_attr, built in summary.keyword_stores:
+            for method, stored_attr, built in summary.keyword_stores if keywords else ():
                 if stored_attr != attr:
                     continue
                 hit = self.method(path, name, method)
@@ -1033,7 +1033,9 @@ class Index:
             if call.form == "super":
                 return []
             out = []
-            for qualname in self.stored_classes(*owner, call.attr):
+            # A component registered by keyword is called for its forward (`self.unet(x)`), an
+            # entry of its own: only its methods are followed (the "stored" form below).
+            for qualname in self.stored_classes(*owner, call.attr, keywords=False):
                 stored = self._class(qualname)
                 hit = self.method(*stored, "__call__") if stored else None
                 if hit is not None:
