@@ -169,3 +169,31 @@ def test_the_fix_keeps_the_loop_in_one_graph(tree):
     assert before[0] > 1
     assert after[0] == 1
     assert torch.equal(before[1], after[1]) and torch.equal(after[1], after[2])
+
+
+def test_an_annotation_names_the_stored_class_through_optional_and_union(tree):
+    path = tree / "steps" / FILES["pipeline.py"]
+    for spelled in ("StepScheduler | None", "Optional[StepScheduler]", '"StepScheduler"'):
+        text = path.read_text().replace("scheduler: StepScheduler", f"scheduler: {spelled}")
+        found = _sites(tree, ("*Pipeline.__call__",), {"pipeline.py": text})
+        assert ("scheduling_step.py", 30, "FL101") in found, spelled
+        path.write_text((FIXTURE / "steps" / FILES["pipeline.py"]).read_text())
+
+
+def test_a_component_registered_by_keyword_is_not_followed_into_its_call(tree):
+    # `self.scheduler(...)` of a registered component: a module's forward, an entry of its own.
+    path = tree / "steps" / FILES["scheduler.py"]
+    path.write_text(path.read_text() + "\n    def __call__(self, x):\n        return x[x.argmax()]\n")
+    pipeline = tree / "steps" / FILES["pipeline.py"]
+    text = pipeline.read_text().replace("        return sample\n", "        return self.scheduler(sample)\n")
+    assert ("scheduling_step.py", 39, "FL101") not in _sites(
+        tree, ("*Pipeline.__call__",), {"pipeline.py": text}
+    )
+    # stored directly from the annotated parameter, the call is followed
+    direct = text.replace(
+        "self.register_modules(denoiser=denoiser, scheduler=scheduler)",
+        "self.denoiser = denoiser\n        self.scheduler = scheduler",
+    )
+    assert ("scheduling_step.py", 39, "FL101") in _sites(
+        tree, ("*Pipeline.__call__",), {"pipeline.py": direct}
+    )
