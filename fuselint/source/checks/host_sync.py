@@ -570,10 +570,6 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                 index = None
             if index is not None:
                 parents = parents if parents is not None else _parents(fn.node)
-                if _in_tensor_branch(site.node, parents, flow, site.env):
-                    # The branch's test reads tensor values first (FL102's site, whose where fix
-                    # reads this in range); past that break the index is an input, not a site.
-                    continue
                 yield finding(
                     sf,
                     rule,
