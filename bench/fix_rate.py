@@ -135,8 +135,6 @@ NO_FIX = {
     "in the package knows the number of graphs. The user's own call can: `global_mean_pool(x, batch, "
     "size=2)` traces in one graph, the same output (fixes9), a change to the caller's code, not the package's",
     # fixes5: the diffusers entries (docs/NOTES.md, fixes5)
-    ("pipeline_consistency_models.py", "with self.progress_bar("): "(untuned) the bar is a context "
-    "manager whose `update()` the loop calls: FL108's progress-bar fix takes only a bar the loop iterates",
     # fixes9: what a traced pipeline loop shows once its progress bar is gone (the DDIM and DDPM
     # steps' `alphas_cumprod[timestep]`, fixed since fixes11: docs/NOTES.md)
     ("group_offloading.py", "Group offloading is not enabled"): "not a site of its own: with `__call__` "
