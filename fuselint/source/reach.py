@@ -547,10 +547,34 @@ def _iterated_source(iterable: ast.expr, flow) -> ast.expr:
     return iterable
 
 
+def _attribute_aliases(flow) -> dict[str, ast.Attribute]:
+    """Names every assignment of the function binds to one attribute of a stored object
+    (`timesteps = self.scheduler.timesteps`, in each branch): name -> that attribute."""
+    values: dict[str, list[ast.expr]] = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            values.setdefault(stmt.targets[0].id, []).append(stmt.value)
+    found = {}
+    for name, exprs in values.items():
+        spelled = {ast.dump(e) for e in exprs}
+        first = exprs[0]
+        if (
+            len(spelled) == 1
+            and len(exprs) == flow.assigned.get(name)
+            and isinstance(first, ast.Attribute)
+            and _self_attr(first.value) is not None
+        ):
+            found[name] = first
+    return found
+
+
 def _iterated_attributes(flow) -> dict[str, tuple[str, str]]:
     """Names bound only by a `for` over an attribute of a stored object, `for t in
-    self.X.A` (or `for i, t in enumerate(...)`, through a progress bar), as name -> (X, A)."""
+    self.X.A` (or `for i, t in enumerate(...)`, through a progress bar, or over a name bound only
+    to `self.X.A`), as name -> (X, A)."""
     found: dict[str, tuple[str, str]] = {}
+    aliases = _attribute_aliases(flow) if flow.of(ast.For) else {}
     for site in flow.of(ast.For):
         target, iterable = site.node.target, site.node.iter
         if (
@@ -563,6 +587,8 @@ def _iterated_attributes(flow) -> dict[str, tuple[str, str]]:
         ):
             target, iterable = target.elts[1], iterable.args[0]
         iterable = _iterated_source(iterable, flow)
+        if isinstance(iterable, ast.Name) and iterable.id in aliases:
+            iterable = aliases[iterable.id]
         if not (isinstance(target, ast.Name) and isinstance(iterable, ast.Attribute)):
             continue
         receiver = _self_attr(iterable.value)

@@ -197,3 +197,27 @@ def test_a_component_registered_by_keyword_is_not_followed_into_its_call(tree):
     assert ("scheduling_step.py", 39, "FL101") in _sites(
         tree, ("*Pipeline.__call__",), {"pipeline.py": direct}
     )
+
+
+@pytest.mark.parametrize(
+    ("loop", "found"),
+    [
+        # a name every assignment binds to the receiver's attribute
+        ("timesteps = self.scheduler.timesteps\n        for t in timesteps:", True),
+        # also through enumerate and a progress bar
+        (
+            "timesteps = self.scheduler.timesteps\n        for i, t in enumerate(self.progress_bar(timesteps)):",
+            True,
+        ),
+        # bound to something else too: unknown
+        (
+            "timesteps = self.scheduler.timesteps\n        timesteps = timesteps[1:]\n        for t in timesteps:",
+            False,
+        ),
+    ],
+)
+def test_a_name_bound_to_the_receivers_attribute_is_iterated_from_it(tree, loop, found):
+    path = tree / "steps" / FILES["pipeline.py"]
+    text = path.read_text().replace("for t in self.scheduler.timesteps:", loop)
+    sites = _sites(tree, ("*Pipeline.__call__",), {"pipeline.py": text})
+    assert (("scheduling_step.py", 30, "FL101") in sites) is found
