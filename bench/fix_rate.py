@@ -135,23 +135,8 @@ NO_FIX = {
     "in the package knows the number of graphs. The user's own call can: `global_mean_pool(x, batch, "
     "size=2)` traces in one graph, the same output (fixes9), a change to the caller's code, not the package's",
     # fixes5: the diffusers entries (docs/NOTES.md, fixes5)
-    ("pipeline_consistency_models.py", "with self.progress_bar("): "(untuned) the bar is a context "
-    "manager whose `update()` the loop calls: FL108's progress-bar fix takes only a bar the loop iterates",
-    # fixes9: what a traced pipeline loop shows once its progress bar is gone
-    ("scheduling_ddim.py", "self.alphas_cumprod[timestep]"): "the pipeline's `t`, an element of "
-    "`scheduler.timesteps` iterated in the graph, is a 0-d tensor computed in the graph, and "
-    "`alphas_cumprod[timestep]` reads it as a Python index (gb0033); a break in the loop sends all of "
-    "`__call__` to eager (where the bar's break left a resumed loop, 4 graphs vs 5). FL101's tensor-index "
-    "fix, written by hand at this read and at `_get_variance`'s (281), removes every site: 5 -> 0, "
-    "12 -> 1 graphs, bit-equal (fixes10). No rule knows the index is computed: the caller is "
-    "`self.scheduler.step(model_output, t, ...)` in another file; `self.scheduler` is stored by "
-    "`register_modules(scheduler=...)` of a `DDIMScheduler.from_config(...)` result, neither of which "
-    "reach reads, 50 files of diffusers define a `step` method (name dispatch stops at 8), and no kind carries 'an element "
-    "iterated from the receiver's `timesteps`' to the callee (docs/NOTES.md, fixes10). The step "
-    "compiled alone gets the timestep as a graph input and does not break, so a finding on every "
-    "`self.X[parameter]` would be false there",
-    ("scheduling_ddpm.py", "self.alphas_cumprod[t]"): "(untuned) DDIM's reason: the pipeline's `t` is "
-    "computed in the graph",
+    # fixes9: what a traced pipeline loop shows once its progress bar is gone (the DDIM and DDPM
+    # steps' `alphas_cumprod[timestep]`, fixed since fixes11: docs/NOTES.md)
     ("group_offloading.py", "Group offloading is not enabled"): "not a site of its own: with `__call__` "
     "in eager (a break in its loop), `_execution_device` is compiled as a frame of its own and its "
     "`raise ValueError` has no handler there (gb0088); inlined into a traced `__call__` it is caught "

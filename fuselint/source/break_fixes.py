@@ -345,3 +345,40 @@ def iterate_without_bar(sf: SourceFile, call: ast.Call, iterable: str) -> Fix | 
     torch, imports = torch_name(sf)
     text = f"({iterable} if {torch}.compiler.is_compiling() else {sf.segment(call)})"
     return Fix(Applicability.UNSAFE, BAR_MESSAGE, (sf.replace(call, text),), imports)
+
+
+BAR_CONTEXT_MESSAGE = (
+    "enter no bar while compiling: `with (contextlib.nullcontext() if torch.compiler.is_compiling() else "
+    "bar) as b:`, each `b.update(...)` under `if not torch.compiler.is_compiling():` (assumes the bar is "
+    "not needed in compiled runs: it is shown in eager runs only; the body runs as before)"
+)
+
+
+def enter_without_bar(sf: SourceFile, call: ast.Call, uses: list[ast.Expr]) -> Fix | None:
+    """`with self.progress_bar(total=n) as bar:` -> `with (contextlib.nullcontext() if
+    torch.compiler.is_compiling() else self.progress_bar(total=n)) as bar:`, and each statement
+    `bar.update()` of its body guarded with `if not torch.compiler.is_compiling():`. dynamo folds
+    both tests, so it enters a null context and never touches the bar; eager runs as before.
+    `uses` are the only statements that read the bar's name (the caller checks)."""
+    if "contextlib" in sf.imports.aliases and sf.imports.aliases["contextlib"] != "contextlib":
+        return None  # `contextlib` names something else here
+    lines = {n for node in (call, *uses) for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+    if any("#" in sf.line_text(n) for n in lines):
+        return None  # rewriting these lines would drop a comment
+    if any(not whole_lines(sf, stmt) or (stmt.end_lineno or stmt.lineno) != stmt.lineno for stmt in uses):
+        return None
+    torch, imports = torch_name(sf)
+    newline = newline_of(sf.text)
+    edits = [
+        sf.replace(
+            call, f"(contextlib.nullcontext() if {torch}.compiler.is_compiling() else {sf.segment(call)})"
+        )
+    ]
+    for stmt in uses:
+        first = sf.line_text(stmt.lineno)
+        indent = first[: len(first) - len(first.lstrip())]
+        guard = f"if not {torch}.compiler.is_compiling():{newline}{indent}{_indent_unit(indent)}{sf.segment(stmt)}"
+        edits.append(sf.replace(stmt, guard))
+    if "contextlib" not in sf.imports.aliases:
+        imports = (*imports, "import contextlib")
+    return Fix(Applicability.UNSAFE, BAR_CONTEXT_MESSAGE, tuple(edits), imports)

@@ -790,6 +790,9 @@ class FunctionFlow:
     # Parameters every call that reaches this helper leaves at a constant default (`copy=False`),
     # never rebound: a test on one is decided, and the other arm is dead (see `defaulted_parameters`).
     constants: dict[str, object] = field(default_factory=dict)
+    # Parameters a caller in another file hands an element it iterates from this object's tensor
+    # attribute (`iterated_parameters`): 0-d tensors computed in the caller's graph.
+    iterated: frozenset[str] = frozenset()
     _kinds: dict[int, str | None] = field(default_factory=dict)
     _recording: bool = True
     _path: str | None = None
@@ -2094,6 +2097,11 @@ def analyze(
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
     env = parameter_kinds(fn.node, given, flow.guessed, fn.cls)
+    flow.iterated = iterated_parameters(fn, tensor_attrs)
+    for name in sorted(flow.iterated):
+        if env.get(name) not in TENSORS:
+            env[name] = TENSOR
+            flow.guessed.discard(name)
     if fn.reason in ("called", "reached") and defaulted:
         left = defaulted.get(id(fn.node), {})
         flow.constants = {name: value for name, value in left.items() if flow.assigned.get(name) == 1}
@@ -2103,6 +2111,16 @@ def analyze(
     if callees:
         _record_calls(flow, callees, passed)
     return flow
+
+
+def iterated_parameters(fn: ModelFunction, tensor_attrs: frozenset[str]) -> frozenset[str]:
+    """The parameters a caller hands an element it iterates from this object's attribute
+    (`fn.elements`, from reach), where the function's own class sets that attribute only to
+    tensors: `for t in self.scheduler.timesteps: self.scheduler.step(out, t, x)` makes `step`'s
+    `timestep` a 0-d tensor the caller's graph computes (an element of `self.timesteps`, which
+    `set_timesteps` sets from `torch.from_numpy`). The caller's file cannot know what
+    `timesteps` holds; the callee's class decides: a list of ints hands ints."""
+    return frozenset(name for name, attr, _caller in fn.elements if attr in tensor_attrs)
 
 
 def _record_calls(flow: FunctionFlow, callees: Callees, passed: Passed) -> None:

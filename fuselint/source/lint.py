@@ -9,6 +9,7 @@ so: "(reached from pkg/m.py:Model.forward → helper)".
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import pickle
@@ -677,8 +678,9 @@ def _settle(
             found[n] = (*extra, *found.get(n, ()))
         # A root that the file's own entries already reach adds nothing (and re-linting for it
         # would cost a parse): modular files' `super().forward(...)` name other files' forwards.
+        # Unless a caller hands it elements it iterates from the object (`Reached.elements`).
         roots = {
-            n: tuple(r for r in rs if n not in results or r.name not in results[n].local)
+            n: tuple(r for r in rs if n not in results or r.name not in results[n].local or r.elements)
             for n, rs in found.items()
         }
         stale = [(n, roots.get(n, ())) for n in names if roots.get(n, ()) != results[n].reached]
@@ -758,6 +760,7 @@ def lint_tree(
             summaries[name] = entry[1].summary
         if entry[2] & in_run and entry[1].calls and _content_key(Path(name)) == entry[0]:
             outside[name] = entry[1]
+    summaries.update(_package_summaries(names, in_run, summaries))
     lint = _Linter(catalog, config, jobs)
     try:
         results.update(lint(todo))
@@ -777,6 +780,29 @@ def lint_tree(
         if changed:
             cache.save(entries)
     return TreeLint(catalog, config, results, outside, summaries)
+
+
+def _package_summaries(
+    names: list[str], in_run: set[str], known: dict[str, FileSummary]
+) -> dict[str, FileSummary]:
+    """Summaries of the `__init__.py` of each package that holds a file of the run, where the run
+    does not name it: a package's `__init__` re-exports its classes (`from ...schedulers import
+    DDIMScheduler`), so a run naming only a pipeline and its scheduler still resolves the one
+    through the other's package. They resolve names only; nothing in them is linted."""
+    found: dict[str, FileSummary] = {}
+    for folder in sorted({str(Path(name).parent) for name in names}):
+        init = str(Path(folder) / "__init__.py")
+        if init in in_run or init in known or not Path(init).is_file():
+            continue
+        text, _encoding, error = read_source(Path(init))
+        if error is not None or text is None:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        found[init] = summarize(tree, *module_name(init))
+    return found
 
 
 def _entry(entries: dict, name: str) -> CacheEntry | None:

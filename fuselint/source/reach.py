@@ -81,6 +81,12 @@ class ClassSummary(NamedTuple):
     properties: frozenset[str] = frozenset()  # methods read as attributes (`@property`)
     unbound: frozenset[str] = frozenset()  # static and class methods: `C.m(x)` passes no self
     module: bool = False  # an nn.Module by its own file's evidence (a torch.nn base, a local one...)
+    # Methods that store each keyword argument on `self` under its name (`setattr(self, k, v)` for
+    # `k, v in kwargs.items()`: diffusers' `register_modules`), and the calls `self.m(X=v)` of its
+    # methods with the classes each keyword's value may be: (m, X, classes). `Index` joins them
+    # across files (the setter is usually a base's).
+    keyword_setters: frozenset[str] = frozenset()
+    keyword_stores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,9 +264,16 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
     stored: dict[str, set[str]] = {}
     setters: dict[str, list[tuple[int, str]]] = {}  # method -> (parameter position, attribute)
     handed: list[tuple[str, list[list[str]]]] = []  # self.method(args) with the classes each arg builds
+    keyword_calls: dict[tuple[str, str], set[str]] = {}
     for method in methods:
         params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
-        names: dict[str, list[str]] = {}
+        # A parameter annotated with a class of the tree holds an instance of it (a hint for which
+        # class a stored callee is: what a call on it finds is decided by that class's own code).
+        names: dict[str, list[str]] = {
+            a.arg: found
+            for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)[1:]
+            if a.annotation is not None and (found := _annotated_classes(a.annotation, local))
+        }
         # Statements only (no expression walk): summaries are made for every file of the tree.
         for node in sorted(iter_statements(method), key=lambda n: (n.lineno, n.col_offset)):
             if isinstance(node, ast.Expr):
@@ -274,10 +287,14 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
                 if attr is not None:
                     if built:
                         stored.setdefault(attr, set()).update(built)
-                    elif isinstance(node.value, ast.Name) and node.value.id in params:
+                    if isinstance(node.value, ast.Name) and node.value.id in params:
                         setters.setdefault(method.name, []).append((params.index(node.value.id), attr))
             elif isinstance(node, ast.Call) and _self_attr(node.func) is not None:
                 handed.append((node.func.attr, [_constructed(a, local, names) for a in node.args]))
+                for keyword in node.keywords:
+                    built = _constructed(keyword.value, local, names) if keyword.arg else []
+                    if built:
+                        keyword_calls.setdefault((node.func.attr, keyword.arg), set()).update(built)
     for name, args in handed:
         for position, attr in setters.get(name, ()):
             if position < len(args) and args[position]:
@@ -298,7 +315,73 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
         ),
         properties,
         unbound,
+        keyword_setters=frozenset(m.name for m in methods if _stores_keywords(m)),
+        keyword_stores=tuple(
+            (method, attr, tuple(sorted(q for q in found if not outside(q))))
+            for (method, attr), found in sorted(keyword_calls.items())
+            if any(not outside(q) for q in found)
+        ),
     )
+
+
+def _annotated_classes(annotation: ast.expr, summary: FileSummary) -> list[str]:
+    """The classes of the tree an annotation names: `C`, `m.C`, `A | B`, `Optional[C]`, `Union[A, B]`
+    (a string annotation is read as the expression it holds)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return []
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return _annotated_classes(annotation.left, summary) + _annotated_classes(annotation.right, summary)
+    if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, (ast.Name, ast.Attribute)):
+        wrapper = (
+            annotation.value.attr if isinstance(annotation.value, ast.Attribute) else annotation.value.id
+        )
+        if wrapper in ("Optional", "Union"):
+            inner = annotation.slice
+            parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+            return [q for part in parts for q in _annotated_classes(part, summary)]
+        return []
+    if isinstance(annotation, (ast.Name, ast.Attribute)):
+        qual = summary.qualify(annotation)
+        return [qual] if qual and not outside(qual) else []
+    return []
+
+
+def _stores_keywords(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`def m(self, **kwargs)` with `for k, v in kwargs.items(): ... setattr(self, k, v)`: a call
+    `self.m(X=value)` stores `value` as `self.X`."""
+    kwargs = method.args.kwarg.arg if method.args.kwarg is not None else None
+    if kwargs is None:
+        return False
+    for loop in ast.walk(method):
+        if not (
+            isinstance(loop, ast.For)
+            and isinstance(loop.target, ast.Tuple)
+            and len(loop.target.elts) == 2
+            and all(isinstance(e, ast.Name) for e in loop.target.elts)
+            and isinstance(loop.iter, ast.Call)
+            and isinstance(loop.iter.func, ast.Attribute)
+            and loop.iter.func.attr == "items"
+            and isinstance(loop.iter.func.value, ast.Name)
+            and loop.iter.func.value.id == kwargs
+            and not loop.iter.args
+        ):
+            continue
+        key, value = (e.id for e in loop.target.elts)
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "setattr"
+                and len(node.args) == 3
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == "self"
+                and [getattr(a, "id", None) for a in node.args[1:]] == [key, value]
+            ):
+                return True
+    return False
 
 
 # ---------------------------------------------------------------- calls out of a file
@@ -327,6 +410,11 @@ class Call(NamedTuple):
     keywords: tuple[tuple[str, str | None], ...]
     via: tuple[str, ...]
     side: str | None = None  # the side road the call sits on (`fuselint.source.paths`), if any
+    # Arguments that are elements the caller iterates from the receiver's own attribute, as
+    # (position or keyword, attribute): `for t in self.scheduler.timesteps:
+    # self.scheduler.step(out, t, x)` gives ((1, "timesteps"),). The callee's class decides what
+    # they are (`dataflow.iterated_parameters`): the elements of its tensor `self.timesteps`.
+    elements: tuple[tuple[int | str, str], ...] = ()
 
 
 def function_name(fn) -> str:
@@ -359,6 +447,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 built = _built(stmt.value, summary, tables, made)
                 if built:
                     instances[stmt.targets[0].id] = built
+        iterated = _iterated_attributes(flow)
         called = {id(site.node.func) for site in flow.of(ast.Call)}
         for site in flow.of(ast.Attribute):
             node = site.node
@@ -416,9 +505,13 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 (k.arg, argument_kind(flow, k.value, site.env)) if k.arg is not None else (STARRED, None)
                 for k in site.node.keywords
             )
+            elements = _iterated_arguments(site.node, iterated) if iterated else ()
             for form, qualname, attr, label in targets:
                 through = (*via, label) if label else via
-                found.add(Call(form, qualname, attr, tuple(args), keywords, through, site.path or fn.side))
+                kept = elements if form == "stored" else ()
+                found.add(
+                    Call(form, qualname, attr, tuple(args), keywords, through, site.path or fn.side, kept)
+                )
     return tuple(sorted(found, key=_call_key))
 
 
@@ -431,7 +524,97 @@ def _call_key(call: Call) -> tuple:
         repr(call.args),
         repr(call.keywords),
         call.side or "",
+        repr(call.elements),
     )
+
+
+# Calls whose iteration yields the items of their one iterable: a progress bar (tqdm's, or a
+# method named `progress_bar`, FL108's bars: compiled, its fix iterates the items themselves).
+_PASS_THROUGH = frozenset({"tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.std.tqdm", "tqdm.notebook.tqdm"})
+
+
+def _iterated_source(iterable: ast.expr, flow) -> ast.expr:
+    """The iterable a `for` really walks: `self.progress_bar(ts)` and `tqdm(ts)` walk `ts`."""
+    if (
+        isinstance(iterable, ast.Call)
+        and len(iterable.args) == 1
+        and not isinstance(iterable.args[0], ast.Starred)
+    ):
+        func = iterable.func
+        bar = isinstance(func, ast.Attribute) and func.attr == "progress_bar"
+        if bar or flow.imports.qualname(func) in _PASS_THROUGH:
+            return iterable.args[0]
+    return iterable
+
+
+def _attribute_aliases(flow) -> dict[str, ast.Attribute]:
+    """Names every assignment of the function binds to one attribute of a stored object
+    (`timesteps = self.scheduler.timesteps`, in each branch): name -> that attribute."""
+    values: dict[str, list[ast.expr]] = {}
+    for site in flow.of(ast.Assign):
+        stmt = site.node
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            values.setdefault(stmt.targets[0].id, []).append(stmt.value)
+    found = {}
+    for name, exprs in values.items():
+        spelled = {ast.dump(e) for e in exprs}
+        first = exprs[0]
+        if (
+            len(spelled) == 1
+            and len(exprs) == flow.assigned.get(name)
+            and isinstance(first, ast.Attribute)
+            and _self_attr(first.value) is not None
+        ):
+            found[name] = first
+    return found
+
+
+def _iterated_attributes(flow) -> dict[str, tuple[str, str]]:
+    """Names bound only by a `for` over an attribute of a stored object, `for t in
+    self.X.A` (or `for i, t in enumerate(...)`, through a progress bar, or over a name bound only
+    to `self.X.A`), as name -> (X, A)."""
+    found: dict[str, tuple[str, str]] = {}
+    aliases = _attribute_aliases(flow) if flow.of(ast.For) else {}
+    for site in flow.of(ast.For):
+        target, iterable = site.node.target, site.node.iter
+        if (
+            isinstance(iterable, ast.Call)
+            and isinstance(iterable.func, ast.Name)
+            and iterable.func.id == "enumerate"
+            and len(iterable.args) == 1
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+        ):
+            target, iterable = target.elts[1], iterable.args[0]
+        iterable = _iterated_source(iterable, flow)
+        if isinstance(iterable, ast.Name) and iterable.id in aliases:
+            iterable = aliases[iterable.id]
+        if not (isinstance(target, ast.Name) and isinstance(iterable, ast.Attribute)):
+            continue
+        receiver = _self_attr(iterable.value)
+        if receiver is not None and flow.assigned.get(target.id) == 1:
+            found[target.id] = (receiver, iterable.attr)
+    return found
+
+
+def _iterated_arguments(
+    call: ast.Call, iterated: Mapping[str, tuple[str, str]]
+) -> tuple[tuple[int | str, str], ...]:
+    """The arguments of `self.X.m(...)` that are elements the caller iterates from `self.X.A`."""
+    receiver = _self_attr(call.func.value) if isinstance(call.func, ast.Attribute) else None
+    if receiver is None:
+        return ()
+    found: list[tuple[int | str, str]] = []
+    for position, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        if isinstance(arg, ast.Name) and iterated.get(arg.id, ("",))[0] == receiver:
+            found.append((position, iterated[arg.id][1]))
+    for keyword in call.keywords:
+        value = keyword.value
+        if keyword.arg and isinstance(value, ast.Name) and iterated.get(value.id, ("",))[0] == receiver:
+            found.append((keyword.arg, iterated[value.id][1]))
+    return tuple(found)
 
 
 Target = tuple[str, str, str, "str | None"]  # form, qualname, attr, a label for the path
@@ -799,6 +982,27 @@ class Index:
                 return owner_path, f"{owner}.{attr}"
         return None
 
+    def stored_classes(self, path: str, name: str, attr: str, keywords: bool = True) -> list[str]:
+        """The qualified names of the classes the class (or a base) may store on `self.attr`:
+        built there, handed to a setter, or handed by keyword to a keyword setter of the class's
+        own chain (`self.register_modules(scheduler=scheduler)`, the setter in a base's file)."""
+        found: set[str] = set()
+        chain = self.classes_of(path, name)
+        for cls_path, cls in chain:
+            summary = self.summaries[cls_path].classes[cls]
+            for stored_attr, built in summary.stored:
+                if stored_attr == attr:
+                    found.update(built)
+            for method, stored_attr, built in summary.keyword_stores if keywords else ():
+                if stored_attr != attr:
+                    continue
+                hit = self.method(path, name, method)
+                if hit is not None:
+                    owner = self.summaries[hit[0]].classes[hit[1].split(".")[0]]
+                    if method in owner.keyword_setters:
+                        found.update(built)
+        return sorted(found)
+
     def _class(self, qualname: str) -> tuple[str, str] | None:
         found = self.lookup(qualname)
         if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].classes:
@@ -855,27 +1059,23 @@ class Index:
             if call.form == "super":
                 return []
             out = []
-            for cls_path, cls in self.classes_of(*owner):
-                for attr, built in self.summaries[cls_path].classes[cls].stored:
-                    if attr == call.attr:
-                        for qualname in built:
-                            stored = self._class(qualname)
-                            hit = self.method(*stored, "__call__") if stored else None
-                            if hit is not None:
-                                out.append((*hit, False))
+            # A component registered by keyword is called for its forward (`self.unet(x)`), an
+            # entry of its own: only its methods are followed (the "stored" form below).
+            for qualname in self.stored_classes(*owner, call.attr, keywords=False):
+                stored = self._class(qualname)
+                hit = self.method(*stored, "__call__") if stored else None
+                if hit is not None:
+                    out.append((*hit, False))
             return sorted(set(out))
         if call.form == "stored":
             owner = self._class(call.qualname)
             attr, _, name = call.attr.partition(".")
             out = []
-            for cls_path, cls in self.classes_of(*owner) if owner is not None else ():
-                for stored_attr, built in self.summaries[cls_path].classes[cls].stored:
-                    if stored_attr == attr:
-                        for qualname in built:
-                            stored = self._class(qualname)
-                            hit = self.method(*stored, name) if stored else None
-                            if hit is not None:
-                                out.append((*hit, False))
+            for qualname in self.stored_classes(*owner, attr) if owner is not None else ():
+                stored = self._class(qualname)
+                hit = self.method(*stored, name) if stored else None
+                if hit is not None:
+                    out.append((*hit, False))
             return sorted(set(out))
         if call.form == "property":
             cls = self._class(call.qualname)
@@ -933,6 +1133,7 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
     classes it defines). Per function: a path from an entry (`_via_rank`) and the union of the
     kinds every caller passed."""
     merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set], set]] = {}
+    iterated: dict[tuple[str, str], set[tuple[int | str, str, str]]] = {}
     best: dict[tuple[str, str], tuple] = {}
     for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
         for call in file_calls:
@@ -956,6 +1157,11 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                 for keyword, kind in call.keywords if not name.endswith("__post_init__") else ():
                     keywords.setdefault(keyword, set()).add(kind)
                 merged[key] = (via, args, keywords, sides)
+                shift = -1 if explicit_self is True else 1 if explicit_self == "ctx" else 0
+                for where, attr in call.elements:
+                    where = where + shift if isinstance(where, int) else where
+                    if not isinstance(where, int) or where >= 0:
+                        iterated.setdefault(key, set()).add((where, attr, call.via[0]))
     roots: dict[str, list[Reached]] = {}
     for (path, name), (via, args, keywords, sides) in sorted(merged.items()):
         roots.setdefault(path, []).append(
@@ -966,6 +1172,7 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                 tuple((kw, _sorted_kinds(k)) for kw, k in sorted(keywords.items())),
                 # On a side road only when every call is: one call on the normal path makes it normal.
                 None if "" in sides else min(sides),
+                tuple(sorted(iterated.get((path, name), ()), key=repr)),
             )
         )
     return {path: tuple(found) for path, found in roots.items()}

@@ -18,7 +18,7 @@ import ast
 import fnmatch
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.tracing_truth import live_nodes
@@ -57,6 +57,10 @@ class ModelFunction:
     side: str | None = None
     # Parameters that every call from another file leaves at their constant default (`flag=False`).
     left: tuple[tuple[str, object], ...] = ()
+    # Parameters some caller in another file hands an element it iterates from this object's own
+    # attribute: (parameter, attribute, the caller's entry), sorted. Kept for a function this
+    # file's entries reach too (a scheduler's `step` compiled alone and called from a pipeline).
+    elements: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class Reached:
     args: tuple[tuple[str | None, ...], ...] = ()
     keywords: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
     side: str | None = None  # a deprecation/misuse/error path when every call sits on one
+    # Arguments that are elements a caller iterates from the receiver's own attribute: (position
+    # after the bound one or keyword, attribute, the caller's entry), as `reach.Call.elements`.
+    elements: tuple[tuple[int | str, str, str], ...] = ()
 
 
 def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
@@ -162,10 +169,10 @@ def model_functions(
     found: dict[int, ModelFunction] = {}
     work: list[ModelFunction] = []
 
-    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=()) -> None:
+    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=(), elements=()) -> None:
         if id(fn) not in found:
             chain = chain or (f"{cls.name}.{fn.name}" if cls is not None else fn.name,)
-            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left)
+            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left, elements)
             work.append(found[id(fn)])
 
     distributions = distribution_classes(tree, imports) if methods else set()
@@ -207,6 +214,10 @@ def model_functions(
         if target is None:
             continue
         fn, cls = (target, None) if "." not in root.name else target
+        elements = _elements(fn, cls is not None, root)
+        if elements and id(fn) in found:
+            known = found[id(fn)]
+            found[id(fn)] = replace(known, elements=tuple(sorted({*known.elements, *elements})))
         add(
             fn,
             cls,
@@ -216,6 +227,7 @@ def model_functions(
             (*root.via, root.name),
             root.side,
             _left(fn, cls is not None, root),
+            elements,
         )
     _close(work, add, free, methods)
     return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
@@ -283,6 +295,23 @@ def own_nodes(fn: FunctionNode) -> list[ast.AST]:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             todo.extend(ast.iter_child_nodes(node))
     return out
+
+
+def _elements(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, str, str], ...]:
+    """`root.elements` by parameter name of `fn`: (parameter, attribute, caller), sorted."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    if bound and not static:
+        params = params[1:]
+    named = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    found = set()
+    for where, attr, caller in root.elements:
+        if isinstance(where, int):
+            if where < len(params):
+                found.add((params[where], attr, caller))
+        elif where in named:
+            found.add((where, attr, caller))
+    return tuple(sorted(found))
 
 
 def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -830,6 +830,54 @@ def test_a_loop_over_a_progress_bar_iterates_the_items_while_compiling_and_the_b
     assert fix.applicability is Applicability.UNSAFE and "eager runs only" in fix.message
 
 
+def test_a_progress_bar_entered_with_with_is_skipped_while_compiling_and_the_break_goes():
+    text = (ROOT / "progress_bar_context.py").read_text()
+    fixed = fix_text(text, lambda t: _lint(t, ("FL108",)), unsafe=True).text
+    assert (
+        "with (contextlib.nullcontext() if torch.compiler.is_compiling() else "
+        "self.progress_bar(total=len(self.timesteps))) as progress_bar:"
+    ) in fixed
+    assert "if not torch.compiler.is_compiling():\n                    progress_bar.update()" in fixed
+    assert "import contextlib" in fixed
+    assert fix_text(fixed, lambda t: _lint(t, ("FL108",)), unsafe=True).text == fixed  # idempotent
+    torch.manual_seed(0)
+    before = _load(text, "before").Sampler()
+    torch.manual_seed(0)
+    after = _load(fixed, "after").Sampler()
+    x = torch.randn(2, 8)
+    g0, y0 = _trace(before, x)
+    g1, y1 = _trace(after, x)
+    assert g0 == 0  # the skipped call in the `with` header sends the whole frame to eager
+    assert g1 == 1
+    assert torch.equal(y0, y1)
+    assert after.shown == 3  # eager still updates the bar once a step; the compiled call did not
+    fix = next(f.fix for f in _lint(text, ("FL108",)) if f.fix is not None)
+    assert fix.applicability is Applicability.UNSAFE and "eager runs only" in fix.message
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = x * progress_bar.n",  # the bar's value is read: a null context has none
+        "progress_bar.update(progress_bar.total)",  # a read inside the guarded call too
+        "progress_bar = None",  # rebound
+        "progress_bar.update()  # step",  # a comment the rewrite would drop
+    ],
+)
+def test_progress_bar_context_fix_only_where_every_read_is_a_statement_call(body):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        with self.progress_bar(total=3) as progress_bar:\n"
+        "            x = x * 2\n"
+        "            progress_bar.update()\n"
+        f"            {body}\n"
+        "        return x\n"
+    )
+    found = _lint(text, ("FL108",))
+    assert len(found) == 1 and found[0].fix is None
+
+
 @pytest.mark.parametrize(
     "loop",
     [

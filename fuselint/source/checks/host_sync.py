@@ -270,32 +270,54 @@ def _hand_computed(file_flows: list[FunctionFlow]) -> dict[int, frozenset[str]]:
     hands a computed 0-d tensor (PNDM's `step_prk`: `timestep = self.prk_timesteps[k]`, then
     `self._get_prev_sample(cur_sample, timestep, ...)`, which reads `self.alphas_cumprod[timestep]`)."""
     methods = {(id(f.fn.cls), f.fn.node.name): f for f in file_flows if f.fn.cls is not None}
-    handed: dict[int, set[str]] = {}
-    for flow in file_flows:
-        if flow.fn.cls is None:
+    # Seeded with the parameters callers in other files hand an iterated element of the object's
+    # tensor state (`FunctionFlow.iterated`); a method hands on what it was handed (`step` ->
+    # `_get_variance`): repeated until nothing changes.
+    handed: dict[int, set[str]] = {id(f.fn.node): set(f.iterated) for f in file_flows if f.iterated}
+    values = {id(f): _single_values(f) for f in file_flows if f.fn.cls is not None}
+    changed = True
+    while changed:
+        changed = False
+        for flow in file_flows:
+            if flow.fn.cls is not None:
+                changed |= _hand_on(flow, values[id(flow)], methods, handed)
+    return {key: frozenset(names) for key, names in handed.items() if names}
+
+
+def _hand_on(flow: FunctionFlow, values: dict, methods: dict, handed: dict[int, set[str]]) -> bool:
+    """Add to `handed` the parameters `flow`'s `self.m(...)` calls hand a computed 0-d tensor;
+    whether any was new."""
+    changed = False
+    own = frozenset(handed.get(id(flow.fn.node), ()))
+    for site in flow.of(ast.Call):
+        func = site.node.func
+        if not (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+        ):
             continue
-        values = _single_values(flow)
-        for site in flow.of(ast.Call):
-            func = site.node.func
-            if not (
-                isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "self"
-            ):
-                continue
-            callee = methods.get((id(flow.fn.cls), func.attr))
-            if callee is None or callee is flow:
-                continue
-            args = callee.fn.node.args
-            params = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
-            pairs = list(zip(params, site.node.args, strict=False))
-            pairs += [(k.arg, k.value) for k in site.node.keywords if k.arg is not None]
-            for param, arg in pairs:
-                if isinstance(arg, ast.Starred):
-                    break
-                if _computed_scalar(arg, flow, site.env, values):
-                    handed.setdefault(id(callee.fn.node), set()).add(param)
-    return {key: frozenset(names) for key, names in handed.items()}
+        callee = methods.get((id(flow.fn.cls), func.attr))
+        if callee is None or callee is flow:
+            continue
+        args = callee.fn.node.args
+        params = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
+        pairs = list(zip(params, site.node.args, strict=False))
+        pairs += [(k.arg, k.value) for k in site.node.keywords if k.arg is not None]
+        for param, arg in pairs:
+            if isinstance(arg, ast.Starred):
+                break
+            known = handed.setdefault(id(callee.fn.node), set())
+            if param not in known and _computed_scalar(arg, flow, site.env, values, own):
+                known.add(param)
+                changed = True
+    return changed
+
+
+def _iterated_by(index: ast.expr, flow: FunctionFlow) -> str:
+    """Where an index that is a parameter handed an iterated element comes from, for the message."""
+    if not (isinstance(index, ast.Name) and index.id in flow.iterated):
+        return ""
+    attr, caller = next((a, c) for p, a, c in flow.fn.elements if p == index.id and a in flow.tensor_attrs)
+    return f" (an element of `self.{attr}` that {caller} iterates)"
 
 
 def _number(expr: ast.expr, flow: FunctionFlow, env: dict) -> bool:
@@ -553,7 +575,8 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                     rule,
                     index,
                     f"indexing `{describe(site.node.value, 30)}` with `{describe(index, 30)}`, a 0-d tensor "
-                    f"computed in the graph, reads its value on the host (gb0033): {rule.message}",
+                    f"computed in the graph{_iterated_by(index, flow)}, reads its value on the host (gb0033): "
+                    f"{rule.message}",
                     _index_fix(site, flow, sf, parents),
                     path=site.path,
                 )

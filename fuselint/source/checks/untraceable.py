@@ -44,7 +44,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
-from fuselint.source.break_fixes import iterate_a_tuple, iterate_without_bar
+from fuselint.source.break_fixes import enter_without_bar, iterate_a_tuple, iterate_without_bar
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
@@ -184,6 +184,7 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                     )
                     yield finding(sf, rule, expr, message, path=site.path)
         yield from _loops_over_bars(sf, flow, disabled, rule, barred)
+        yield from _bars_entered(sf, flow, disabled, rule, barred)
         numpy_random = _numpy_random_objects(flow, sf.imports)
         for site in flow.of(ast.Call):
             func = site.node.func
@@ -244,6 +245,65 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                 name = _callee(func, flow.fn.cls)[1]
                 message = f"`{name}` is marked torch.compiler.disable: {rule.message} at the call"
                 yield finding(sf, rule, site.node, message, path=site.path)
+
+
+def _is_bar(call: ast.Call, sf: SourceFile, cls: ast.ClassDef | None, disabled: set) -> bool:
+    """`tqdm(...)`, or a `progress_bar(...)` method: one of this file's must be marked disabled,
+    one inherited from another file (diffusers' pipelines) is taken by its name."""
+    module, _, name = (sf.imports.qualname(call.func) or "").rpartition(".")
+    if module in _BAR_MODULES and name == "tqdm":
+        return True
+    callee = _callee(call.func, cls)
+    if not (isinstance(call.func, ast.Attribute) and callee is not None and callee[1] in _BAR_METHODS):
+        return False
+    own = cls is not None and any(
+        isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == callee[1] for s in cls.body
+    )
+    return not own or callee in disabled
+
+
+def _bars_entered(
+    sf: SourceFile, flow: FunctionFlow, disabled: set, rule: Rule, barred: set[int]
+) -> Iterable[Finding]:
+    """FL108 for `with <bar>(total=n) as bar:` whose body calls `bar.update()`: dynamo skips the
+    disabled call (gb0099) and, in a `with` header, cannot resume in the block. Fixed where every
+    read of `bar` in the function is a statement `bar.m(...)` of the block (each is guarded)."""
+    for site in flow.of(ast.With):
+        for item in site.node.items:
+            call, target = item.context_expr, item.optional_vars
+            if not isinstance(call, ast.Call) or not _is_bar(call, sf, flow.fn.cls, disabled):
+                continue
+            barred.add(id(call))
+            message = (
+                f"`{sf.segment(call.func)}(...)` enters a progress bar, which dynamo does not trace: the "
+                "graph ends here (gb0099 for a `torch.compiler.disable`d bar), and a `with` block it "
+                "cannot resume in runs the frame in eager"
+            )
+            fix = None
+            if len(site.node.items) == 1 and isinstance(target, ast.Name):
+                uses = _bar_statements(site.node, target.id, flow)
+                fix = enter_without_bar(sf, call, uses) if uses is not None else None
+            yield finding(sf, rule, call, message, fix, path=site.path)
+
+
+def _bar_statements(block: ast.With, name: str, flow: FunctionFlow) -> list[ast.Expr] | None:
+    """The statements `name.m(...)` of the block, when they are every read of `name` in the
+    function and the block's target is its only binding; else None."""
+    if flow.assigned.get(name) != 1:
+        return None
+    uses: list[ast.Expr] = []
+    for node in ast.walk(block):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and isinstance(node.value.func.value, ast.Name)
+            and node.value.func.value.id == name
+        ):
+            uses.append(node)
+    if flow.loaded.get(name, 0) != len(uses):
+        return None  # read elsewhere too (`bar.update(bar.n)`, `return bar`, after the block)
+    return sorted(uses, key=lambda n: (n.lineno, n.col_offset))
 
 
 def _bar_iterable(call: ast.Call, sf: SourceFile, cls: ast.ClassDef | None, disabled: set) -> str | None:
