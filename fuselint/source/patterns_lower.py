@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from fuselint.source.imports import ImportTable
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.patterns_canon import (
     ALIASES,
     CAST_METHODS,
@@ -147,7 +148,7 @@ class Lowerer:
     def _escape(self, node: ast.AST) -> None:
         if not self.env:  # nothing inlinable is live: nothing can escape
             return
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in self.env:
                 binding = self.env[sub.id]
                 binding.escapes = True
@@ -323,7 +324,7 @@ def _walk_scope(node: ast.AST):
     while todo:
         current = todo.pop()
         yield current
-        for child in ast.iter_child_nodes(current):
+        for child in child_nodes(current):
             if not isinstance(child, (*_SCOPES, ast.Lambda)):
                 todo.append(child)
             elif isinstance(child, _SCOPES):

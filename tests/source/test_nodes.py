@@ -1,0 +1,55 @@
+"""`nodes.walk` and `nodes.child_nodes` give what `ast.walk` and `ast.iter_child_nodes` give."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+from fuselint.source.nodes import child_nodes, walk
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+# Fields holding strings in lists (Global.names, MatchClass.kwd_attrs), None among nodes
+# (a dict's `**` key), optional fields left None (`returns`) and shared context nodes.
+ODD = textwrap.dedent(
+    """
+    def f(x, *a, y=1, **k) -> None:
+        global g
+        d = {**x, "k": [i async for i in a]}
+        match x:
+            case P(a=1, b=[_, *rest]) | {"k": v}:
+                del d[x:1, ...]
+        return lambda: (yield from f"{x!r:>{y}}")
+    """
+)
+
+
+def _trees() -> list[ast.AST]:
+    trees = [ast.parse(ODD)]
+    trees += [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.rglob("*.py"))[:40]]
+    return trees
+
+
+def test_walk_yields_the_same_nodes_in_the_same_order():
+    for tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.stmt, ast.expr)):
+                assert list(walk(node)) == list(ast.walk(node))
+
+
+def test_child_nodes_are_the_standard_children():
+    for tree in _trees():
+        for node in ast.walk(tree):
+            assert child_nodes(node) == list(ast.iter_child_nodes(node))
+
+
+def test_walk_queues_children_before_yielding():
+    # A caller that rewrites a node's fields while walking still sees the old children, as with ast.walk.
+    tree = ast.parse("a = b + c")
+    seen = []
+    for node in walk(tree):
+        seen.append(type(node).__name__)
+        if isinstance(node, ast.Assign):
+            node.value = ast.Constant(1)
+    assert "BinOp" in seen and "Constant" not in seen
