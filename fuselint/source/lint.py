@@ -9,6 +9,7 @@ so: "(reached from pkg/m.py:Model.forward → helper)".
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
@@ -324,6 +325,21 @@ def lint_unit(
     path: str, text: str, catalog: Catalog, config: Config, reached: tuple[Reached, ...] = ()
 ) -> FileResult:
     """`lint_text`, with the file's summary and outgoing calls for whole-program reach."""
+    # One file's analysis allocates millions of objects that die by reference count, and the
+    # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
+    # transformers/models); it runs after the file instead, for the cycles the file left.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint_unit(path, text, catalog, config, reached)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_unit(
+    path: str, text: str, catalog: Catalog, config: Config, reached: tuple[Reached, ...]
+) -> FileResult:
     PARSED["files"] += 1
     try:
         sf = SourceFile.parse(path, text)
