@@ -88,7 +88,7 @@ class Lowerer:
         self.shared = {
             name
             for stmt in stmts
-            for node in _walk_scope(stmt)
+            for node in _scope_statements(stmt)
             if isinstance(node, (ast.Global, ast.Nonlocal))
             for name in node.names
         }
@@ -329,6 +329,23 @@ def _walk_scope(node: ast.AST):
                 todo.append(child)
             elif isinstance(child, _SCOPES):
                 yield child
+
+
+def _scope_statements(node: ast.stmt):
+    """`node` and the statements nested in it, not those of nested functions or classes: where
+    a `global` or `nonlocal` of its scope can stand (`_walk_scope` would visit every expression)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        nested = [
+            *getattr(current, "body", ()),
+            *getattr(current, "orelse", ()),
+            *getattr(current, "finalbody", ()),
+        ]
+        for holder in (*getattr(current, "handlers", ()), *getattr(current, "cases", ())):
+            nested.extend(holder.body)
+        todo.extend(child for child in nested if not isinstance(child, _SCOPES))
 
 
 def module_constants(tree: ast.Module, imports: ImportTable, builder: Builder) -> dict[str, float]:

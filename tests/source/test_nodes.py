@@ -53,3 +53,53 @@ def test_walk_queues_children_before_yielding():
         if isinstance(node, ast.Assign):
             node.value = ast.Constant(1)
     assert "BinOp" in seen and "Constant" not in seen
+
+
+SCOPES = textwrap.dedent(
+    """
+    def f():
+        global a
+        if x:
+            nonlocal b
+        try:
+            pass
+        except E:
+            global c
+        finally:
+            with m:
+                global d
+        match x:
+            case 1:
+                global e
+        def inner():
+            global not_f
+        class C:
+            global not_f_either
+            class D:
+                pass
+    """
+)
+
+
+def _declared(nodes) -> set[str]:
+    return {n for node in nodes if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+
+
+def test_scope_statements_find_the_globals_the_full_scope_walk_finds():
+    from fuselint.source.patterns_lower import _scope_statements, _walk_scope
+
+    function = ast.parse(SCOPES).body[0]
+    assert _declared(_scope_statements(function)) == {"a", "b", "c", "d", "e"}
+    for tree in [*_trees(), ast.parse(SCOPES)]:
+        for stmt in (n for n in ast.walk(tree) if isinstance(n, ast.stmt)):
+            assert _declared(_scope_statements(stmt)) == _declared(_walk_scope(stmt))
+
+
+def test_iter_statements_finds_every_class():
+    from fuselint.source.imports import iter_statements
+
+    for tree in [*_trees(), ast.parse(SCOPES)]:
+        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        assert {id(n) for n in iter_statements(tree) if isinstance(n, ast.ClassDef)} == {
+            id(n) for n in classes
+        }
