@@ -45,7 +45,7 @@ from fuselint.source.break_fixes import iterate_a_tuple, iterate_without_bar
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
-from fuselint.source.imports import ImportTable
+from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction, own_nodes
@@ -130,7 +130,7 @@ def _disabled(tree: ast.Module, imports: ImportTable) -> set[tuple[str | None, s
     torch.compiler.disable (with or without arguments)."""
     found = set()
     scopes: list[tuple[str | None, list[ast.stmt]]] = [(None, tree.body)]
-    scopes += [(n.name, n.body) for n in walk(tree) if isinstance(n, ast.ClassDef)]
+    scopes += [(n.name, n.body) for n in iter_statements(tree) if isinstance(n, ast.ClassDef)]
     for owner, body in scopes:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
