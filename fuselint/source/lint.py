@@ -16,6 +16,7 @@ import pickle
 import re
 import sys
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -340,10 +341,18 @@ def lint_unit(
     # One file's analysis allocates millions of objects that die by reference count, and the
     # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
     # transformers/models); it runs after the file instead, for the cycles the file left.
+    with collector_paused():
+        return _lint_unit(path, text, catalog, config, reached, patterns)
+
+
+@contextmanager
+def collector_paused():
+    """The cyclic garbage collector off inside (as the caller had it after): for work that
+    builds many objects and leaves few cycles, such as one file's analysis or unpickling."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _lint_unit(path, text, catalog, config, reached, patterns)
+        yield
     finally:
         if collecting:
             gc.enable()
@@ -619,7 +628,9 @@ class Cache:
 
     def load(self) -> dict[str, CacheEntry]:
         try:
-            with self.path.open("rb") as fh:
+            # Unpickling the tree's results (megabytes of small objects) runs 3-4 times faster
+            # without the collector scanning them as they are made.
+            with self.path.open("rb") as fh, collector_paused():
                 return pickle.load(fh)
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
             return {}
@@ -709,8 +720,9 @@ class _Linter:
                     self.jobs, initializer=_init_worker, initargs=(self.config.extra_rules, self.config)
                 )
             batches = [on_disk[i :: self.jobs * 4] for i in range(self.jobs * 4)]
-            for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
-                out.update(batch)
+            with collector_paused():  # this process only unpickles the workers' results meanwhile
+                for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
+                    out.update(batch)
         else:
             for name, reached, patterns in on_disk:
                 out[name] = lint_file(Path(name), self.catalog, self.config, reached, patterns)

@@ -131,3 +131,15 @@ def test_the_cyclic_collector_is_on_again_after_a_file_even_one_that_does_not_pa
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_cache_load_leaves_the_collector_as_it_was(tmp_path):
+    import gc
+
+    cache = Cache(tmp_path / "c.pickle")
+    cache.save({"m.py": (b"k", None, frozenset())})
+    assert cache.load() == {"m.py": (b"k", None, frozenset())}
+    assert gc.isenabled()
+    (tmp_path / "c.pickle").write_bytes(b"not a pickle")
+    assert cache.load() == {}
+    assert gc.isenabled()
