@@ -26,6 +26,7 @@ from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
+from fuselint.source.nodes import remembered_walks
 from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import (
     Call,
@@ -341,7 +342,7 @@ def lint_unit(
     # One file's analysis allocates millions of objects that die by reference count, and the
     # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
     # transformers/models); it runs after the file instead, for the cycles the file left.
-    with collector_paused():
+    with collector_paused(), remembered_walks():
         return _lint_unit(path, text, catalog, config, reached, patterns)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 _AST = ast.AST
 
@@ -28,11 +29,39 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     return children
 
 
+# Within `remembered_walks`, the walk of each function, class and module, by node: the checks
+# walk the same methods and classes again and again (each attribute scan, each rule).
+_REMEMBERED: dict[ast.AST, list[ast.AST]] | None = None
+_BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
+
+
+@contextmanager
+def remembered_walks():
+    """Inside, a function's, class's or module's walk is made once and then replayed: for the
+    analysis of one parsed file, which reads its tree and never changes it."""
+    global _REMEMBERED
+    outer = _REMEMBERED
+    _REMEMBERED = {}
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
+
+
 def walk(node: ast.AST) -> Iterator[ast.AST]:
     """Every node under `node` (itself first), breadth first, as `ast.walk` yields them.
 
     As in `ast.walk`, a node's children are queued before the node is yielded.
     """
+    if _REMEMBERED is not None and isinstance(node, _BIG):
+        found = _REMEMBERED.get(node)
+        if found is None:
+            found = _REMEMBERED[node] = list(_walk(node))
+        return iter(found)
+    return _walk(node)
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
     queue = [node]
     push = queue.append
     for current in queue:  # the loop reads what it appends: breadth first

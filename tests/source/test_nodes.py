@@ -103,3 +103,19 @@ def test_iter_statements_finds_every_class():
         assert {id(n) for n in iter_statements(tree) if isinstance(n, ast.ClassDef)} == {
             id(n) for n in classes
         }
+
+
+def test_a_remembered_walk_replays_the_same_nodes_and_is_forgotten_after():
+    from fuselint.source import nodes
+
+    tree = ast.parse(ODD)
+    function = tree.body[0]
+    with nodes.remembered_walks():
+        first = list(walk(function))
+        assert list(walk(function)) == first == list(ast.walk(function))
+        assert list(walk(tree)) == list(ast.walk(tree))
+        assert function in nodes._REMEMBERED
+        # Expressions are walked afresh each time (they are small, and built nodes come and go).
+        assert list(walk(function.body[1])) == list(ast.walk(function.body[1]))
+        assert function.body[1] not in nodes._REMEMBERED
+    assert nodes._REMEMBERED is None
