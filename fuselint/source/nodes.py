@@ -8,7 +8,7 @@ third of a cold lint. These read `_fields` in one loop and queue children in a l
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 _AST = ast.AST
@@ -29,9 +29,10 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     return children
 
 
-# Within `remembered_walks`, the walk of each function, class and module, by node: the checks
-# walk the same methods and classes again and again (each attribute scan, each rule).
-_REMEMBERED: dict[ast.AST, list[ast.AST]] | None = None
+# Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
+# checks walk the same methods and classes again and again: each attribute scan, each rule),
+# and a module's statements (`imports.iter_statements`).
+_REMEMBERED: dict[tuple[str, ast.AST], list[ast.AST]] | None = None
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
@@ -53,12 +54,19 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
     As in `ast.walk`, a node's children are queued before the node is yielded.
     """
-    if _REMEMBERED is not None and isinstance(node, _BIG):
-        found = _REMEMBERED.get(node)
-        if found is None:
-            found = _REMEMBERED[node] = list(_walk(node))
-        return iter(found)
+    if isinstance(node, _BIG):
+        return remembered("walk", node, _walk)
     return _walk(node)
+
+
+def remembered(what: str, node: ast.AST, make: Callable[[ast.AST], Iterable[ast.AST]]) -> Iterator[ast.AST]:
+    """`make(node)`, made once per `remembered_walks` (and every time outside one)."""
+    if _REMEMBERED is None:
+        return iter(make(node))
+    found = _REMEMBERED.get((what, node))
+    if found is None:
+        found = _REMEMBERED[what, node] = list(make(node))
+    return iter(found)
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:

@@ -114,8 +114,20 @@ def test_a_remembered_walk_replays_the_same_nodes_and_is_forgotten_after():
         first = list(walk(function))
         assert list(walk(function)) == first == list(ast.walk(function))
         assert list(walk(tree)) == list(ast.walk(tree))
-        assert function in nodes._REMEMBERED
+        assert ("walk", function) in nodes._REMEMBERED
         # Expressions are walked afresh each time (they are small, and built nodes come and go).
         assert list(walk(function.body[1])) == list(ast.walk(function.body[1]))
-        assert function.body[1] not in nodes._REMEMBERED
+        assert ("walk", function.body[1]) not in nodes._REMEMBERED
     assert nodes._REMEMBERED is None
+
+
+def test_a_modules_statements_are_remembered_in_the_same_order():
+    from fuselint.source import nodes
+    from fuselint.source.imports import iter_statements
+
+    tree = ast.parse(SCOPES)
+    fresh = list(iter_statements(tree))
+    with nodes.remembered_walks():
+        assert list(iter_statements(tree)) == fresh
+        assert list(iter_statements(tree)) == fresh
+        assert ("statements", tree) in nodes._REMEMBERED
