@@ -21,6 +21,7 @@ from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import torch_name
 from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
 from fuselint.source.module import SourceFile, newline_of
+from fuselint.source.nodes import child_nodes, walk
 
 GUARD_MESSAGE = (
     "skip it while compiling with `if not torch.compiler.is_compiling():` "
@@ -111,7 +112,7 @@ def _any_of(sf: SourceFile, test: ast.expr) -> str | None:
 
 def block_of(tree: ast.AST, stmt: ast.stmt) -> list[ast.stmt] | None:
     """The statement list under `tree` (a body, `else` or `finally` block) that holds `stmt`."""
-    for node in ast.walk(tree):
+    for node in walk(tree):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list) and any(s is stmt for s in block):
@@ -282,12 +283,12 @@ def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
         return None
     tensors = [
         n
-        for n in ast.walk(operand)
+        for n in walk(operand)
         if isinstance(n, (ast.Name, ast.Attribute)) and flow.kind(n, site.env) in TENSORS
     ]
     if tensors and all(isinstance(n, ast.Name) and n.id in flow.guessed for n in tensors):
         return None  # a tensor only by the guess on a parameter's name: it may be a numpy array
-    parents = {id(child): node for node in ast.walk(site.stmt) for child in ast.iter_child_nodes(node)}
+    parents = {id(child): node for node in walk(site.stmt) for child in child_nodes(node)}
     outer = parents.get(id(call))
     if not isinstance(outer, ast.Subscript):
         return None

@@ -33,6 +33,7 @@ from functools import cached_property
 
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
 from fuselint.source.tracing_truth import compile_truth, live_nodes
@@ -286,7 +287,7 @@ def _dim_expr(expr: ast.expr) -> bool:
 def _filled_with_number(fn: FunctionNode, name: str) -> bool:
     """`if p is None: p = 0` (or `if not exists(p): p = c.length if c else 0`): the function's own
     default for a parameter that defaults to None is a host number."""
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if not isinstance(node, ast.If) or not _tests_none(node.test, name):
             continue
         for stmt in node.body:
@@ -350,15 +351,15 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
     parents: dict[int, ast.AST] = {}
     uses: dict[str, list[ast.Name]] = {name: [] for name in rest}
     stored: set[str] = set()
-    for node in ast.walk(fn):
-        for child in ast.iter_child_nodes(node):
+    for node in walk(fn):
+        for child in child_nodes(node):
             parents[id(child)] = node
         if isinstance(node, ast.Name) and node.id in uses:
             if isinstance(node.ctx, ast.Load):
                 uses[node.id].append(node)
             else:
                 stored.add(node.id)
-    loaded = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loaded = {n.id for n in walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     candidates = set(rest) - stored
     sized = [
         name
@@ -385,13 +386,13 @@ def _string_attributes(cls: ast.ClassDef | None) -> frozenset[str]:
             *zip(reversed(positional), reversed(args.defaults), strict=False),
             *zip(args.kwonlyargs, args.kw_defaults, strict=True),
         ]
-        rebound = {n.id for n in ast.walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        rebound = {n.id for n in walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         options = {a.arg for a, d in pairs if _str_constant(d) and a.arg not in rebound}
-        for node in ast.walk(top):
+        for node in walk(top):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    for t in ast.walk(target):
+                    for t in walk(target):
                         if (attr := _self_attr(t)) is None:
                             continue
                         value = node.value if t is target and not isinstance(node, ast.AugAssign) else None
@@ -450,7 +451,7 @@ def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | 
     strings = _string_attributes(cls)
     shown: set[str] = set()
     elements: dict[str, str] = {}  # loop variable -> the parameter it iterates
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             if (
                 isinstance(node.iter, ast.Name)
@@ -458,7 +459,7 @@ def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | 
                 and isinstance(node.target, ast.Name)
             ):
                 elements[node.target.id] = node.iter.id
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, right, op = node.left, node.comparators[0], node.ops[0]
             if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, ast.Name) and right.id in wanted:
@@ -661,7 +662,7 @@ def without(env: Env, path: str) -> Env:
 
 def _forget(env: Env, target: ast.expr) -> None:
     """Storing to `self.x` (or rebinding `self`) ends what tests showed about `self.x` and below."""
-    for node in ast.walk(target):
+    for node in walk(target):
         path = value_path(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if path is not None:
             for key in [k for k in env if k.startswith(path + ".")]:
@@ -808,7 +809,7 @@ class FunctionFlow:
 
     def _name_counts(self, ctx: type) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for node in ast.walk(self.fn.node):
+        for node in walk(self.fn.node):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ctx):
                 counts[node.id] = counts.get(node.id, 0) + 1
             elif ctx is ast.Store and isinstance(node, ast.arg):
@@ -1169,7 +1170,7 @@ class FunctionFlow:
             if kind in _COMPREHENSIONS:
                 self._record_comprehension(node, env, stmt, path)
                 continue
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))
 
     def _record_comprehension(self, node: ast.expr, env: Env, stmt: ast.stmt, path: str | None) -> None:
         """The parts of `[elt for t in it if cond]`, each with the names its `for` clauses bind:
@@ -1574,14 +1575,14 @@ def _returns_built(fn: ast.FunctionDef, imports: ImportTable) -> bool:
             returns.append(node)
         elif isinstance(node, ast.Assign):
             for target in node.targets:
-                for name in ast.walk(target):
+                for name in walk(target):
                     if isinstance(name, ast.Name):
                         assigned[name.id].append(node.value if name is target else None)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
-            for name in ast.walk(node.target):
+            for name in walk(node.target):
                 if isinstance(name, ast.Name):
                     assigned[name.id].append(None)
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
 
     def built(value: ast.expr | None) -> bool:
@@ -1636,7 +1637,7 @@ def _local_tensors(
             )
             state = dict(state)
             for target in stmt.targets:
-                for node in ast.walk(target):
+                for node in walk(target):
                     if isinstance(node, ast.Name):
                         state[node.id] = bool(made) and node is target
             continue
@@ -1649,12 +1650,12 @@ def _local_tensors(
         always = isinstance(stmt, (ast.With, ast.AsyncWith)) or (isinstance(stmt, ast.If) and stmt.orelse)
         if not always or not outs:
             outs.append(state)  # the body may not run (a loop, an `if` without `else`, a `try`)
-        assigned = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned = {n.id for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         merged = dict(state)
         for name in assigned:
             merged[name] = all(out.get(name, False) for out in outs)
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.AugAssign, ast.AnnAssign)):
-            for node in ast.walk(stmt.target):
+            for node in walk(stmt.target):
                 if isinstance(node, ast.Name):
                     merged[node.id] = False
         state = merged
@@ -1703,7 +1704,7 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
             set()
         )  # the names the method assigns (a parameter it never rebinds is no local tensor)
         pending: list[tuple[list, int, ast.Assign]] = []
-        for node in ast.walk(top):
+        for node in walk(top):
             kind = type(node)
             if kind is ast.Name:
                 if isinstance(node.ctx, ast.Store):
@@ -1717,7 +1718,7 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                         and _self_attr(target.value)
                     ):
                         continue  # `self.X.data = ...` swaps a tensor's data: X stays a tensor
-                    for t in ast.walk(target):
+                    for t in walk(target):
                         if _self_attr(t) is None:
                             continue
                         kinds = sources[t.attr]
@@ -1832,14 +1833,14 @@ def option_attributes(cls: ast.ClassDef) -> frozenset[str]:
         # one walk: the names the method rebinds, and what it stores in attributes (judged after)
         rebound: set[str] = set()
         stores: list[tuple[str, ast.expr | None]] = []
-        for node in ast.walk(top):
+        for node in walk(top):
             if isinstance(node, ast.Name):
                 if isinstance(node.ctx, ast.Store):
                     rebound.add(node.id)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    for t in ast.walk(target):
+                    for t in walk(target):
                         if (attr := _self_attr(t)) is not None:
                             stores.append((attr, node.value if t is target else None))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
@@ -1953,9 +1954,9 @@ class HelperReturns:
 def _may_return_built(fn: FunctionNode, imports: ImportTable, tensor_attrs: frozenset[str]) -> bool:
     """Whether a helper calls numpy or torch or reads a tensor attribute, and returns a value:
     only then can its result be a number or tensor of its own making."""
-    if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in walk(fn)):
         return False
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Call):
             qual = imports.qualname(node.func) or ""
             if qual.startswith(("numpy.", "torch.")):
@@ -2022,7 +2023,7 @@ def _keys_into_state(
     """Which of `names` (parameters of `fn`) the body uses as a key into the object's tensor
     state, itself or through a method of the class it hands them to (see `entry_numbers`)."""
     aliases = {name: {name} for name in names}
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
             for group in aliases.values():
                 if node.value.id in group:
@@ -2037,7 +2038,7 @@ def _keys_into_state(
         return _self_attr(expr) in tensor_attrs
 
     keyed: set[str] = set()
-    for node in ast.walk(fn):
+    for node in walk(fn):
         used: list[ast.expr] = []
         if isinstance(node, ast.Subscript) and state(node.value):
             used = [node.slice]
@@ -2315,7 +2316,7 @@ def _argument_constant(arg: ast.expr, caller: FunctionNode, known: dict[int, dic
     if isinstance(arg, ast.Name) and arg.id in known.get(id(caller), {}):
         stores = sum(
             1
-            for n in ast.walk(caller)
+            for n in walk(caller)
             if (isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Store))
             or (isinstance(n, ast.arg) and n.arg == arg.id)
         )

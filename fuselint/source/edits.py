@@ -30,6 +30,11 @@ def drops_comment(text: str, edits: tuple[Edit, ...] | list[Edit]) -> bool:
     spans = [e for e in edits if e.end_line > e.line]  # an expression on one line holds no comment
     if not spans:
         return False
+    # A comment starts with "#" on its line: spans whose lines hold none need no tokenizing.
+    # Lines split at "\n" only, as `tokenize` numbers them.
+    lines = text.split("\n")
+    if not any("#" in line for e in spans for line in lines[e.line - 1 : e.end_line]):
+        return False
     for line, column, comment in comment_positions(text):
         for e in spans:
             inside = (e.line, e.column) <= (line, column) < (e.end_line, e.end_column)

@@ -33,6 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 from fuselint.findings import Applicability, Edit, Finding
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import newline_of
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.wrap import wrap
 
 MAX_ROUNDS = 8
@@ -228,12 +229,12 @@ def _bound_name(alias: cst.ImportAlias) -> str:
 
 
 def _read_names(tree: ast.Module) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    return {n.id for n in walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
 
 
 def _string_constants(tree: ast.Module) -> set[str]:
     # A name listed in `__all__` (or otherwise spelled in a string) is kept: it may be exported.
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return {n.value for n in walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 @dataclass(frozen=True)
@@ -367,10 +368,10 @@ def _line_kinds(text: str) -> tuple[set[int], set[int]]:
     tree = ast.parse(text)
     counts = Counter(
         node.lineno
-        for node in ast.walk(tree)
+        for node in walk(tree)
         if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and node.lineno == node.end_lineno
     )
-    starts = Counter(node.lineno for node in ast.walk(tree) if isinstance(node, ast.stmt))
+    starts = Counter(node.lineno for node in walk(tree) if isinstance(node, ast.stmt))
     whole = {line for line, n in counts.items() if n == 1 and starts[line] == 1}
     inside: set[int] = set()
     depth = 0
@@ -427,7 +428,7 @@ def unbound_names(tree: ast.Module) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
 
     def visit(node: ast.AST, path: str, outer: frozenset[str]) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 name = f"{path}.{getattr(child, 'name', '<lambda>')}"
                 args = child.args
@@ -464,7 +465,7 @@ def _own_nodes(body: list) -> list[ast.AST]:
             if not isinstance(node, ast.ClassDef):
                 todo.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
             continue
-        todo.extend(ast.iter_child_nodes(node))
+        todo.extend(child_nodes(node))
     return out
 
 

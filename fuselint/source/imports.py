@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from fuselint.source.nodes import remembered
+
 # Names under which the same functions live: a call resolved to any key is reported
 # under its value, so rules list each function once.
 CANONICAL_PREFIXES = (
@@ -26,7 +28,14 @@ def iter_statements(tree: ast.AST):
 
     Imports, classes and functions are statements, so finding them this way skips the
     expression nodes that make up most of a tree (a full `ast.walk` is several times slower).
+    A module's, asked for by several checks of one file, is made once (`nodes.remembered`).
     """
+    if isinstance(tree, ast.Module):
+        return remembered("statements", tree, _statements)
+    return _statements(tree)
+
+
+def _statements(tree: ast.AST):
     stack = list(getattr(tree, "body", ()))
     while stack:
         stmt = stack.pop()

@@ -10,12 +10,14 @@ so: "(reached from pkg/m.py:Model.forward → helper)".
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import os
 import pickle
 import re
 import sys
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
+from fuselint.source.nodes import remembered_walks
 from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import (
     Call,
@@ -307,6 +310,12 @@ class FileResult:
     reached: tuple[Reached, ...] = ()
     # Functions this file's own entries reach: a root naming one of them changes nothing.
     local: frozenset[str] = frozenset()
+    # What the pattern rules found before reach notes and noqa, and the codes they could not
+    # finish. Roots do not change it: a file linted again for new roots in the same run reuses it.
+    patterns: PatternResult | None = None
+
+
+PatternResult = tuple[tuple[Finding, ...], tuple[str, ...]]
 
 
 # How many files were parsed in this process: tests check that a warm run parses none.
@@ -322,9 +331,43 @@ def lint_text(
 
 
 def lint_unit(
-    path: str, text: str, catalog: Catalog, config: Config, reached: tuple[Reached, ...] = ()
+    path: str,
+    text: str,
+    catalog: Catalog,
+    config: Config,
+    reached: tuple[Reached, ...] = (),
+    patterns: PatternResult | None = None,
 ) -> FileResult:
-    """`lint_text`, with the file's summary and outgoing calls for whole-program reach."""
+    """`lint_text`, with the file's summary and outgoing calls for whole-program reach.
+    `patterns`: the pattern rules' result on this same text, when an earlier round has it."""
+    # One file's analysis allocates millions of objects that die by reference count, and the
+    # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
+    # transformers/models); it runs after the file instead, for the cycles the file left.
+    with collector_paused(), remembered_walks():
+        return _lint_unit(path, text, catalog, config, reached, patterns)
+
+
+@contextmanager
+def collector_paused():
+    """The cyclic garbage collector off inside (as the caller had it after): for work that
+    builds many objects and leaves few cycles, such as one file's analysis or unpickling."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_unit(
+    path: str,
+    text: str,
+    catalog: Catalog,
+    config: Config,
+    reached: tuple[Reached, ...],
+    patterns: PatternResult | None,
+) -> FileResult:
     PARSED["files"] += 1
     try:
         sf = SourceFile.parse(path, text)
@@ -339,21 +382,28 @@ def lint_unit(
             (_parse_error(path, f"file does not parse: {exc}"),) if config.enabled("FL000", path) else ()
         )
     summary = summarize(sf.tree, *module_name(path))
-    findings, calls, local = _check(sf, catalog, config, reached, summary)
-    return FileResult(tuple(findings), summary, calls, reached, local)
+    findings, calls, local, patterns = _check(sf, catalog, config, reached, summary, patterns)
+    return FileResult(tuple(findings), summary, calls, reached, local, patterns)
 
 
 def _check(
-    sf: SourceFile, catalog: Catalog, config: Config, reached: tuple[Reached, ...], summary: FileSummary
-) -> tuple[list[Finding], tuple[Call, ...], frozenset[str]]:
+    sf: SourceFile,
+    catalog: Catalog,
+    config: Config,
+    reached: tuple[Reached, ...],
+    summary: FileSummary,
+    patterns: PatternResult | None,
+) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult | None]:
     enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
     if not enabled:
-        return [], (), frozenset()
+        return [], (), frozenset(), None
     findings: list[Finding] = []
     calls: tuple[Call, ...] = ()
     local: frozenset[str] = frozenset()
     if sf.imports.imports_torch() or reached:
-        findings, calls, local = _rule_findings(sf, enabled, config, reached, summary)
+        findings, calls, local, patterns = _rule_findings(sf, enabled, config, reached, summary, patterns)
+    else:
+        patterns = None
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
     if (findings or judge_noqa) and _mentions_noqa(sf.text):
         notes = noqa_map(sf.text)
@@ -367,12 +417,17 @@ def _check(
             if not suppressed(f, notes, codes.get((f.span.path, f.span.line)) if in_site(f) else None)
         ]
     unique = {(f.code, f.span): f for f in findings}
-    return sorted(unique.values(), key=lambda f: f.sort_key), calls, local
+    return sorted(unique.values(), key=lambda f: f.sort_key), calls, local, patterns
 
 
 def _rule_findings(
-    sf: SourceFile, enabled: list, config: Config, reached: tuple[Reached, ...], summary: FileSummary
-) -> tuple[list[Finding], tuple[Call, ...], frozenset[str]]:
+    sf: SourceFile,
+    enabled: list,
+    config: Config,
+    reached: tuple[Reached, ...],
+    summary: FileSummary,
+    patterns: PatternResult | None,
+) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult]:
     functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions, reached)
     checks = load_checks()
     findings: list[Finding] = []
@@ -385,14 +440,10 @@ def _rule_findings(
                 findings.extend(checks[rule.code](sf, functions, rule))
             except RecursionError:
                 skipped.append(rule.code)
-    patterns = [r for r in enabled if r.kind == "pattern"]
-    if patterns:
-        from fuselint.source.patterns import pattern_findings
-
-        try:
-            findings.extend(pattern_findings(sf, patterns))
-        except RecursionError:
-            skipped.extend(r.code for r in patterns)
+    if patterns is None:
+        patterns = _pattern_result(sf, [r for r in enabled if r.kind == "pattern"])
+    findings.extend(patterns[0])
+    skipped.extend(patterns[1])
     if skipped and config.enabled("FL000", sf.path):
         codes = _code_range(skipped)
         findings.append(
@@ -407,7 +458,18 @@ def _rule_findings(
         except RecursionError:
             calls = ()
     local = frozenset(m.chain[-1] for m in functions if m.via is None and m.chain)
-    return _with_reach_notes(findings, functions), calls, local
+    return _with_reach_notes(findings, functions), calls, local, patterns
+
+
+def _pattern_result(sf: SourceFile, rules: list) -> PatternResult:
+    if not rules:
+        return (), ()
+    from fuselint.source.patterns import pattern_findings
+
+    try:
+        return tuple(pattern_findings(sf, rules)), ()
+    except RecursionError:
+        return (), tuple(r.code for r in rules)
 
 
 def _with_reach_notes(findings: list[Finding], functions: list[ModelFunction]) -> list[Finding]:
@@ -459,12 +521,18 @@ class LintCrash(Exception):
     """A bug in a rule, with the file it met it in: the user can report it, or exclude the file."""
 
 
-def lint_file(path: Path, catalog: Catalog, config: Config, reached: tuple[Reached, ...] = ()) -> FileResult:
+def lint_file(
+    path: Path,
+    catalog: Catalog,
+    config: Config,
+    reached: tuple[Reached, ...] = (),
+    patterns: PatternResult | None = None,
+) -> FileResult:
     text, _encoding, error = read_source(path)
     if error is not None:
         return FileResult((error,) if config.enabled("FL000", str(path)) else (), reached=reached)
     try:
-        return lint_unit(str(path), text, catalog, config, reached)
+        return lint_unit(str(path), text, catalog, config, reached, patterns)
     except Exception as exc:
         # Without the path, "internal error: KeyError" in a run over 3000 files helps nobody.
         raise LintCrash(f"{path}: {type(exc).__name__}: {exc}") from exc
@@ -562,7 +630,9 @@ class Cache:
 
     def load(self) -> dict[str, CacheEntry]:
         try:
-            with self.path.open("rb") as fh:
+            # Unpickling the tree's results (megabytes of small objects) runs 3-4 times faster
+            # without the collector scanning them as they are made.
+            with self.path.open("rb") as fh, collector_paused():
                 return pickle.load(fh)
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
             return {}
@@ -610,10 +680,14 @@ def _init_worker(extra_rules: tuple[str, ...], config: Config) -> None:
     _WORKER_STATE = (load_catalog(extra_rules), config)
 
 
-def _lint_batch(items: list[tuple[str, tuple[Reached, ...]]]) -> list[tuple[str, FileResult]]:
+# A file to lint: its name, its roots, and the pattern rules' result when a round has it.
+Item = tuple[str, tuple[Reached, ...], PatternResult | None]
+
+
+def _lint_batch(items: list[Item]) -> list[tuple[str, FileResult]]:
     assert _WORKER_STATE is not None
     catalog, config = _WORKER_STATE
-    return [(p, lint_file(Path(p), catalog, config, reached)) for p, reached in items]
+    return [(p, lint_file(Path(p), catalog, config, reached, patterns)) for p, reached, patterns in items]
 
 
 # Rounds of reach after which the linter stops even if roots still change (each round can only
@@ -633,11 +707,11 @@ class _Linter:
         self.texts = texts or {}
         self.pool = None
 
-    def __call__(self, items: list[tuple[str, tuple[Reached, ...]]]) -> dict[str, FileResult]:
+    def __call__(self, items: list[Item]) -> dict[str, FileResult]:
         on_disk = [item for item in items if item[0] not in self.texts]
         out = {
-            name: lint_unit(name, self.texts[name], self.catalog, self.config, reached)
-            for name, reached in items
+            name: lint_unit(name, self.texts[name], self.catalog, self.config, reached, patterns)
+            for name, reached, patterns in items
             if name in self.texts
         }
         if len(on_disk) >= 16 and self.jobs > 1:
@@ -648,11 +722,12 @@ class _Linter:
                     self.jobs, initializer=_init_worker, initargs=(self.config.extra_rules, self.config)
                 )
             batches = [on_disk[i :: self.jobs * 4] for i in range(self.jobs * 4)]
-            for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
-                out.update(batch)
+            with collector_paused():  # this process only unpickles the workers' results meanwhile
+                for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
+                    out.update(batch)
         else:
-            for name, reached in on_disk:
-                out[name] = lint_file(Path(name), self.catalog, self.config, reached)
+            for name, reached, patterns in on_disk:
+                out[name] = lint_file(Path(name), self.catalog, self.config, reached, patterns)
         return out
 
     def close(self) -> None:
@@ -683,7 +758,11 @@ def _settle(
             n: tuple(r for r in rs if n not in results or r.name not in results[n].local or r.elements)
             for n, rs in found.items()
         }
-        stale = [(n, roots.get(n, ())) for n in names if roots.get(n, ()) != results[n].reached]
+        stale = [
+            (n, roots.get(n, ()), results[n].patterns)
+            for n in names
+            if roots.get(n, ()) != results[n].reached
+        ]
         if not stale:
             return index
         results.update(lint(stale))
@@ -716,7 +795,9 @@ class TreeLint:
         results = dict(self.results)
         lint = _Linter(self.catalog, self.config, 1, changed)
         try:
-            results.update(lint([(p, results[p].reached if p in results else ()) for p in sorted(changed)]))
+            results.update(
+                lint([(p, results[p].reached if p in results else (), None) for p in sorted(changed)])
+            )
             _settle(sorted(results), results, self.outside, self.summaries, lint)
         finally:
             lint.close()
@@ -742,14 +823,14 @@ def lint_tree(
     names = [str(p) for p in files]
     keys = {name: _content_key(Path(name)) if cache else None for name in names}
     results: dict[str, FileResult] = {}
-    todo: list[tuple[str, tuple[Reached, ...]]] = []
+    todo: list[Item] = []
     for name in names:
         hit = _entry(entries, name)
         if hit is not None and keys[name] is not None and hit[0] == keys[name]:
             results[name] = hit[1]
         else:
             # Start from the roots it had: after a small edit they are still right, saving a round.
-            todo.append((name, hit[1].reached if hit is not None else ()))
+            todo.append((name, hit[1].reached if hit is not None else (), None))
     in_run = set(names)
     outside: dict[str, FileResult] = {}
     summaries: dict[str, FileSummary] = {}
@@ -773,9 +854,11 @@ def lint_tree(
             if keys[name] is None:
                 continue
             hit = _entry(entries, name)
-            if hit is None or hit[0] != keys[name] or hit[1] != results[name]:
-                targets = frozenset(p for call in results[name].calls for p, _n, _b in index.targets(call))
-                entries[name] = (keys[name], results[name], targets - {name})
+            # The pattern result serves only this run's rounds: a changed text is linted afresh.
+            stored = replace(results[name], patterns=None)
+            if hit is None or hit[0] != keys[name] or hit[1] != stored:
+                targets = frozenset(p for call in stored.calls for p, _n, _b in index.targets(call))
+                entries[name] = (keys[name], stored, targets - {name})
                 changed = True
         if changed:
             cache.save(entries)

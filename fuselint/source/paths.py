@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 
 from fuselint.findings import Finding
+from fuselint.source.nodes import walk
 
 PATH_KEY = "path"
 DEPRECATION, MISUSE, ERROR = "deprecation", "misuse", "error"
@@ -43,9 +44,7 @@ _NOTES = {
 
 def _text(node: ast.AST) -> str:
     """The literal text of a call's arguments: string constants and f-string pieces."""
-    return " ".join(
-        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-    )
+    return " ".join(n.value for n in walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
 
 
 def _warning_text(stmt: ast.stmt) -> str | None:
@@ -85,7 +84,7 @@ def _mentions_deprecated(test: ast.expr) -> bool:
     return any(
         "deprecat" in (getattr(n, "id", "") or getattr(n, "attr", "") or "").lower()
         or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "deprecat" in n.value.lower())
-        for n in ast.walk(test)
+        for n in walk(test)
     )
 
 

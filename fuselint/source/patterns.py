@@ -39,6 +39,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Edit, Finding, Fix, Gain
 from fuselint.source.edits import applicability, preferred_quote, requote
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.patterns_canon import Builder, Interner, Term, source_words, strip
 from fuselint.source.patterns_lower import Block, Lowerer, module_constants
 from fuselint.source.patterns_match import (
@@ -422,7 +423,7 @@ def _pure_between(block: Block, first: int, last: int, deleted: set[int]) -> boo
     for j in range(first, last):
         if j in deleted:
             continue
-        for node in ast.walk(block.statements[j].node):
+        for node in walk(block.statements[j].node):
             if isinstance(node, ast.AugAssign):
                 return False
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -448,8 +449,8 @@ class _FileNames:
 
     def free(self, name: str) -> bool:
         if self._names is None:
-            self._names = {n.id for n in ast.walk(self.sf.tree) if isinstance(n, ast.Name)}
-            self._names |= {a.arg for a in ast.walk(self.sf.tree) if isinstance(a, ast.arg)}
+            self._names = {n.id for n in walk(self.sf.tree) if isinstance(n, ast.Name)}
+            self._names |= {a.arg for a in walk(self.sf.tree) if isinstance(a, ast.arg)}
             self._names |= set(self.sf.imports.aliases)
         return name not in self._names
 
@@ -533,8 +534,8 @@ class _Renderer:
         if self._parenthesised(node):
             return False
         stmt = self.block.statements[self.i].node
-        for parent in ast.walk(stmt):
-            for child in ast.iter_child_nodes(parent):
+        for parent in walk(stmt):
+            for child in child_nodes(parent):
                 if child is node:
                     if isinstance(parent, ast.Call):
                         return parent.func is node
@@ -583,9 +584,9 @@ class _Renderer:
     def template(self, template: str, bindings: dict) -> str | None:
         source = METAVAR.sub(lambda mm: PREFIX + mm.group(1), " ".join(template.split()))
         tree = template_ast(template)
-        parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+        parents = {child: parent for parent in walk(tree) for child in child_nodes(parent)}
         pieces: list[tuple[int, int, str]] = []
-        for node in ast.walk(tree):
+        for node in walk(tree):
             if isinstance(node, ast.Name) and node.id.startswith(PREFIX):
                 rendered = self.var(node.id[len(PREFIX) :], bindings)
                 if rendered is None:
@@ -686,14 +687,14 @@ class _Renderer:
     def _call_parens(self, node: ast.AST) -> bool:
         """The brackets around `node` may be its call's: `f(x - 1)`, `class A(x - 1)`."""
         stmt = self.block.statements[self.i].node
-        for parent in ast.walk(stmt):
+        for parent in walk(stmt):
             if isinstance(parent, ast.Call) and len(parent.args) + len(parent.keywords) == 1:
                 if parent.args and parent.args[0] is node:
                     return True
             if isinstance(parent, ast.ClassDef) and node in parent.bases:
                 return True
             if isinstance(parent, (ast.GeneratorExp, ast.Tuple)) and any(
-                child is node for child in ast.iter_child_nodes(parent)
+                child is node for child in child_nodes(parent)
             ):
                 return True
         return False

@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from fuselint.source.imports import ImportTable
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.patterns_canon import (
     ALIASES,
     CAST_METHODS,
@@ -87,7 +88,7 @@ class Lowerer:
         self.shared = {
             name
             for stmt in stmts
-            for node in _walk_scope(stmt)
+            for node in _scope_statements(stmt)
             if isinstance(node, (ast.Global, ast.Nonlocal))
             for name in node.names
         }
@@ -147,7 +148,7 @@ class Lowerer:
     def _escape(self, node: ast.AST) -> None:
         if not self.env:  # nothing inlinable is live: nothing can escape
             return
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in self.env:
                 binding = self.env[sub.id]
                 binding.escapes = True
@@ -323,11 +324,28 @@ def _walk_scope(node: ast.AST):
     while todo:
         current = todo.pop()
         yield current
-        for child in ast.iter_child_nodes(current):
+        for child in child_nodes(current):
             if not isinstance(child, (*_SCOPES, ast.Lambda)):
                 todo.append(child)
             elif isinstance(child, _SCOPES):
                 yield child
+
+
+def _scope_statements(node: ast.stmt):
+    """`node` and the statements nested in it, not those of nested functions or classes: where
+    a `global` or `nonlocal` of its scope can stand (`_walk_scope` would visit every expression)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        nested = [
+            *getattr(current, "body", ()),
+            *getattr(current, "orelse", ()),
+            *getattr(current, "finalbody", ()),
+        ]
+        for holder in (*getattr(current, "handlers", ()), *getattr(current, "cases", ())):
+            nested.extend(holder.body)
+        todo.extend(child for child in nested if not isinstance(child, _SCOPES))
 
 
 def module_constants(tree: ast.Module, imports: ImportTable, builder: Builder) -> dict[str, float]:

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.scope import MODULE_ROOT, STARRED, Reached, module_classes
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
@@ -213,7 +214,7 @@ def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSumm
             continue
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return ()
-        todo.extend(ast.iter_child_nodes(node))
+        todo.extend(child_nodes(node))
     return tuple(sorted(found))
 
 
@@ -680,7 +681,7 @@ def _factory_results(flow, summary: FileSummary) -> dict[str, tuple[str, str]]:
 def _self_assigned(cls: ast.ClassDef) -> frozenset[str]:
     """The attributes the class's methods set on `self` (`self.proj = ...`, `self.x: T = ...`)."""
     found = set()
-    for node in ast.walk(cls):
+    for node in walk(cls):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
                 found.add(node.attr)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from fuselint.source.imports import ImportTable, iter_statements
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.tracing_truth import live_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -191,7 +192,7 @@ def model_functions(
         for (cls_name, name), (fn, cls) in methods.items():
             if fnmatch.fnmatchcase(f"{cls_name}.{name}", pattern):
                 add(fn, cls, "configured")
-    for node in ast.walk(tree) if text is None or _COMPILE_CALL.search(text) else ():
+    for node in walk(tree) if text is None or _COMPILE_CALL.search(text) else ():
         if isinstance(node, ast.Call) and _is_torch_compile(node.func, imports) and node.args:
             target = node.args[0]
             if isinstance(target, ast.Name) and target.id in free:
@@ -293,7 +294,7 @@ def own_nodes(fn: FunctionNode) -> list[ast.AST]:
         node = todo.pop(0)
         out.append(node)
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
+            todo.extend(child_nodes(node))
     return out
 
 
@@ -373,7 +374,7 @@ def _compiled_methods(
     if isinstance(owner, ast.Name) and (owner.id, target.attr) in methods:
         return [methods[(owner.id, target.attr)]]
     if isinstance(owner, ast.Name) and owner.id == "self":
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            if (cls.name, target.attr) in methods and any(n is target for n in ast.walk(cls)):
+        for cls in (n for n in walk(tree) if isinstance(n, ast.ClassDef)):
+            if (cls.name, target.attr) in methods and any(n is target for n in walk(cls)):
                 return [methods[(cls.name, target.attr)]]
     return [found for (_cls, name), found in methods.items() if name == target.attr]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from fuselint.source.nodes import child_nodes
+
 # Functions dynamo evaluates to a constant while tracing: code they guard is never traced.
 _COMPILING = frozenset({"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_exporting"})
 _NOT_COMPILING = frozenset({"is_scripting", "is_in_onnx_export"})
@@ -56,4 +58,4 @@ def live_nodes(fn: ast.AST):
             if truth is not True:
                 stack.extend(node.orelse)
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))

@@ -18,6 +18,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import FunctionFlow, describe
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import walk
 
 # Constructors of an integer tensor from a list of Python numbers.
 _WRAPPERS = frozenset({"torch.IntTensor", "torch.LongTensor", "torch.tensor"})
@@ -53,7 +54,7 @@ def _stable_number(expr: ast.expr, flow: FunctionFlow) -> bool:
             and n.attr == expr.attr
             and isinstance(n.value, ast.Name)
             and n.value.id == "self"
-            for n in ast.walk(flow.fn.node)
+            for n in walk(flow.fn.node)
         )
         return not stored and expr.attr not in flow.tensor_attrs and expr.attr not in flow.methods
     return False
@@ -62,7 +63,7 @@ def _stable_number(expr: ast.expr, flow: FunctionFlow) -> bool:
 def _wrapped_elements(sf: SourceFile, flow: FunctionFlow) -> dict[str, list[ast.expr]]:
     """Names assigned once, to an integer tensor built from a list of stable numbers: their elements."""
     found: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(flow.fn.node):
+    for node in walk(flow.fn.node):
         if not (
             isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
         ):

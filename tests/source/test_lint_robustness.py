@@ -116,3 +116,30 @@ def test_a_rule_crash_names_the_file_it_happened_in(tmp_path, monkeypatch):
     path.write_text(EXPM1)
     with pytest.raises(lint.LintCrash, match=r"m\.py: KeyError: 'boom'"):
         lint_paths([path], CATALOG, CONFIG)
+
+
+def test_the_cyclic_collector_is_on_again_after_a_file_even_one_that_does_not_parse():
+    import gc
+
+    assert gc.isenabled()
+    for text in (EXPM1, "def f(:\n"):
+        lint_text("m.py", text, CATALOG, CONFIG)
+        assert gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        lint_text("m.py", EXPM1, CATALOG, CONFIG)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_cache_load_leaves_the_collector_as_it_was(tmp_path):
+    import gc
+
+    cache = Cache(tmp_path / "c.pickle")
+    cache.save({"m.py": (b"k", None, frozenset())})
+    assert cache.load() == {"m.py": (b"k", None, frozenset())}
+    assert gc.isenabled()
+    (tmp_path / "c.pickle").write_bytes(b"not a pickle")
+    assert cache.load() == {}
+    assert gc.isenabled()

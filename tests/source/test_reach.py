@@ -328,3 +328,29 @@ def test_a_decorator_of_another_file_puts_the_wrapper_it_returns_in_scope(tmp_pa
     # Undecorated, nothing reaches it.
     model.write_text(model.read_text().replace("    @capture_outputs(tie=False)\n", ""))
     assert _lint(tmp_path).findings == []
+
+
+def test_a_file_linted_again_for_new_roots_reuses_its_pattern_findings(tree, monkeypatch):
+    # Pattern rules do not depend on roots: the re-lint of boxes.py (reached from the model
+    # only after the first round) keeps the first round's pattern result, reach note added.
+    boxes = tree / "pkg" / "ops" / "boxes.py"
+    boxes.write_text(
+        boxes.read_text().replace("return int(valid.sum())", "return int(torch.log(1 + valid.sum()))")
+    )
+    from fuselint.source import patterns
+
+    runs: list[str] = []
+    engine = patterns.pattern_findings
+
+    def counted(sf, rules):
+        runs.append(Path(sf.path).name)
+        return engine(sf, rules)
+
+    monkeypatch.setattr(patterns, "pattern_findings", counted)
+    before = lint.PARSED["files"]
+    found = _lint(tree).findings
+    assert lint.PARSED["files"] - before > len(set(runs))  # some files were linted again ...
+    assert runs.count("boxes.py") == 1  # ... boxes.py among them, its patterns searched once
+    log1p = [f for f in found if f.code == "FL211"]
+    assert [(Path(f.span.path).name, f.span.line) for f in log1p] == [("boxes.py", 17)]
+    assert "reached from" in log1p[0].message

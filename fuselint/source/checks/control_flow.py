@@ -52,6 +52,7 @@ from fuselint.source.dataflow import (
     narrowed_operands,
 )
 from fuselint.source.module import SourceFile, newline_of
+from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
 
 # Calls that turn a tensor into a Python value (so a test on them depends on tensor values).
@@ -71,7 +72,7 @@ def _only_guessed(expr: ast.expr, flow: FunctionFlow, at: ast.AST) -> bool:
         return False
     stores = (
         n
-        for n in ast.walk(flow.fn.node)
+        for n in walk(flow.fn.node)
         if isinstance(n, ast.Name) and n.id == expr.id and isinstance(n.ctx, ast.Store)
     )
     return all(n.lineno >= at.lineno for n in stores)
@@ -171,7 +172,7 @@ def _syncs(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
 
 def _pure(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
     """Evaluating `expr` when its branch is not taken changes nothing (no module calls, no randomness)."""
-    for node in ast.walk(expr):
+    for node in walk(expr):
         if isinstance(node, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
             return False
         if isinstance(node, ast.Call):
@@ -238,7 +239,7 @@ def _compared_with_ints(test: ast.expr) -> frozenset[str]:
     (`prev_t >= 0`), or an int literal subtracted from them (`prev_t == t - 1`: subtracting from a
     bool tensor raises, so wherever the original runs, `t` is a number)."""
     names: set[str] = set()
-    for node in ast.walk(test):
+    for node in walk(test):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Name):
             if _int_literal(node.right):
                 names.add(node.left.id)
@@ -275,7 +276,7 @@ def _in_range(
     states the assumption that such a `j` is an integer index, not a mask. Any other index: None.
     """
     edits: list[tuple[ast.AST, str]] = []
-    for node in ast.walk(expr):
+    for node in walk(expr):
         if not isinstance(node, ast.Subscript):
             continue
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -317,7 +318,7 @@ def _wrapped_index(
         tensor = index.right if ints[0] else index.left
         if ints.count(True) != 1 or flow.kind(tensor, env) not in TENSORS:
             return None
-    if any(isinstance(n, (ast.Subscript, ast.Call)) for n in ast.walk(index)):
+    if any(isinstance(n, (ast.Subscript, ast.Call)) for n in walk(index)):
         return None  # written twice below: only a cheap, plain index
     x, j = sf.segment(base), sf.segment(index)
     return f"{x}.index_select(0, (({j}) % {x}.shape[0]).flatten()).reshape(({j}).shape + {x}.shape[1:])"
@@ -371,7 +372,7 @@ def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
     names = [n for n, _ in then]
     if len(set(names)) != len(names):
         return None
-    if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt.test)):
+    if any(isinstance(n, ast.Name) and n.id in names for n in walk(stmt.test)):
         return None  # the test must read the same values for every `where`
     if has_comment(sf, stmt) or not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
         return None  # an `elif`, or a comment the rewrite would drop
@@ -403,7 +404,7 @@ DRAW_MESSAGE = (
 def _draws(node: ast.AST, flow: FunctionFlow) -> bool:
     """`node` calls a random function: torch's (`randn`, `rand_like`, ...) or a helper named like
     one (diffusers' `randn_tensor`)."""
-    for call in ast.walk(node):
+    for call in walk(node):
         if isinstance(call, ast.Call):
             qual = flow.imports.qualname(call.func)
             name = (
@@ -429,7 +430,7 @@ def _hoistable(block: list[ast.stmt], flow: FunctionFlow) -> list[ast.Assign] | 
             assigns += inner[0] + inner[1]
         elif not isinstance(stmt, ast.Raise):
             return None
-    for node in (n for stmt in block for n in ast.walk(stmt)):
+    for node in (n for stmt in block for n in walk(stmt)):
         if isinstance(node, (ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await)):
             return None
         if isinstance(node, ast.Call):
@@ -441,8 +442,8 @@ def _hoistable(block: list[ast.stmt], flow: FunctionFlow) -> list[ast.Assign] | 
 
 
 def _fresh(flow: FunctionFlow, name: str) -> str:
-    used = {n.id for n in ast.walk(flow.fn.node) if isinstance(n, ast.Name)}
-    used |= {a.arg for a in ast.walk(flow.fn.node) if isinstance(a, ast.arg)}
+    used = {n.id for n in walk(flow.fn.node) if isinstance(n, ast.Name)}
+    used |= {a.arg for a in walk(flow.fn.node) if isinstance(a, ast.arg)}
     fresh, n = f"{name}_kept", 2
     while fresh in used:
         fresh, n = f"{name}_kept{n}", n + 1
@@ -467,7 +468,7 @@ def _draw_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
         return None
     condition = _elementwise_test(sf, flow, site.env, stmt.test)
     set_names = list(dict.fromkeys(t.id for a in assigns for t in a.targets))
-    read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+    read = {n.id for n in walk(stmt.test) if isinstance(n, ast.Name)}
     if condition is None or read & set(set_names):
         return None
     kept = [n for n in set_names if _bound_before(flow, stmt, n)]
@@ -531,7 +532,7 @@ def _host_value(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
         return _host_value(expr.left, flow, env) and _host_value(expr.right, flow, env)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.keywords:
         if expr.func.id == "len" and len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred):
-            return all(not isinstance(n, ast.Call) for n in ast.walk(expr.args[0]))
+            return all(not isinstance(n, ast.Call) for n in walk(expr.args[0]))
         return expr.func.id in _HOST_BUILTINS and all(_host_value(a, flow, env) for a in expr.args)
     return False
 
@@ -560,7 +561,7 @@ def _equal_values_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | N
     node = site.node
     a, b, test = node.body, node.orelse, node.test
     if any(isinstance(n, ast.Name) and n.id in _HOST_BUILTINS | {"len"} and n.id in flow.assigned
-           for n in ast.walk(node)):  # fmt: skip
+           for n in walk(node)):  # fmt: skip
         return None  # `min` rebound in the function: not the builtin
     if not (_host_value(a, flow, site.env) and _host_value(b, flow, site.env)):
         return None
@@ -593,7 +594,7 @@ def _bound_before(flow: FunctionFlow, stmt: ast.If, name: str) -> bool:
     before = block[: next(i for i, s in enumerate(block) if s is stmt)]
     for earlier in reversed(before):
         if any(
-            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Del) for n in ast.walk(earlier)
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Del) for n in walk(earlier)
         ):
             return False
         if isinstance(earlier, ast.Assign) and any(
@@ -712,9 +713,9 @@ def _operand_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[F
     Operators inside a test are the test's finding; one finding per site."""
     inside: set[int] = set()
     for site in flow.of(ast.If, ast.While, ast.Assert):
-        inside.update(id(n) for n in ast.walk(site.node.test))
+        inside.update(id(n) for n in walk(site.node.test))
     for site in flow.of(ast.IfExp):
-        inside.update(id(n) for n in ast.walk(site.node.test))
+        inside.update(id(n) for n in walk(site.node.test))
     for site in flow.of(ast.BoolOp):
         inside.update(id(v) for v in site.node.values if isinstance(v, (ast.BoolOp, ast.Compare)))
     yield from _chained_jumps(sf, flow, rule, inside)

@@ -19,6 +19,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import HOST, TENSORS, FunctionFlow, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.scope import ModelFunction
 
 
@@ -110,7 +111,7 @@ def needless_copy(sf: SourceFile, functions: list[ModelFunction], rule: Rule) ->
         ]
         if not clones or _mutates_in_place(flow):
             continue
-        parents = {id(c): n for n in ast.walk(flow.fn.node) for c in ast.iter_child_nodes(n)}
+        parents = {id(c): n for n in walk(flow.fn.node) for c in child_nodes(n)}
         for assign in clones:
             call = _needless_clone(flow, assign, parents)
             if call is None:

@@ -20,6 +20,7 @@ from fuselint.source.checks._shared import atom, finding, has_comment, torch_nam
 from fuselint.source.checks.control_flow import value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
 from fuselint.source.wrapped_numbers import wrapped_numbers
@@ -144,7 +145,7 @@ def _surely_tensor(expr: ast.expr, flow: FunctionFlow, env, depth: int) -> bool:
         return True
     values = [
         node.value
-        for node in ast.walk(flow.fn.node)
+        for node in walk(flow.fn.node)
         if isinstance(node, ast.Assign)
         and len(node.targets) == 1
         and isinstance(node.targets[0], ast.Name)
@@ -344,9 +345,7 @@ def _state_element(expr: ast.Subscript, flow: FunctionFlow, env: dict) -> bool:
         return False
     if not isinstance(index, (ast.Name, ast.Attribute, ast.BinOp, ast.Constant)):
         return False
-    return not any(
-        flow.is_tensorish(n, env) for n in ast.walk(index) if isinstance(n, (ast.Name, ast.Attribute))
-    )
+    return not any(flow.is_tensorish(n, env) for n in walk(index) if isinstance(n, (ast.Name, ast.Attribute)))
 
 
 def _numpy_attributes(flow: FunctionFlow) -> set[str]:
@@ -355,7 +354,7 @@ def _numpy_attributes(flow: FunctionFlow) -> set[str]:
     0-d tensor of the graph (PNDM's `timestep = self.prk_timesteps[k]`, gb0033 at its use)."""
     cls = flow.fn.cls
     found: set[str] = set()
-    for node in ast.walk(cls) if cls is not None else ():
+    for node in walk(cls) if cls is not None else ():
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             qual = flow.imports.qualname(node.value.func) or ""
             if qual.startswith("numpy."):
@@ -435,8 +434,8 @@ def _on_a_guess(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
     """`expr` is a tensor only through parameters taken for tensors on their name alone (`pad +
     length`): as a slice bound such a parameter is a Python int far more often (the size check
     above makes the same call for a bare name)."""
-    names = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and flow.is_tensor(n, env)]
-    calls = [n for n in ast.walk(expr) if isinstance(n, (ast.Call, ast.Subscript))]
+    names = [n for n in walk(expr) if isinstance(n, ast.Name) and flow.is_tensor(n, env)]
+    calls = [n for n in walk(expr) if isinstance(n, (ast.Call, ast.Subscript))]
     return (
         bool(names)
         and not calls
@@ -504,7 +503,7 @@ def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int
     args = flow.fn.node.args
     params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     index, imports = atom(sf, sub.slice), ()
-    if any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(sub.slice)):
+    if any(isinstance(n, ast.Name) and n.id in params for n in walk(sub.slice)):
         # a parameter (`timestep: int`) may be a Python int from another caller: make it a tensor
         torch, imports = torch_name(sf)
         index = f"{torch}.as_tensor({sf.segment(sub.slice)})"
@@ -524,7 +523,7 @@ def _in_tensor_branch(node: ast.AST, parents: dict[int, ast.AST], flow: Function
 
 
 def _parents(fn: ast.AST) -> dict[int, ast.AST]:
-    return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+    return {id(child): node for node in walk(fn) for child in child_nodes(node)}
 
 
 @check("FL101")

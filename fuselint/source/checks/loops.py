@@ -18,13 +18,14 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import DIM, LIST, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
 
 
 def _indexes_with(body: list[ast.stmt], name: str, flow: FunctionFlow, env) -> bool:
     """Some statement of the loop body indexes a tensor with the loop variable (`x[i]`, `out[:, i] =`)."""
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Subscript):
                 parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
                 if any(isinstance(p, ast.Name) and p.id == name for p in parts):
@@ -43,7 +44,7 @@ def _picks_a_member(loop: ast.For, flow: FunctionFlow, env) -> bool:
         return False
     index = target.elts[0].id
     for stmt in loop.body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if (
                 isinstance(node, ast.Subscript)
                 and isinstance(node.slice, ast.Name)
@@ -75,7 +76,7 @@ def _host_list(expr: ast.expr, flow: FunctionFlow, env) -> bool:
         isinstance(node, ast.Assign)
         and isinstance(node.value, ast.ListComp)
         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
-        for node in ast.walk(flow.fn.node)
+        for node in walk(flow.fn.node)
     )
 
 
@@ -124,9 +125,9 @@ def _dim_position(end: ast.expr, flow: FunctionFlow) -> int | None:
         return _shape_position(end)
     bindings = [
         node
-        for node in ast.walk(flow.fn.node)
+        for node in walk(flow.fn.node)
         if isinstance(node, ast.Assign)
-        and any(end.id in {n.id for n in ast.walk(t) if isinstance(n, ast.Name)} for t in node.targets)
+        and any(end.id in {n.id for n in walk(t) if isinstance(n, ast.Name)} for t in node.targets)
     ]
     if len(bindings) != 1 or len(bindings[0].targets) != 1:
         return None
@@ -230,7 +231,7 @@ def _row_comprehension(site: Site, flow: FunctionFlow) -> tuple[str, ast.expr] |
     if not isinstance(first.target, ast.Name) or not _rows(first.iter, flow, site.env):
         return None
     name = first.target.id
-    for node in ast.walk(comp.value if isinstance(comp, ast.DictComp) else comp.elt):
+    for node in walk(comp.value if isinstance(comp, ast.DictComp) else comp.elt):
         if (
             isinstance(node, ast.Subscript)
             and isinstance(node.slice, ast.Name)

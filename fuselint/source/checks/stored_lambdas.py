@@ -23,6 +23,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks._shared import finding, has_comment, torch_name
 from fuselint.source.dataflow import DIM, HOST, SHAPE, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
 
 LAMBDA_MESSAGE = (
@@ -82,7 +83,7 @@ def _elementwise(test: ast.expr, arg: str, torch: str) -> ast.expr | None:
 def _stored_lambdas(cls: ast.ClassDef) -> dict[str, list[ast.Lambda]]:
     """`self.NAME = lambda x: ...` anywhere in the class's methods -> the lambdas."""
     found: dict[str, list[ast.Lambda]] = {}
-    for node in ast.walk(cls):
+    for node in walk(cls):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and len(node.targets) == 1:
             target = node.targets[0]
             if (

@@ -48,8 +48,9 @@ from fuselint.source.break_fixes import enter_without_bar, iterate_a_tuple, iter
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
-from fuselint.source.imports import ImportTable
+from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction, own_nodes
 
 _DISABLE = ("torch.compiler.disable", "torch._dynamo.disable")
@@ -126,7 +127,7 @@ def _handed_generator(call: ast.Call, flow: FunctionFlow) -> bool:
 def rnn_attributes(cls: ast.ClassDef | None, imports: ImportTable) -> dict[str, str]:
     """`self.X` set to an `nn.LSTM`/`nn.GRU`/`nn.RNN` anywhere in the class -> the module's name."""
     found: dict[str, str] = {}
-    for node in ast.walk(cls) if cls is not None else ():
+    for node in walk(cls) if cls is not None else ():
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             qual = imports.qualname(node.value.func)
             if qual in _RNNS:
@@ -142,7 +143,7 @@ def _disabled(tree: ast.Module, imports: ImportTable) -> set[tuple[str | None, s
     torch.compiler.disable (with or without arguments)."""
     found = set()
     scopes: list[tuple[str | None, list[ast.stmt]]] = [(None, tree.body)]
-    scopes += [(n.name, n.body) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    scopes += [(n.name, n.body) for n in iter_statements(tree) if isinstance(n, ast.ClassDef)]
     for owner, body in scopes:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -450,7 +451,7 @@ def _unguarded_use(later: list[ast.stmt], name: str, helpers: Helpers, depth: in
             found = _unguarded_use([ast.Expr(stmt.test)], name, helpers, depth)
             if found is not None:
                 return found
-        nodes = list(ast.walk(stmt))
+        nodes = list(walk(stmt))
         if _tested(nodes, name):
             return None
         if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in nodes):
@@ -480,7 +481,7 @@ def _hands_on(call: ast.Call, name: str, helpers: Helpers, depth: int) -> bool:
 
 
 def _blocks(fn: ast.AST) -> Iterable[list[ast.stmt]]:
-    for node in ast.walk(fn):
+    for node in walk(fn):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(node, field, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
@@ -534,7 +535,7 @@ def _top_names(stmt: ast.stmt) -> set[str]:
         return {stmt.name}
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in stmt.names}
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {n.id for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _bound_names(fn: ast.AST, nodes: list[ast.AST]) -> set[str]:
@@ -556,7 +557,7 @@ def _calls_what_it_is_handed(try_node: ast.AST, handed: set[str]) -> bool:
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in handed
         for stmt in try_node.body
-        for n in ast.walk(stmt)
+        for n in walk(stmt)
     )
 
 
@@ -592,12 +593,12 @@ def comprehension_frames(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iter
             continue
         if _frame_safe(comp.generators[0].iter, bound):
             continue
-        targets = {n.id for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        targets = {n.id for g in comp.generators for n in walk(g.target) if isinstance(n, ast.Name)}
         # The first iterable is read in the enclosing frame: the comprehension's frame gets its iterator.
-        outside = {id(n) for n in ast.walk(comp.generators[0].iter)}
+        outside = {id(n) for n in walk(comp.generators[0].iter)}
         reads = {
             n.id
-            for n in ast.walk(comp)
+            for n in walk(comp)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in outside
         }
         seen = sorted((reads - targets) & visible, key=lambda name: (name != "self", name))

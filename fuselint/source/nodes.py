@@ -1,0 +1,84 @@
+"""Walking `ast` trees: `ast.walk` and `ast.iter_child_nodes`, the same nodes in the same order.
+
+The checks walk functions and classes many times over, and the standard library's walk runs
+two generators and a `getattr` per field for every node: on transformers/models it was about a
+third of a cold lint. These read `_fields` in one loop and queue children in a list.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+_AST = ast.AST
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """The direct children of `node`, as `ast.iter_child_nodes` yields them."""
+    children: list[ast.AST] = []
+    push = children.append
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, _AST):
+            push(value)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, _AST):
+                    push(item)
+    return children
+
+
+# Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
+# checks walk the same methods and classes again and again: each attribute scan, each rule),
+# and a module's statements (`imports.iter_statements`).
+_REMEMBERED: dict[tuple[str, ast.AST], list[ast.AST]] | None = None
+_BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
+
+
+@contextmanager
+def remembered_walks():
+    """Inside, a function's, class's or module's walk is made once and then replayed: for the
+    analysis of one parsed file, which reads its tree and never changes it."""
+    global _REMEMBERED
+    outer = _REMEMBERED
+    _REMEMBERED = {}
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `node` (itself first), breadth first, as `ast.walk` yields them.
+
+    As in `ast.walk`, a node's children are queued before the node is yielded.
+    """
+    if isinstance(node, _BIG):
+        return remembered("walk", node, _walk)
+    return _walk(node)
+
+
+def remembered(what: str, node: ast.AST, make: Callable[[ast.AST], Iterable[ast.AST]]) -> Iterator[ast.AST]:
+    """`make(node)`, made once per `remembered_walks` (and every time outside one)."""
+    if _REMEMBERED is None:
+        return iter(make(node))
+    found = _REMEMBERED.get((what, node))
+    if found is None:
+        found = _REMEMBERED[what, node] = list(make(node))
+    return iter(found)
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    queue = [node]
+    push = queue.append
+    for current in queue:  # the loop reads what it appends: breadth first
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if isinstance(value, _AST):
+                push(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, _AST):
+                        push(item)
+        yield current

@@ -1,0 +1,133 @@
+"""`nodes.walk` and `nodes.child_nodes` give what `ast.walk` and `ast.iter_child_nodes` give."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+from fuselint.source.nodes import child_nodes, walk
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+# Fields holding strings in lists (Global.names, MatchClass.kwd_attrs), None among nodes
+# (a dict's `**` key), optional fields left None (`returns`) and shared context nodes.
+ODD = textwrap.dedent(
+    """
+    def f(x, *a, y=1, **k) -> None:
+        global g
+        d = {**x, "k": [i async for i in a]}
+        match x:
+            case P(a=1, b=[_, *rest]) | {"k": v}:
+                del d[x:1, ...]
+        return lambda: (yield from f"{x!r:>{y}}")
+    """
+)
+
+
+def _trees() -> list[ast.AST]:
+    trees = [ast.parse(ODD)]
+    trees += [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.rglob("*.py"))[:40]]
+    return trees
+
+
+def test_walk_yields_the_same_nodes_in_the_same_order():
+    for tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.stmt, ast.expr)):
+                assert list(walk(node)) == list(ast.walk(node))
+
+
+def test_child_nodes_are_the_standard_children():
+    for tree in _trees():
+        for node in ast.walk(tree):
+            assert child_nodes(node) == list(ast.iter_child_nodes(node))
+
+
+def test_walk_queues_children_before_yielding():
+    # A caller that rewrites a node's fields while walking still sees the old children, as with ast.walk.
+    tree = ast.parse("a = b + c")
+    seen = []
+    for node in walk(tree):
+        seen.append(type(node).__name__)
+        if isinstance(node, ast.Assign):
+            node.value = ast.Constant(1)
+    assert "BinOp" in seen and "Constant" not in seen
+
+
+SCOPES = textwrap.dedent(
+    """
+    def f():
+        global a
+        if x:
+            nonlocal b
+        try:
+            pass
+        except E:
+            global c
+        finally:
+            with m:
+                global d
+        match x:
+            case 1:
+                global e
+        def inner():
+            global not_f
+        class C:
+            global not_f_either
+            class D:
+                pass
+    """
+)
+
+
+def _declared(nodes) -> set[str]:
+    return {n for node in nodes if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+
+
+def test_scope_statements_find_the_globals_the_full_scope_walk_finds():
+    from fuselint.source.patterns_lower import _scope_statements, _walk_scope
+
+    function = ast.parse(SCOPES).body[0]
+    assert _declared(_scope_statements(function)) == {"a", "b", "c", "d", "e"}
+    for tree in [*_trees(), ast.parse(SCOPES)]:
+        for stmt in (n for n in ast.walk(tree) if isinstance(n, ast.stmt)):
+            assert _declared(_scope_statements(stmt)) == _declared(_walk_scope(stmt))
+
+
+def test_iter_statements_finds_every_class():
+    from fuselint.source.imports import iter_statements
+
+    for tree in [*_trees(), ast.parse(SCOPES)]:
+        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        assert {id(n) for n in iter_statements(tree) if isinstance(n, ast.ClassDef)} == {
+            id(n) for n in classes
+        }
+
+
+def test_a_remembered_walk_replays_the_same_nodes_and_is_forgotten_after():
+    from fuselint.source import nodes
+
+    tree = ast.parse(ODD)
+    function = tree.body[0]
+    with nodes.remembered_walks():
+        first = list(walk(function))
+        assert list(walk(function)) == first == list(ast.walk(function))
+        assert list(walk(tree)) == list(ast.walk(tree))
+        assert ("walk", function) in nodes._REMEMBERED
+        # Expressions are walked afresh each time (they are small, and built nodes come and go).
+        assert list(walk(function.body[1])) == list(ast.walk(function.body[1]))
+        assert ("walk", function.body[1]) not in nodes._REMEMBERED
+    assert nodes._REMEMBERED is None
+
+
+def test_a_modules_statements_are_remembered_in_the_same_order():
+    from fuselint.source import nodes
+    from fuselint.source.imports import iter_statements
+
+    tree = ast.parse(SCOPES)
+    fresh = list(iter_statements(tree))
+    with nodes.remembered_walks():
+        assert list(iter_statements(tree)) == fresh
+        assert list(iter_statements(tree)) == fresh
+        assert ("statements", tree) in nodes._REMEMBERED
