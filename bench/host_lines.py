@@ -1,0 +1,204 @@
+# ruff: noqa: B023  (each lambda is timed within the iteration that made it)
+"""Where a compiled call's host time goes, line by line of fuselint's generated call function,
+and how much of each backend's call is its own code vs the dynamo/AOT wrappers. GPU kept busy."""
+
+import ast
+import collections
+import gc
+import statistics
+import sys
+import time
+
+sys.path.insert(0, "bench")
+import models as M
+import torch
+
+from fuselint.backend.callgen import GraphRunner
+
+names = (sys.argv[1] if len(sys.argv) > 1 else "resnet50").split(",")
+N = 40
+
+
+def busy_calls(fn, n=N):
+    ts = []
+    for _ in range(n):
+        torch.cuda._sleep(4_000_000)
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+        torch.cuda.synchronize()
+    return statistics.median(ts) / 1e3
+
+
+class Timed:
+    def __init__(self, fn):
+        self.fn, self.t = fn, []
+
+    def __call__(self, *a):
+        t0 = time.perf_counter_ns()
+        r = self.fn(*a)
+        self.t.append(time.perf_counter_ns() - t0)
+        return r
+
+
+def label(stmt, scope):
+    text = ast.unparse(stmt)
+    if isinstance(stmt, ast.Delete):
+        return "del"
+    if isinstance(stmt, ast.Return):
+        return "return"
+    calls = [c for c in ast.walk(stmt) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)]
+    kinds = []
+    for c in calls:
+        obj = scope.get(c.func.id)
+        nm = getattr(obj, "__name__", None) or type(obj).__name__
+        if c.func.id.startswith("run"):
+            kinds.append("launch")
+        elif c.func.id.startswith(("alloc", "empty")):
+            kinds.append("alloc")
+        elif c.func.id.startswith(("_op", "_cudnn")) and isinstance(stmt, ast.Assign):
+            tgt = ast.unparse(stmt.targets[0]).rstrip("0123456789").rstrip("_")
+            kinds.append(f"{c.func.id.rstrip('0123456789')}:{tgt}")
+        else:
+            kinds.append(f"{c.func.id.rstrip('0123456789')}:{nm}")
+    if isinstance(stmt, ast.If):
+        return "if[" + "+".join(sorted(set(kinds))) + "]"
+    return "+".join(kinds) or text[:30]
+
+
+for name in names:
+    torch._dynamo.reset()
+    model, args = M.build(name)
+    model, args = M._to(model, args, "cuda", torch.bfloat16)
+    res = {}
+    for be in ("fuselint", "inductor"):
+        torch._dynamo.reset()
+        f = M.compile_with(be, model)
+        with torch.no_grad():
+            for _ in range(3):
+                f(*args)
+            torch.cuda.synchronize()
+            total = busy_calls(lambda: f(*args))
+            inner = []
+            if be == "fuselint":
+                runners = [o for o in gc.get_objects() if type(o) is GraphRunner and o.call is not None]
+                for r in runners:
+                    r.call = Timed(r.call)
+                    inner.append(r.call)
+            else:
+                from torch._inductor.output_code import CompiledFxGraph
+
+                for o in gc.get_objects():
+                    if type(o) is CompiledFxGraph and getattr(o, "current_callable", None) is not None:
+                        o.current_callable = Timed(o.current_callable)
+                        inner.append(o.current_callable)
+            total2 = busy_calls(lambda: f(*args))
+            ins = sum(statistics.median(t.t[3:]) / 1e3 for t in inner if t.t)
+            print(
+                f"== {name} {be}: host us/call {total:.0f} (again with inner timers {total2:.0f}); inner calls {len(inner)} "
+                f"sum of inner medians {ins:.0f} us -> wrappers+guards {total2 - ins:.0f} us",
+                flush=True,
+            )
+            if be != "fuselint":
+                continue
+            # line by line
+            by = collections.defaultdict(list)
+            count = collections.Counter()
+            for r in runners:
+                call = r.call.fn
+                tree = ast.parse(r.source)
+                fn = tree.body[0]
+                body = fn.body
+                new = [ast.parse("_T = [_pc()]").body[0]]
+                for st in body:
+                    if isinstance(st, ast.Return):
+                        new.append(ast.parse("_T.append(_pc())").body[0])
+                        new.append(ast.parse("_LOG.append(_T)").body[0])
+                        new.append(st)
+                    else:
+                        new.append(st)
+                        new.append(ast.parse("_T.append(_pc())").body[0])
+                fn.body = new
+                ast.fix_missing_locations(tree)
+                scope = dict(call.__globals__)
+                log = []
+                scope["_pc"] = time.perf_counter_ns
+                scope["_LOG"] = log
+                exec(compile(tree, "<inst>", "exec"), scope)
+                r.call = scope["call"]
+                stmts = [st for st in body if not isinstance(st, ast.Return)] + [
+                    b for b in body if isinstance(b, ast.Return)
+                ]
+                r._inst = (stmts, log, scope)
+            total3 = busy_calls(lambda: f(*args))
+            print(f"   instrumented host us/call {total3:.0f}")
+            for r in runners:
+                stmts, log, scope = r._inst
+                rows = log[3:]
+                if not rows:
+                    continue
+                for i, st in enumerate(stmts):
+                    d = statistics.median(row[i + 1] - row[i] for row in rows) / 1e3
+                    lb = label(st, scope)
+                    by[lb].append(d)
+                    count[lb] += 1
+            tot = sum(sum(v) for v in by.values())
+            print(f"   per line (median us; sum {tot:.0f}):")
+            for lb, v in sorted(by.items(), key=lambda kv: -sum(kv[1])):
+                print(
+                    f"   {lb:60s} n={len(v):4d} sum={sum(v):8.1f} mean={sum(v) / len(v):6.2f} med={statistics.median(v):6.2f}"
+                )
+
+# conv entry points
+print("== conv entry points (channels_last bf16), host us per call, GPU busy", flush=True)
+aten = torch.ops.aten
+for n, c, h, k, ks, s, g in [
+    (32, 256, 56, 64, 1, 1, 1),
+    (32, 64, 56, 64, 3, 1, 1),
+    (32, 512, 28, 512, 3, 2, 512),
+    (32, 1024, 14, 256, 1, 1, 1),
+]:
+    x = torch.randn(n, c, h, h, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    w = torch.randn(k, c // g, ks, ks, device="cuda", dtype=torch.bfloat16).to(
+        memory_format=torch.channels_last
+    )
+    pad = [ks // 2] * 2
+    conv = aten.convolution.default._op
+    cud = aten.cudnn_convolution.default._op
+    be = torch._C._select_conv_backend(x, w, None, [s, s], pad, [1, 1], False, [0, 0], g, None)
+    ref = conv(x, w, None, [s, s], pad, [1, 1], False, [0, 0], g)
+    alt = cud(
+        x,
+        w,
+        pad,
+        [s, s],
+        [1, 1],
+        g,
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.allow_tf32,
+    )
+    same = torch.equal(ref, alt) and ref.stride() == alt.stride()
+
+    def loop(fn, reps=100):
+        ts = []
+        for _ in range(7):
+            torch.cuda._sleep(20_000_000)
+            t0 = time.perf_counter_ns()
+            for _ in range(reps):
+                fn()
+            ts.append((time.perf_counter_ns() - t0) / reps / 1e3)
+            torch.cuda.synchronize()
+        return statistics.median(ts)
+
+    a = loop(lambda: conv(x, w, None, [s, s], pad, [1, 1], False, [0, 0], g))
+    b = loop(lambda: cud(x, w, pad, [s, s], [1, 1], g, False, False, True))
+    e = loop(
+        lambda: torch._C._dynamo.guards._empty_strided_cuda(
+            (n, k, h, h), (k * h * h, 1, h * k, k), torch.bfloat16
+        )
+    )
+    print(
+        f"   {n}x{c}x{h} k{k} {ks}x{ks} s{s} g{g}: backend {be}; convolution {a:.2f} us, cudnn_convolution {b:.2f} us, equal {same}; empty {e:.2f} us",
+        flush=True,
+    )
