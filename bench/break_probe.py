@@ -10,6 +10,7 @@ probes read the log.
 from __future__ import annotations
 
 import contextlib
+import json
 import warnings
 from collections.abc import Callable
 
@@ -135,3 +136,46 @@ def compile_run(
             error = f"; compile ERROR {type(exc).__name__}: {first}"
     sites = break_sites(breaks.texts, user)
     return f"| {label} | {len(graphs)}, {sum(graphs)} | {'; '.join(sites) or '-'}{error} |", sites
+
+
+def probe_header() -> None:
+    """The first lines of a probes table."""
+    print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train'\n")
+    print("| call | graphs, ops | break sites (innermost package line) |")
+    print("|---|---|---|")
+
+
+def probe_rows(runs, run: Callable, packages, breaks, *, build: bool = False, keep=None) -> list[dict]:
+    """Print one row per probe (`run(label, fn, args, breaks, kwargs)`, a probe file's
+    `compile_run`) and return its break sites in `packages` as {package, model, file, line, gb}
+    records. A probe is (label, fn, args[, kwargs]); with `build`, fn is a factory called first,
+    and one that fails is a row of its own. `keep(label)` false: the row prints, no records."""
+    records = []
+    for label, fn, *rest in runs:
+        if build:
+            try:
+                fn = fn()
+            except Exception as exc:  # a probe that cannot build its model is a result, not a crash
+                print(f"| {label} | - | build ERROR {type(exc).__name__}: {str(exc)[:100]} |", flush=True)
+                continue
+        row, sites = run(label, fn, rest[0], breaks, rest[1] if len(rest) > 1 else None)
+        print(row, flush=True)
+        if keep is not None and not keep(label):
+            continue
+        for site in sites:
+            where, _, why = site.partition(" (")
+            path, _, line = where.rpartition(":")
+            package = path.split("/")[0]
+            if package in packages:
+                gb = why.rstrip(")").rsplit(" ", 1)[-1]
+                records.append({"package": package, "model": label, "file": path.split("/", 1)[1],
+                                "line": int(line), "gb": gb if gb.startswith("gb") else ""})  # fmt: skip
+    return records
+
+
+def write_sites(out: str | None, records: list[dict]) -> None:
+    """The probes' sites as JSON (what bench/rescore_judged.py --recall reads)."""
+    if out:
+        with open(out, "w") as fh:
+            json.dump({"torch": torch.__version__, "sites": records}, fh, indent=1)
+            fh.write("\n")

@@ -22,13 +22,12 @@ holding only `__version__` stands in for it. No probed code calls torchaudio.
 
 from __future__ import annotations
 
-import json
 import sys
 import types
 
 import torch
 from break_probe import compile_run as _compile_run
-from break_probe import listen, package_site
+from break_probe import listen, package_site, probe_header, probe_rows, write_sites
 from torch import nn
 
 PACKAGES = ("speechbrain",)
@@ -154,30 +153,9 @@ def main() -> None:
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     breaks = listen()
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train'\n")
-    print("| call | graphs, ops | break sites (innermost package line) |")
-    print("|---|---|---|")
-    records = []
-    for label, make, *rest in s_runs():
-        try:
-            fn = make()
-        except Exception as exc:  # a probe that cannot build its model is a result, not a crash
-            print(f"| {label} | - | build ERROR {type(exc).__name__}: {str(exc)[:100]} |", flush=True)
-            continue
-        row, sites = compile_run(label, fn, rest[0], breaks, rest[1] if len(rest) > 1 else None)
-        print(row, flush=True)
-        for site in sites:
-            where, _, why = site.partition(" (")
-            path, _, line = where.rpartition(":")
-            package = path.split("/")[0]
-            if package in PACKAGES:
-                gb = why.rstrip(")").rsplit(" ", 1)[-1]
-                records.append({"package": package, "model": label, "file": path.split("/", 1)[1],
-                                "line": int(line), "gb": gb if gb.startswith("gb") else ""})  # fmt: skip
-    if out:
-        with open(out, "w") as fh:
-            json.dump({"torch": torch.__version__, "sites": records}, fh, indent=1)
-            fh.write("\n")
+    probe_header()
+    records = probe_rows(s_runs(), compile_run, PACKAGES, breaks, build=True)
+    write_sites(out, records)
 
 
 if __name__ == "__main__":

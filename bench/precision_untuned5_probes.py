@@ -17,14 +17,13 @@ bench/results/precision_untuned5_sites.json, which `bench/rescore_judged.py --re
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 
 import numpy as np
 import torch
 from break_probe import compile_run as _compile_run
-from break_probe import listen, package_site
+from break_probe import listen, package_site, probe_header, probe_rows, write_sites
 from torch import nn
 
 PACKAGES = ("nflows", "vector_quantize_pytorch")
@@ -362,9 +361,7 @@ def main() -> None:
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     breaks = listen()
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train'\n")
-    print("| call | graphs, ops | break sites (innermost package line) |")
-    print("|---|---|---|")
+    probe_header()
     runs: list = []
     if "p" in only:
         runs += probe_runs()
@@ -374,25 +371,11 @@ def main() -> None:
         runs += n_runs()
     if "v" in only:
         runs += v_runs()
-    records = []
-    for label, fn, *rest in runs:
-        row, sites = compile_run(label, fn, rest[0], breaks, rest[1] if len(rest) > 1 else None)
-        print(row, flush=True)
-        for site in sites:
-            where, _, why = site.partition(" (")
-            path, _, line = where.rpartition(":")
-            package = path.split("/")[0]
-            if package in PACKAGES:
-                gb = why.rstrip(")").rsplit(" ", 1)[-1]
-                records.append({"package": package, "model": label, "file": path.split("/", 1)[1],
-                                "line": int(line), "gb": gb if gb.startswith("gb") else ""})  # fmt: skip
+    records = probe_rows(runs, compile_run, PACKAGES, breaks)
     if "v" in only:
         print(f"\nvector_quantize_pytorch.py:571 in eager: {dead_code_nonzero_calls()}")
         print(f"latent_quantization.py in-place optimizer branch, eager: {latent_in_place_path()}")
-    if out:
-        with open(out, "w") as fh:
-            json.dump({"torch": torch.__version__, "sites": records}, fh, indent=1)
-            fh.write("\n")
+    write_sites(out, records)
 
 
 if __name__ == "__main__":

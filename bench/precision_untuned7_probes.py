@@ -16,12 +16,11 @@ bench/results/precision_untuned7_sites.json, which `bench/rescore_judged.py --re
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
 from break_probe import compile_run as _compile_run
-from break_probe import listen, package_site
+from break_probe import listen, package_site, probe_header, probe_rows, write_sites
 from torch import nn
 
 PACKAGES = ("zuko", "normflows")
@@ -172,30 +171,16 @@ def main() -> None:
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     breaks = listen()
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad unless 'train'\n")
-    print("| call | graphs, ops | break sites (innermost package line) |")
-    print("|---|---|---|")
+    probe_header()
     runs: list = []
     if "z" in only:
         runs += z_runs()
     if "n" in only:
         runs += n_runs()
-    records = []
-    for label, fn, *rest in runs:
-        row, sites = compile_run(label, fn, rest[0], breaks, rest[1] if len(rest) > 1 else None)
-        print(row, flush=True)
-        for site in sites:
-            where, _, why = site.partition(" (")
-            path, _, line = where.rpartition(":")
-            package = path.split("/")[0]
-            if package in PACKAGES and " probe " not in f" {label} ":
-                gb = why.rstrip(")").rsplit(" ", 1)[-1]
-                records.append({"package": package, "model": label, "file": path.split("/", 1)[1],
-                                "line": int(line), "gb": gb if gb.startswith("gb") else ""})  # fmt: skip
-    if out:
-        with open(out, "w") as fh:
-            json.dump({"torch": torch.__version__, "sites": records}, fh, indent=1)
-            fh.write("\n")
+    records = probe_rows(
+        runs, compile_run, PACKAGES, breaks, keep=lambda label: " probe " not in f" {label} "
+    )
+    write_sites(out, records)
 
 
 if __name__ == "__main__":
