@@ -149,3 +149,18 @@ def test_views_of_a_sunk_matmul_split_into_heads_keep_eagers_values():
     want = model(x)
     for g, e in zip(got, want, strict=True):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="the kernel writing b runs before the one recomputing b + c")
+def test_an_input_updated_in_place_by_a_kernel_is_not_recomputed_from_after_the_update():
+    # b.add_(c) fused with c * 3, which a matmul reads first: that kernel runs early and writes
+    # b; the residual kernel recomputes b + c from b and must not find it already updated
+    torch.manual_seed(0)
+    w = torch.randn(D, D)
+
+    def model(x, b, c):
+        b.add_(c)
+        t = (c * 3).view(1, D) @ w
+        return x * 2 + b + t
+
+    _compile_and_compare(model, torch.randn(S, D), torch.randn(D), torch.randn(D))
