@@ -151,7 +151,6 @@ def test_views_of_a_sunk_matmul_split_into_heads_keep_eagers_values():
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="the kernel writing b runs before the one recomputing b + c")
 def test_an_input_updated_in_place_by_a_kernel_is_not_recomputed_from_after_the_update():
     # b.add_(c) fused with c * 3, which a matmul reads first: that kernel runs early and writes
     # b; the residual kernel recomputes b + c from b and must not find it already updated
