@@ -112,6 +112,10 @@ def prepare_group(
     by_name = {n.name: n for n in gm.graph.nodes}
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     members = {by_name[n] for n in names}
+    for n in names:  # a kernel that writes an input runs before readers that recompute from it
+        dst = by_name[n].args[0] if by_name[n].target is torch.ops.aten.copy_.default else None
+        if isinstance(dst, torch.fx.Node) and any(u.name in elsewhere for u in dst.users):
+            raise Unsupported(f"copy_ into {dst.name}, from which another kernel recomputes a value")
     # getitems of a member's tuple belong with it.
     for n in list(members):
         for u in n.users:
