@@ -810,6 +810,32 @@ def test_tensor_index_fix_only_for_a_read_at_an_integer_tensor_index(line):
     assert not any("unsqueeze(0)" in fix.edits[0].content for fix in fixes)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "progress_bar.update(1)",
+        "progress_bar.update(len(x))",
+        "progress_bar.set_postfix(loss=x.item(), step=f'{x.shape[0]}')",
+    ],
+)
+def test_progress_bar_context_fix_where_the_guarded_calls_only_read(body):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        with self.progress_bar(total=3) as progress_bar:\n"
+        "            x = x * 2\n"
+        f"            {body}\n"
+        "        return x\n"
+    )
+    found = _lint(text, ("FL108",))
+    assert len(found) == 1 and found[0].fix is not None
+    assert f"if not torch.compiler.is_compiling():\n                {body}" in _fixed_with(text, ("FL108",))
+
+
+def _fixed_with(text: str, select: tuple[str, ...]) -> str:
+    return fix_text(text, lambda t: _lint(t, select), unsafe=True).text
+
+
 def test_a_loop_over_a_progress_bar_iterates_the_items_while_compiling_and_the_break_goes():
     text = (ROOT / "progress_bar.py").read_text()
     fixed = fix_text(text, lambda t: _lint(t, ("FL108",)), unsafe=True).text
@@ -862,6 +888,11 @@ def test_a_progress_bar_entered_with_with_is_skipped_while_compiling_and_the_bre
         "progress_bar.update(progress_bar.total)",  # a read inside the guarded call too
         "progress_bar = None",  # rebound
         "progress_bar.update()  # step",  # a comment the rewrite would drop
+        # the guard would skip its arguments' work while compiling: the model's computation changes
+        "progress_bar.set_postfix(loss=self.advance(x))",
+        "progress_bar.update(self.counts.pop())",
+        "progress_bar.update(n := 1)",  # binds n only in eager
+        "progress_bar.update(len(x))\n            len = 3",  # len is not the builtin here
     ],
 )
 def test_progress_bar_context_fix_only_where_every_read_is_a_statement_call(body):

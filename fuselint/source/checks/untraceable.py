@@ -304,7 +304,44 @@ def _bar_statements(block: ast.With, name: str, flow: FunctionFlow) -> list[ast.
             uses.append(node)
     if flow.loaded.get(name, 0) != len(uses):
         return None  # read elsewhere too (`bar.update(bar.n)`, `return bar`, after the block)
+    if not all(_only_reads(node.value, flow) for node in uses):
+        return None  # the guard would skip work of its arguments (`bar.set_postfix(loss=self.step(x))`)
     return sorted(uses, key=lambda n: (n.lineno, n.col_offset))
+
+
+# What a guarded `bar.m(...)`'s arguments may hold: reads of values, which skipping changes nothing
+# of the model's (a call, a walrus, an `await` may do work or bind a name that the rest reads).
+_READS = (
+    ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.BinOp, ast.UnaryOp,
+    ast.BoolOp, ast.Compare, ast.IfExp, ast.JoinedStr, ast.FormattedValue, ast.Tuple, ast.List,
+    ast.Dict, ast.Set, ast.Starred, ast.keyword, ast.expr_context, ast.operator, ast.unaryop,
+    ast.boolop, ast.cmpop,
+)  # fmt: skip
+# Calls that only read: a tensor's value on the host, and builtins that convert or measure.
+_READING_METHODS = frozenset({"item", "tolist"})
+_READING_BUILTINS = frozenset({"len", "int", "float", "str", "round", "abs", "min", "max"})
+
+
+def _only_reads(call: ast.Call, flow: FunctionFlow) -> bool:
+    """Whether the arguments of `call` (a statement `bar.m(...)`) only read values."""
+    for arg in (*call.args, *call.keywords):
+        for node in walk(arg):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr in _READING_METHODS and not node.args:
+                    continue
+                if (
+                    isinstance(func, ast.Name)
+                    and func.id in _READING_BUILTINS
+                    and func.id not in flow.assigned
+                    and func.id not in flow.imports.aliases
+                    and func.id not in flow.imports.functions
+                ):
+                    continue
+                return False
+            if not isinstance(node, _READS):
+                return False
+    return True
 
 
 def _bar_iterable(call: ast.Call, sf: SourceFile, cls: ast.ClassDef | None, disabled: set) -> str | None:
