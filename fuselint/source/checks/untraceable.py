@@ -10,7 +10,8 @@ objects they make (`SeedSequence(...).generate_state(3)`, gb0008); `np.random.se
 `torch.autograd.grad` ends the graph (gb9186) whatever it differentiates.
 `torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence` and `pack_sequence` end it too
 (gb0007, each alone; `pad_sequence` traces), and so do Python's `random.random`, `choice`,
-`choices`, `sample`, `gauss` and `shuffle` (gb0007; `random.randint` traces).
+`choices`, `sample`, `gauss`, `shuffle`, the `*variate`s, `triangular`, `getrandbits` and `randbytes`
+(gb0007; `random.randint`, `randrange` and `uniform` trace).
 
 The global generator's state read or seeded (`torch.get_rng_state()`, `torch.manual_seed`,
 `torch.initial_seed`) ends the graph (gb0007 "marked as skipped", gb0208 for `initial_seed`):
@@ -84,8 +85,14 @@ _PACKING = frozenset({"torch.nn.utils.rnn.pack_padded_sequence", "torch.nn.utils
 # Python's own random draws that dynamo skips (gb0007 on torch 2.13, used in a branch or as a
 # value: speechbrain's `Augmenter.forward`). `random.randint`, `randrange` and `Random(...)` objects
 # trace; `random.uniform` traces as a value and breaks in a branch (gb0170), FL102's case.
+# The other draws of the module are skipped alike (torch 2.13, Python 3.11): normalvariate,
+# getrandbits, randbytes and the other distributions' `*variate`s, `triangular`.
 _PYTHON_RANDOM = frozenset({"random.random", "random.choice", "random.choices", "random.sample",
-                            "random.gauss", "random.shuffle"})  # fmt: skip
+                            "random.gauss", "random.shuffle", "random.normalvariate",
+                            "random.lognormvariate", "random.expovariate", "random.vonmisesvariate",
+                            "random.gammavariate", "random.betavariate", "random.paretovariate",
+                            "random.weibullvariate", "random.triangular", "random.getrandbits",
+                            "random.randbytes"})  # fmt: skip
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
