@@ -8,7 +8,7 @@ random draws (`np.random.randint`, `np.random.SeedSequence(...)`, ...) end the g
 gb0156, gb0294: torchsde's BrownianInterval draws its seeds so), and so do the methods of the
 objects they make (`SeedSequence(...).generate_state(3)`, gb0008); `np.random.seed` traces.
 `torch.autograd.grad` ends the graph (gb9186) whatever it differentiates.
-`torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence` and `pack_sequence` end it too
+`torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence`, `pack_sequence` and `unpack_sequence` end it too
 (gb0007, each alone; `pad_sequence` traces), and so do Python's `random.random`, `choice`,
 `choices`, `sample`, `gauss`, `shuffle`, the `*variate`s, `triangular`, `getrandbits` and `randbytes`
 (gb0007; `random.randint`, `randrange` and `uniform` trace).
@@ -81,7 +81,8 @@ _BAR_METHODS = frozenset({"progress_bar"})
 # each alone, with lengths on the CPU or not; speechbrain's `nnet/RNN.py` helpers, torchaudio's
 # Tacotron2). `pad_sequence` traces.
 _PACKING = frozenset({"torch.nn.utils.rnn.pack_padded_sequence", "torch.nn.utils.rnn.pad_packed_sequence",
-                      "torch.nn.utils.rnn.pack_sequence"})  # fmt: skip
+                      "torch.nn.utils.rnn.pack_sequence",
+                      "torch.nn.utils.rnn.unpack_sequence"})  # fmt: skip
 # Python's own random draws that dynamo skips (gb0007 on torch 2.13, used in a branch or as a
 # value: speechbrain's `Augmenter.forward`). `random.randint`, `randrange` and `Random(...)` objects
 # trace; `random.uniform` traces as a value and breaks in a branch (gb0170), FL102's case.
