@@ -759,7 +759,9 @@ def test_equal_values_fix_only_for_two_host_numbers(expr):
 def test_a_computed_index_is_read_as_a_tensor_index_and_the_break_goes():
     text = (ROOT / "computed_index.py").read_text()
     fixed = fix_text(text, lambda t: _lint(t, ("FL101",)), unsafe=True).text
-    assert "self.alphas_cumprod[timestep_s.unsqueeze(0)][0]" in fixed
+    assert "self.alphas_cumprod[timestep_s.unsqueeze(0).to(self.alphas_cumprod.device)][0]" in "".join(
+        fixed.split()
+    )
     before, after = _load(text, "before").TableRead(), _load(fixed, "after").TableRead()
     sample = torch.randn(2, 4)
     for index in range(9):
@@ -787,6 +789,31 @@ def test_tensor_index_read_gives_pythons_values_shapes_and_errors(j):
             table[bad.unsqueeze(0)][0]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_tensor_index_read_on_the_tables_device():
+    # review12: diffusers' DDIM keeps `alphas_cumprod` on the CPU and moves `timesteps` to the GPU;
+    # a 0-d index is read as a number, a 1-d one must be on the CPU or the table's device.
+    table, j = torch.randn(10), torch.tensor(7, device="cuda")
+    with pytest.raises(RuntimeError, match="same device as the indexed tensor"):
+        table[j.unsqueeze(0)][0]
+    assert torch.equal(table[j.unsqueeze(0).to(table.device)][0], table[j])
+
+
+def test_tensor_index_fix_reads_the_table_twice_only_where_that_is_a_plain_reference():
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.table = torch.linspace(0, 1, 16)\n\n"
+        "    def forward(self, x: torch.Tensor):\n"
+        "        a = self.table[x.argmax()]\n"
+        "        b = self.make()[x.argmax()]\n"
+        "        return x * a * b\n"
+    )
+    fixes = [f.fix.edits[0].content for f in _lint(text, ("FL101",)) if f.fix is not None]
+    # `x` is a parameter: the index is made a tensor on the table's device
+    assert fixes == ["self.table[torch.as_tensor(x.argmax(), device=self.table.device).unsqueeze(0)][0]"]
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -808,6 +835,32 @@ def test_tensor_index_fix_only_for_a_read_at_an_integer_tensor_index(line):
     )
     fixes = [f.fix for f in _lint(text, ("FL101",)) if f.fix is not None]
     assert not any("unsqueeze(0)" in fix.edits[0].content for fix in fixes)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "progress_bar.update(1)",
+        "progress_bar.update(len(x))",
+        "progress_bar.set_postfix(loss=x.item(), step=f'{x.shape[0]}')",
+    ],
+)
+def test_progress_bar_context_fix_where_the_guarded_calls_only_read(body):
+    text = (
+        "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        with self.progress_bar(total=3) as progress_bar:\n"
+        "            x = x * 2\n"
+        f"            {body}\n"
+        "        return x\n"
+    )
+    found = _lint(text, ("FL108",))
+    assert len(found) == 1 and found[0].fix is not None
+    assert f"if not torch.compiler.is_compiling():\n                {body}" in _fixed_with(text, ("FL108",))
+
+
+def _fixed_with(text: str, select: tuple[str, ...]) -> str:
+    return fix_text(text, lambda t: _lint(t, select), unsafe=True).text
 
 
 def test_a_loop_over_a_progress_bar_iterates_the_items_while_compiling_and_the_break_goes():
@@ -862,6 +915,11 @@ def test_a_progress_bar_entered_with_with_is_skipped_while_compiling_and_the_bre
         "progress_bar.update(progress_bar.total)",  # a read inside the guarded call too
         "progress_bar = None",  # rebound
         "progress_bar.update()  # step",  # a comment the rewrite would drop
+        # the guard would skip its arguments' work while compiling: the model's computation changes
+        "progress_bar.set_postfix(loss=self.advance(x))",
+        "progress_bar.update(self.counts.pop())",
+        "progress_bar.update(n := 1)",  # binds n only in eager
+        "progress_bar.update(len(x))\n            len = 3",  # len is not the builtin here
     ],
 )
 def test_progress_bar_context_fix_only_where_every_read_is_a_statement_call(body):

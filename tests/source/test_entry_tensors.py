@@ -413,7 +413,8 @@ def test_a_method_handed_an_element_of_a_numpy_schedule_reads_it_at_a_computed_i
         lambda t: lint_text("snippet.py", t, CATALOG, STEPS),
         unsafe=True,
     ).text
-    assert "self.alphas_cumprod[torch.as_tensor(timestep).unsqueeze(0)][0]" in fixed
+    want = "self.alphas_cumprod[torch.as_tensor(timestep,device=self.alphas_cumprod.device).unsqueeze(0)][0]"
+    assert want in "".join(fixed.split())
     graphs = []
     args = (torch.randn(2, 3), torch.tensor(96), torch.randn(2, 3))
     for text in (PRK_STEP, fixed):

@@ -162,7 +162,8 @@ def test_the_fix_keeps_the_loop_in_one_graph(tree):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == []  # every finding fixed
     fixed = (tree / "steps" / FILES["scheduler.py"]).read_text()
-    assert "self.alphas_cumprod[torch.as_tensor(timestep).unsqueeze(0)][0]" in fixed
+    want = "self.alphas_cumprod[torch.as_tensor(timestep,device=self.alphas_cumprod.device).unsqueeze(0)][0]"
+    assert want in "".join(fixed.split())
     after = _run(tree)
     # Before: the read breaks in the loop, dynamo runs `__call__` in eager and compiles each
     # step as a frame of its own, breaking on `prev_timestep >= 0` there.

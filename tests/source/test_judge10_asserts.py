@@ -26,6 +26,12 @@ ASSERTS = {
     "assert 0 < n <= x.sum()": True,
     "assert x is not None and x.sum() > 0": False,
     'assert 0 < x.sum() <= 100, "out of range"': True,
+    # review12: a conditional expression's body jumps to its end, not to the raise, unless the
+    # other arm is a false constant; its other arm is the value the assert finally tests
+    "assert x.sum() < 100 if n > 0 else True": True,
+    "assert x.sum() < 100 if n > 0 else x.sum() > -100": True,
+    "assert x.sum() < 100 if n > 0 else False": False,
+    "assert True if n < 0 else x.sum() < 100": False,
 }
 
 

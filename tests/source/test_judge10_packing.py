@@ -60,3 +60,21 @@ def test_packing_breaks_and_padding_traces():
     assert not breaks_under_dynamo(_run("Padded"), x)
     packed = rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     assert breaks_under_dynamo(lambda p: rnn.pad_packed_sequence(p, batch_first=True)[0].sum(), packed)
+
+
+def test_unpacking_a_packed_sequence_is_flagged_and_breaks():
+    # review12: `unpack_sequence` is skipped as the other three are (gb0007, torch 2.13).
+    source = (
+        "import torch\nfrom torch import nn\nfrom torch.nn.utils.rnn import unpack_sequence\n\n\n"
+        "class Unpacked(nn.Module):\n"
+        "    def forward(self, packed, y):\n"
+        "        return y + 1, unpack_sequence(packed)\n"
+    )
+    assert lines(source, "FL108") == [8]
+    torch = pytest.importorskip("torch")
+    from torch.nn.utils import rnn
+
+    namespace: dict = {}
+    exec(compile(source, "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
+    packed = rnn.pack_sequence([torch.randn(3, 2), torch.randn(2, 2)])
+    assert breaks_under_dynamo(namespace["Unpacked"](), packed, torch.randn(2))

@@ -55,3 +55,35 @@ def test_skipped_draws_break_and_the_others_trace():
     assert breaks_under_dynamo(_run("Branch"), x)
     assert breaks_under_dynamo(_run("Value"), x)
     assert not breaks_under_dynamo(_run("Traced"), x)
+
+
+# Every other draw of the module is skipped too (review12): the first list missed these.
+_OTHER_DRAWS = {
+    "normalvariate": "0, 1",
+    "lognormvariate": "0, 1",
+    "expovariate": "1",
+    "vonmisesvariate": "0, 1",
+    "gammavariate": "1, 1",
+    "betavariate": "1, 1",
+    "paretovariate": "1",
+    "weibullvariate": "1, 1",
+    "triangular": "0, 1",
+    "getrandbits": "3",
+    "randbytes": "2",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OTHER_DRAWS))
+def test_every_other_python_random_draw_is_flagged_and_breaks(name):
+    source = (
+        "import random\n\nimport torch\nfrom torch import nn\n\n\n"
+        "class Value(nn.Module):\n"
+        "    def forward(self, x):\n"
+        f"        v = random.{name}({_OTHER_DRAWS[name]})\n"
+        "        return x * 2, v\n"
+    )
+    assert lines(source, "FL108") == [9]
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(source, "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
+    assert breaks_under_dynamo(namespace["Value"](), torch.randn(3))

@@ -771,6 +771,20 @@ def _truth_read_in_assert(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.e
         return _truth_read_in_assert(test.values[-1], flow, narrowed_operands(test, env)[-1])
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return value_dependent(test.operand, flow, env)
+    if isinstance(test, ast.IfExp):
+        # The body's jump leads to the end of the expression, not to the raise (the other arm's
+        # code sits between), unless that arm is a false constant and compiles to nothing; the
+        # other arm is what the assert finally tests (torch 2.13, Python 3.11). The test is an
+        # `IfExp` site of its own.
+        if compile_truth(test.test) is False:
+            return _truth_read_in_assert(test.orelse, flow, env)
+        if isinstance(test.orelse, ast.Constant) and not test.orelse.value:
+            found = _truth_read_in_assert(test.body, flow, env)
+        else:
+            found = value_dependent(test.body, flow, env)
+        if found is not None or compile_truth(test.test) is True:
+            return found
+        return _truth_read_in_assert(test.orelse, flow, env)
     if isinstance(test, ast.Compare) and len(test.ops) > 1:
         return value_dependent(test, flow, env)  # a tensor in any link: `0 < n <= t` breaks too
     return None

@@ -478,15 +478,16 @@ def _item_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int,
 
 
 INDEX_MESSAGE = (
-    "read it as a tensor index, `X[j.unsqueeze(0)][0]` (`torch.as_tensor(j)` for a parameter, which a "
-    "caller may pass as a Python int), which dynamo keeps in the graph (the same values, shape and "
+    "read it as a tensor index, `X[j.unsqueeze(0).to(X.device)][0]` (`torch.as_tensor(j, device=X.device)` "
+    "for a parameter, which a caller may pass as a Python int), which dynamo keeps in the graph (the same "
+    "values, shape, device and "
     "dtype for every integer `j`, negative ones included, and the same IndexError out of range; assumes `j` is an integer, not a boolean mask, and that nothing writes through "
     "the result: it is a copy, where `X[j]` was a view of `X`)"
 )
 
 
 def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int, ast.AST]) -> Fix | None:
-    """`X[j]` -> `X[j.unsqueeze(0)][0]` for a 0-d tensor `j` computed in the graph.
+    """`X[j]` -> `X[j.unsqueeze(0).to(X.device)][0]` for a 0-d tensor `j` computed in the graph.
 
     Python's indexing reads a 0-d integer tensor as a number (`select` at `j.item()`, gb0033);
     a 1-d index is advanced indexing, which dynamo traces. `X[j.unsqueeze(0)]` has shape
@@ -500,15 +501,27 @@ def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int
         return None
     if _in_tensor_branch(sub, parents, flow, site.env):
         return None  # FL102's where fix reads it in range and without `.item()`: one fix, not two
+    if not _plain_reference(sub.value):
+        return None  # the fix reads `X` twice (its device too)
+    table = atom(sf, sub.value)
     args = flow.fn.node.args
     params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
-    index, imports = atom(sf, sub.slice), ()
+    # On `X`'s device: a 1-d index on another device than the CPU raises where a 0-d one was read as a
+    # number (diffusers' DDIM: `alphas_cumprod` on the CPU, `timesteps` moved to the GPU).
+    index, imports = f"{atom(sf, sub.slice)}.unsqueeze(0).to({table}.device)", ()
     if any(isinstance(n, ast.Name) and n.id in params for n in walk(sub.slice)):
         # a parameter (`timestep: int`) may be a Python int from another caller: make it a tensor
         torch, imports = torch_name(sf)
-        index = f"{torch}.as_tensor({sf.segment(sub.slice)})"
-    content = f"{atom(sf, sub.value)}[{index}.unsqueeze(0)][0]"
+        index = f"{torch}.as_tensor({sf.segment(sub.slice)}, device={table}.device).unsqueeze(0)"
+    content = f"{table}[{index}][0]"
     return Fix(Applicability.UNSAFE, INDEX_MESSAGE, (sf.replace(sub, content),), imports)
+
+
+def _plain_reference(expr: ast.expr) -> bool:
+    """A name or a chain of attributes of one (`self.alphas_cumprod`): read twice, the same value."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
 
 
 def _in_tensor_branch(node: ast.AST, parents: dict[int, ast.AST], flow: FunctionFlow, env: Env) -> bool:

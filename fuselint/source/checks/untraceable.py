@@ -8,9 +8,10 @@ random draws (`np.random.randint`, `np.random.SeedSequence(...)`, ...) end the g
 gb0156, gb0294: torchsde's BrownianInterval draws its seeds so), and so do the methods of the
 objects they make (`SeedSequence(...).generate_state(3)`, gb0008); `np.random.seed` traces.
 `torch.autograd.grad` ends the graph (gb9186) whatever it differentiates.
-`torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence` and `pack_sequence` end it too
+`torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence`, `pack_sequence` and `unpack_sequence` end it too
 (gb0007, each alone; `pad_sequence` traces), and so do Python's `random.random`, `choice`,
-`choices`, `sample`, `gauss` and `shuffle` (gb0007; `random.randint` traces).
+`choices`, `sample`, `gauss`, `shuffle`, the `*variate`s, `triangular`, `getrandbits` and `randbytes`
+(gb0007; `random.randint`, `randrange` and `uniform` trace).
 
 The global generator's state read or seeded (`torch.get_rng_state()`, `torch.manual_seed`,
 `torch.initial_seed`) ends the graph (gb0007 "marked as skipped", gb0208 for `initial_seed`):
@@ -80,12 +81,19 @@ _BAR_METHODS = frozenset({"progress_bar"})
 # each alone, with lengths on the CPU or not; speechbrain's `nnet/RNN.py` helpers, torchaudio's
 # Tacotron2). `pad_sequence` traces.
 _PACKING = frozenset({"torch.nn.utils.rnn.pack_padded_sequence", "torch.nn.utils.rnn.pad_packed_sequence",
-                      "torch.nn.utils.rnn.pack_sequence"})  # fmt: skip
+                      "torch.nn.utils.rnn.pack_sequence",
+                      "torch.nn.utils.rnn.unpack_sequence"})  # fmt: skip
 # Python's own random draws that dynamo skips (gb0007 on torch 2.13, used in a branch or as a
 # value: speechbrain's `Augmenter.forward`). `random.randint`, `randrange` and `Random(...)` objects
 # trace; `random.uniform` traces as a value and breaks in a branch (gb0170), FL102's case.
+# The other draws of the module are skipped alike (torch 2.13, Python 3.11): normalvariate,
+# getrandbits, randbytes and the other distributions' `*variate`s, `triangular`.
 _PYTHON_RANDOM = frozenset({"random.random", "random.choice", "random.choices", "random.sample",
-                            "random.gauss", "random.shuffle"})  # fmt: skip
+                            "random.gauss", "random.shuffle", "random.normalvariate",
+                            "random.lognormvariate", "random.expovariate", "random.vonmisesvariate",
+                            "random.gammavariate", "random.betavariate", "random.paretovariate",
+                            "random.weibullvariate", "random.triangular", "random.getrandbits",
+                            "random.randbytes"})  # fmt: skip
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
@@ -304,7 +312,44 @@ def _bar_statements(block: ast.With, name: str, flow: FunctionFlow) -> list[ast.
             uses.append(node)
     if flow.loaded.get(name, 0) != len(uses):
         return None  # read elsewhere too (`bar.update(bar.n)`, `return bar`, after the block)
+    if not all(_only_reads(node.value, flow) for node in uses):
+        return None  # the guard would skip work of its arguments (`bar.set_postfix(loss=self.step(x))`)
     return sorted(uses, key=lambda n: (n.lineno, n.col_offset))
+
+
+# What a guarded `bar.m(...)`'s arguments may hold: reads of values, which skipping changes nothing
+# of the model's (a call, a walrus, an `await` may do work or bind a name that the rest reads).
+_READS = (
+    ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.BinOp, ast.UnaryOp,
+    ast.BoolOp, ast.Compare, ast.IfExp, ast.JoinedStr, ast.FormattedValue, ast.Tuple, ast.List,
+    ast.Dict, ast.Set, ast.Starred, ast.keyword, ast.expr_context, ast.operator, ast.unaryop,
+    ast.boolop, ast.cmpop,
+)  # fmt: skip
+# Calls that only read: a tensor's value on the host, and builtins that convert or measure.
+_READING_METHODS = frozenset({"item", "tolist"})
+_READING_BUILTINS = frozenset({"len", "int", "float", "str", "round", "abs", "min", "max"})
+
+
+def _only_reads(call: ast.Call, flow: FunctionFlow) -> bool:
+    """Whether the arguments of `call` (a statement `bar.m(...)`) only read values."""
+    for arg in (*call.args, *call.keywords):
+        for node in walk(arg):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr in _READING_METHODS and not node.args:
+                    continue
+                if (
+                    isinstance(func, ast.Name)
+                    and func.id in _READING_BUILTINS
+                    and func.id not in flow.assigned
+                    and func.id not in flow.imports.aliases
+                    and func.id not in flow.imports.functions
+                ):
+                    continue
+                return False
+            if not isinstance(node, _READS):
+                return False
+    return True
 
 
 def _bar_iterable(call: ast.Call, sf: SourceFile, cls: ast.ClassDef | None, disabled: set) -> str | None:
