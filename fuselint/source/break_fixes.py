@@ -18,7 +18,7 @@ import io
 import tokenize
 
 from fuselint.findings import Applicability, Edit, Fix
-from fuselint.source.checks._shared import torch_name
+from fuselint.source.checks._shared import has_comment, torch_name
 from fuselint.source.dataflow import TENSORS, FunctionFlow, Site
 from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import child_nodes, walk
@@ -148,7 +148,7 @@ def drop_none_shortcut(sf: SourceFile, site: Site) -> Fix | None:
         return None
     if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
         return None  # an `elif`: deleting it would leave the chain broken
-    if any("#" in sf.line_text(n) for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+    if has_comment(sf, stmt):
         return None  # a comment the deletion would take with it
     if _alone_in_block(sf.tree, stmt):
         return None  # deleting it would leave an empty block
@@ -201,7 +201,7 @@ def assert_instead_of_raise(sf: SourceFile, site: Site, flow: FunctionFlow) -> F
         return None
     if not sf.line_text(stmt.lineno)[stmt.col_offset :].startswith("if"):
         return None  # an `elif`
-    if any("#" in sf.line_text(n) for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+    if has_comment(sf, stmt):
         return None
     torch, imports = torch_name(sf)
     if negated:
@@ -341,7 +341,7 @@ def iterate_without_bar(sf: SourceFile, call: ast.Call, iterable: str) -> Fix | 
     """`for t in self.progress_bar(ts):` -> `for t in (ts if torch.compiler.is_compiling() else
     self.progress_bar(ts)):`. dynamo folds the test to True, so it iterates `ts` and never calls
     the bar; eager runs take the bar as before. Only one of the two is evaluated."""
-    if any("#" in sf.line_text(n) for n in range(call.lineno, (call.end_lineno or call.lineno) + 1)):
+    if has_comment(sf, call):
         return None  # rewriting the call's lines would drop a comment
     torch, imports = torch_name(sf)
     text = f"({iterable} if {torch}.compiler.is_compiling() else {sf.segment(call)})"
@@ -363,8 +363,7 @@ def enter_without_bar(sf: SourceFile, call: ast.Call, uses: list[ast.Expr]) -> F
     `uses` are the only statements that read the bar's name (the caller checks)."""
     if "contextlib" in sf.imports.aliases and sf.imports.aliases["contextlib"] != "contextlib":
         return None  # `contextlib` names something else here
-    lines = {n for node in (call, *uses) for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
-    if any("#" in sf.line_text(n) for n in lines):
+    if any(has_comment(sf, node) for node in (call, *uses)):
         return None  # rewriting these lines would drop a comment
     if any(not whole_lines(sf, stmt) or (stmt.end_lineno or stmt.lineno) != stmt.lineno for stmt in uses):
         return None
