@@ -1,5 +1,10 @@
 # ruff: noqa: B023  (each lambda is timed within the iteration that made it)
-"""Host µs per call of the ATen ops the suite's transformers run, GPU kept busy."""
+"""Host µs per call of the ATen ops the suite's models run, GPU kept busy: the transformers' matmuls,
+attention and allocations, then each convolution entry point on ResNet-50 shapes
+(`aten.convolution` against the `aten.cudnn_convolution` it ends in, results compared).
+
+    python bench/op_host.py      # needs CUDA
+"""
 
 import statistics
 import time
@@ -10,6 +15,7 @@ aten = torch.ops.aten
 
 
 def loop(fn, reps=100):
+    """Median over 7 rounds of the host µs per call of `fn`, a long sleep queued on the GPU first."""
     ts = []
     for _ in range(7):
         torch.cuda._sleep(30_000_000)
@@ -49,3 +55,43 @@ print("stride()==", loop(lambda: x.stride() == (768, 1)))
 print("data_ptr()&15", loop(lambda: x.data_ptr() & 15))
 print("reinterpret", loop(lambda: torch._C._dynamo.guards._reinterpret_tensor(x, (768, 4096), (1, 768), 0)))
 print("as_strided", loop(lambda: x.as_strided((768, 4096), (1, 768), 0)))
+print("== conv entry points (channels_last bf16), host us per call, GPU busy", flush=True)
+for n, c, h, k, ks, s, g in [
+    (32, 256, 56, 64, 1, 1, 1),
+    (32, 64, 56, 64, 3, 1, 1),
+    (32, 512, 28, 512, 3, 2, 512),
+    (32, 1024, 14, 256, 1, 1, 1),
+]:
+    x = torch.randn(n, c, h, h, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    w = torch.randn(k, c // g, ks, ks, device="cuda", dtype=torch.bfloat16).to(
+        memory_format=torch.channels_last
+    )
+    pad = [ks // 2] * 2
+    conv = aten.convolution.default._op
+    cud = aten.cudnn_convolution.default._op
+    be = torch._C._select_conv_backend(x, w, None, [s, s], pad, [1, 1], False, [0, 0], g, None)
+    ref = conv(x, w, None, [s, s], pad, [1, 1], False, [0, 0], g)
+    alt = cud(
+        x,
+        w,
+        pad,
+        [s, s],
+        [1, 1],
+        g,
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.allow_tf32,
+    )
+    same = torch.equal(ref, alt) and ref.stride() == alt.stride()
+
+    a = loop(lambda: conv(x, w, None, [s, s], pad, [1, 1], False, [0, 0], g))
+    b = loop(lambda: cud(x, w, pad, [s, s], [1, 1], g, False, False, True))
+    e = loop(
+        lambda: torch._C._dynamo.guards._empty_strided_cuda(
+            (n, k, h, h), (k * h * h, 1, h * k, k), torch.bfloat16
+        )
+    )
+    print(
+        f"   {n}x{c}x{h} k{k} {ks}x{ks} s{s} g{g}: backend {be}; convolution {a:.2f} us, cudnn_convolution {b:.2f} us, equal {same}; empty {e:.2f} us",
+        flush=True,
+    )
