@@ -3,6 +3,7 @@ pairs, and ask dynamo whether a function breaks the graph."""
 
 from __future__ import annotations
 
+import logging
 import textwrap
 import warnings
 from pathlib import Path
@@ -56,3 +57,27 @@ def breaks_under_dynamo(fn, *args, **kwargs) -> bool:
         except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError):
             return True
     return False
+
+
+def dynamo_graphs(fn, *args, compiled: bool = True) -> tuple[int, object, object]:
+    """(graphs dynamo made, eager output, compiled output) of one call of `fn` under no_grad;
+    every graph after the first is a break. `compiled=False` runs eager only (0 graphs)."""
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    out = None
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        try:
+            eager = fn(*args)
+            if compiled:
+                out = torch.compile(fn, backend=backend)(*args)
+        finally:
+            logging.disable(logging.NOTSET)
+    return len(graphs), eager, out

@@ -6,12 +6,11 @@ must leave one graph with no break and the same outputs.
 
 from __future__ import annotations
 
-import logging
 import types
-import warnings
 from pathlib import Path
 
 import pytest
+from source_rules_helpers import dynamo_graphs
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
@@ -41,23 +40,8 @@ def _load(text: str, name: str) -> types.ModuleType:
 
 def _trace(model, *args, compiled: bool = True) -> tuple[int, object]:
     """(graphs dynamo made, eager outputs) of one call; every graph after the first is a break."""
-    torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        logging.disable(logging.CRITICAL)
-        try:
-            eager = model(*args)
-            if compiled:
-                torch.compile(model, backend=backend)(*args)
-        finally:
-            logging.disable(logging.NOTSET)
-    return len(graphs), eager
+    graphs, eager, _ = dynamo_graphs(model, *args, compiled=compiled)
+    return graphs, eager
 
 
 def _before_after(name: str, cls: str, *args, compiled: bool = True):

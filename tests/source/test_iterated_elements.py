@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import shutil
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 from cli_runner import run
+from source_rules_helpers import dynamo_graphs
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
@@ -135,22 +134,7 @@ def _run(root: Path):
     pipe = pipeline.SamplingPipeline(denoiser, scheduler.StepScheduler())
     pipe.scheduler.set_timesteps(4)
     x = torch.randn(2, 4)
-    torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        logging.disable(logging.CRITICAL)
-        try:
-            eager = pipe(x)
-            compiled = torch.compile(pipe.__call__, backend=backend)(x)
-        finally:
-            logging.disable(logging.NOTSET)
-    return len(graphs), eager, compiled
+    return dynamo_graphs(pipe.__call__, x)
 
 
 def test_the_fix_keeps_the_loop_in_one_graph(tree):
