@@ -69,10 +69,7 @@ def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> 
 def _user_outputs(model_outputs: int | None) -> range | None:
     """Positions of a training forward's outputs that the user's code sees: AOTAutograd puts
     mutated inputs first, then the model's outputs, then the activations saved for the backward."""
-    from torch._guards import TracingContext
-
-    context = TracingContext.try_get()
-    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    meta = _fw_metadata()
     if model_outputs is None or meta is None:
         return None
     start = meta.num_mutated_inp_runtime_indices
@@ -82,11 +79,15 @@ def _user_outputs(model_outputs: int | None) -> range | None:
 def _static_inputs() -> frozenset[int]:
     """Positions of the graph's inputs that AOTAutograd calls static: parameters and buffers,
     which keep their storage from call to call (Inductor skips their alignment checks too)."""
+    return frozenset(getattr(_fw_metadata(), "static_input_indices", None) or ())
+
+
+def _fw_metadata() -> object | None:
+    """AOTAutograd's view of the graph being compiled (its inputs and outputs), when tracing."""
     from torch._guards import TracingContext
 
     context = TracingContext.try_get()
-    meta = getattr(context, "fw_metadata", None) if context is not None else None
-    return frozenset(getattr(meta, "static_input_indices", None) or ())
+    return getattr(context, "fw_metadata", None) if context is not None else None
 
 
 def _report_output_strides(gm: torch.fx.GraphModule) -> None:
