@@ -761,11 +761,11 @@ class _Planner:
         return _packet(self.f.fg, c) in LOOKUPS and not set(self.f.data_args(c)) & cone
 
     def _read_bytes(self, u: str, cone: list[str]) -> int:
-        """Bytes recomputing `cone` reads of `u`: a table only lookups in the cone read costs the
-        rows they fetch, not the whole table."""
+        """Bytes recomputing `cone` reads of `u` (a value from outside it): a table only lookups
+        in the cone read costs the rows they fetch, not the whole table."""
         f = self.f
         readers = [c for c in cone if any(x == u for _p, x in f.reads[c])]
-        if readers and all(self._table_lookup(c, set(cone)) and u in f.data_args(c) for c in readers):
+        if readers and all(_packet(f.fg, c) in LOOKUPS and u in f.data_args(c) for c in readers):
             return sum(f.bytes[c] for c in readers)
         return f.bytes[u]
 
