@@ -89,10 +89,7 @@ class PlanOptions:
     horizontal: bool = True  # fuse independent groups that read a common tensor
     recompute_max_ops: int = 30  # Inductor's realize_opcount_threshold
     recompute_max_reads: int = 4  # Inductor's realize_reads_threshold
-    # Recompute even when that reads up to this fraction more bytes than writing the value out
-    # and reading it back saves (Inductor inlines without counting bytes): a value recomputed
-    # enters its readers unrounded, and a lookup's indices cost a few bytes more than its rows.
-    recompute_byte_slack: float = 0.125
+    recompute_max_cat_inputs: int = 8  # Inductor's MAX_COMPLEX_POINTWISE_CAT
     # Inductor splits a reduction with few rows and long rows into two kernels (partial sums,
     # then their total) to use the whole GPU: fewer than 2 x SMs rows (H100/H200: 132 SMs) of
     # more than 8192 elements (choices.reduction_split_factor). No full-size op can then read
@@ -723,7 +720,11 @@ class _Planner:
         f = self.f
         cone = self._cone(v, self.gid[f.home[v]])
         cone_set = set(cone)
-        heavy = [c for c in cone if f.kind[c] != "pointwise" and not self._table_lookup(c, cone_set)]
+        heavy = [
+            c
+            for c in cone
+            if f.kind[c] != "pointwise" and not self._table_lookup(c, cone_set) and not self._small_cat(c)
+        ]
         if heavy:
             return f"depends on {heavy[-1]} ({f.kind[heavy[-1]]}) in its kernel: too costly to recompute"
         if len(cone) > self.opt.recompute_max_ops:
@@ -745,8 +746,6 @@ class _Planner:
             extra_bytes += sum(self._read_bytes(u, cone) for u in cone_reads if u not in already)
             saved += f.bytes[v]
             plan[gid] = added
-        if extra_bytes > saved * (1 + self.opt.recompute_byte_slack):
-            return f"recomputing it reads {extra_bytes} bytes more than the {saved} it saves"
         why = (
             f"{len(cone)} pointwise op(s) over {len(cone_reads)} tensor(s): recomputing reads "
             f"{extra_bytes} new bytes instead of writing and reading {saved}"
@@ -759,6 +758,18 @@ class _Planner:
         ``wte(ids) + wpe(pos)`` in the residual add after attention instead of reading it back
         rounded to bf16."""
         return _packet(self.f.fg, c) in LOOKUPS and not set(self.f.data_args(c)) & cone
+
+    def _small_cat(self, c: str) -> bool:
+        """Is c a cat of few tensors that only pointwise ops read? Each point of it reads one of
+        them, as a pointwise op reads its input: Inductor's GPU lowering makes such a cat (up to
+        8 tensors) a pointwise op and recomputes it with its readers (ViT's
+        ``cat([cls, patches]) + pos_embed``, read by the first LayerNorm and residual add)."""
+        f = self.f
+        return (
+            _packet(f.fg, c) == "cat"
+            and len(f.data_args(c)) <= self.opt.recompute_max_cat_inputs
+            and all(f.kind[u] == "pointwise" for u in f.consumers.get(c, ()))
+        )
 
     def _read_bytes(self, u: str, cone: list[str]) -> int:
         """Bytes recomputing `cone` reads of `u` (a value from outside it): a table only lookups

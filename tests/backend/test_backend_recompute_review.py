@@ -45,15 +45,17 @@ def _readers(kind: str, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("lookup", "readers", "recomputed"),
+    ("lookup", "readers"),
     [
-        ("computed_ids", "softmax_mid", True),
-        ("positions", "max_first", True),
-        # a gather's int64 index as large as its rows costs twice what it saves: written out
-        ("gather_dim1", "residual", False),
+        ("computed_ids", "softmax_mid"),
+        ("positions", "max_first"),
+        # a gather's int64 index is as large as its rows, so recomputing reads more bytes than
+        # writing the rows out saves; Inductor recomputes it anyway (it counts ops and reads, not
+        # bytes), and so does the plan: a value recomputed enters its readers unrounded
+        ("gather_dim1", "residual"),
     ],
 )
-def test_a_recomputed_lookup_gives_eagers_values_forward_and_backward(lookup, readers, recomputed):
+def test_a_recomputed_lookup_gives_eagers_values_forward_and_backward(lookup, readers):
     torch.manual_seed(0)
     tables = {
         "wte": torch.randn(V, D, requires_grad=True),
@@ -84,7 +86,7 @@ def test_a_recomputed_lookup_gives_eagers_values_forward_and_backward(lookup, re
     readers_of_rows = [k.__name__ for k in forward.kernels if name in k.__name__]
     # the lookup runs again in each kernel that reads its value (the training forward may still
     # write computed indices out: the backward reads them)
-    assert (len(readers_of_rows) >= 2) == recomputed, [k.__name__ for k in forward.kernels]
+    assert len(readers_of_rows) >= 2, [k.__name__ for k in forward.kernels]
 
 
 def test_an_out_of_range_index_reads_zeros_where_eager_raises():

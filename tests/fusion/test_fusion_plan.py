@@ -143,6 +143,45 @@ def test_too_many_reads_to_recompute_materializes():
     assert "reads 5 tensors" in p.materialized[0].reason
 
 
+def test_small_cat_read_only_by_pointwise_ops_is_recomputed_like_a_pointwise_op():
+    """ViT's ``cat([cls, patches]) + pos``: the sum is read by a norm and a residual add. Inductor's
+    GPU lowering makes a cat of up to 8 tensors pointwise, so the sum is recomputed, not stored."""
+
+    def fn(cls, patches, pos):
+        t = torch.cat([cls, patches], 1) + pos
+        return t.sum(1), t.sum(2)
+
+    args = (torch.randn(2, 1, 16), torch.randn(2, 7, 16), torch.randn(1, 8, 16))
+    p = plan(aten_graph(fn, *args))
+    assert not p.materialized
+    assert {r.node for r in p.recomputations} == {"add"}
+    assert sum("cat" in g.compute_nodes for g in p.groups) == 2, "each reader computes the cat"
+
+
+def test_cat_of_more_than_eight_tensors_is_not_recomputed():
+    def fn(*xs):
+        t = torch.cat(xs, 1) + 1
+        return t.sum(1), t.sum(2)
+
+    p = plan(aten_graph(fn, *[torch.randn(2, 1, 16) for _ in range(9)]))
+    assert [m.node for m in p.materialized] == ["add"]
+    assert "cat" in p.materialized[0].reason
+
+
+def test_recomputing_is_not_refused_for_the_bytes_it_reads():
+    """Inductor's realize rule counts ops and reads, not bytes: a value of four full-size reads,
+    recomputed in a second reader, reads 4x the bytes storing it saves, and is still recomputed
+    (it then enters both readers unrounded, as Inductor's does)."""
+
+    def fn(a, b, c, d):
+        t = a * b + c * d
+        return t.sum(0), t.sum(1)
+
+    p = plan(aten_graph(fn, *[torch.randn(8, 16) for _ in range(4)]))
+    assert not p.materialized
+    assert {r.node for r in p.recomputations} == {"add"}
+
+
 def test_fusion_stops_at_max_nodes():
     def chain(x):
         for _ in range(100):
