@@ -31,6 +31,7 @@ from fuselint.backend.pads import sink_pads
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
+from fuselint.backend.repeats import repeats_as_cats
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
 from fuselint.backend.views import fold_input_views
 from fuselint.graph.fusion_graph import FusionGraph
@@ -542,6 +543,7 @@ def compile_graph(
     hand_max_pools(gm)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     sink_pads(gm)
+    repeats_as_cats(gm)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)
     try:

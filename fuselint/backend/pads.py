@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import torch
 import torch.fx
-from torch._guards import detect_fake_mode
 
-from fuselint.graph.layout import fake_value
+from fuselint.graph.layout import fake_value, graph_fake_mode
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -115,7 +114,7 @@ def sink_pads(gm: torch.fx.GraphModule) -> int:
     pads = [n for n in graph.nodes if n.op == "call_function" and n.target is aten.constant_pad_nd.default]
     if not pads:
         return 0
-    mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes if n.op == "placeholder"])
+    mode = graph_fake_mode(graph)
     if mode is None:
         return 0
     moved = 0

@@ -402,6 +402,14 @@ def _copies_nothing(node: torch.fx.Node) -> bool:
     return isinstance(src, torch.Tensor) and src.is_contiguous(memory_format=node.kwargs["memory_format"])
 
 
+def graph_fake_mode(graph: torch.fx.Graph) -> object | None:
+    """The fake mode the graph's placeholders' values were made in (None when there is none):
+    where passes that add nodes compute those nodes' values."""
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode([n.meta.get("val") for n in graph.nodes if n.op == "placeholder"])
+
+
 def fake_value(node: torch.fx.Node) -> object:
     """node's value computed on its inputs' fake values (a convolution's laid out as cuDNN lays it out)."""
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
