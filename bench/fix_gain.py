@@ -294,6 +294,9 @@ def summarize(measured: dict) -> list[dict]:
         if entry.get("skipped"):
             rows.append({"model": model, "backend": "-", "note": entry["skipped"]})
             continue
+        if "backends" not in entry:  # a table written before this model's turn
+            rows.append({"model": model, "backend": "-", "note": "not measured yet"})
+            continue
         for backend, pair in entry["backends"].items():
             o, f = pair.get("original", {}), pair.get("fixed", {})
             row = {
@@ -385,6 +388,16 @@ def _env(device: str) -> str:
 
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
     return f"{name}, torch {torch.__version__}, Python {platform.python_version()}"
+
+
+def _write(measured: dict, a: argparse.Namespace) -> str:
+    """The table so far, written to --md / --json (each replaced whole); its Markdown."""
+    text = markdown(measured)
+    if a.md:
+        Path(a.md).write_text(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps(measured, indent=1))
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -486,12 +499,8 @@ def main(argv: list[str] | None = None) -> int:
             entry.setdefault("inputs", pair.get("original", {}).get("inputs"))
             entry.setdefault("params", pair.get("original", {}).get("params"))
             print(f"{model} {backend}: {pair.get('error') or 'ok'} ({pair['wall_s']} s)", file=sys.stderr)
-    text = markdown(measured)
-    print(text)
-    if a.md:
-        Path(a.md).write_text(text)
-    if a.json:
-        Path(a.json).write_text(json.dumps(measured, indent=1))
+            _write(measured, a)  # after every pair: a run stopped from outside keeps what it measured
+    print(_write(measured, a))
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -43,8 +43,12 @@ def series(f, n=200):
 for rnd in range(2):
     for be, f in fs.items():
         with torch.no_grad():
-            db = do_bench(lambda: f(*args), warmup=25, rep=100)
-        print(f"{name} {be} r{rnd}: do_bench {db * 1e3:.0f} us; {series(f)}", flush=True)
+            db = do_bench(lambda: f(*args), warmup=25, rep=100, return_mode="median")
+            dm = do_bench(lambda: f(*args), warmup=25, rep=100, return_mode="mean")
+        print(
+            f"{name} {be} r{rnd}: do_bench median {db * 1e3:.0f} mean {dm * 1e3:.0f} us; {series(f)}",
+            flush=True,
+        )
         gc.disable()
         print(f"{name} {be} r{rnd} gc off: {series(f)}", flush=True)
         gc.enable()
