@@ -1185,7 +1185,8 @@ class FunctionFlow:
     def _iter_element_kind(self, iterable: ast.expr, env: Env) -> str | None:
         if isinstance(iterable, ast.Attribute) and isinstance(iterable.value, ast.Name):
             if iterable.value.id == "self":
-                return MODULE  # for layer in self.layers
+                # for layer in self.layers; a tensor attribute's rows are tensors (`self.mask`)
+                return TENSOR if self.kind(iterable, env) in TENSORS else MODULE
         if isinstance(iterable, ast.Subscript) and isinstance(iterable.value, ast.Attribute):
             if isinstance(iterable.value.value, ast.Name) and iterable.value.value.id == "self":
                 return MODULE  # for layer in self.layers[:n]
@@ -1809,12 +1810,15 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                         and _self_attr(target.value)
                     ):
                         continue  # `self.X.data = ...` swaps a tensor's data: X stays a tensor
+                    stored_into = _item_store_base(target)
                     for t in walk(target):
                         if _self_attr(t) is None:
                             continue
                         kinds = sources[t.attr]
                         if t is target and kind is ast.AugAssign:
                             continue  # `self.X += 1`: an in-place op keeps a tensor a tensor
+                        if t is stored_into:
+                            continue  # `self.X[idx] = 0`: an item store into X keeps a tensor a tensor
                         # Unpacking: the value is not the attribute's own.
                         if t is not target or node.value is None:
                             kinds.append(None)
@@ -1874,6 +1878,17 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
         if kept == candidates:
             return frozenset(kept)
         candidates = kept
+
+
+def _item_store_base(target: ast.expr) -> ast.expr | None:
+    """`self.X` of an item store `self.X[i] = v` (or `self.X[i][j] = v`): the store changes X's
+    items in place and says nothing of what X is."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    base = target.value
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    return base if _self_attr(base) is not None else None
 
 
 def _number_arithmetic_of(value: ast.expr) -> str | None:

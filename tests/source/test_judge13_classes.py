@@ -199,3 +199,36 @@ def test_nested_def_handed_on_as_a_value_is_not_decided():
         "chosen = list(parts(range(nsrc), nsrc // nmix, nmix)); handed = parts",
     )
     assert 12 in lines(source, "FL102")
+
+
+ITEM_STORED = """
+    import torch
+    from torch import nn
+
+
+    class Embedding(nn.Module):
+        def __init__(self, input_dim, cat_idxs):
+            super().__init__()
+            self.continuous_idx = torch.ones(input_dim, dtype=torch.bool)
+            self.continuous_idx[cat_idxs] = 0
+            self.layers = nn.ModuleList([nn.Identity() for _ in range(input_dim)])
+
+        def forward(self, x):
+            cols = []
+            for i, is_continuous in enumerate(self.continuous_idx):
+                if is_continuous:
+                    cols.append(x[:, i])
+            for layer in self.layers:
+                if layer is not None:
+                    x = layer(x)
+            return torch.stack(cols, 1) + x[:, : len(cols)]
+"""
+
+
+def test_item_store_keeps_a_tensor_attribute_and_its_rows_are_tensors():
+    # pytorch-tabnet's EmbeddingGenerator (tab_network.py:884-886; found after its blind measure)
+    assert lines(ITEM_STORED, "FL107") == [15]
+    assert lines(ITEM_STORED, "FL102") == [16]
+    torch = pytest.importorskip("torch")
+    module = _load(ITEM_STORED)["Embedding"](4, [1])
+    assert dynamo_graphs(module, torch.randn(3, 4))[0] != 1
