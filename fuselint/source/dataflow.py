@@ -548,6 +548,7 @@ def host_nested_parameters(outer: FunctionNode, inner: FunctionNode, kind_of) ->
         return []
     inside = {id(n) for n in walk(inner)}
     before: set[str] = set()
+    after: set[str] = set()  # rebound after the def: what a call hands is not what the def saw
     calls: list[ast.Call] = []
     funcs: set[int] = set()
     for node in walk(outer):
@@ -555,12 +556,13 @@ def host_nested_parameters(outer: FunctionNode, inner: FunctionNode, kind_of) ->
             calls.append(node)
             funcs.add(id(node.func))
         elif isinstance(node, ast.Name) and node.id != inner.name and isinstance(node.ctx, ast.Store):
-            if node.lineno < inner.lineno and id(node) not in inside:
-                before.add(node.id)
+            if id(node) not in inside:
+                (before if node.lineno < inner.lineno else after).add(node.id)
     uses = [n for n in walk(outer) if isinstance(n, ast.Name) and n.id == inner.name and id(n) not in funcs]
     if not calls or any(isinstance(n.ctx, ast.Load) for n in uses):
         return []  # handed on as a value (to checkpoint, map, ...): its callers are not all here
     before |= {a.arg for a in (*outer.args.posonlyargs, *outer.args.args, *outer.args.kwonlyargs)}
+    before -= after
     lists = {
         t.id for n in walk(inner) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
     }

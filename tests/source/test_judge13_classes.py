@@ -232,3 +232,11 @@ def test_item_store_keeps_a_tensor_attribute_and_its_rows_are_tensors():
     torch = pytest.importorskip("torch")
     module = _load(ITEM_STORED)["Embedding"](4, [1])
     assert dynamo_graphs(module, torch.randn(3, 4))[0] != 1
+
+
+def test_nested_def_argument_rebound_after_the_def_is_not_decided():
+    source = NESTED.replace(
+        "chosen = list(parts(range(nsrc), nsrc // nmix, nmix))",
+        "nmix = targets.sum()\n            chosen = list(parts(range(nsrc), nsrc // nmix, nmix))",
+    )
+    assert 12 in lines(source, "FL102")
