@@ -7,11 +7,12 @@ Each DIR holds `fuselint check --format json` output per package (`torchaudio.js
 `kornia.json`, `monai.json`, `segmentation_models_pytorch.json`, `torchmetrics.json`,
 `x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`,
 `reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`, `zuko.json`, `normflows.json`,
-`pyro.json`, `speechbrain.json`),
+`pyro.json`, `speechbrain.json`, `asteroid.json`, `asteroid_filterbanks.json`,
+`pytorch_tabnet.json`),
 linted from a folder holding the unzipped wheels. Every verdict row of
 bench/results/precision_untuned.md, precision_untuned2.md, precision_untuned3.md,
 precision_untuned5.md, precision_untuned6.md, precision_untuned7.md, precision_untuned8.md and
-precision_untuned10.md
+precision_untuned10.md, precision_untuned11.md and precision_untuned12.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
@@ -33,11 +34,11 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kstcdzenpq]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+ROW = re.compile(r"^\| (#?[kstcdzenpqab]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
     "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde", "zuko",
-    "normflows", "pyro", "speechbrain",
+    "normflows", "pyro", "speechbrain", "asteroid", "asteroid_filterbanks", "pytorch_tabnet",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
@@ -100,6 +101,19 @@ SAMPLES = {
         "precision_untuned10.md",
         "speechbrain",
         lambda tag: tag.startswith("s"),
+    ),
+    # precision_untuned11.md: #a every default finding on asteroid + asteroid-filterbanks, main's and
+    # judge13's (the package was tuned on by judge13).
+    "asteroid (tuned by judge13), default (#a)": (
+        "precision_untuned11.md",
+        "asteroid",
+        lambda tag: tag.startswith("a"),
+    ),
+    # precision_untuned12.md: #b every traced finding on pytorch-tabnet (held out by judge13).
+    "pytorch-tabnet (held out), traced (#b)": (
+        "precision_untuned12.md",
+        "pytorch_tabnet",
+        lambda tag: tag.startswith("b"),
     ),
 }
 

@@ -504,6 +504,96 @@ def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | 
     return [name for name in names if name in shown]
 
 
+_HOST_BUILTINS = frozenset({"range", "list", "tuple", "len", "int", "min", "max", "abs", "sorted"})
+
+
+def _host_value(expr: ast.expr, kind_of, before: set[str]) -> bool:
+    """`expr` is a Python value on the host at the nested def: a literal, a name the enclosing
+    function bound before the def to a host kind (a size, a number, a list), or builtins and
+    arithmetic over those (`list(range(n))`, `n // k`)."""
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Name):
+        return expr.id in before and kind_of(expr) in HOST | _NUMBERS | {SHAPE}
+    if isinstance(expr, ast.BinOp):
+        return _host_value(expr.left, kind_of, before) and _host_value(expr.right, kind_of, before)
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return all(_host_value(e, kind_of, before) for e in expr.elts)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _HOST_BUILTINS:
+        return not expr.keywords and all(_host_value(a, kind_of, before) for a in expr.args)
+    return False
+
+
+def _passed_on(expr: ast.expr, name: str, lists: set[str]) -> bool:
+    """A recursive call's argument that keeps a host parameter `name` host: a literal, `name`
+    itself or arithmetic of it with literals (`l - 1`), or a name the nested def binds only to
+    list displays and comprehensions (`rest = [x for x in lst if x not in c]`)."""
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Name):
+        return expr.id == name or expr.id in lists
+    if isinstance(expr, ast.BinOp):
+        return _passed_on(expr.left, name, lists) and _passed_on(expr.right, name, lists)
+    return False
+
+
+def host_nested_parameters(outer: FunctionNode, inner: FunctionNode, kind_of) -> list[str]:
+    """Parameters of a def nested in `outer` that only ever receive host values: every call of it
+    is a plain call by name (the name is never handed on as a value), made in `outer` with host
+    arguments at the def (`_host_value`, `kind_of` gives kinds there) or by the def itself passing
+    them on (`_passed_on`). `parts(range(n), k, m)` after `n = x.shape[1]` hands sizes, whatever
+    the parameters' names say. A parameter some call leaves to its default is not decided."""
+    params = [a.arg for a in (*inner.args.posonlyargs, *inner.args.args)]
+    if not params or inner.args.vararg or inner.args.kwarg:
+        return []
+    inside = {id(n) for n in walk(inner)}
+    before: set[str] = set()
+    after: set[str] = set()  # rebound after the def: what a call hands is not what the def saw
+    calls: list[ast.Call] = []
+    funcs: set[int] = set()
+    for node in walk(outer):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == inner.name:
+            calls.append(node)
+            funcs.add(id(node.func))
+        elif isinstance(node, ast.Name) and node.id != inner.name and isinstance(node.ctx, ast.Store):
+            if id(node) not in inside:
+                (before if node.lineno < inner.lineno else after).add(node.id)
+    uses = [n for n in walk(outer) if isinstance(n, ast.Name) and n.id == inner.name and id(n) not in funcs]
+    if not calls or any(isinstance(n.ctx, ast.Load) for n in uses):
+        return []  # handed on as a value (to checkpoint, map, ...): its callers are not all here
+    before |= {a.arg for a in (*outer.args.posonlyargs, *outer.args.args, *outer.args.kwonlyargs)}
+    before -= after
+    lists = {
+        t.id for n in walk(inner) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
+    lists = {
+        name
+        for name in lists
+        if all(
+            isinstance(n.value, (ast.List, ast.ListComp))
+            for n in walk(inner)
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+        )
+    }
+    host = []
+    for index, name in enumerate(params):
+        decided = True
+        for call in calls:
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                return []
+            arg = call.args[index] if index < len(call.args) else None
+            arg = next((k.value for k in call.keywords if k.arg == name), arg)
+            if arg is None:
+                decided = False
+            elif id(call) in inside:
+                decided = decided and _passed_on(arg, name, lists)
+            else:
+                decided = decided and _host_value(arg, kind_of, before)
+        if decided:
+            host.append(name)
+    return host
+
+
 def none_defaulted(fn: FunctionNode) -> set[str]:
     """The parameters whose default is a literal `None`."""
     args = fn.args
@@ -1097,7 +1187,8 @@ class FunctionFlow:
     def _iter_element_kind(self, iterable: ast.expr, env: Env) -> str | None:
         if isinstance(iterable, ast.Attribute) and isinstance(iterable.value, ast.Name):
             if iterable.value.id == "self":
-                return MODULE  # for layer in self.layers
+                # for layer in self.layers; a tensor attribute's rows are tensors (`self.mask`)
+                return TENSOR if self.kind(iterable, env) in TENSORS else MODULE
         if isinstance(iterable, ast.Subscript) and isinstance(iterable.value, ast.Attribute):
             if isinstance(iterable.value.value, ast.Name) and iterable.value.value.id == "self":
                 return MODULE  # for layer in self.layers[:n]
@@ -1364,7 +1455,10 @@ class FunctionFlow:
     def _walk_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, env: Env, live: bool) -> Env:
         # A closure (e.g. a checkpointed custom_forward) is traced when called: walk it too.
         self._record(stmt, list(stmt.decorator_list), env, live)
-        self.block(stmt.body, {**env, **parameter_kinds(stmt)}, live)
+        inner = parameter_kinds(stmt)
+        for name in host_nested_parameters(self.fn.node, stmt, lambda e: self.kind(e, env)):
+            inner.pop(name, None)
+        self.block(stmt.body, {**env, **inner}, live)
         return env
 
     def _walk_untraced(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
@@ -1718,12 +1812,15 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
                         and _self_attr(target.value)
                     ):
                         continue  # `self.X.data = ...` swaps a tensor's data: X stays a tensor
+                    stored_into = _item_store_base(target)
                     for t in walk(target):
                         if _self_attr(t) is None:
                             continue
                         kinds = sources[t.attr]
                         if t is target and kind is ast.AugAssign:
                             continue  # `self.X += 1`: an in-place op keeps a tensor a tensor
+                        if t is stored_into:
+                            continue  # `self.X[idx] = 0`: an item store into X keeps a tensor a tensor
                         # Unpacking: the value is not the attribute's own.
                         if t is not target or node.value is None:
                             kinds.append(None)
@@ -1783,6 +1880,17 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
         if kept == candidates:
             return frozenset(kept)
         candidates = kept
+
+
+def _item_store_base(target: ast.expr) -> ast.expr | None:
+    """`self.X` of an item store `self.X[i] = v` (or `self.X[i][j] = v`): the store changes X's
+    items in place and says nothing of what X is."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    base = target.value
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    return base if _self_attr(base) is not None else None
 
 
 def _number_arithmetic_of(value: ast.expr) -> str | None:

@@ -94,6 +94,18 @@ _PYTHON_RANDOM = frozenset({"random.random", "random.choice", "random.choices", 
                             "random.gammavariate", "random.betavariate", "random.paretovariate",
                             "random.weibullvariate", "random.triangular", "random.getrandbits",
                             "random.randbytes"})  # fmt: skip
+# Queries of torch's global settings that dynamo calls as torch ops and cannot put in a graph: each
+# returns a Python value, not a tensor (gb0208 "torch.* op returned non-Tensor" on torch 2.13, used
+# in an `if` or returned; asteroid's `is_tracing()` is `torch._C._is_tracing()`).
+# `torch.is_inference_mode_enabled` breaks too (gb: "Encountered ... during tracing"). Others of the
+# kind trace (constants to dynamo): `torch.jit.is_tracing`, `torch.jit.is_scripting`,
+# `torch._C._get_tracing_state`, `torch.is_grad_enabled`, `torch.get_default_dtype`,
+# `torch.is_autocast_enabled`, `torch.are_deterministic_algorithms_enabled`.
+_HOST_QUERIES = frozenset({"torch._C._is_tracing", "torch._C._get_cudnn_enabled",
+                           "torch._C._get_deterministic_algorithms", "torch.get_num_threads",
+                           "torch._C._jit_get_tracer_state_warn", "torch.backends.cudnn.is_available",
+                           "torch._C._get_graph_executor_optimize",
+                           "torch.is_inference_mode_enabled"})  # fmt: skip
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
@@ -132,13 +144,96 @@ def _handed_generator(call: ast.Call, flow: FunctionFlow) -> bool:
     return True
 
 
+_RNN_NAMES = frozenset({"LSTM", "GRU", "RNN"})
+
+
+def _string_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> set[str] | None:
+    """Every string `name` can hold in `fn` by what the function says of it: the parameter's string
+    default and the literals it is checked against (`name in ["LSTM", "GRU"]`, `name.upper() ==
+    "GRU"`; upper-cased). None when some use says nothing (no check at all, a non-string default)."""
+    values: set[str] = set()
+    defaults = fn.args.defaults
+    positional = fn.args.posonlyargs + fn.args.args
+    for arg, default in zip(positional[len(positional) - len(defaults) :], defaults, strict=True):
+        if arg.arg == name:
+            if not (isinstance(default, ast.Constant) and isinstance(default.value, str)):
+                return None
+            values.add(default.value.upper())
+    for node in walk(fn):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            value = node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                values.add(value.value.upper())
+            elif not (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("upper", "lower")
+                and isinstance(value.func.value, ast.Name)
+                and value.func.value.id == name
+            ):
+                return None  # bound to something else: what it holds is not said here
+            continue
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+            continue
+        left = node.left
+        if isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute) and not left.args:
+            left = left.func.value if left.func.attr in ("upper", "lower") else left
+        if not (isinstance(left, ast.Name) and left.id == name):
+            continue
+        right = node.comparators[0]
+        if isinstance(node.ops[0], ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+            items = right.elts
+        elif isinstance(node.ops[0], ast.Eq):
+            items = [right]
+        else:
+            continue
+        if not all(isinstance(i, ast.Constant) and isinstance(i.value, str) for i in items):
+            return None
+        values.update(i.value.upper() for i in items)
+    return values or None
+
+
+def _rnn_by_name(call: ast.Call, fn, imports: ImportTable) -> str | None:
+    """`getattr(nn, rnn_type)(...)` where every string `rnn_type` can hold names an RNN module
+    (`assert rnn_type.upper() in ["RNN", "LSTM", "GRU"]`) -> "LSTM" (or the one name it can be)."""
+    built = call.func
+    if not (
+        isinstance(built, ast.Call)
+        and isinstance(built.func, ast.Name)
+        and built.func.id == "getattr"
+        and len(built.args) == 2
+        and imports.qualname(built.args[0]) in ("torch.nn", "torch.nn.modules.rnn")
+    ):
+        return None
+    chosen = built.args[1]
+    if isinstance(chosen, ast.Call) and isinstance(chosen.func, ast.Attribute) and not chosen.args:
+        chosen = chosen.func.value if chosen.func.attr in ("upper", "lower") else chosen
+    if isinstance(chosen, ast.Constant) and isinstance(chosen.value, str):
+        values = {chosen.value}
+    elif isinstance(chosen, ast.Name) and fn is not None:
+        values = _string_values(fn, chosen.id)
+    else:
+        return None
+    if not values or not values <= _RNN_NAMES:
+        return None
+    return next(iter(values)) if len(values) == 1 else "/".join(sorted(values))
+
+
 def rnn_attributes(cls: ast.ClassDef | None, imports: ImportTable) -> dict[str, str]:
-    """`self.X` set to an `nn.LSTM`/`nn.GRU`/`nn.RNN` anywhere in the class -> the module's name."""
+    """`self.X` set to an `nn.LSTM`/`nn.GRU`/`nn.RNN` anywhere in the class -> the module's name;
+    also one built by name from `nn` when every name it can be is an RNN (`_rnn_by_name`)."""
     found: dict[str, str] = {}
+    methods = [n for n in walk(cls) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if cls else []
+    owner = {id(node): fn for fn in methods for node in walk(fn)}
     for node in walk(cls) if cls is not None else ():
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             qual = imports.qualname(node.value.func)
-            if qual in _RNNS:
+            by_name = _rnn_by_name(node.value, owner.get(id(node)), imports)
+            if by_name is not None:
+                qual = f"torch.nn.{by_name}"
+            if qual in _RNNS or by_name is not None:
                 for target in node.targets:
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
                         if target.value.id == "self":
@@ -242,6 +337,13 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                 message = (
                     f"`{func.value.id}` is numpy's random object (`{numpy_random[func.value.id]}`): dynamo "
                     "skips its methods and breaks the graph here (gb0008)"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual in _HOST_QUERIES:
+                message = (
+                    f"`{qual}()` in compiled code: dynamo calls it as a torch op that returns a Python "
+                    "value, not a tensor, and breaks the graph here (gb0208); read it once outside the "
+                    "compiled function"
                 )
                 yield finding(sf, rule, site.node, message, path=site.path)
             elif qual in _RNG_STATE:
