@@ -48,7 +48,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.break_fixes import enter_without_bar, iterate_a_tuple, iterate_without_bar
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
-from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
+from fuselint.source.dataflow import FunctionFlow, describe, flows, none_defaulted
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import walk
@@ -183,6 +183,7 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
         if id(cls) not in rnns:
             rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
         yield from _rnn_calls(sf, flow, rnns[id(cls)], rule)
+        yield from type_error_retries(sf, flow, rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
@@ -656,3 +657,45 @@ def comprehension_frames(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iter
         )
         fix = None if has_comment(sf, comp.generators[0].iter) else iterate_a_tuple(sf, comp, bound)
         yield finding(sf, rule, comp, message, fix, path=site.path)
+
+
+def _catches_type_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(isinstance(n, ast.Name) and n.id == "TypeError" for n in names)
+
+
+def type_error_retries(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """`try: x = layer(x, lengths=lens)` / `except TypeError: x = layer(x)`: a call retried with other
+    arguments when the first ones do not bind. dynamo cannot raise the TypeError of a failed binding
+    inside the graph: where the callee does not take the arguments it breaks the graph at the call
+    (gb7312, "failed to bind arguments when attempting to inline"; a torch op sends the whole frame
+    to eager). A TypeError that the callee itself raises traces (torch 2.13)."""
+    tries = [n for n in walk(flow.fn.node) if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try)))]
+    if not tries:
+        return
+    calls = {id(site.node): site for site in flow.of(ast.Call)}  # the live calls, with their paths
+    for node in tries:
+        handlers = [h for h in node.handlers if h.type is not None and _catches_type_error(h)]
+        retried = {ast.dump(n.func) for h in handlers for n in walk(h) if isinstance(n, ast.Call)}
+        if not retried:
+            continue
+        for stmt in node.body:
+            site = next(
+                (
+                    calls[id(n)]
+                    for n in walk(stmt)
+                    if isinstance(n, ast.Call) and id(n) in calls and ast.dump(n.func) in retried
+                ),
+                None,
+            )
+            if site is not None:
+                call = site.node
+                message = (
+                    f"`{describe(call.func, 40)}(...)` retried under `except TypeError`: where its arguments "
+                    "do not bind, dynamo cannot raise the TypeError inside the graph and breaks here "
+                    "(gb7312); give the callees one signature (`forward(self, x, lengths=None)`), or choose "
+                    "the call once in `__init__` from `inspect.signature`"
+                )
+                yield finding(sf, rule, call, message, path=site.path)
+                break
