@@ -48,7 +48,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.break_fixes import enter_without_bar, iterate_a_tuple, iterate_without_bar
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
-from fuselint.source.dataflow import FunctionFlow, describe, flows, none_defaulted
+from fuselint.source.dataflow import TENSORISH, FunctionFlow, describe, flows, none_defaulted
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import walk
@@ -184,6 +184,7 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
             rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
         yield from _rnn_calls(sf, flow, rnns[id(cls)], rule)
         yield from type_error_retries(sf, flow, rule)
+        yield from python_random_tensor_bounds(sf, flow, rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
@@ -699,3 +700,34 @@ def type_error_retries(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterab
                 )
                 yield finding(sf, rule, call, message, path=site.path)
                 break
+
+
+# Python's draws that dynamo traces while their bounds are Python numbers (`_PYTHON_RANDOM` holds
+# those it never traces).
+_PYTHON_RANDOM_BOUNDED = frozenset({"random.randint", "random.randrange", "random.uniform"})
+
+
+def python_random_tensor_bounds(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """`random.randint(0, n)` with `n` a tensor (`n = torch.randint(...)`): dynamo traces
+    `randint`, `randrange` and `uniform` on Python numbers, and skips them (gb0007) when a bound is
+    a tensor (torch 2.13)."""
+    for site in flow.of(ast.Call):
+        call = site.node
+        if sf.imports.qualname(call.func) not in _PYTHON_RANDOM_BOUNDED:
+            continue
+        bound = next(
+            (
+                a
+                for a in (*call.args, *(k.value for k in call.keywords))
+                if flow.kind(a, site.env) in TENSORISH
+            ),
+            None,
+        )
+        if bound is not None:
+            message = (
+                f"`{describe(call, 50)}` draws with a tensor bound (`{describe(bound, 30)}`): dynamo "
+                "traces Python's `random` only on Python numbers and breaks the graph here (gb0007); "
+                "keep the bound a Python int, or draw with torch from the tensor "
+                "(`(torch.rand(()) * (n + 1)).long()` for `randint(0, n)`)"
+            )
+            yield finding(sf, rule, call, message, path=site.path)
