@@ -190,6 +190,12 @@ def _is_none(default: ast.expr | None) -> bool:
     return isinstance(default, ast.Constant) and default.value is None
 
 
+def _numbers_only(kinds: list[str | None]) -> bool:
+    """Every caller seen hands a Python number (a literal, a shape, an int option): the parameter
+    holds one, whatever its annotation says (lightglue's `height: torch.Tensor` handed ints)."""
+    return bool(kinds) and all(k in _NUMBERS for k in kinds)
+
+
 def parameter_kinds(
     fn: FunctionNode,
     passed: dict[str, list[str | None]] | None = None,
@@ -239,7 +245,7 @@ def parameter_kinds(
             )
             if kind == TENSOR and all(k == BOOL for k in kinds):
                 kind = BOOL
-            kind = kind or annotated
+            kind = kind or (None if _numbers_only(kinds) else annotated)
         elif arg.annotation is not None:
             kind = annotated
         elif _host_param_name(name):
