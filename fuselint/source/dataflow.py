@@ -2104,6 +2104,8 @@ def analyze(
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
     env = parameter_kinds(fn.node, given, flow.guessed, fn.cls)
+    if fn.reason == "called" and given is None:
+        _no_guesses(env, flow.guessed)
     flow.iterated = iterated_parameters(fn, tensor_attrs)
     for name in sorted(flow.iterated):
         if env.get(name) not in TENSORS:
@@ -2118,6 +2120,15 @@ def analyze(
     if callees:
         _record_calls(flow, callees, passed)
     return flow
+
+
+def _no_guesses(env: Env, guessed: set[str]) -> None:
+    """A helper in scope with no call seen: it is handed to a call (`functools.partial(f, ...)`,
+    `map(f, xs)`, a callback, `fuselint.source.scope`), which passes what it likes (pyro's
+    `partial(_config_fn, ...)` gets a site dict). A parameter is a tensor only by its annotation."""
+    for name in sorted(guessed):
+        env.pop(name, None)
+    guessed.clear()
 
 
 def iterated_parameters(fn: ModelFunction, tensor_attrs: frozenset[str]) -> frozenset[str]:
