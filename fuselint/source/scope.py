@@ -267,10 +267,10 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
 
 
 # Calls that take a function without running it under the caller's trace: dynamo runs a function
-# handed to `torch.compiler.disable` eagerly (FL108 names that call), and never runs a hook
-# registered in forward on this call.
-_NOT_RUN_WITH = frozenset({"disable", "register_forward_hook", "register_forward_pre_hook",
-                           "register_full_backward_hook", "register_hook", "Thread", "submit"})  # fmt: skip
+# handed to `torch.compiler.disable` eagerly (FL108 names that call), a hook registered in forward
+# runs on later calls if at all, and a container only stores it (`self.hooks.append(self._share)`).
+_NOT_RUN_WITH = frozenset({"disable", "Thread", "submit", "append", "appendleft", "extend", "insert",
+                           "add", "put", "setdefault", "setattr"})  # fmt: skip
 
 
 def _handed(
@@ -280,7 +280,7 @@ def _handed(
     `functools.partial(f, ...)`, `map(f, xs)`, `PitWrapper(cal_si_snr)`, `apply_fn(self._step)`."""
     func = call.func
     callee = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if callee in _NOT_RUN_WITH:
+    if callee in _NOT_RUN_WITH or callee.startswith("register"):
         return
     for arg in (*call.args, *(k.value for k in call.keywords)):
         if isinstance(arg, ast.Name) and arg.id in free:

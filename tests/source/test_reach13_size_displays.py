@@ -57,6 +57,18 @@ def test_tensors_in_size_displays_are_flagged():
     assert lines(SOURCE, "FL101") == [9, 10, 11, 12, 13]
 
 
+def test_a_randint_bound_is_no_size():
+    source = """
+        import torch
+
+        @torch.compile
+        def draw(x):
+            n = x.sum().long()
+            return torch.randint(0, n + 1, size=(2,)), torch.randint(n, (2,)), torch.randint(2, (n,))
+    """
+    assert lines(source, "FL101") == [7]  # `(n,)`, the last call's size
+
+
 @pytest.mark.parametrize(
     "size_of",
     [

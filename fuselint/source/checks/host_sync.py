@@ -114,8 +114,9 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
 def _factory_sizes(call: ast.Call, qual: str) -> list[ast.expr]:
     """The sizes a factory takes, one by one or in a display: `torch.zeros(2, n)`, `torch.zeros((2, n))`,
     `size=(2, n)`, `torch.randint(low, high, (2, n))` (its bounds are no sizes), `torch.arange`'s ends."""
-    if qual == "torch.randint":  # randint(high, size) / randint(low, high, size)
-        sizes = call.args[-1:] if len(call.args) > 1 else []
+    if qual == "torch.randint":  # randint(high, size) / randint(low, high, size) / randint(lo, hi, size=s)
+        keyword = any(k.arg == "size" for k in call.keywords)
+        sizes = call.args[-1:] if len(call.args) > 1 and not keyword else []
     else:
         sizes = call.args[:1] if qual == "torch.full" else list(call.args)
     if qual == "torch.arange":
