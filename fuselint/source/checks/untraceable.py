@@ -176,6 +176,8 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     rnns: dict[int, dict[str, str]] = {}
     barred: set[int] = set()
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
+    retries = "TypeError" in sf.text  # each check below walks every function: skip it when it cannot fire
+    draws = "random" in sf.text
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
         yield from comprehension_frames(sf, flow, rule)
@@ -183,8 +185,10 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
         if id(cls) not in rnns:
             rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
         yield from _rnn_calls(sf, flow, rnns[id(cls)], rule)
-        yield from type_error_retries(sf, flow, rule)
-        yield from python_random_tensor_bounds(sf, flow, rule)
+        if retries:
+            yield from type_error_retries(sf, flow, rule)
+        if draws:
+            yield from python_random_tensor_bounds(sf, flow, rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
