@@ -91,6 +91,9 @@ class Finding:
     source_line: str = ""
     # Extra machine-readable facts (e.g. a graph break's dynamo id and reason).
     details: tuple[tuple[str, str], ...] = field(default=())
+    # Other lines whose noqa comment silences the finding too: one placed on a later line of a
+    # multi-line test (where dynamo names the break) stays silenced by one on any line of it.
+    noqa_lines: tuple[int, ...] = ()
 
     @property
     def sort_key(self) -> tuple:

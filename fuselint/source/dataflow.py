@@ -190,6 +190,12 @@ def _is_none(default: ast.expr | None) -> bool:
     return isinstance(default, ast.Constant) and default.value is None
 
 
+def _numbers_only(kinds: list[str | None]) -> bool:
+    """Every caller seen hands a Python number (a literal, a shape, an int option): the parameter
+    holds one, whatever its annotation says (lightglue's `height: torch.Tensor` handed ints)."""
+    return bool(kinds) and all(k in _NUMBERS for k in kinds)
+
+
 def parameter_kinds(
     fn: FunctionNode,
     passed: dict[str, list[str | None]] | None = None,
@@ -239,7 +245,7 @@ def parameter_kinds(
             )
             if kind == TENSOR and all(k == BOOL for k in kinds):
                 kind = BOOL
-            kind = kind or annotated
+            kind = kind or (None if _numbers_only(kinds) else annotated)
         elif arg.annotation is not None:
             kind = annotated
         elif _host_param_name(name):
@@ -2206,6 +2212,8 @@ def analyze(
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
     env = parameter_kinds(fn.node, given, flow.guessed, fn.cls)
+    if fn.reason == "called" and given is None:
+        _no_guesses(env, flow.guessed)
     flow.iterated = iterated_parameters(fn, tensor_attrs)
     for name in sorted(flow.iterated):
         if env.get(name) not in TENSORS:
@@ -2220,6 +2228,15 @@ def analyze(
     if callees:
         _record_calls(flow, callees, passed)
     return flow
+
+
+def _no_guesses(env: Env, guessed: set[str]) -> None:
+    """A helper in scope with no call seen: it is handed to a call (`functools.partial(f, ...)`,
+    `map(f, xs)`, a callback, `fuselint.source.scope`), which passes what it likes (pyro's
+    `partial(_config_fn, ...)` gets a site dict). A parameter is a tensor only by its annotation."""
+    for name in sorted(guessed):
+        env.pop(name, None)
+    guessed.clear()
 
 
 def iterated_parameters(fn: ModelFunction, tensor_attrs: frozenset[str]) -> frozenset[str]:

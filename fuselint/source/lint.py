@@ -145,7 +145,8 @@ def unused_noqa(
     """
     used: dict[int, set[str]] = {}
     for f in findings:
-        used.setdefault(notes.carrier(f.span.line), set()).add(f.code)
+        for line in _noqa_lines(f):
+            used.setdefault(notes.carrier(line), set()).add(f.code)
     lines = text.split("\n")
     fixable = _ODD_BREAKS.search(text) is None
     out: list[Finding] = []
@@ -272,13 +273,22 @@ def suppressed(
     the line it is on and a finding inside a multi-line string is silenced where it ends; the
     file's lines are also accepted (the line itself then carries).
     """
-    line = finding.span.line
+    return any(_silences(_comment(line, lines), finding, codes) for line in _noqa_lines(finding))
+
+
+def _noqa_lines(finding: Finding) -> tuple[int, ...]:
+    return (finding.span.line, *finding.noqa_lines)
+
+
+def _comment(line: int, lines: list[str] | dict[int, str] | NoqaMap) -> str:
     if isinstance(lines, NoqaMap):
-        text = lines.comment(lines.carrier(line))
-    elif isinstance(lines, dict):
-        text = lines.get(line, "")
-    else:
-        text = lines[line - 1] if 0 <= line - 1 < len(lines) else ""
+        return lines.comment(lines.carrier(line))
+    if isinstance(lines, dict):
+        return lines.get(line, "")
+    return lines[line - 1] if 0 <= line - 1 < len(lines) else ""
+
+
+def _silences(text: str, finding: Finding, codes: Iterable[str] | None) -> bool:
     named = noqa_codes(text)
     if named is None:
         return False

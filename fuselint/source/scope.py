@@ -261,6 +261,38 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
                 fn, cls = methods[(current.cls.name, func.attr)]
                 chain = (*current.chain, f"{cls.name}.{fn.name}")
                 add(fn, cls, "called", current.via, (), chain, current.side)
+            for fn, cls in _handed(node, current, free, methods):
+                chain = (*current.chain, f"{cls.name}.{fn.name}" if cls is not None else fn.name)
+                add(fn, cls, "called", current.via, (), chain, current.side)
+
+
+# Calls that take a function without running it under the caller's trace: dynamo runs a function
+# handed to `torch.compiler.disable` eagerly (FL108 names that call), a hook registered in forward
+# runs on later calls if at all, and a container only stores it (`self.hooks.append(self._share)`).
+_NOT_RUN_WITH = frozenset({"disable", "Thread", "submit", "append", "appendleft", "extend", "insert",
+                           "add", "put", "setdefault", "setattr"})  # fmt: skip
+
+
+def _handed(
+    call: ast.Call, current: ModelFunction, free: dict, methods: dict
+) -> Iterable[tuple[FunctionNode, ast.ClassDef | None]]:
+    """The same-file functions handed to `call` as arguments, which the callee runs in its place:
+    `functools.partial(f, ...)`, `map(f, xs)`, `PitWrapper(cal_si_snr)`, `apply_fn(self._step)`."""
+    func = call.func
+    callee = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if callee in _NOT_RUN_WITH or callee.startswith("register"):
+        return
+    for arg in (*call.args, *(k.value for k in call.keywords)):
+        if isinstance(arg, ast.Name) and arg.id in free:
+            yield free[arg.id], None
+        elif (
+            current.cls is not None
+            and isinstance(arg, ast.Attribute)
+            and isinstance(arg.value, ast.Name)
+            and arg.value.id == "self"
+            and (current.cls.name, arg.attr) in methods
+        ):
+            yield methods[(current.cls.name, arg.attr)]
 
 
 def wrappers(decorator: FunctionNode) -> list[FunctionNode]:

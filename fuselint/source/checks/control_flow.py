@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from dataclasses import replace
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
@@ -651,14 +652,10 @@ def data_dependent_control_flow(
             # dynamo names the line where the culprit starts: a later line of a test that spans several
             # (`if (\n k == 0\n or n == 0\n):` breaks at `or n == 0`, torch 2.13)
             anchor = culprit if culprit.lineno != node.test.lineno else node.test
-            yield finding(
-                sf,
-                rule,
-                anchor,
-                _message(what[type(node)], culprit, flow, site, rule),
-                fix,
-                path=site.path,
+            found = finding(
+                sf, rule, anchor, _message(what[type(node)], culprit, flow, site, rule), fix, path=site.path
             )
+            yield replace(found, noqa_lines=_other_test_lines(node, anchor.lineno))
         for site in flow.of(ast.comprehension):
             # `[b for b, drop in zip(blocks, to_drop) if not drop]`: each `if` clause is a branch
             for test in site.node.ifs:
@@ -689,6 +686,13 @@ def _reduced_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[F
         if culprit is not None:
             message = _message(f"`{func.id}()` over a comprehension", culprit, flow, site, rule)
             yield finding(sf, rule, call, message, path=site.path)
+
+
+def _other_test_lines(node: ast.If | ast.While | ast.IfExp | ast.Assert, line: int) -> tuple[int, ...]:
+    """The lines from the statement's first to its test's last, besides `line`: a `# noqa` on any of
+    them silences its finding (the finding stood on the first before it moved to the culprit's line)."""
+    end = node.test.end_lineno or node.test.lineno
+    return tuple(n for n in range(min(node.lineno, node.test.lineno), end + 1) if n != line)
 
 
 def _message(what: str, culprit: ast.expr, flow: FunctionFlow, site: Site, rule: Rule) -> str:

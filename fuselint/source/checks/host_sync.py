@@ -23,6 +23,7 @@ from fuselint.source.module import SourceFile
 from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
+from fuselint.source.size_displays import host_made, size_parts
 from fuselint.source.wrapped_numbers import wrapped_numbers
 
 _SYNC_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.numpy()`"}
@@ -76,11 +77,8 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             return f"`.cpu()` result handed to `{qual}` on the host"
         if qual.startswith(("numpy.", "math.")) and tensor_args:
             return f"`{qual.split('.')[0]}` function applied to tensor `{describe(tensor_args[0], 30)}`"
-        if qual in _SIZE_FUNCTIONS:
-            sizes = call.args[:1] if qual == "torch.full" else call.args
-            if qual == "torch.arange":
-                sizes = [*sizes, *(k.value for k in call.keywords if k.arg in ("start", "end", "step"))]
-            bad = [a for a in sizes if flow.is_tensor(a, site.env)]
+        if qual in _SIZE_FUNCTIONS or qual == "torch.randint":
+            bad = [a for a in _factory_sizes(call, qual) if _read_size(a, flow, site.env)]
             if bad:
                 return f"tensor `{describe(bad[0], 30)}` used as a size in `{qual}` is read on the host"
         if qual in _SIZE_KEYWORD_FUNCTIONS:
@@ -95,20 +93,41 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         and flow.is_tensorish(func.value, site.env)
     ):
         sizes = call.args[:1] if func.attr == "new_full" else call.args
+        single = len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List))
+        sizes = size_parts(sizes) if single or func.attr.startswith("new_") else sizes
         # A size parameter taken for a tensor on its name alone (`x.view(bs, -1)`) is a Python int far
         # more often than not: a guess is not enough to call it a host read.
         bad = [
             a
             for a in sizes
-            if flow.is_tensor(a, site.env)
+            if _read_size(a, flow, site.env)
             and not isinstance(a, ast.Starred)
             and not (isinstance(a, ast.Name) and a.id in flow.guessed and flow.assigned.get(a.id) == 1)
         ]
-        if func.attr in ("view", "reshape", "expand", "repeat") and len(call.args) == 1:
+        if func.attr in ("view", "reshape", "expand", "repeat") and len(call.args) == 1 and not single:
             return None  # x.view(other) may be a shape tuple or view-as-dtype; x.repeat(t) rare
         if bad:
             return f"tensor `{describe(bad[0], 30)}` used as a size in `.{func.attr}()` is read on the host"
     return None
+
+
+def _factory_sizes(call: ast.Call, qual: str) -> list[ast.expr]:
+    """The sizes a factory takes, one by one or in a display: `torch.zeros(2, n)`, `torch.zeros((2, n))`,
+    `size=(2, n)`, `torch.randint(low, high, (2, n))` (its bounds are no sizes), `torch.arange`'s ends."""
+    if qual == "torch.randint":  # randint(high, size) / randint(low, high, size) / randint(lo, hi, size=s)
+        keyword = any(k.arg == "size" for k in call.keywords)
+        sizes = call.args[-1:] if len(call.args) > 1 and not keyword else []
+    else:
+        sizes = call.args[:1] if qual == "torch.full" else list(call.args)
+    if qual == "torch.arange":
+        sizes = [*sizes, *(k.value for k in call.keywords if k.arg in ("start", "end", "step"))]
+    return size_parts([*sizes, *(k.value for k in call.keywords if k.arg == "size")])
+
+
+def _read_size(size: ast.expr, flow: FunctionFlow, env: Env) -> bool:
+    """A tensor as a size, which dynamo reads on the host; not one that torch arithmetic made of
+    Python numbers (`torch.div(seq_len, w, rounding_mode="trunc") - 1`), whose value it knows."""
+    return flow.is_tensor(size, env) and not host_made(size, flow, env)
 
 
 def _tensor_sizes(call: ast.Call, flow: FunctionFlow, site: Site) -> ast.expr | None:

@@ -48,7 +48,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.break_fixes import enter_without_bar, iterate_a_tuple, iterate_without_bar
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
-from fuselint.source.dataflow import FunctionFlow, flows, none_defaulted
+from fuselint.source.dataflow import TENSORISH, FunctionFlow, describe, flows, none_defaulted
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import walk
@@ -271,6 +271,8 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     rnns: dict[int, dict[str, str]] = {}
     barred: set[int] = set()
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
+    retries = "TypeError" in sf.text  # each check below walks every function: skip it when it cannot fire
+    draws = "random" in sf.text
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
         yield from comprehension_frames(sf, flow, rule)
@@ -278,6 +280,10 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
         if id(cls) not in rnns:
             rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
         yield from _rnn_calls(sf, flow, rnns[id(cls)], rule)
+        if retries:
+            yield from type_error_retries(sf, flow, rule)
+        if draws:
+            yield from python_random_tensor_bounds(sf, flow, rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
@@ -758,3 +764,76 @@ def comprehension_frames(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iter
         )
         fix = None if has_comment(sf, comp.generators[0].iter) else iterate_a_tuple(sf, comp, bound)
         yield finding(sf, rule, comp, message, fix, path=site.path)
+
+
+def _catches_type_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(isinstance(n, ast.Name) and n.id == "TypeError" for n in names)
+
+
+def type_error_retries(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """`try: x = layer(x, lengths=lens)` / `except TypeError: x = layer(x)`: a call retried with other
+    arguments when the first ones do not bind. dynamo cannot raise the TypeError of a failed binding
+    inside the graph: where the callee does not take the arguments it breaks the graph at the call
+    (gb7312, "failed to bind arguments when attempting to inline"; a torch op sends the whole frame
+    to eager). A TypeError that the callee itself raises traces (torch 2.13)."""
+    tries = [n for n in walk(flow.fn.node) if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try)))]
+    if not tries:
+        return
+    calls = {id(site.node): site for site in flow.of(ast.Call)}  # the live calls, with their paths
+    for node in tries:
+        handlers = [h for h in node.handlers if h.type is not None and _catches_type_error(h)]
+        retried = {ast.dump(n.func) for h in handlers for n in walk(h) if isinstance(n, ast.Call)}
+        if not retried:
+            continue
+        for stmt in node.body:
+            site = next(
+                (
+                    calls[id(n)]
+                    for n in walk(stmt)
+                    if isinstance(n, ast.Call) and id(n) in calls and ast.dump(n.func) in retried
+                ),
+                None,
+            )
+            if site is not None:
+                call = site.node
+                message = (
+                    f"`{describe(call.func, 40)}(...)` retried under `except TypeError`: where its arguments "
+                    "do not bind, dynamo cannot raise the TypeError inside the graph and breaks here "
+                    "(gb7312); give the callees one signature (`forward(self, x, lengths=None)`), or choose "
+                    "the call once in `__init__` from `inspect.signature`"
+                )
+                yield finding(sf, rule, call, message, path=site.path)
+                break
+
+
+# Python's draws that dynamo traces while their bounds are Python numbers (`_PYTHON_RANDOM` holds
+# those it never traces).
+_PYTHON_RANDOM_BOUNDED = frozenset({"random.randint", "random.randrange", "random.uniform"})
+
+
+def python_random_tensor_bounds(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """`random.randint(0, n)` with `n` a tensor (`n = torch.randint(...)`): dynamo traces
+    `randint`, `randrange` and `uniform` on Python numbers, and skips them (gb0007) when a bound is
+    a tensor (torch 2.13)."""
+    for site in flow.of(ast.Call):
+        call = site.node
+        if sf.imports.qualname(call.func) not in _PYTHON_RANDOM_BOUNDED:
+            continue
+        bound = next(
+            (
+                a
+                for a in (*call.args, *(k.value for k in call.keywords))
+                if flow.kind(a, site.env) in TENSORISH
+            ),
+            None,
+        )
+        if bound is not None:
+            message = (
+                f"`{describe(call, 50)}` draws with a tensor bound (`{describe(bound, 30)}`): dynamo "
+                "traces Python's `random` only on Python numbers and breaks the graph here (gb0007); "
+                "keep the bound a Python int, or draw with torch from the tensor "
+                "(`(torch.rand(()) * (n + 1)).long()` for `randint(0, n)`)"
+            )
+            yield finding(sf, rule, call, message, path=site.path)

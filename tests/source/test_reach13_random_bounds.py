@@ -1,0 +1,52 @@
+"""FL108: Python's `random.randint`, `randrange` and `uniform` trace while their bounds are Python
+numbers (judge10's and review12's dynamo facts), and dynamo skips them (gb0007, "Attempted to call
+function marked as skipped") when a bound is a tensor. Flagged only then; the drawing functions
+that never trace (`random.random`, `choice`, ...) stay flagged whatever their arguments."""
+
+from __future__ import annotations
+
+import pytest
+from source_rules_helpers import lines
+
+SOURCE = """
+    import random
+
+    import torch
+    from torch import nn
+
+
+    class Draws(nn.Module):
+        def forward(self, x, k: int):
+            n = torch.randint(1, 3, (1,))
+            a = random.randint(0, k)
+            b = random.randrange(1, x.shape[0])
+            c = random.randint(0, n)
+            d = random.uniform(0.0, x.sum())
+            e = random.randrange(len(x))
+            return x[a:] * b + c + d + e
+"""
+
+
+def _skipped(fn, *args) -> list[str]:
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    torch.compile(fn, backend="eager")(*args)
+    return [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
+
+
+def test_only_tensor_bounds_are_flagged():
+    assert lines(SOURCE, "FL108") == [13, 14]
+
+
+def test_dynamo_skips_the_draw_only_with_a_tensor_bound():
+    import random
+
+    torch = pytest.importorskip("torch")
+    x = torch.ones(5)
+    skipped = ["Attempted to call function marked as skipped"]
+    assert _skipped(lambda x, k: x * random.randint(0, k), x, 3) == []
+    assert _skipped(lambda x: x * random.randrange(1, x.shape[0]), x) == []
+    assert _skipped(lambda x: x + random.randint(0, torch.randint(1, 3, (1,))), x) == skipped
+    assert _skipped(lambda x: x + random.uniform(0.0, x.sum()), x) == skipped
