@@ -1,20 +1,28 @@
-"""FL106's second-match fix on every diffusers scheduler that has the idiom, checked in eager.
+"""FL106's second-match fixes on every diffusers scheduler that has one of the idioms, checked in eager.
 
-diffusers' schedulers find a timestep's place in their schedule with
+diffusers' schedulers find a timestep's place in their schedule in two ways:
 
-    indices = (schedule_timesteps == timestep).nonzero()
+    indices = (schedule_timesteps == timestep).nonzero()          # "second": Euler, Heun, CM, ...
     pos = 1 if len(indices) > 1 else 0
     return indices[pos].item()
 
-(`index_for_timestep`). `fuselint check --fix --unsafe-fixes` rewrites it with
-`torch.nonzero_static(..., size=2, fill_value=-1)` and `torch.where` (`break_fixes.second_match`).
-This lints each installed scheduler file that holds the idiom with `index_for_timestep` named a
-traced function (so the rewrite does not wait on reach), loads the fixed text as a module of
-`diffusers.schedulers`, and calls the original and the fixed `index_for_timestep` on the same
-scheduler object for every timestep of its schedule after `set_timesteps(n)`, each timestep given as
-a 0-d tensor and as a Python number, against the schedule itself and against the schedule repeated
-twice (every timestep matching twice: the second-match path). A timestep that is not in the
-schedule is the stated difference (IndexError -> -1) and is counted apart.
+    index_candidates = (schedule_timesteps == timestep).nonzero()  # "fallback": the DPM-Solvers
+    if len(index_candidates) == 0:
+        step_index = len(self.timesteps) - 1
+    elif len(index_candidates) > 1:
+        step_index = index_candidates[1].item()
+    else:
+        step_index = index_candidates[0].item()
+
+`fuselint check --fix --unsafe-fixes` rewrites both with `torch.nonzero_static(..., size=2,
+fill_value=-1)` and `torch.where` (`break_fixes.second_match`). This lints each installed scheduler
+file that holds an idiom with the method that holds it named a traced function (so the rewrite does
+not wait on reach), loads the fixed text as a module of `diffusers.schedulers`, and calls the
+original and the fixed method on the same scheduler object for every timestep of its schedule after
+`set_timesteps(n)`, each timestep given as a 0-d tensor and as a Python number, against the schedule
+itself and against the schedule repeated twice (every timestep matching twice: the second-match
+path). A timestep that is not in the schedule: for "fallback" one more lookup that must be equal;
+for "second" the stated difference (IndexError -> -1), counted apart.
 
     PYTHONPATH=. python bench/second_match.py          # the table
     PYTHONPATH=. python bench/second_match.py --json   # the counts, as JSON
@@ -25,13 +33,15 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import inspect
 import json
 import sys
 import types
 import warnings
 from pathlib import Path
 
-IDIOM = "pos = 1 if len(indices) > 1 else 0"
+IDIOMS = {"pos = 1 if len(indices) > 1 else 0": "second", "if len(index_candidates) == 0:": "fallback"}
+METHODS = ("index_for_timestep", "_init_step_index")
 STEPS = (2, 10, 25)
 
 
@@ -40,7 +50,7 @@ def _lint(text: str):
     from fuselint.config import Config
     from fuselint.source.lint import lint_text
 
-    config = Config(select=("FL106",), traced_functions=("*.index_for_timestep",))
+    config = Config(select=("FL106",), traced_functions=tuple(f"*.{m}" for m in METHODS))
     return lint_text("scheduler.py", text, load_catalog(), config)
 
 
@@ -50,16 +60,16 @@ def fixed_text(text: str) -> str:
     return fix_text(text, _lint, unsafe=True).text
 
 
-def idiom_classes(text: str) -> list[str]:
-    """The classes whose own `index_for_timestep` holds the idiom."""
-    names = []
+def idioms(text: str) -> list[tuple[str, str, str]]:
+    """(class, method, idiom) for each method of `METHODS` that holds an idiom."""
+    found = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ClassDef):
             for fn in node.body:
-                if isinstance(fn, ast.FunctionDef) and fn.name == "index_for_timestep":
-                    if IDIOM in ast.get_source_segment(text, fn):
-                        names.append(node.name)
-    return names
+                if isinstance(fn, ast.FunctionDef) and fn.name in METHODS:
+                    body = ast.get_source_segment(text, fn)
+                    found += [(node.name, fn.name, kind) for line, kind in IDIOMS.items() if line in body]
+    return found
 
 
 def load_fixed(stem: str, text: str) -> types.ModuleType:
@@ -73,20 +83,29 @@ def load_fixed(stem: str, text: str) -> types.ModuleType:
 
 
 def _index(fn, scheduler, timestep, schedule):
+    """What `fn` finds for `timestep` in `schedule` (set as the scheduler's own schedule too)."""
+    saved = scheduler.timesteps
+    scheduler.timesteps = schedule
     try:
-        return fn(scheduler, timestep, schedule)
+        if "schedule_timesteps" in inspect.signature(fn).parameters:
+            return fn(scheduler, timestep, schedule)
+        fn(scheduler, timestep)
+        return scheduler._step_index
     except IndexError:
         return "IndexError"
+    finally:
+        scheduler.timesteps = saved
 
 
-def compare(original, fixed, scheduler) -> dict:
+def compare(original, fixed, scheduler, kind: str) -> dict:
     """Lookups equal and differing over the scheduler's current schedule (see the module doc)."""
     import torch
 
-    counts = {"lookups": 0, "equal": 0, "differ": [], "no_match": 0, "no_match_as_stated": 0}
+    counts = {"lookups": 0, "equal": 0, "differ": [], "no_match_as_stated": 0}
     schedule = scheduler.timesteps
+    missing = schedule.max() + 1  # in no schedule
     for candidates in (schedule, torch.cat([schedule, schedule])):
-        for t in schedule:
+        for t in [*schedule, *([missing] if kind == "fallback" else [])]:
             for timestep in (t, t.item()):
                 want = _index(original, scheduler, timestep, candidates)
                 got = _index(fixed, scheduler, timestep, candidates)
@@ -95,12 +114,12 @@ def compare(original, fixed, scheduler) -> dict:
                     counts["equal"] += 1
                 else:
                     counts["differ"].append((float(t), want, got))
-    missing = schedule.max() + 1  # in no schedule: the stated difference
-    counts["no_match"] = 1
-    got = _index(fixed, scheduler, missing, schedule)
-    counts["no_match_as_stated"] = int(
-        _index(original, scheduler, missing, schedule) == "IndexError" and got == -1
-    )
+    if kind == "second":
+        want, got = (
+            _index(original, scheduler, missing, schedule),
+            _index(fixed, scheduler, missing, schedule),
+        )
+        counts["no_match_as_stated"] = int(want == "IndexError" and got == -1)
     return counts
 
 
@@ -111,58 +130,58 @@ def run() -> list[dict]:
     rows = []
     for path in sorted(folder.glob("scheduling_*.py")):
         text = path.read_text(encoding="utf-8")
-        classes = idiom_classes(text)
-        if not classes:
+        found = idioms(text)
+        if not found:
             continue
-        stem = path.stem
         fixed = fixed_text(text)
-        if idiom_classes(fixed) == classes:
-            rows.append({"file": path.name, "classes": classes, "rewritten": False})
-            continue
+        left = set(idioms(fixed))
         try:
-            original = importlib.import_module(f"diffusers.schedulers.{stem}")
+            original = importlib.import_module(f"diffusers.schedulers.{path.stem}")
+            patched = load_fixed(path.stem, fixed)
         except ImportError as error:  # an optional dependency (torchsde) that is not installed
-            rows.append(
-                {"file": path.name, "classes": classes, "rewritten": True, "steps": {0: f"import: {error}"}}
-            )
-            continue
-        patched = load_fixed(stem, fixed)
-        for name in classes:
+            original = patched = None
+            reason = f"import: {error}"
+        for name, method, kind in found:
+            row = {"file": path.name, "class": name, "method": method, "idiom": kind, "steps": {}}
+            rows.append(row)
+            row["rewritten"] = (name, method, kind) not in left
+            if not row["rewritten"] or original is None:
+                row["steps"][0] = reason if original is None else "not rewritten"
+                continue
             cls = getattr(original, name)
-            row = {"file": path.name, "classes": [name], "rewritten": True, "steps": {}}
             for steps in STEPS:
                 scheduler = cls()
                 try:
                     scheduler.set_timesteps(steps)
                 except Exception as error:  # noqa: BLE001 - a schedule this config cannot make
-                    row["steps"][steps] = f"set_timesteps: {type(error).__name__}: {error}"[:120]
+                    row["steps"][steps] = f"set_timesteps({steps}): {type(error).__name__}"
                     continue
-                row["steps"][steps] = compare(
-                    cls.index_for_timestep, getattr(patched, name).index_for_timestep, scheduler
-                )
-            rows.append(row)
+                fn, new = getattr(cls, method), getattr(getattr(patched, name), method)
+                row["steps"][steps] = compare(fn, new, scheduler, kind)
     return rows
 
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| file | class | lookups equal | no match: IndexError -> -1 |",
-        "|---|---|---|---|",
+        "| file | class.method | idiom | lookups equal | no match: IndexError -> -1 |",
+        "|---|---|---|---|---|",
     ]
     total = equal = 0
     for row in rows:
-        if not row["rewritten"]:
-            lines.append(f"| {row['file']} | {', '.join(row['classes'])} | not rewritten | - |")
-            continue
         done = [c for c in row["steps"].values() if isinstance(c, dict)]
         skipped = [c for c in row["steps"].values() if isinstance(c, str)]
         n, e = sum(c["lookups"] for c in done), sum(c["equal"] for c in done)
-        stated = sum(c["no_match_as_stated"] for c in done)
         total, equal = total + n, equal + e
-        note = f" (skipped: {'; '.join(skipped)})" if skipped else ""
-        lines.append(f"| {row['file']} | {row['classes'][0]} | {e} of {n}{note} | {stated} of {len(done)} |")
+        stated = (
+            f"{sum(c['no_match_as_stated'] for c in done)} of {len(done)}"
+            if row["idiom"] == "second"
+            else "-"
+        )
+        note = f" ({'; '.join(skipped)})" if skipped else ""
+        where = f"{row['class']}.{row['method']}"
+        lines.append(f"| {row['file']} | {where} | {row['idiom']} | {e} of {n}{note} | {stated} |")
     rewritten = sum(1 for r in rows if r["rewritten"])
-    head = f"**{equal} of {total} lookups equal** over {rewritten} schedulers rewritten ({len(rows)} with the idiom)"
+    head = f"**{equal} of {total} lookups equal** over {rewritten} of {len(rows)} methods with an idiom rewritten"
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 

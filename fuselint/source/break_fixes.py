@@ -378,6 +378,148 @@ def _second_if_several(stmt: ast.stmt, name: str) -> str | None:
     return stmt.targets[0].id
 
 
+def _nonzero_then(
+    sf: SourceFile, site: Site, flow: FunctionFlow
+) -> tuple[str, str, list[ast.stmt], int] | None:
+    """(the operand's text, the name, its block, the index there) of `name = <tensor>.nonzero()`
+    alone in its statement, in a function where `len` is the builtin; else None."""
+    found = _tensor_nonzero(sf, site, flow)
+    stmt = site.stmt
+    if found is None or found[1] or not (isinstance(stmt, ast.Assign) and stmt.value is site.node):
+        return None
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return None
+    if "len" in flow.assigned or _module_binds(sf, "len"):
+        return None  # `len` is not the builtin
+    block = block_of(flow.fn.node, stmt)
+    if block is None:
+        return None
+    at = next(i for i, s in enumerate(block) if s is stmt)
+    return sf.segment(found[0]), stmt.targets[0].id, block, at
+
+
+def _counted_against(test: ast.expr, name: str, op: type, bound: int) -> bool:
+    """`len(name) <op> bound`."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], op)
+        and _counted(test.left, name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and type(test.comparators[0].value) is int
+        and test.comparators[0].value == bound
+    )
+
+
+def _assigns(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
+    """(target, value) of `target = value` with one plain name; else None."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id, stmt.value
+    return None
+
+
+def _row_item(value: ast.expr, name: str, row: int) -> bool:
+    """`name[row].item()`."""
+    return (
+        isinstance(value, ast.Call)
+        and not value.args
+        and not value.keywords
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "item"
+        and isinstance(value.func.value, ast.Subscript)
+        and isinstance(value.func.value.value, ast.Name)
+        and value.func.value.value.id == name
+        and isinstance(value.func.value.slice, ast.Constant)
+        and type(value.func.value.slice.value) is int
+        and value.func.value.slice.value == row
+    )
+
+
+def _host_int(node: ast.expr) -> bool:
+    """An int literal, or `len(<names and attributes>)` plus or minus one: an int computed without
+    a call that could do anything (`len` is checked to be the builtin by the caller)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _host_int(node.left) and _host_int(node.right)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"):
+        return False
+    if len(node.args) != 1 or node.keywords:
+        return False
+    chain = node.args[0]
+    while isinstance(chain, ast.Attribute):
+        chain = chain.value
+    return isinstance(chain, ast.Name)
+
+
+CANDIDATES_MESSAGE = (
+    "read the second match if there is one, else the first, else the fallback, from "
+    "`torch.nonzero_static(x, size=2, fill_value=-1)` with `torch.where`, which have static shapes: "
+    "the same index for every input (assumes the fallback, `len(...)` of an attribute, can be computed "
+    "on every call: it was computed only when nothing matched)"
+)
+
+
+def _candidates_or_fallback(
+    sf: SourceFile, site: Site, flow: FunctionFlow, head: tuple[str, str, list[ast.stmt], int]
+) -> Fix | None:
+    """diffusers' DPM-Solver family (`index_for_timestep`, `_init_step_index`):
+
+        index_candidates = (schedule == t).nonzero()
+        if len(index_candidates) == 0:
+            step_index = len(self.timesteps) - 1
+        elif len(index_candidates) > 1:
+            step_index = index_candidates[1].item()
+        else:
+            step_index = index_candidates[0].item()
+
+    becomes `index_candidates = torch.nonzero_static(schedule == t, size=2, fill_value=-1)` and
+    `step_index = torch.where(c[1] >= 0, c[1], torch.where(c[0] >= 0, c[0], <fallback>)).item()`:
+    -1 is no index, so row 1 is a match exactly where there were several and row 0 where there was
+    one; the fallback is an int, so `.item()` gives the int the chain gave. The comment lines inside
+    the chain move above the new statement.
+    """
+    operand, name, block, at = head
+    if at + 1 >= len(block) or flow.assigned.get(name) != 1 or flow.loaded.get(name) != 4:
+        return None  # two `len`s and two rows: any other read would see the padded buffer
+    chain = block[at + 1]
+    if not (isinstance(chain, ast.If) and _counted_against(chain.test, name, ast.Eq, 0)):
+        return None
+    if len(chain.body) != 1 or len(chain.orelse) != 1 or not isinstance(chain.orelse[0], ast.If):
+        return None
+    inner = chain.orelse[0]
+    if not _counted_against(inner.test, name, ast.Gt, 1) or len(inner.body) != 1 or len(inner.orelse) != 1:
+        return None
+    arms = [_assigns(chain.body[0]), _assigns(inner.body[0]), _assigns(inner.orelse[0])]
+    if any(a is None for a in arms) or len({a[0] for a in arms}) != 1:
+        return None
+    target = arms[0][0]
+    fallback, second, first = (a[1] for a in arms)
+    if target == name or not (
+        _host_int(fallback) and _row_item(second, name, 1) and _row_item(first, name, 0)
+    ):
+        return None
+    if not whole_lines(sf, chain) or not sf.line_text(chain.lineno)[chain.col_offset :].startswith("if"):
+        return None
+    lines = [sf.line_text(n) for n in range(chain.lineno, (chain.end_lineno or chain.lineno) + 1)]
+    comments = [line.strip() for line in lines if line.strip().startswith("#")]
+    if sum("#" in line for line in lines) != len(comments):
+        return None  # a comment after code, or a `#` in a string: not carried over here
+    indent = sf.line_text(chain.lineno)[: chain.col_offset]
+    torch, imports = torch_name(sf)
+    newline = newline_of(sf.text)
+    pick = (
+        f"{target} = {torch}.where({name}[1] >= 0, {name}[1], "
+        f"{torch}.where({name}[0] >= 0, {name}[0], {sf.segment(fallback)})).item()"
+    )
+    content = "".join(f"{c}{newline}{indent}" for c in comments) + pick
+    edits = (
+        sf.replace(site.node, f"{torch}.nonzero_static({operand}, size=2, fill_value=-1)"),
+        sf.replace(chain, content),
+    )
+    return Fix(Applicability.UNSAFE, CANDIDATES_MESSAGE, edits, imports)
+
+
 def second_match(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     """diffusers' schedulers' `index_for_timestep`:
 
@@ -395,25 +537,21 @@ def second_match(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
 
     Only where nothing else reads or rebinds either name in the function (nested functions
     included), the `pos` line follows the nonzero's directly (comments between are kept) and the one
-    read `indices[pos]` sits in a later statement of the same block.
+    read `indices[pos]` sits in a later statement of the same block. The form with a fallback for no
+    match (`if len(c) == 0: ... elif len(c) > 1: ... else: ...`) is `_candidates_or_fallback`'s.
     """
-    found = _tensor_nonzero(sf, site, flow)
-    stmt = site.stmt
-    if found is None or found[1] or not (isinstance(stmt, ast.Assign) and stmt.value is site.node):
+    head = _nonzero_then(sf, site, flow)
+    if head is None:
         return None
-    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
-        return None
-    name = stmt.targets[0].id
-    block = block_of(flow.fn.node, stmt)
-    if block is None:
-        return None
-    at = next(i for i, s in enumerate(block) if s is stmt)
+    operand, name, block, at = head
     if at + 2 > len(block):
-        return None
+        return _candidates_or_fallback(sf, site, flow, head)
     choice = block[at + 1]
     pos = _second_if_several(choice, name)
-    if pos is None or pos == name or "len" in flow.assigned or _module_binds(sf, "len"):
-        return None  # `len` is not the builtin
+    if pos is None:
+        return _candidates_or_fallback(sf, site, flow, head)
+    if pos == name:
+        return None
     if flow.assigned.get(name) != 1 or flow.assigned.get(pos) != 1:
         return None  # rebound (or a parameter) somewhere: the read may see another value
     if flow.loaded.get(name) != 2 or flow.loaded.get(pos) != 1:
@@ -436,7 +574,6 @@ def second_match(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     if not whole_lines(sf, choice) or has_comment(sf, choice):
         return None
     torch, imports = torch_name(sf)
-    operand = sf.segment(found[0])
     edits = (
         sf.replace(site.node, f"{torch}.nonzero_static({operand}, size=2, fill_value=-1)"),
         sf.delete_statement(choice),

@@ -1092,3 +1092,61 @@ def test_second_match_fix_refuses_a_len_bound_in_the_function():
     text = _SECOND_MATCH.replace("        indices = (x", "        len = lambda v: 2\n        indices = (x")
     found = _lint(text, ("FL106",))
     assert found and all(f.fix is None for f in found)
+
+
+_CANDIDATES = (
+    "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n"
+    "        self.timesteps = torch.tensor([9.0, 6.0, 6.0, 3.0, 0.0])\n\n"
+    "    def forward(self, x, t):\n"
+    "        index_candidates = (self.timesteps == t).nonzero()\n"
+    "        if len(index_candidates) == 0:\n"
+    "            step_index = len(self.timesteps) - 1\n"
+    "        # the second match where there are several\n"
+    "        elif len(index_candidates) > 1:\n"
+    "            step_index = index_candidates[1].item()\n"
+    "        else:\n"
+    "            step_index = index_candidates[0].item()\n"
+    "        return x * step_index\n"
+)
+
+
+def test_second_match_with_a_fallback_gives_the_same_index_for_every_timestep_and_drops_the_nonzero_break():
+    fixed = _fix_fl106(_CANDIDATES)
+    assert (
+        "elif" not in fixed and "# the second match where there are several\n        step_index = " in fixed
+    )
+    assert "index_candidates[0] >= 0, index_candidates[0], len(self.timesteps) - 1" in fixed
+    before, after = _load(_CANDIDATES, "a").M(), _load(fixed, "b").M()
+    x = torch.ones(2)
+    for t in (9.0, 6.0, 3.0, 0.0, 5.0):  # one match, two, and none (the fallback, no stated difference)
+        g0, y0 = _trace(before, x, torch.tensor(t))
+        g1, y1 = _trace(after, x, torch.tensor(t))
+        assert torch.equal(y0, y1)
+        # the nonzero's break goes; the `.item()` the code asks for stays (with no match the
+        # original reads no row, so it broke at the nonzero only)
+        assert g1 == (g0 - 1 if t != 5.0 else g0)
+    (found,) = _lint(_CANDIDATES, ("FL106",))
+    assert found.fix.applicability is Applicability.UNSAFE and "fallback" in found.fix.message
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("len(self.timesteps) - 1", "self.last()"),  # a call that may do anything, now on every call
+        ("len(self.timesteps) - 1", "0.5"),  # not an int: torch.where would give a float
+        ("index_candidates[1].item()", "index_candidates[-1].item()"),
+        ("> 1:", "> 2:"),
+        ("        return x * step_index\n", "        return x * step_index + len(index_candidates)\n"),
+        (
+            "            step_index = index_candidates[0].item()\n",
+            "            other = index_candidates[0].item()\n",
+        ),
+        ("= len(self.timesteps) - 1\n", "= len(self.timesteps) - 1  # the last\n"),  # a comment after code
+    ],
+)
+def test_second_match_with_a_fallback_only_on_the_idiom(old, new):
+    text = _CANDIDATES.replace(old, new)
+    assert text != _CANDIDATES
+    found = _lint(text, ("FL106",))
+    assert found and all(f.fix is None for f in found)

@@ -14,7 +14,8 @@ longest target length's value, so dynamo (torch 2.13) breaks at `F.ctc_loss` and
 Where only the first match is read (`x.nonzero()[0]`, `x.nonzero(as_tuple=True)[d][0]`), the fix
 reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`); where the second
 match is read when there are several, else the first (diffusers' schedulers' `index_for_timestep`),
-from `torch.nonzero_static(x, size=2, fill_value=-1)` and `torch.where` (`break_fixes.second_match`).
+from `torch.nonzero_static(x, size=2, fill_value=-1)` and `torch.where` (`break_fixes.second_match`,
+also the DPM-Solvers' form that falls back to the last index when nothing matches).
 """
 
 from __future__ import annotations
