@@ -147,10 +147,16 @@ NO_FIX = {
     ): "not a site of its own: the `device` "
     "property's comprehension is a frame of its own (gb4347) only when `__call__` runs in eager; see "
     "group_offloading.py above",
-    ("scheduling_consistency_models.py", "(schedule_timesteps == timestep).nonzero()"): "(untuned) "
-    "`index_for_timestep` reads the second match when there are several (`pos = 1 if len(indices) > 1 "
-    "else 0`): FL106's first-nonzero fix reads only the first",
-    ("scheduling_consistency_models.py", "return indices[pos].item()"): "(untuned) see the line above",
+    # fixes13: the nonzero of `index_for_timestep` (338) is FL106's second-match fix now.
+    ("scheduling_consistency_models.py", "indices[0]).item()"): "(untuned) the step index is a Python "
+    "int by contract: `step_index` is a public property (`-> int`) that pipelines read as one "
+    "(`scheduler.sigmas[scheduler.step_index + 1]`, LEDITS++), `step` then indexes `self.sigmas` with it "
+    "and compares `step_index + 1 < num_train_timesteps` in Python, and `_step_index += 1` counts on the "
+    "host. A 0-d tensor in its place changes what callers see and moves the break to those reads (a "
+    "computed index, a data-dependent `if`). The value depends on the timestep, which the pipeline's "
+    "loop computes in the graph, so no host int exists to keep; `set_begin_index(0)` in the pipeline "
+    "would skip the lookup but reads index 0 where the schedule repeats its first timestep (the "
+    "lookup then gives 1)",
     ("modeling_led.py", ".any().item()"): "(untuned) Longformer's global-attention switch (see "
     "modeling_longformer.py)",
     ("transformer_lumina2.py", ".tolist()"): "per-sample caption lengths from the mask size the packed "

@@ -262,6 +262,25 @@ def _int_index(node: ast.AST, parent: ast.Subscript) -> int | None:
     return None
 
 
+def _tensor_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> tuple[ast.expr, bool] | None:
+    """(the tensor, as_tuple) of a nonzero call at `site` whose operand the code shows to be a
+    tensor (not a parameter guessed from its name: numpy's `a.nonzero()` is a tuple); else None."""
+    call = site.node
+    if not isinstance(call, ast.Call):
+        return None
+    found = _nonzero_operand(sf, call)
+    if found is None or flow.kind(found[0], site.env) not in TENSORS:
+        return None
+    tensors = [
+        n
+        for n in walk(found[0])
+        if isinstance(n, (ast.Name, ast.Attribute)) and flow.kind(n, site.env) in TENSORS
+    ]
+    if tensors and all(isinstance(n, ast.Name) and n.id in flow.guessed for n in tensors):
+        return None  # a tensor only by the guess on a parameter's name: it may be a numpy array
+    return found
+
+
 def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     """`x.nonzero()[0]` -> `torch.nonzero_static(x, size=1)[0]`, and
     `x.nonzero(as_tuple=True)[d][0]` (or `torch.where(x)[d][0]`) -> `torch.nonzero_static(x, size=1)[0, d]`.
@@ -273,21 +292,10 @@ def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     numpy's `a.nonzero()` is a tuple, so `a.nonzero()[0]` is every index along axis 0.
     """
     call = site.node
-    if not isinstance(call, ast.Call):
-        return None
-    found = _nonzero_operand(sf, call)
+    found = _tensor_nonzero(sf, site, flow)
     if found is None:
         return None
     operand, as_tuple = found
-    if flow.kind(operand, site.env) not in TENSORS:
-        return None
-    tensors = [
-        n
-        for n in walk(operand)
-        if isinstance(n, (ast.Name, ast.Attribute)) and flow.kind(n, site.env) in TENSORS
-    ]
-    if tensors and all(isinstance(n, ast.Name) and n.id in flow.guessed for n in tensors):
-        return None  # a tensor only by the guess on a parameter's name: it may be a numpy array
     parents = {id(child): node for node in walk(site.stmt) for child in child_nodes(node)}
     outer = parents.get(id(call))
     if not isinstance(outer, ast.Subscript):
@@ -306,6 +314,272 @@ def first_nonzero(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
         return None
     content = f"{static}[0, {first}]"
     return Fix(Applicability.UNSAFE, FIRST_NONZERO_MESSAGE, (sf.replace(inner, content),), imports)
+
+
+# ---------------------------------------------------------------- FL106: the second match, else the first
+
+SECOND_MATCH_MESSAGE = (
+    "read the second match if there is one, else the first, from "
+    "`torch.nonzero_static(x, size=2, fill_value=-1)` with `torch.where`, which have static shapes "
+    "(assumes some element matches: with none, the original raises IndexError and this gives -1, "
+    "an index that reads the last element)"
+)
+
+
+def _counted(node: ast.AST, name: str) -> bool:
+    """`len(name)`, the builtin."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == name
+    )
+
+
+def _module_binds(sf: SourceFile, name: str) -> bool:
+    """The file binds `name` at module level (an import, a def, a class or an assignment)."""
+    if name in sf.imports.aliases:
+        return True
+    for stmt in sf.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+            return True
+        if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name for n in walk(stmt)):
+            return True
+    return False
+
+
+def _second_if_several(stmt: ast.stmt, name: str) -> str | None:
+    """The target of `pos = 1 if len(name) > 1 else 0`, else None."""
+    if not (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return None
+    value = stmt.value
+    if not isinstance(value, ast.IfExp):
+        return None
+    test, body, orelse = value.test, value.body, value.orelse
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Gt)
+        and _counted(test.left, name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and type(test.comparators[0].value) is int
+        and test.comparators[0].value == 1
+    ):
+        return None
+    if not all(isinstance(c, ast.Constant) and type(c.value) is int for c in (body, orelse)):
+        return None
+    if (body.value, orelse.value) != (1, 0):
+        return None
+    return stmt.targets[0].id
+
+
+def _nonzero_then(
+    sf: SourceFile, site: Site, flow: FunctionFlow
+) -> tuple[str, str, list[ast.stmt], int] | None:
+    """(the operand's text, the name, its block, the index there) of `name = <tensor>.nonzero()`
+    alone in its statement, in a function where `len` is the builtin; else None."""
+    found = _tensor_nonzero(sf, site, flow)
+    stmt = site.stmt
+    if found is None or found[1] or not (isinstance(stmt, ast.Assign) and stmt.value is site.node):
+        return None
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return None
+    if "len" in flow.assigned or _module_binds(sf, "len"):
+        return None  # `len` is not the builtin
+    block = block_of(flow.fn.node, stmt)
+    if block is None:
+        return None
+    at = next(i for i, s in enumerate(block) if s is stmt)
+    return sf.segment(found[0]), stmt.targets[0].id, block, at
+
+
+def _counted_against(test: ast.expr, name: str, op: type, bound: int) -> bool:
+    """`len(name) <op> bound`."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], op)
+        and _counted(test.left, name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and type(test.comparators[0].value) is int
+        and test.comparators[0].value == bound
+    )
+
+
+def _assigns(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
+    """(target, value) of `target = value` with one plain name; else None."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id, stmt.value
+    return None
+
+
+def _row_item(value: ast.expr, name: str, row: int) -> bool:
+    """`name[row].item()`."""
+    return (
+        isinstance(value, ast.Call)
+        and not value.args
+        and not value.keywords
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "item"
+        and isinstance(value.func.value, ast.Subscript)
+        and isinstance(value.func.value.value, ast.Name)
+        and value.func.value.value.id == name
+        and isinstance(value.func.value.slice, ast.Constant)
+        and type(value.func.value.slice.value) is int
+        and value.func.value.slice.value == row
+    )
+
+
+def _host_int(node: ast.expr) -> bool:
+    """An int literal, or `len(<names and attributes>)` plus or minus one: an int computed without
+    a call that could do anything (`len` is checked to be the builtin by the caller)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _host_int(node.left) and _host_int(node.right)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"):
+        return False
+    if len(node.args) != 1 or node.keywords:
+        return False
+    chain = node.args[0]
+    while isinstance(chain, ast.Attribute):
+        chain = chain.value
+    return isinstance(chain, ast.Name)
+
+
+CANDIDATES_MESSAGE = (
+    "read the second match if there is one, else the first, else the fallback, from "
+    "`torch.nonzero_static(x, size=2, fill_value=-1)` with `torch.where`, which have static shapes: "
+    "the same index for every input (assumes the fallback, `len(...)` of an attribute, can be computed "
+    "on every call: it was computed only when nothing matched)"
+)
+
+
+def _candidates_or_fallback(
+    sf: SourceFile, site: Site, flow: FunctionFlow, head: tuple[str, str, list[ast.stmt], int]
+) -> Fix | None:
+    """diffusers' DPM-Solver family (`index_for_timestep`, `_init_step_index`):
+
+        index_candidates = (schedule == t).nonzero()
+        if len(index_candidates) == 0:
+            step_index = len(self.timesteps) - 1
+        elif len(index_candidates) > 1:
+            step_index = index_candidates[1].item()
+        else:
+            step_index = index_candidates[0].item()
+
+    becomes `index_candidates = torch.nonzero_static(schedule == t, size=2, fill_value=-1)` and
+    `step_index = torch.where(c[1] >= 0, c[1], torch.where(c[0] >= 0, c[0], <fallback>)).item()`:
+    -1 is no index, so row 1 is a match exactly where there were several and row 0 where there was
+    one; the fallback is an int, so `.item()` gives the int the chain gave. The comment lines inside
+    the chain move above the new statement.
+    """
+    operand, name, block, at = head
+    if at + 1 >= len(block) or flow.assigned.get(name) != 1 or flow.loaded.get(name) != 4:
+        return None  # two `len`s and two rows: any other read would see the padded buffer
+    chain = block[at + 1]
+    if not (isinstance(chain, ast.If) and _counted_against(chain.test, name, ast.Eq, 0)):
+        return None
+    if len(chain.body) != 1 or len(chain.orelse) != 1 or not isinstance(chain.orelse[0], ast.If):
+        return None
+    inner = chain.orelse[0]
+    if not _counted_against(inner.test, name, ast.Gt, 1) or len(inner.body) != 1 or len(inner.orelse) != 1:
+        return None
+    arms = [_assigns(chain.body[0]), _assigns(inner.body[0]), _assigns(inner.orelse[0])]
+    if any(a is None for a in arms) or len({a[0] for a in arms}) != 1:
+        return None
+    target = arms[0][0]
+    fallback, second, first = (a[1] for a in arms)
+    if target == name or not (
+        _host_int(fallback) and _row_item(second, name, 1) and _row_item(first, name, 0)
+    ):
+        return None
+    if not whole_lines(sf, chain) or not sf.line_text(chain.lineno)[chain.col_offset :].startswith("if"):
+        return None
+    lines = [sf.line_text(n) for n in range(chain.lineno, (chain.end_lineno or chain.lineno) + 1)]
+    comments = [line.strip() for line in lines if line.strip().startswith("#")]
+    if sum("#" in line for line in lines) != len(comments):
+        return None  # a comment after code, or a `#` in a string: not carried over here
+    indent = sf.line_text(chain.lineno)[: chain.col_offset]
+    torch, imports = torch_name(sf)
+    newline = newline_of(sf.text)
+    pick = (
+        f"{target} = {torch}.where({name}[1] >= 0, {name}[1], "
+        f"{torch}.where({name}[0] >= 0, {name}[0], {sf.segment(fallback)})).item()"
+    )
+    content = "".join(f"{c}{newline}{indent}" for c in comments) + pick
+    edits = (
+        sf.replace(site.node, f"{torch}.nonzero_static({operand}, size=2, fill_value=-1)"),
+        sf.replace(chain, content),
+    )
+    return Fix(Applicability.UNSAFE, CANDIDATES_MESSAGE, edits, imports)
+
+
+def second_match(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
+    """diffusers' schedulers' `index_for_timestep`:
+
+        indices = (schedule == t).nonzero()
+        pos = 1 if len(indices) > 1 else 0
+        ... indices[pos] ...
+
+    becomes `indices = torch.nonzero_static(schedule == t, size=2, fill_value=-1)`, the `pos` line
+    goes, and `indices[pos]` reads `torch.where(indices[1] >= 0, indices[1], indices[0])`. The
+    static buffer holds the first two matches in the same row-major order and pads with -1, which
+    no index equals, so the second row is a match exactly where `len(indices) > 1` held: the same
+    row, of the same shape and dtype, for every input with a match. dynamo traces both ops with
+    static shapes (no gb0036 break). Unsafe: with no match the original raises IndexError at
+    `indices[0]`, and the fix gives -1.
+
+    Only where nothing else reads or rebinds either name in the function (nested functions
+    included), the `pos` line follows the nonzero's directly (comments between are kept) and the one
+    read `indices[pos]` sits in a later statement of the same block. The form with a fallback for no
+    match (`if len(c) == 0: ... elif len(c) > 1: ... else: ...`) is `_candidates_or_fallback`'s.
+    """
+    head = _nonzero_then(sf, site, flow)
+    if head is None:
+        return None
+    operand, name, block, at = head
+    if at + 2 > len(block):
+        return _candidates_or_fallback(sf, site, flow, head)
+    choice = block[at + 1]
+    pos = _second_if_several(choice, name)
+    if pos is None:
+        return _candidates_or_fallback(sf, site, flow, head)
+    if pos == name:
+        return None
+    if flow.assigned.get(name) != 1 or flow.assigned.get(pos) != 1:
+        return None  # rebound (or a parameter) somewhere: the read may see another value
+    if flow.loaded.get(name) != 2 or flow.loaded.get(pos) != 1:
+        return None  # read elsewhere: those reads would see the padded buffer or no `pos`
+    reads = [
+        n
+        for later in block[at + 2 :]
+        for n in walk(later)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == name
+        and isinstance(n.slice, ast.Name)
+        and n.slice.id == pos
+    ]
+    if len(reads) != 1 or any(
+        isinstance(n, (ast.Global, ast.Nonlocal, ast.Delete)) for n in walk(flow.fn.node)
+    ):
+        return None
+    if not whole_lines(sf, choice) or has_comment(sf, choice):
+        return None
+    torch, imports = torch_name(sf)
+    edits = (
+        sf.replace(site.node, f"{torch}.nonzero_static({operand}, size=2, fill_value=-1)"),
+        sf.delete_statement(choice),
+        sf.replace(reads[0], f"{torch}.where({name}[1] >= 0, {name}[1], {name}[0])"),
+    )
+    return Fix(Applicability.UNSAFE, SECOND_MATCH_MESSAGE, edits, imports)
 
 
 # ---------------------------------------------------------------- FL108: a comprehension's frame

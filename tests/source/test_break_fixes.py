@@ -999,3 +999,154 @@ def test_a_stored_lambda_called_with_a_python_number_is_not_flagged():
         "        return x * self.f(x.shape[0])\n"
     )
     assert not _lint(text, ("FL102",))
+
+
+# ---------------------------------------------------------------- FL106: the second match, else the first
+
+_SECOND_MATCH = (
+    "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+    "    def forward(self, x: torch.Tensor, t):\n"
+    "        indices = (x == t).nonzero()\n"
+    "        pos = 1 if len(indices) > 1 else 0\n"
+    "        return indices[pos]\n"
+)
+
+
+def _fix_fl106(text: str) -> str:
+    return fix_text(text, lambda t: _lint(t, ("FL106",)), unsafe=True).text
+
+
+def test_second_match_becomes_static_and_the_break_goes_with_no_recompile():
+    text = (ROOT / "second_match.py").read_text()
+    fixed = _fix_fl106(text)
+    assert "torch.nonzero_static(" in fixed and "size=2, fill_value=-1" in fixed
+    assert "pos = 1 if" not in fixed and "torch.where(indices[1] >= 0, indices[1], indices[0])" in fixed
+    before, after = _load(text, "before").Scheduler(), _load(fixed, "after").Scheduler()
+    x = torch.randn(2, 3)
+    for t in before.timesteps.unique():  # single and repeated timesteps
+        g0, y0 = _trace(before, x, t)
+        g1, y1 = _trace(after, x, t)
+        assert g0 >= 2  # the nonzero ends a graph
+        assert g1 == 1
+        assert torch.equal(y0, y1)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(after, backend=counter, fullgraph=True)
+    for t in (750.0, 0.0, 999.0):  # new values of the same shape: no new graph
+        assert torch.equal(compiled(x, torch.tensor(t)), before(x, torch.tensor(t)))
+    assert counter.frame_count == 1
+
+
+def test_second_match_fix_reads_the_same_row_for_every_mask_with_a_match():
+    fixed = _fix_fl106(_SECOND_MATCH)
+    assert "pos" not in fixed
+    before, after = _load(_SECOND_MATCH, "a").M(), _load(fixed, "b").M()
+    generator = torch.Generator().manual_seed(0)
+    seen = set()
+    for shape in ((6,), (3, 4), (2, 2, 3)):
+        for _ in range(40):
+            x = torch.randint(0, 3, shape, generator=generator)
+            matches = int((x == 1).sum())
+            if matches:
+                seen.add(min(matches, 2))
+                assert torch.equal(before(x, 1), after(x, 1))
+    assert seen == {1, 2}  # both the first-match and the second-match paths were checked
+
+
+def test_second_match_fix_is_unsafe_and_says_what_happens_with_no_match():
+    (found,) = _lint(_SECOND_MATCH, ("FL106",))
+    assert found.fix.applicability is Applicability.UNSAFE
+    assert "IndexError" in found.fix.message and "-1" in found.fix.message
+    fixed = _fix_fl106(_SECOND_MATCH)
+    with pytest.raises(IndexError):
+        _load(_SECOND_MATCH, "a").M()(torch.zeros(4), 1)
+    assert _load(fixed, "b").M()(torch.zeros(4), 1).tolist() == [-1]
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        # another read of the buffer would see two padded rows (LTX's `if len(indices) == 0: raise`)
+        (
+            "        return indices[pos]\n",
+            "        if len(indices) == 0:\n            raise ValueError\n        return indices[pos]\n",
+        ),
+        ("        return indices[pos]\n", "        return indices[pos] + pos\n"),  # `pos` read again
+        ("        return indices[pos]\n", "        indices = indices * 2\n        return indices[pos]\n"),
+        ("len(indices) > 1", "len(indices) > 2"),  # a third match
+        ("1 if len", "2 if len"),
+        (".nonzero()", ".nonzero(as_tuple=True)"),
+        ("x: torch.Tensor, t", "x, t"),  # a tensor only by its name: numpy's nonzero is a tuple
+        ("        pos = 1 if", "        y = x\n        pos = 1 if"),  # not the next statement
+        ("import torch\n", "import torch\n\ndef len(v):\n    return 2\n\n"),  # not the builtin
+    ],
+)
+def test_second_match_fix_only_on_the_idiom_alone(old, new):
+    text = _SECOND_MATCH.replace(old, new)
+    assert text != _SECOND_MATCH
+    found = _lint(text, ("FL106",))
+    assert found and all(f.fix is None for f in found)
+
+
+def test_second_match_fix_refuses_a_len_bound_in_the_function():
+    text = _SECOND_MATCH.replace("        indices = (x", "        len = lambda v: 2\n        indices = (x")
+    found = _lint(text, ("FL106",))
+    assert found and all(f.fix is None for f in found)
+
+
+_CANDIDATES = (
+    "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n"
+    "        self.timesteps = torch.tensor([9.0, 6.0, 6.0, 3.0, 0.0])\n\n"
+    "    def forward(self, x, t):\n"
+    "        index_candidates = (self.timesteps == t).nonzero()\n"
+    "        if len(index_candidates) == 0:\n"
+    "            step_index = len(self.timesteps) - 1\n"
+    "        # the second match where there are several\n"
+    "        elif len(index_candidates) > 1:\n"
+    "            step_index = index_candidates[1].item()\n"
+    "        else:\n"
+    "            step_index = index_candidates[0].item()\n"
+    "        return x * step_index\n"
+)
+
+
+def test_second_match_with_a_fallback_gives_the_same_index_for_every_timestep_and_drops_the_nonzero_break():
+    fixed = _fix_fl106(_CANDIDATES)
+    assert (
+        "elif" not in fixed and "# the second match where there are several\n        step_index = " in fixed
+    )
+    assert "index_candidates[0] >= 0, index_candidates[0], len(self.timesteps) - 1" in fixed
+    before, after = _load(_CANDIDATES, "a").M(), _load(fixed, "b").M()
+    x = torch.ones(2)
+    for t in (9.0, 6.0, 3.0, 0.0, 5.0):  # one match, two, and none (the fallback, no stated difference)
+        g0, y0 = _trace(before, x, torch.tensor(t))
+        g1, y1 = _trace(after, x, torch.tensor(t))
+        assert torch.equal(y0, y1)
+        # the nonzero's break goes; the `.item()` the code asks for stays (with no match the
+        # original reads no row, so it broke at the nonzero only)
+        assert g1 == (g0 - 1 if t != 5.0 else g0)
+    (found,) = _lint(_CANDIDATES, ("FL106",))
+    assert found.fix.applicability is Applicability.UNSAFE and "fallback" in found.fix.message
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("len(self.timesteps) - 1", "self.last()"),  # a call that may do anything, now on every call
+        ("len(self.timesteps) - 1", "0.5"),  # not an int: torch.where would give a float
+        ("index_candidates[1].item()", "index_candidates[-1].item()"),
+        ("> 1:", "> 2:"),
+        ("        return x * step_index\n", "        return x * step_index + len(index_candidates)\n"),
+        (
+            "            step_index = index_candidates[0].item()\n",
+            "            other = index_candidates[0].item()\n",
+        ),
+        ("= len(self.timesteps) - 1\n", "= len(self.timesteps) - 1  # the last\n"),  # a comment after code
+    ],
+)
+def test_second_match_with_a_fallback_only_on_the_idiom(old, new):
+    text = _CANDIDATES.replace(old, new)
+    assert text != _CANDIDATES
+    found = _lint(text, ("FL106",))
+    assert found and all(f.fix is None for f in found)

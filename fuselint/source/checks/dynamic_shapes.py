@@ -12,7 +12,10 @@ longest target length's value, so dynamo (torch 2.13) breaks at `F.ctc_loss` and
 `nn.CTCLoss` module (gb0036), whatever the lengths are (tensors or tuples of ints).
 
 Where only the first match is read (`x.nonzero()[0]`, `x.nonzero(as_tuple=True)[d][0]`), the fix
-reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`).
+reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`); where the second
+match is read when there are several, else the first (diffusers' schedulers' `index_for_timestep`),
+from `torch.nonzero_static(x, size=2, fill_value=-1)` and `torch.where` (`break_fixes.second_match`,
+also the DPM-Solvers' form that falls back to the last index when nothing matches).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Iterable
 
 from fuselint.catalog import Rule
 from fuselint.findings import Finding
-from fuselint.source.break_fixes import first_nonzero
+from fuselint.source.break_fixes import first_nonzero, second_match
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
@@ -151,7 +154,8 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
             what = _dynamic_call(site, flow, sf, ctc_modules)
             if what is not None:
                 message = f"{what} has a data-dependent output shape: {rule.message}"
-                yield finding(sf, rule, site.node, message, first_nonzero(sf, site, flow), path=site.path)
+                fix = first_nonzero(sf, site, flow) or second_match(sf, site, flow)
+                yield finding(sf, rule, site.node, message, fix, path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
