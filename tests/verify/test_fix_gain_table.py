@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -136,3 +137,20 @@ def test_a_recompile_after_the_first_call_is_noted(gain):
     assert "| 0.00e+00 | 1.50e-07 | fixed recompiled after the first call (+2 graphs) |" in gain.markdown(
         measured
     )
+
+
+def test_tables_are_written_whole_after_each_pair(gain, tmp_path):
+    """A run stopped from outside (a device's time limit) keeps what it measured: _write replaces
+    both files with the table so far, and a second write replaces, never appends."""
+    md, js = tmp_path / "gain.md", tmp_path / "gain.json"
+    args = type("A", (), {"md": str(md), "json": str(js)})()
+    measured = _measured()
+    measured["models"]["hf_reformer"] = {"package": "transformers", "sites_before": 3}  # its turn is to come
+    text = gain._write(measured, args)
+    assert "| hf_reformer |" in text and "not measured yet" in text
+    assert md.read_text() == text and "hf_big_bird" in text
+    assert json.loads(js.read_text())["models"].keys() == measured["models"].keys()
+    measured["models"] = {"hf_big_bird": measured["models"]["hf_big_bird"]}
+    gain._write(measured, args)
+    assert "| esm2 |" not in md.read_text() and "| hf_big_bird |" in md.read_text()
+    assert list(json.loads(js.read_text())["models"]) == ["hf_big_bird"]
