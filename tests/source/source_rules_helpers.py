@@ -45,6 +45,25 @@ def tree_findings(root: Path, files: dict[str, str], **settings) -> list[Finding
     return lint_tree(discover([str(root)], config), CATALOG, config, jobs=1).findings
 
 
+def load_snippet(source: str, filename: str = "snippet.py") -> dict:
+    """The names a snippet of our own defines, run as a module."""
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), filename, "exec"), namespace)  # noqa: S102 - our own snippet
+    return namespace
+
+
+def dynamo_break_reasons(fn, *args) -> list[str]:
+    """The first line of each break reason dynamo counts compiling `fn` and calling it on `args`,
+    without fullgraph (which hides a captured `.item()` or size read); torch 2.13 counts a
+    data-dependent branch under "unimplemented", not "graph_break"."""
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    torch.compile(fn, backend="eager")(*args)
+    return [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
+
+
 def breaks_under_dynamo(fn, *args, **kwargs) -> bool:
     """Whether dynamo breaks the graph compiling `fn` and calling it on `args` (fullgraph raises
     on a break; a data-dependent read, a graph break without fullgraph, raises UserError there)."""

@@ -14,17 +14,8 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-from source_rules_helpers import breaks_under_dynamo, dynamo_graphs, lines
-
-
-def _load(source: str) -> dict:
-    namespace: dict = {}
-    exec(compile(textwrap.dedent(source), "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
-    return namespace
-
+from source_rules_helpers import breaks_under_dynamo, dynamo_graphs, lines, load_snippet
 
 RNN_BY_NAME = """
     import torch
@@ -68,7 +59,7 @@ def test_rnn_built_by_name_is_flagged_where_first_touched():
 
 def test_rnn_built_by_name_breaks_and_activation_traces():
     torch = pytest.importorskip("torch")
-    ns = _load(RNN_BY_NAME)
+    ns = load_snippet(RNN_BY_NAME)
     x = torch.randn(2, 5, 4)
     assert breaks_under_dynamo(ns["SingleRNN"]("gru", 4), x)
     assert breaks_under_dynamo(ns["Chosen"](), x)
@@ -115,7 +106,7 @@ QUERIES = """
 def test_host_queries_flagged_and_break():
     assert lines(QUERIES, "FL108") == [7, 29]
     torch = pytest.importorskip("torch")
-    ns = _load(QUERIES)
+    ns = load_snippet(QUERIES)
     x = torch.randn(3)
     assert dynamo_graphs(ns["Tracing"](), x)[0] != 1
     assert dynamo_graphs(ns["Threads"](), x)[0] != 1
@@ -142,7 +133,7 @@ PIT = """
 def test_comprehension_indexing_a_tensor_with_tensor_elements():
     assert lines(PIT, "FL107") == [9]
     torch = pytest.importorskip("torch")
-    ns = _load(PIT)
+    ns = load_snippet(PIT)
     perms = torch.tensor([[0, 1], [1, 0]])
     assert dynamo_graphs(ns["Permutations"](), torch.randn(3, 2), perms)[0] != 1
     # `levels` guessed a tensor is a list of index tensors here: one graph
@@ -187,7 +178,7 @@ NESTED = """
 def test_nested_def_with_host_arguments_only():
     assert lines(NESTED, "FL102") == [27]
     torch = pytest.importorskip("torch")
-    ns = _load(NESTED)
+    ns = load_snippet(NESTED)
     est = torch.randn(2, 4, 5)
     assert dynamo_graphs(ns["MixtureLoss"](), est, torch.randn(2, 2, 5))[0] == 1
     assert dynamo_graphs(ns["Counted"](), est, torch.tensor([0, 1]))[0] != 1
@@ -230,7 +221,7 @@ def test_item_store_keeps_a_tensor_attribute_and_its_rows_are_tensors():
     assert lines(ITEM_STORED, "FL107") == [15]
     assert lines(ITEM_STORED, "FL102") == [16]
     torch = pytest.importorskip("torch")
-    module = _load(ITEM_STORED)["Embedding"](4, [1])
+    module = load_snippet(ITEM_STORED)["Embedding"](4, [1])
     assert dynamo_graphs(module, torch.randn(3, 4))[0] != 1
 
 

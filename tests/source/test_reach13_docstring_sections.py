@@ -7,10 +7,9 @@ parameter: before any section header, in `Parameters` / `Arguments` / `Args` sec
 from __future__ import annotations
 
 import ast
-import textwrap
 
 import pytest
-from source_rules_helpers import breaks_under_dynamo, lines
+from source_rules_helpers import breaks_under_dynamo, lines, load_snippet
 
 from fuselint.source.docstring_types import documented_host_params
 
@@ -60,9 +59,7 @@ SOURCE = '''
 
 
 def _run(source: str, name: str):
-    namespace: dict = {}
-    exec(compile(textwrap.dedent(source), "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
-    return namespace[name]
+    return load_snippet(source)[name]
 
 
 def test_a_returns_entry_does_not_type_the_parameter():

@@ -6,10 +6,8 @@ They are linted as reached, as a direct call would be. A function handed to
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-from source_rules_helpers import dynamo_graphs, lines
+from source_rules_helpers import dynamo_break_reasons, dynamo_graphs, lines, load_snippet
 
 SOURCE = """
     import functools
@@ -81,8 +79,7 @@ def test_handed_functions_are_reached():
 
 def test_dynamo_breaks_in_each_handed_function():
     torch = pytest.importorskip("torch")
-    namespace: dict = {}
-    exec(compile(textwrap.dedent(SOURCE), "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
+    namespace = load_snippet(SOURCE)
     model = namespace["Model"]()
     model.register_forward_hook = lambda hook: None  # the hook would run after forward, eagerly
     x = torch.rand(4) + 0.5
@@ -90,15 +87,4 @@ def test_dynamo_breaks_in_each_handed_function():
     assert graphs > 1
     assert torch.allclose(eager, compiled)
     for name, args in (("first_count", (x,)), ("doubled_sum", (x,)), ("scaled", (x, 2.0))):
-        assert _break_count(namespace[name], *args) > 0, name
-
-
-def _break_count(fn, *args) -> int:
-    """Graph breaks dynamo counts compiling `fn` (fullgraph would hide a captured `.item()`; torch
-    2.13 counts a data-dependent branch under "unimplemented", not "graph_break")."""
-    torch = pytest.importorskip("torch")
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    torch.compile(fn, backend="eager")(*args)
-    counters = torch._dynamo.utils.counters
-    return sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values())
+        assert dynamo_break_reasons(namespace[name], *args), name

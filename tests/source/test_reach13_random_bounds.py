@@ -6,7 +6,7 @@ that never trace (`random.random`, `choice`, ...) stay flagged whatever their ar
 from __future__ import annotations
 
 import pytest
-from source_rules_helpers import lines
+from source_rules_helpers import dynamo_break_reasons, lines
 
 SOURCE = """
     import random
@@ -27,15 +27,6 @@ SOURCE = """
 """
 
 
-def _skipped(fn, *args) -> list[str]:
-    torch = pytest.importorskip("torch")
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
-    torch.compile(fn, backend="eager")(*args)
-    return [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
-
-
 def test_only_tensor_bounds_are_flagged():
     assert lines(SOURCE, "FL108") == [13, 14]
 
@@ -46,7 +37,7 @@ def test_dynamo_skips_the_draw_only_with_a_tensor_bound():
     torch = pytest.importorskip("torch")
     x = torch.ones(5)
     skipped = ["Attempted to call function marked as skipped"]
-    assert _skipped(lambda x, k: x * random.randint(0, k), x, 3) == []
-    assert _skipped(lambda x: x * random.randrange(1, x.shape[0]), x) == []
-    assert _skipped(lambda x: x + random.randint(0, torch.randint(1, 3, (1,))), x) == skipped
-    assert _skipped(lambda x: x + random.uniform(0.0, x.sum()), x) == skipped
+    assert dynamo_break_reasons(lambda x, k: x * random.randint(0, k), x, 3) == []
+    assert dynamo_break_reasons(lambda x: x * random.randrange(1, x.shape[0]), x) == []
+    assert dynamo_break_reasons(lambda x: x + random.randint(0, torch.randint(1, 3, (1,))), x) == skipped
+    assert dynamo_break_reasons(lambda x: x + random.uniform(0.0, x.sum()), x) == skipped

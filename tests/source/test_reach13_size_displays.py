@@ -7,10 +7,8 @@ knows while tracing, and a randint's bounds (no sizes)."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-from source_rules_helpers import lines
+from source_rules_helpers import dynamo_break_reasons, lines, load_snippet
 
 SOURCE = """
     import torch
@@ -36,21 +34,6 @@ SOURCE = """
             c = torch.randint(0, 5, (x.shape[0], 2))
             return a.sum() + b.sum() + c.sum()
 """
-
-
-def _namespace() -> dict:
-    namespace: dict = {}
-    exec(compile(textwrap.dedent(SOURCE), "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
-    return namespace
-
-
-def _breaks(fn, *args) -> list[str]:
-    torch = pytest.importorskip("torch")
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
-    torch.compile(fn, backend="eager")(*args)
-    return [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
 
 
 def test_tensors_in_size_displays_are_flagged():
@@ -86,12 +69,12 @@ def test_each_display_breaks(size_of):
         n = torch.randint(1, 3, (1,))
         return size_of(n, x).sum() + x.sum()
 
-    assert _breaks(fn, torch.rand(4, 6)) != []
+    assert dynamo_break_reasons(fn, torch.rand(4, 6)) != []
 
 
 def test_a_torch_op_on_python_numbers_traces_as_a_size():
     torch = pytest.importorskip("torch")
-    assert _breaks(_namespace()["Chunks"](), torch.rand(2, 6), 2) == []
+    assert dynamo_break_reasons(load_snippet(SOURCE)["Chunks"](), torch.rand(2, 6), 2) == []
 
 
 def torch_mod():
@@ -126,8 +109,7 @@ def test_a_parameter_annotated_tensor_that_every_caller_hands_an_int_is_an_int()
 
 def test_the_annotated_parameters_trace_when_handed_ints():
     torch = pytest.importorskip("torch")
-    namespace: dict = {}
-    exec(compile(textwrap.dedent(ANNOTATED), "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
+    namespace = load_snippet(ANNOTATED)
     x = torch.zeros(2, 3, 4)
-    assert _breaks(lambda x: namespace["grid"](x, x.shape[0], x.shape[1]), x) == []
-    assert _breaks(lambda x: namespace["rows"](x, x[0, 0, 0].long() + 2), x) != []
+    assert dynamo_break_reasons(lambda x: namespace["grid"](x, x.shape[0], x.shape[1]), x) == []
+    assert dynamo_break_reasons(lambda x: namespace["rows"](x, x[0, 0, 0].long() + 2), x) != []

@@ -7,10 +7,8 @@ callee raises itself; a `try` whose handler does not call the same callee again 
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-from source_rules_helpers import lines
+from source_rules_helpers import dynamo_break_reasons, lines, load_snippet
 
 SOURCE = """
     import torch
@@ -52,31 +50,16 @@ SOURCE = """
 """
 
 
-def _namespace() -> dict:
-    namespace: dict = {}
-    exec(compile(textwrap.dedent(SOURCE), "snippet.py", "exec"), namespace)  # noqa: S102 - our own snippet
-    return namespace
-
-
-def _unsupported(fn, *args) -> list[str]:
-    torch = pytest.importorskip("torch")
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
-    torch.compile(fn, backend="eager")(*args)
-    return [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
-
-
 def test_the_retried_call_is_flagged():
     assert lines(SOURCE, "FL108") == [24]
 
 
 def test_dynamo_breaks_only_where_the_arguments_do_not_bind():
     torch = pytest.importorskip("torch")
-    ns = _namespace()
+    ns = load_snippet(SOURCE)
     x, lens = torch.rand(3), torch.ones(3)
-    assert _unsupported(ns["Blocks"]([ns["Takes"](), ns["Plain"]()]), x, lens) == [
+    assert dynamo_break_reasons(ns["Blocks"]([ns["Takes"](), ns["Plain"]()]), x, lens) == [
         "failed to bind arguments when attempting to inline"
     ]
-    assert _unsupported(ns["Blocks"]([ns["Takes"](), ns["Takes"]()]), x, lens) == []
-    assert _unsupported(ns["Raises"](), x) == []
+    assert dynamo_break_reasons(ns["Blocks"]([ns["Takes"](), ns["Takes"]()]), x, lens) == []
+    assert dynamo_break_reasons(ns["Raises"](), x) == []
