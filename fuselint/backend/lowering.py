@@ -196,7 +196,7 @@ _RESERVED = frozenset(
 )
 
 
-def _tensor_shape(node: torch.fx.Node) -> tuple[int, ...] | None:
+def static_shape(node: torch.fx.Node) -> tuple[int, ...] | None:
     """The static shape of the tensor `node` computes; None for other values."""
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor) or not all(isinstance(s, int) for s in val.shape):
@@ -409,7 +409,7 @@ class Lowering:
         hints: dict[str, tuple] = {}
         members = {n.name for n in self.nodes}
         for node in reversed(self.nodes):
-            shape = _tensor_shape(node)
+            shape = static_shape(node)
             if shape is None:
                 continue
             whole = math.prod(shape) >= math.prod(self.space)
@@ -419,10 +419,10 @@ class Lowering:
                 packet = getattr(getattr(user.target, "overloadpacket", None), "__name__", "")
                 if whole and packet != "permute":
                     continue
-                umap = hints.get(user.name) or self._aligned_map(_tensor_shape(user))
+                umap = hints.get(user.name) or self._aligned_map(static_shape(user))
                 if umap is None:
                     continue
-                ushape = _tensor_shape(user)
+                ushape = static_shape(user)
                 if packet == "permute":
                     # a value computed where its permuted reader needs it: ConvNeXt's
                     # (conv + bias).permute(0, 2, 3, 1) feeding LayerNorm over channels
@@ -631,7 +631,7 @@ class Lowering:
         if any(u.name not in members for u in (*dst.users, *node.users)):
             raise Unsupported("copy_ into an input that other kernels read")
         shape = _concrete_shape(dst.meta.get("val"))
-        if not isinstance(src, torch.fx.Node) or _tensor_shape(src) != shape:
+        if not isinstance(src, torch.fx.Node) or static_shape(src) != shape:
             raise Unsupported("copy_ that broadcasts")
         smap = self._out_map(shape, [src], self.hints.get(node.name))
         value = self._operand(src, shape, smap)

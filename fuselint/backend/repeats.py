@@ -22,25 +22,17 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from fuselint.backend.lowering import static_shape
 from fuselint.backend.runtime import keeps_effects
+from fuselint.fusion.plan import PlanOptions
 from fuselint.graph.layout import fake_value, graph_fake_mode
 
 aten = torch.ops.aten
 
-MAX_PIECES = 8  # the plan's recompute_max_cat_inputs: a longer cat is stored, so leave it be
+# a longer cat the plan stores rather than recomputes: leave such a repeat as it is
+MAX_PIECES = PlanOptions.recompute_max_cat_inputs
 
-_EXPANDS = (aten.expand.default,)
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
-
-
-def _shape(node: object) -> tuple[int, ...] | None:
-    val = getattr(node, "meta", {}).get("val") if isinstance(node, torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor):
-        return None
-    try:
-        return tuple(int(s) for s in val.shape)
-    except TypeError:  # a symbolic size
-        return None
 
 
 def _repeat_of(view: torch.fx.Node) -> tuple[torch.fx.Node, int, int] | None:
@@ -54,10 +46,12 @@ def _repeat_of(view: torch.fx.Node) -> tuple[torch.fx.Node, int, int] | None:
     if len(clone.users) != 1:
         return None
     expand = clone.args[0]
-    if not isinstance(expand, torch.fx.Node) or expand.target not in _EXPANDS:
+    if not isinstance(expand, torch.fx.Node) or expand.target is not aten.expand.default:
         return None
     src = expand.args[0]
-    before, after, merged = _shape(src), _shape(expand), _shape(view)
+    before, after, merged = (
+        static_shape(n) if isinstance(n, torch.fx.Node) else None for n in (src, expand, view)
+    )
     if before is None or after is None or merged is None or len(before) != len(after):
         return None
     grown = [d for d in range(len(after)) if before[d] != after[d]]
