@@ -31,9 +31,7 @@ def kernel_table(fn, calls: int) -> list[tuple[str, float, float]]:
     count: dict[str, int] = collections.Counter()
     time_us: dict[str, float] = collections.Counter()
     for ev in prof.events():
-        if getattr(ev, "device_type", None) != torch.autograd.DeviceType.CUDA:
-            continue
-        if "Memset" in ev.name or "Memcpy" in ev.name:
+        if not M.kernel_event(ev):
             continue
         count[ev.name] += 1
         time_us[ev.name] += ev.device_time

@@ -195,15 +195,18 @@ def gpu_profile(fn, calls: int = 5) -> tuple[float, float, dict]:
         "aten::lift_fresh",
     )
     for ev in prof.events():
-        dev_type = getattr(ev, "device_type", None)
-        if dev_type == torch.autograd.DeviceType.CUDA:
-            if "Memset" in ev.name or "Memcpy" in ev.name:
-                continue
+        if kernel_event(ev):
             kernels += 1
             gpu_us += ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
         elif ev.name in watch:
             counts[ev.name] = counts.get(ev.name, 0) + 1
     return kernels / calls, gpu_us / calls, {k: v / calls for k, v in sorted(counts.items())}
+
+
+def kernel_event(ev) -> bool:
+    """A profiler event that is a kernel on the GPU (not a memset or a copy)."""
+    on_gpu = getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA
+    return on_gpu and "Memset" not in ev.name and "Memcpy" not in ev.name
 
 
 def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
