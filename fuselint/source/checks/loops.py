@@ -230,40 +230,31 @@ def _row_comprehension(site: Site, flow: FunctionFlow) -> tuple[str, ast.expr] |
     first = comp.generators[0]
     if not isinstance(first.target, ast.Name) or not _rows(first.iter, flow, site.env):
         return None
-    name = first.target.id
-    for node in walk(comp.value if isinstance(comp, ast.DictComp) else comp.elt):
-        if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.slice, ast.Name)
-            and node.slice.id == name
-            and flow.kind(node.value, site.env) not in TENSORISH
-        ):
+    indexed = [  # what the element indexes with each element of the iterated tensor
+        node.value
+        for node in walk(comp.value if isinstance(comp, ast.DictComp) else comp.elt)
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Name)
+        and node.slice.id == first.target.id
+    ]
+    for value in indexed:
+        if flow.kind(value, site.env) not in TENSORISH:
             return (
                 f"the comprehension over tensor `{describe(first.iter, 30)}` indexes "
-                f"`{describe(node.value, 20)}` with each element (an `.item()` each)",
+                f"`{describe(value, 20)}` with each element (an `.item()` each)",
                 first.iter,
             )
-    return _tensor_indexed_by_elements(comp, first, flow, site.env)
-
-
-def _tensor_indexed_by_elements(comp, first: ast.comprehension, flow: FunctionFlow, env):
-    """`[perms[m] for m in min_idx]`: a tensor indexed with each element of a tensor the function
-    computed (not a parameter, which may be a list of tensors). A 0-d element used as an index is
-    read on the host (gb0033, asteroid's PIT); a row element gives one advanced index per row: the
-    comprehension unrolls over the iterated tensor's rows either way."""
+    # A tensor indexed with each element of a tensor the function computed (not a parameter,
+    # which may be a list of tensors), `[perms[m] for m in min_idx]`: a 0-d element used as an
+    # index is read on the host (gb0033, asteroid's PIT); a row element gives one advanced index
+    # per row: the comprehension unrolls over the iterated tensor's rows either way.
     if isinstance(first.iter, ast.Name) and first.iter.id in flow.guessed:
         return None
-    name = first.target.id
-    for node in walk(comp.value if isinstance(comp, ast.DictComp) else comp.elt):
-        if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.slice, ast.Name)
-            and node.slice.id == name
-            and flow.kind(node.value, env) in TENSORS
-        ):
+    for value in indexed:
+        if flow.kind(value, site.env) in TENSORS:
             return (
                 f"the comprehension over tensor `{describe(first.iter, 30)}` indexes tensor "
-                f"`{describe(node.value, 20)}` with each element (a 0-d element is read on the host)",
+                f"`{describe(value, 20)}` with each element (a 0-d element is read on the host)",
                 first.iter,
             )
     return None
