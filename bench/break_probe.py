@@ -179,3 +179,28 @@ def write_sites(out: str | None, records: list[dict]) -> None:
         with open(out, "w") as fh:
             json.dump({"torch": torch.__version__, "sites": records}, fh, indent=1)
             fh.write("\n")
+
+
+class CallWith(nn.Module):
+    """A module whose forward runs `fn(module, *args)`: a method other than `forward` compiled."""
+
+    def __init__(self, module, fn) -> None:
+        super().__init__()
+        self.module, self.fn = module, fn
+
+    def forward(self, *args):
+        return self.fn(self.module, *args)
+
+
+def probe_main(runs: Callable[[], list], packages: tuple[str, ...], script: str, argv: list[str]) -> None:
+    """A probe file's main: its table on stdout and, with `--json OUT`, its sites. Breaks are
+    named by the package line they sit on, or by a line of `script` (the probe file's name)."""
+    out = argv[argv.index("--json") + 1] if "--json" in argv else None
+
+    def run(label, fn, args, breaks, kwargs=None):
+        return compile_run(label, fn, args, breaks, lambda path: package_site(path, packages, script), kwargs)
+
+    breaks = listen()
+    torch.manual_seed(0)
+    probe_header()
+    write_sites(out, probe_rows(runs(), run, packages, breaks, build=True))

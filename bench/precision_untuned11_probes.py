@@ -20,32 +20,9 @@ from __future__ import annotations
 import sys
 
 import torch
-from break_probe import compile_run as _compile_run
-from break_probe import listen, package_site, probe_header, probe_rows, write_sites
-from torch import nn
+from break_probe import CallWith, probe_main
 
 PACKAGES = ("asteroid", "asteroid_filterbanks")
-
-
-def _user(path: str) -> str | None:
-    """A break at a package line (named from the package folder down) or a probe's own line."""
-    return package_site(path, PACKAGES, "precision_untuned11_probes.py")
-
-
-def compile_run(label: str, fn, args, breaks, kwargs=None) -> tuple[str, list[str]]:
-    """`break_probe.compile_run` with this file's sites named by `_user`."""
-    return _compile_run(label, fn, args, breaks, _user, kwargs)
-
-
-class _Call(nn.Module):
-    """A module whose forward runs `fn(module, *args)`: a method other than `forward` compiled."""
-
-    def __init__(self, module, fn) -> None:
-        super().__init__()
-        self.module, self.fn = module, fn
-
-    def forward(self, *args):
-        return self.fn(self.module, *args)
 
 
 def a_runs() -> list:
@@ -65,7 +42,7 @@ def a_runs() -> list:
 
     def enc_dec(name, **kw):
         enc, dec = afb.make_enc_dec(name, **kw)
-        return _Call((enc, dec), lambda m, x: m[1](m[0](x)))
+        return CallWith((enc, dec), lambda m, x: m[1](m[0](x)))
 
     runs = [
         ("ConvTasNet forward", lambda: models.ConvTasNet(2, n_blocks=2, n_repeats=1, bn_chan=8, hid_chan=8, skip_chan=8, **tiny), (wav,)),
@@ -89,10 +66,10 @@ def a_runs() -> list:
         ("param_sinc enc", lambda: afb.Encoder(afb.ParamSincFB(16, 33)), (wav,)),
         ("analytic_free enc", lambda: afb.Encoder(afb.AnalyticFreeFB(16, 16, 8)), (wav,)),
         ("PCEN forward", lambda: PCEN(n_channels=8), (torch.rand(2, 16, 20).abs(),)),
-        ("transforms mag/angle", lambda: _Call(None, lambda _m, x: transforms.mag(x) + transforms.angle(x)), (torch.randn(2, 16, 20),)),
-        ("griffin_lim", lambda: _Call(afb.make_enc_dec("stft", n_filters=64, kernel_size=64, stride=16), lambda m, s: griffin_lim(s, m[1], n_iter=2)), (torch.rand(2, 33, 51),)),
+        ("transforms mag/angle", lambda: CallWith(None, lambda _m, x: transforms.mag(x) + transforms.angle(x)), (torch.randn(2, 16, 20),)),
+        ("griffin_lim", lambda: CallWith(afb.make_enc_dec("stft", n_filters=64, kernel_size=64, stride=16), lambda m, s: griffin_lim(s, m[1], n_iter=2)), (torch.rand(2, 33, 51),)),
         ("PIT pw_mtx sisdr", lambda: losses.PITLossWrapper(losses.pairwise_neg_sisdr, pit_from="pw_mtx"), (est, srcs)),
-        ("train PIT pw_mtx sisdr return_est", lambda: _Call(losses.PITLossWrapper(losses.pairwise_neg_sisdr, pit_from="pw_mtx"), lambda m, e, t: m(e, t, return_est=True)[0]), (est.clone().requires_grad_(), srcs)),
+        ("train PIT pw_mtx sisdr return_est", lambda: CallWith(losses.PITLossWrapper(losses.pairwise_neg_sisdr, pit_from="pw_mtx"), lambda m, e, t: m(e, t, return_est=True)[0]), (est.clone().requires_grad_(), srcs)),
         ("PIT pw_pt sisdr", lambda: losses.PITLossWrapper(losses.singlesrc_neg_sisdr, pit_from="pw_pt"), (est, srcs)),
         ("PIT perm_avg sisdr", lambda: losses.PITLossWrapper(losses.multisrc_neg_sisdr, pit_from="perm_avg"), (est, srcs)),
         ("PIT pw_mtx 3 sources", lambda: losses.PITLossWrapper(losses.pairwise_neg_sisdr, pit_from="pw_mtx"), (torch.randn(2, 3, 800), torch.randn(2, 3, 800))),
@@ -103,19 +80,10 @@ def a_runs() -> list:
         ("singlesrc_neg_sdsdr", lambda: sdr.SingleSrcNegSDR("sdsdr"), (wav, torch.randn(2, 800))),
         ("deep_clustering_loss", lambda: losses.deep_clustering_loss, (torch.randn(2, 40, 8), torch.randint(0, 2, (2, 4, 10)))),
         ("SingleSrcMultiScaleSpectral", lambda: losses.SingleSrcMultiScaleSpectral(n_filters=[64, 32], windows_size=[64, 32], hops_size=[16, 8]), (wav, torch.randn(2, 800))),
-        ("SingleSrcPMSQE", lambda: _Call(losses.SingleSrcPMSQE(), lambda m, e, t: m(e, t)), (torch.rand(2, 10, 257), torch.rand(2, 10, 257))),
+        ("SingleSrcPMSQE", lambda: CallWith(losses.SingleSrcPMSQE(), lambda m, e, t: m(e, t)), (torch.rand(2, 10, 257), torch.rand(2, 10, 257))),
     ]  # fmt: skip
     return runs
 
 
-def main() -> None:
-    out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
-    breaks = listen()
-    torch.manual_seed(0)
-    probe_header()
-    records = probe_rows(a_runs(), compile_run, PACKAGES, breaks, build=True)
-    write_sites(out, records)
-
-
 if __name__ == "__main__":
-    main()
+    probe_main(a_runs, PACKAGES, "precision_untuned11_probes.py", sys.argv)

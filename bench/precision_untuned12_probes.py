@@ -20,32 +20,9 @@ from __future__ import annotations
 import sys
 
 import torch
-from break_probe import compile_run as _compile_run
-from break_probe import listen, package_site, probe_header, probe_rows, write_sites
-from torch import nn
+from break_probe import CallWith, probe_main
 
 PACKAGES = ("pytorch_tabnet",)
-
-
-def _user(path: str) -> str | None:
-    """A break at a package line (named from the package folder down) or a probe's own line."""
-    return package_site(path, PACKAGES, "precision_untuned12_probes.py")
-
-
-def compile_run(label: str, fn, args, breaks, kwargs=None) -> tuple[str, list[str]]:
-    """`break_probe.compile_run` with this file's sites named by `_user`."""
-    return _compile_run(label, fn, args, breaks, _user, kwargs)
-
-
-class _Call(nn.Module):
-    """A module whose forward runs `fn(module, *args)`: a method other than `forward` compiled."""
-
-    def __init__(self, module, fn) -> None:
-        super().__init__()
-        self.module, self.fn = module, fn
-
-    def forward(self, *args):
-        return self.fn(self.module, *args)
 
 
 def t_runs() -> list:
@@ -82,11 +59,11 @@ def t_runs() -> list:
         ("TabNet groups forward", lambda: tabnet(groups=[[0, 1], [2, 3]]), (x,)),
         ("train TabNet categorical groups forward", lambda: tabnet(groups=[[0, 4]], cat_idxs=[4, 5], cat_dims=[3, 3], cat_emb_dim=2), (cats,)),
         ("TabNet multitask forward", lambda: built(tab_network.TabNet, 6, [2, 3]), (x,)),
-        ("TabNet forward_masks", lambda: _Call(tabnet(), lambda m, v: m.forward_masks(v)), (x,)),
+        ("TabNet forward_masks", lambda: CallWith(tabnet(), lambda m, v: m.forward_masks(v)), (x,)),
         ("TabNetPretraining forward", lambda: pretrainer(), (x,)),
         ("train TabNetPretraining forward", lambda: pretrainer(), (x,)),
         ("train TabNetPretraining categorical forward", lambda: pretrainer(cat_idxs=[4, 5], cat_dims=[3, 3], cat_emb_dim=2), (cats,)),
-        ("TabNetPretraining forward_masks", lambda: _Call(pretrainer(), lambda m, v: m.forward_masks(v)), (x,)),
+        ("TabNetPretraining forward_masks", lambda: CallWith(pretrainer(), lambda m, v: m.forward_masks(v)), (x,)),
         ("train RandomObfuscator forward", lambda: tab_network.RandomObfuscator(0.2, torch.eye(6)), (x,)),
         ("GBN forward", lambda: tab_network.GBN(6, virtual_batch_size=8), (x,)),
         ("train GBN forward", lambda: tab_network.GBN(6, virtual_batch_size=8), (x,)),
@@ -94,22 +71,13 @@ def t_runs() -> list:
         ("train Sparsemax forward", lambda: sparsemax.Sparsemax(dim=-1), (x.clone().requires_grad_(),)),
         ("Entmax15 forward", lambda: sparsemax.Entmax15(dim=-1), (x,)),
         ("train Entmax15 forward", lambda: sparsemax.Entmax15(dim=-1), (x.clone().requires_grad_(),)),
-        ("Entmoid15", lambda: _Call(None, lambda _m, v: sparsemax.Entmoid15.apply(v)), (x,)),
+        ("Entmoid15", lambda: CallWith(None, lambda _m, v: sparsemax.Entmoid15.apply(v)), (x,)),
         ("UnsupervisedLoss", lambda: UnsupervisedLoss, (torch.randn(16, 6), torch.randn(16, 6), (torch.rand(16, 6) > 0.5).float())),
-        ("RegressionSMOTE", lambda: _Call(RegressionSMOTE(device_name="cpu"), lambda m, a, b: m(a, b)), (x, torch.randn(16, 1))),
-        ("ClassificationSMOTE", lambda: _Call(ClassificationSMOTE(device_name="cpu"), lambda m, a, b: m(a, b)), (x, torch.randint(0, 3, (16,)))),
+        ("RegressionSMOTE", lambda: CallWith(RegressionSMOTE(device_name="cpu"), lambda m, a, b: m(a, b)), (x, torch.randn(16, 1))),
+        ("ClassificationSMOTE", lambda: CallWith(ClassificationSMOTE(device_name="cpu"), lambda m, a, b: m(a, b)), (x, torch.randint(0, 3, (16,)))),
     ]  # fmt: skip
     return runs
 
 
-def main() -> None:
-    out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
-    breaks = listen()
-    torch.manual_seed(0)
-    probe_header()
-    records = probe_rows(t_runs(), compile_run, PACKAGES, breaks, build=True)
-    write_sites(out, records)
-
-
 if __name__ == "__main__":
-    main()
+    probe_main(t_runs, PACKAGES, "precision_untuned12_probes.py", sys.argv)
