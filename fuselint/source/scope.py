@@ -247,19 +247,10 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
         for node in live_nodes(current.node):
             if not isinstance(node, ast.Call):
                 continue
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in free:
-                chain = (*current.chain, func.id)
-                add(free[func.id], None, "called", current.via, (), chain, current.side)
-            elif (
-                current.cls is not None
-                and isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "self"
-                and (current.cls.name, func.attr) in methods
-            ):
-                fn, cls = methods[(current.cls.name, func.attr)]
-                chain = (*current.chain, f"{cls.name}.{fn.name}")
+            called = _same_file_function(node.func, current, free, methods)
+            if called is not None:
+                fn, cls = called
+                chain = (*current.chain, node.func.id if cls is None else f"{cls.name}.{fn.name}")
                 add(fn, cls, "called", current.via, (), chain, current.side)
             for fn, cls in _handed(node, current, free, methods):
                 chain = (*current.chain, f"{cls.name}.{fn.name}" if cls is not None else fn.name)
@@ -283,16 +274,27 @@ def _handed(
     if callee in _NOT_RUN_WITH or callee.startswith("register"):
         return
     for arg in (*call.args, *(k.value for k in call.keywords)):
-        if isinstance(arg, ast.Name) and arg.id in free:
-            yield free[arg.id], None
-        elif (
-            current.cls is not None
-            and isinstance(arg, ast.Attribute)
-            and isinstance(arg.value, ast.Name)
-            and arg.value.id == "self"
-            and (current.cls.name, arg.attr) in methods
-        ):
-            yield methods[(current.cls.name, arg.attr)]
+        handed = _same_file_function(arg, current, free, methods)
+        if handed is not None:
+            yield handed
+
+
+def _same_file_function(
+    expr: ast.expr, current: ModelFunction, free: dict, methods: dict
+) -> tuple[FunctionNode, ast.ClassDef | None] | None:
+    """The same-file function `expr` names: a free function (`f`), or a method of the class
+    being linted (`self.m`, defined in that class); None otherwise."""
+    if isinstance(expr, ast.Name) and expr.id in free:
+        return free[expr.id], None
+    if (
+        current.cls is not None
+        and isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+        and (current.cls.name, expr.attr) in methods
+    ):
+        return methods[(current.cls.name, expr.attr)]
+    return None
 
 
 def wrappers(decorator: FunctionNode) -> list[FunctionNode]:
