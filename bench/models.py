@@ -283,28 +283,50 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
 
 
 TRACE_ROUNDS = os.environ.get("FUSELINT_BENCH_TRACE") == "1"
+PIN: int | None = None  # the CPU the timing rounds run on (--pin), else every CPU the process has
 
 
-def time_rounds(calls: dict[str, object], rounds: int) -> dict[str, tuple[float, float]]:
-    """{backend: (wall ms, host µs)} for one model's compiled calls, timed in interleaved rounds
-    (the order rotating each round) so that the host's load, which drifts over minutes on a
-    shared machine, falls on every backend alike; each figure is the median over the rounds."""
-    import triton.testing
-
+def time_rounds(calls: dict[str, object], rounds: int, rep_ms: float = 40.0) -> dict[str, dict]:
+    """{backend: {"wall_ms", "host_us", "wall_rounds"}} for one model's compiled calls, timed in
+    interleaved rounds (the order rotating each round) so that the host's load, which drifts
+    over minutes on a shared machine, falls on every backend alike; wall and host are medians
+    over the rounds, `wall_rounds` each round's do_bench median (for ratios paired by round)."""
     names = list(calls)
     walls: dict[str, list[float]] = {b: [] for b in names}
     hosts: dict[str, list[float]] = {b: [] for b in names}
+    cpus = os.sched_getaffinity(0)
+    if PIN is not None:  # compiles (thread pools) keep every CPU; only the timing is pinned
+        os.sched_setaffinity(0, {PIN})
+    try:
+        _rounds(calls, rounds, rep_ms, walls, hosts)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    return {
+        b: {
+            "wall_ms": statistics.median(walls[b]),
+            "host_us": statistics.median(hosts[b]),
+            "wall_rounds": walls[b],
+        }
+        for b in names
+    }
+
+
+def _rounds(calls: dict, rounds: int, rep_ms: float, walls: dict, hosts: dict) -> None:
+    import triton.testing
+
+    names = list(calls)
     for r in range(rounds):
         k = r % len(names)
         for b in names[k:] + names[:k]:
             if TRACE_ROUNDS:  # which backend a fault shows up in (set FUSELINT_BENCH_TRACE=1)
                 print(f"[round {r}] {b}", file=sys.stderr, flush=True)
-            walls[b].append(triton.testing.do_bench(calls[b], warmup=10, rep=40, return_mode="median"))
+            walls[b].append(triton.testing.do_bench(calls[b], warmup=10, rep=rep_ms, return_mode="median"))
             hosts[b].append(host_us(calls[b], calls=6))
-    return {b: (statistics.median(walls[b]), statistics.median(hosts[b])) for b in names}
 
 
-def measure_model(name: str, backends: list[str], dtype: torch.dtype, train: bool, rounds: int) -> list[dict]:
+def measure_model(
+    name: str, backends: list[str], dtype: torch.dtype, train: bool, rounds: int, rep_ms: float = 40.0
+) -> list[dict]:
     """Every backend of one model: compiled one after another, then timed side by side."""
     rows, calls = [], {}
     torch._dynamo.reset()
@@ -322,10 +344,10 @@ def measure_model(name: str, backends: list[str], dtype: torch.dtype, train: boo
                 "error": f"{type(exc).__name__}: {exc}".replace("\n", " "),
             }
         rows.append(row)
-    times = time_rounds(calls, rounds) if calls else {}
+    times = time_rounds(calls, rounds, rep_ms) if calls else {}
     for row in rows:
         if row["backend"] in times:
-            row["wall_ms"], row["host_us"] = times[row["backend"]]
+            row.update(times[row["backend"]])
             row["rounds"] = rounds
     return rows
 
@@ -417,6 +439,13 @@ def ratio_lines(rows: list[dict]) -> list[str]:
     wall = {
         (r["model"], r["dtype"], r["train"], r["backend"]): r["wall_ms"] for r in rows if "error" not in r
     }
+    # Each round's walls, where the run kept them: a ratio taken within a round compares calls
+    # timed seconds apart, so the host's drift between rounds cancels.
+    rounds = {
+        (r["model"], r["dtype"], r["train"], r["backend"]): r["wall_rounds"]
+        for r in rows
+        if "error" not in r and r.get("wall_rounds")
+    }
     out = []
     for num, den in (
         ("fuselint", "inductor"),
@@ -432,6 +461,22 @@ def ratio_lines(rows: list[dict]) -> list[str]:
             geo = math.exp(sum(math.log(r) for *_, r in pairs) / len(pairs))
             each = ", ".join(f"{m} {r:.2f}" for m, _, _, r in pairs)
             out.append(f"- {num} / {den} wall: {each}; geomean {geo:.2f}")
+        paired = sorted(
+            (
+                m,
+                d,
+                t,
+                statistics.median(
+                    a / b for a, b in zip(rounds[(m, d, t, num)], rounds[(m, d, t, den)], strict=True)
+                ),
+            )
+            for (m, d, t, b) in rounds
+            if b == num and (m, d, t, den) in rounds
+        )
+        if paired:
+            geo = math.exp(sum(math.log(r) for *_, r in paired) / len(paired))
+            each = ", ".join(f"{m} {r:.2f}" for m, _, _, r in paired)
+            out.append(f"  - the same, median of the ratios within each round: {each}; geomean {geo:.2f}")
     return out
 
 
@@ -464,6 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--diagnose", help="model name: print where a call synchronises")
     p.add_argument("--small", action="store_true")
     p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per model")
+    p.add_argument("--rep", type=float, default=40.0, help="ms of calls per do_bench in each round")
+    p.add_argument(
+        "--pin", type=int, default=None, help="CPU to pin the process to while timing (steadier host)"
+    )
     p.add_argument(
         "--merge", help="comma list of --json files: write their rows as one table (no GPU needed)"
     )
@@ -486,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.diagnose.split(","):
             diagnose(name, Path(a.out), a.small)
         return 0
+    global PIN
+    PIN = a.pin
     start = time.perf_counter()
     rows: list[dict] = []
     backends = a.backends.split(",")
@@ -497,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         if time.perf_counter() - start > a.budget:
             print(f"skip {model} {dtype} train={train}: over budget", flush=True)
             continue
-        for row in measure_model(model, backends, dtype, train, a.rounds):
+        for row in measure_model(model, backends, dtype, train, a.rounds, a.rep):
             rows.append(row)
             print(json.dumps(row), flush=True)
         torch.cuda.empty_cache()

@@ -95,3 +95,27 @@ for n, c, h, k, ks, s, g in [
         f"   {n}x{c}x{h} k{k} {ks}x{ks} s{s} g{g}: backend {be}; convolution {a:.2f} us, cudnn_convolution {b:.2f} us, equal {same}; empty {e:.2f} us",
         flush=True,
     )
+
+# fuselint's own custom ops: through the dispatcher (torch.library's Python wrapper) against the
+# Python body the generated call functions call (fuselint/backend/runtime.py DIRECT_IMPLS).
+import fuselint.backend  # noqa: E402,F401  (registers the ops)
+from fuselint.backend import runtime  # noqa: E402
+
+ids = torch.randint(0, 50257, (8 * 512,), device="cuda")
+rows = torch.randn(8 * 512, 768, **bf)
+op = torch.ops.fuselint.masked_index_add.default
+body = runtime.DIRECT_IMPLS["fuselint::masked_index_add"]
+same = torch.equal(op(None, [50257, 768], None, ids, rows), body(None, [50257, 768], None, ids, rows))
+print(
+    f"masked_index_add (GPT-2 wte gradient): through the op {loop(lambda: op(None, [50257, 768], None, ids, rows), 30):.1f} us, "
+    f"its body {loop(lambda: body(None, [50257, 768], None, ids, rows), 30):.1f} us (atomic adds: equal {same})",
+    flush=True,
+)
+xp = torch.randn(32, 64, 112, 112, **bf).to(memory_format=torch.channels_last)
+pool = torch.ops.fuselint.max_pool2d_with_indices.default
+pool_body = runtime.DIRECT_IMPLS["fuselint::max_pool2d_with_indices"]
+print(
+    f"max_pool2d_with_indices (ResNet-50 stem): through the op {loop(lambda: pool(xp, [3, 3], [2, 2], [1, 1], False), 30):.1f} us, "
+    f"its body {loop(lambda: pool_body(xp, [3, 3], [2, 2], [1, 1], False), 30):.1f} us",
+    flush=True,
+)

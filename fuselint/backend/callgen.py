@@ -94,9 +94,15 @@ def _last_uses(nodes: list[torch.fx.Node]) -> dict[str, list[str]]:
 
 
 def _aten_entry(target: object) -> object:
-    """The C function behind an OpOverload (skips its Python ``__call__``), else the target."""
+    """The C function behind an OpOverload (skips its Python ``__call__``), the Python body of
+    one of fuselint's own custom ops (skips the dispatcher and torch.library's wrapper), else
+    the target."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return target
+    if target.namespace == "fuselint" and target.name() in runtime.DIRECT_IMPLS:
+        return runtime.DIRECT_IMPLS[target.name()]
     op = getattr(target, "_op", None)
-    return op if isinstance(target, torch._ops.OpOverload) and callable(op) else target
+    return op if callable(op) else target
 
 
 def _produced_by_aten(node: torch.fx.Node) -> bool:

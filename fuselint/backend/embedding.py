@@ -23,7 +23,7 @@ import torch.fx
 import triton
 import triton.language as tl
 
-from fuselint.backend.runtime import HandKernel, can_generate_for
+from fuselint.backend.runtime import HandKernel, can_generate_for, direct_impl
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -49,6 +49,7 @@ ADD_ROWS = HandKernel(_add_rows, "embedding gradients")
 
 
 @torch.library.custom_op("fuselint::masked_index_add", mutates_args=())
+@direct_impl("fuselint::masked_index_add")
 def masked_index_add(
     base: torch.Tensor | None,
     size: list[int],

@@ -24,7 +24,7 @@ import torch.fx
 import triton
 import triton.language as tl
 
-from fuselint.backend.runtime import HandKernel, can_generate_for, interpreting
+from fuselint.backend.runtime import HandKernel, can_generate_for, direct_impl, interpreting
 from fuselint.graph.layout import channels_last
 
 aten = torch.ops.aten
@@ -170,6 +170,7 @@ GATHER_GRADS = HandKernel(_gather_grads, "max-pool gradients")
 
 
 @torch.library.custom_op("fuselint::max_pool2d_with_indices", mutates_args=())
+@direct_impl("fuselint::max_pool2d_with_indices")
 def max_pool2d_with_indices(
     x: torch.Tensor, kernel_size: list[int], stride: list[int], padding: list[int], ceil_mode: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,6 +216,7 @@ def _(x, kernel_size, stride, padding, ceil_mode):
 
 
 @torch.library.custom_op("fuselint::max_pool2d_grad", mutates_args=())
+@direct_impl("fuselint::max_pool2d_grad")
 def max_pool2d_grad(
     grad: torch.Tensor,
     like: torch.Tensor,

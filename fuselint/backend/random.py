@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from fuselint.backend.runtime import direct_impl
+
 aten = torch.ops.aten
 
 # Seeds are drawn below 2**31 so that they stay non-negative int32 values for tl.rand.
@@ -22,6 +24,7 @@ SEED_BOUND = 2**31 - 1
 
 
 @torch.library.custom_op("fuselint::philox_rand", mutates_args=())
+@direct_impl("fuselint::philox_rand")
 def philox_rand(seed: torch.Tensor, size: list[int], dtype: torch.dtype) -> torch.Tensor:
     """Uniform [0, 1) numbers of `size` from the 0-d int64 `seed`, computed on its device."""
     n = 1

@@ -209,3 +209,59 @@ def test_a_buffer_from_the_aten_fallback_is_a_fresh_copy_that_a_later_kernel_may
         torch.manual_seed(seed)
         x, w = torch.randn(16, 16), torch.randn(16, 16)
         torch.testing.assert_close(fn(x, w), chain(x, w), atol=1e-5, rtol=1e-5)
+
+
+def embed_then_scale(table, ids):
+    return (F.embedding(ids, table) * 2).square().sum(-1)
+
+
+def _table_grad(f, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    table = torch.randn(20, 8, generator=g).requires_grad_()
+    ids = torch.randint(0, 20, (3, 9), generator=g)
+    ids[0] = 5  # one row hit many times
+    f(table, ids).sum().backward()
+    return table.grad
+
+
+def test_fuselints_own_ops_are_called_as_their_python_body_not_through_the_dispatcher(monkeypatch):
+    from fuselint.backend import embedding
+
+    torch._dynamo.reset()
+    mark = history_mark()
+    fn = torch.compile(embed_then_scale, backend=fuselint_backend)
+    _table_grad(fn, 0)
+    (backward,) = [r for r in reports_since(mark) if "backward" in r.graph]
+    for k in backward.kernels:
+        k._fast = StandInLaunch(k)
+    backward.runner._generate()
+    assert backward.runner.call is not None, backward.runner.why_not
+    called = [
+        o
+        for o in backward.runner.call.__globals__.values()
+        if o is runtime.DIRECT_IMPLS["fuselint::masked_index_add"]
+    ]
+    assert called and called[0] is embedding.masked_index_add._init_fn
+    # the body runs, the op's dispatcher entry does not
+    calls = []
+    body = runtime.DIRECT_IMPLS["fuselint::masked_index_add"]
+    monkeypatch.setitem(
+        backward.runner.call.__globals__, _name_of(backward.runner.call, body), _counting(body, calls)
+    )
+    for seed in (1, 2):
+        torch.testing.assert_close(
+            _table_grad(fn, seed), _table_grad(embed_then_scale, seed), atol=1e-5, rtol=1e-5
+        )
+    assert len(calls) == 2
+
+
+def _name_of(call, obj) -> str:
+    return next(name for name, value in call.__globals__.items() if value is obj)
+
+
+def _counting(fn, calls: list):
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    return counted

@@ -252,6 +252,37 @@ def test_max_pool_kernels_match_cuda_aten_exactly(layout):
     assert mine.stride() == back.stride() and torch.equal(mine, back)
 
 
+def test_hand_kernels_launch_the_binary_triton_picked_once_the_arguments_specialize_alike():
+    from fuselint.backend.embedding import ADD_ROWS, masked_index_add
+    from fuselint.backend.max_pool import POOL_WITH_INDICES, max_pool2d_with_indices
+
+    g = torch.Generator(device="cuda").manual_seed(2)
+
+    def rows(n, dim, offset=0):
+        ids = torch.randint(0, 40, (n + offset,), device="cuda", generator=g)[offset:]
+        values = torch.randn(n + offset, dim, device="cuda", generator=g)[offset:]
+        return ids, values
+
+    fast = []
+    for n, dim, offset in [(33, 24, 0), (33, 24, 0), (17, 24, 0), (33, 24, 1), (33, 24, 1), (33, 40, 0)]:
+        ids, values = rows(n, dim, offset)  # offset 1: the ids' pointer is no longer 16-byte aligned
+        before = ADD_ROWS.fast_launches
+        got = masked_index_add(None, [40, dim], None, ids, values)
+        want = torch.zeros(40, dim, device="cuda").index_put_((ids,), values, accumulate=True)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        fast.append(ADD_ROWS.fast_launches > before)
+    # repeats (the row count sizes only the grid) go to the saved binary; an unaligned pointer
+    # is a new specialization, so Triton picks (or compiles) its binary first
+    assert fast[1:5] == [True, True, False, True], fast
+    x = torch.randn(2, 8, 15, 15, device="cuda", generator=g).to(torch.bfloat16)
+    fast = POOL_WITH_INDICES.fast_launches
+    for _ in range(3):
+        out, idx = max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1], False)
+        want = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1], [1, 1], False)
+        assert torch.equal(out, want[0]) and torch.equal(idx, want[1])
+    assert POOL_WITH_INDICES.fast_launches - fast == 2
+
+
 def test_max_pool_gradient_is_the_gather_kernel_and_matches_eager():
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 16, 7, 2, 3, bias=False).cuda().to(torch.bfloat16)
