@@ -4,7 +4,7 @@
 
 Prints, per backend, each kernel name with its launches and GPU µs per call, largest first, so
 that two backends (or two versions of fuselint, run from two checkouts) can be diffed when their
-kernel counts in bench/models.py differ. bf16 inference, the models of bench/models.py.
+kernel counts in bench/models.py differ. Inference (bf16 unless --dtype), the models of bench/models.py.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.add_argument("--backends", default="fuselint,inductor")
     p.add_argument("--calls", type=int, default=5)
+    p.add_argument("--dtype", default="bfloat16", help="the models' dtype (bench/models.py's --dtypes)")
     a = p.parse_args(argv)
     model, args = M.build(a.model)
-    model, args = M._to(model, args, "cuda", torch.bfloat16)
+    model, args = M._to(model, args, "cuda", getattr(torch, a.dtype))
     for backend in a.backends.split(","):
         compiled = M.compile_with(backend, model)
         with torch.no_grad():
