@@ -25,6 +25,7 @@ import contextlib
 import copy
 import json
 import math
+import operator
 import os
 import statistics
 import sys
@@ -434,6 +435,19 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ratios(table: dict, num: str, den: str, of: object) -> list[tuple[str, float]]:
+    """(model, of(num's entry, den's entry)) for every model `table` holds both backends of."""
+    return sorted(
+        (m, of(table[(m, d, t, num)], table[(m, d, t, den)]))
+        for (m, d, t, b) in table
+        if b == num and (m, d, t, den) in table
+    )
+
+
+def _paired_median(a: list[float], b: list[float]) -> float:
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+
 def ratio_lines(rows: list[dict]) -> list[str]:
     """Per model, one backend's wall time over another's, and their geomean."""
     wall = {
@@ -452,31 +466,15 @@ def ratio_lines(rows: list[dict]) -> list[str]:
         ("fuselint", "eager"),
         ("fuselint-cudagraphs", "inductor-reduce-overhead"),
     ):
-        pairs = sorted(
-            (m, d, t, wall[(m, d, t, num)] / wall[(m, d, t, den)])
-            for (m, d, t, b) in wall
-            if b == num and (m, d, t, den) in wall
-        )
-        if pairs:
-            geo = math.exp(sum(math.log(r) for *_, r in pairs) / len(pairs))
-            each = ", ".join(f"{m} {r:.2f}" for m, _, _, r in pairs)
-            out.append(f"- {num} / {den} wall: {each}; geomean {geo:.2f}")
-        paired = sorted(
-            (
-                m,
-                d,
-                t,
-                statistics.median(
-                    a / b for a, b in zip(rounds[(m, d, t, num)], rounds[(m, d, t, den)], strict=True)
-                ),
-            )
-            for (m, d, t, b) in rounds
-            if b == num and (m, d, t, den) in rounds
-        )
-        if paired:
-            geo = math.exp(sum(math.log(r) for *_, r in paired) / len(paired))
-            each = ", ".join(f"{m} {r:.2f}" for m, _, _, r in paired)
-            out.append(f"  - the same, median of the ratios within each round: {each}; geomean {geo:.2f}")
+        medians = _ratios(wall, num, den, operator.truediv)
+        paired = _ratios(rounds, num, den, _paired_median)
+        for lead, found in (
+            (f"- {num} / {den} wall", medians),
+            ("  - the same, median of the ratios within each round", paired),
+        ):
+            if found:
+                geo = math.exp(sum(math.log(r) for _, r in found) / len(found))
+                out.append(f"{lead}: {', '.join(f'{m} {r:.2f}' for m, r in found)}; geomean {geo:.2f}")
     return out
 
 

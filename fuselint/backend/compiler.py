@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
+from fuselint.backend.bias import unfuse_addmm_bias
 from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
 from fuselint.backend.embedding import scatter_index_adds
@@ -544,6 +545,7 @@ def compile_graph(
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     sink_pads(gm)
     repeats_as_cats(gm)
+    unfuse_addmm_bias(gm)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)
     try:

@@ -1,0 +1,40 @@
+"""bench/models.py's ratio lines: the ratio of medians, and the median of the ratios paired by
+round (the one a host that drifts between rounds cannot bias). No GPU needed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _models_module():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("fuselint_bench_models", ROOT / "bench" / "models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(model, backend, rounds):
+    return {"model": model, "dtype": "bfloat16", "train": False, "backend": backend,
+            "wall_ms": sorted(rounds)[len(rounds) // 2], "wall_rounds": rounds}  # fmt: skip
+
+
+def test_paired_ratios_follow_the_rounds_where_the_ratio_of_medians_does_not():
+    m = _models_module()
+    # the host slows down round by round; fuselint is 10% faster in rounds 3-5 and 50% slower in
+    # rounds 1-2: the medians compare fuselint's round 2 with Inductor's round 3
+    ind = [1.0, 2.0, 3.0, 4.0, 5.0]
+    fuse = [1.5, 3.0, 2.7, 3.6, 4.5]
+    rows = [_row("gpt2", "fuselint", fuse), _row("gpt2", "inductor", ind), _row("gpt2", "eager", [6.0] * 5)]
+    lines = m.ratio_lines(rows)
+    assert lines[0] == "- fuselint / inductor wall: gpt2 1.00; geomean 1.00"
+    assert lines[1] == "  - the same, median of the ratios within each round: gpt2 0.90; geomean 0.90"
+    assert lines[2] == "- fuselint / eager wall: gpt2 0.50; geomean 0.50"
+    # rows without rounds (older JSON) give the ratio of medians only
+    for r in rows:
+        r.pop("wall_rounds")
+    assert [line[:3] for line in m.ratio_lines(rows)] == ["- f", "- f"]
