@@ -132,12 +132,13 @@ def _read(site: Site) -> bool:
 
 
 def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
-    """The boolean mask a read subscript indexes a tensor with. The target of `x[m] += v` may be of
-    unknown kind (`x = self.pe.forward_with_coords(p)`): a boolean tensor indexes only a tensor."""
+    """The boolean mask a read subscript indexes a tensor with. The indexed value may be of unknown
+    kind (`x = self.pe.forward_with_coords(p)`, `a, p, n = lmu.get_all_triplets_indices(labels)`
+    then `a[mask]`): a boolean tensor indexes only a tensor (a list refuses it), so a mask that is
+    surely a boolean tensor says what the value is."""
     sub = site.node
     kind = flow.kind(sub.value, site.env)
-    augmented = isinstance(sub.ctx, ast.Store)
-    if not _read(site) or not (kind in TENSORISH or (augmented and kind is None)):
+    if not _read(site) or not (kind in TENSORISH or kind is None):
         return None
     parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     for part in parts:
