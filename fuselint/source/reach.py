@@ -36,6 +36,7 @@ from typing import NamedTuple
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.scope import MODULE_ROOT, STARRED, Reached, module_classes
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
@@ -246,12 +247,6 @@ def _constructed(expr: ast.expr | None, summary: FileSummary, local: dict[str, l
     if isinstance(expr, ast.Name):
         return local.get(expr.id, [])
     return []
-
-
-def _self_attr(target: ast.expr) -> str | None:
-    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-        return target.attr
-    return None
 
 
 def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary | None = None) -> ClassSummary:

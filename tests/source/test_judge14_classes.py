@@ -9,6 +9,8 @@ bench/results/precision_untuned14.md), each checked against dynamo:
    through the same-file base into the other file, so the tree knows the class is a module.
 3. FL106 on `x[mask]` where `mask` is surely a boolean tensor and `x` of unknown kind (a helper of
    another file returned it): a boolean tensor indexes only a tensor.
+4. A side road: `if self.collect_stats:` whose body only stores host numbers on `self` (`.item()`)
+   breaks only when the opt-in flag is on; findings there say so and `--paths normal` drops them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_break_reasons, lines, load_snippet, tree_findings
+from source_rules_helpers import dynamo_break_reasons, findings, lines, load_snippet, tree_findings
+
+from fuselint.source.paths import RECORDING, off_path
 
 RECORDS = """
     import torch
@@ -152,3 +156,45 @@ def test_dynamo_breaks_on_the_boolean_mask_index():
     miner = load_snippet(source)["Miner"]()
     reasons = dynamo_break_reasons(miner, torch.randn(6, 3), 6)
     assert any("Dynamic shape operator" in r for r in reasons)
+
+
+STATS = """
+    import torch
+    from torch import nn
+
+
+    class Miner(nn.Module):
+        def __init__(self, collect_stats=False):
+            super().__init__()
+            self.collect_stats = collect_stats
+            self.training_steps = 0
+
+        def forward(self, d):
+            if self.collect_stats:
+                with torch.no_grad():
+                    self.mean_dist = torch.mean(d).item()
+                    if len(d) > 0:
+                        self.max_dist = torch.max(d).item()
+            if self.training:
+                self.last = d.sum().item()
+            if self.collect_stats:
+                self.first = d[0].item()
+                return d * 2
+            return d + 1
+"""
+
+
+def test_statistics_behind_a_self_flag_are_a_recording_road():
+    found = {f.span.line: off_path(f) for f in findings(STATS, "FL101")}
+    assert found == {15: RECORDING, 17: RECORDING, 19: None, 21: None}
+    assert "only while the flag that guards it is on" in next(
+        f.message for f in findings(STATS, "FL101") if f.span.line == 15
+    )
+
+
+def test_dynamo_breaks_on_the_recording_road_only_with_the_flag_on():
+    torch = pytest.importorskip("torch")
+    miner = load_snippet(STATS)["Miner"]
+    d = torch.rand(5)
+    assert dynamo_break_reasons(miner(collect_stats=False).eval(), d) == []
+    assert dynamo_break_reasons(miner(collect_stats=True).eval(), d) != []

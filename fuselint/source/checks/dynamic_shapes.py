@@ -30,6 +30,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import self_attribute as _self_attribute
 from fuselint.source.scope import ModelFunction
 
 _DYNAMIC_FUNCTIONS = frozenset(
@@ -41,12 +42,6 @@ _CTC_MODULES = frozenset({"torch.nn.CTCLoss", "torch.nn.modules.loss.CTCLoss"})
 _DYNAMIC_METHODS = frozenset(
     {"nonzero", "argwhere", "unique", "unique_consecutive", "bincount", "masked_select"}
 )
-
-
-def _self_attribute(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        return expr.attr
-    return None
 
 
 def ctc_attributes(cls: ast.ClassDef | None, sf: SourceFile) -> frozenset[str]:
