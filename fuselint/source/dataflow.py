@@ -34,6 +34,7 @@ from functools import cached_property
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
 from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
 from fuselint.source.tracing_truth import compile_truth, live_nodes
@@ -1710,12 +1711,6 @@ def _cast_base(expr: ast.expr) -> ast.expr:
     ):
         expr = expr.func.value
     return expr
-
-
-def _self_attr(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        return expr.attr
-    return None
 
 
 def _local_tensors(

@@ -82,3 +82,10 @@ def _walk(node: ast.AST) -> Iterator[ast.AST]:
                     if isinstance(item, _AST):
                         push(item)
         yield current
+
+
+def self_attribute(expr: ast.expr | None) -> str | None:
+    """`X` for `self.X`, else None."""
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None

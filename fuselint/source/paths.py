@@ -17,10 +17,10 @@ import re
 from collections.abc import Iterable
 
 from fuselint.findings import Finding
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import self_attribute, walk
 
 PATH_KEY = "path"
-DEPRECATION, MISUSE, ERROR = "deprecation", "misuse", "error"
+DEPRECATION, MISUSE, ERROR, RECORDING = "deprecation", "misuse", "error", "recording"
 
 # What a warning says when it is about the caller's arguments rather than the data. Phrases, not
 # single words: "ignored" alone also appears in "padding tokens are ignored in the loss".
@@ -39,7 +39,9 @@ _NOTES = {
     DEPRECATION: "only on a deprecated-argument path",
     MISUSE: "only on a misuse path (the branch warns the caller)",
     ERROR: "only on an error path (the branch raises)",
+    RECORDING: "only while the flag that guards it is on (the branch only records host numbers on `self`)",
 }
+_HOST_READS = frozenset({"item", "tolist"})
 
 
 def _text(node: ast.AST) -> str:
@@ -88,6 +90,41 @@ def _mentions_deprecated(test: ast.expr) -> bool:
     )
 
 
+def _flattened(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """The statements of `body`, with those inside `with` blocks and nested `if`s in place of them."""
+    for stmt in body:
+        if isinstance(stmt, ast.With):
+            yield from _flattened(stmt.body)
+        elif isinstance(stmt, ast.If):
+            yield from _flattened([*stmt.body, *stmt.orelse])
+        else:
+            yield stmt
+
+
+def _records_statistics(test: ast.expr | None, body: list[ast.stmt]) -> bool:
+    """`if self.collect_stats:` whose body only stores values on `self` (and in local names), at
+    least one of them read to the host (`self.avg = torch.mean(d).item()`): bookkeeping that forward
+    never returns, behind an opt-in flag, which dynamo specializes on (a False flag: no branch, no
+    break; pytorch-metric-learning's `set_stats`). `self.training` is the train mode, a normal path."""
+    if self_attribute(test) in (None, "training"):
+        return False
+    recorded = False
+    for stmt in _flattened(body):
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        else:
+            return False
+        if not all(self_attribute(t) or isinstance(t, ast.Name) for t in targets):
+            return False
+        recorded |= any(self_attribute(t) for t in targets) and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _HOST_READS
+            for n in walk(value)
+        )
+    return recorded
+
+
 def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.stmt] = ()) -> str | None:
     """The side road that a branch (`test` true, then `body`; no test for an `else`) is, or None
     when it may be the normal path.
@@ -114,6 +151,8 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
         return DEPRECATION
     if any(_MISUSE_TEXT.search(t) for t in texts):
         return MISUSE
+    if _records_statistics(test, body):
+        return RECORDING
     return None
 
 
@@ -152,5 +191,6 @@ def off_path(finding: Finding) -> str | None:
 
 
 def normal_path_only(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that sit on the normal path: those on deprecation, misuse or error paths left out."""
+    """The findings that sit on the normal path: those on deprecation, misuse, error or recording
+    paths left out."""
     return [f for f in findings if off_path(f) is None]

@@ -36,6 +36,7 @@ from typing import NamedTuple
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.scope import MODULE_ROOT, STARRED, Reached, module_classes
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
@@ -248,19 +249,14 @@ def _constructed(expr: ast.expr | None, summary: FileSummary, local: dict[str, l
     return []
 
 
-def _self_attr(target: ast.expr) -> str | None:
-    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-        return target.attr
-    return None
-
-
 def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary | None = None) -> ClassSummary:
     """Bases, methods, and the classes of the callables the class stores on `self`, directly
     (`self.p = Proc()`) or through a setter (`self.set_processor(Proc())` storing its argument).
-    `local` also resolves the file's own classes; it names what is stored (bases come from
-    `summary`: same-file bases are the file's own scope's business)."""
+    `local` also resolves the file's own classes: what is stored, and bases of the same file
+    (`class C(B)` with `class B(OtherFileBase)` beside it: C's lookup order goes on through B into
+    the other file, where an inherited `forward` or a subclass's override lies)."""
     local = local or summary
-    bases = tuple(q for q in (summary.qualify(b) for b in cls.bases) if q)
+    bases = tuple(q for q in (local.qualify(b) for b in cls.bases) if q)
     methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     stored: dict[str, set[str]] = {}
     setters: dict[str, list[tuple[int, str]]] = {}  # method -> (parameter position, attribute)
@@ -399,6 +395,8 @@ class Call(NamedTuple):
     "table" (every function or class that the dispatch table `qualname` holds is called:
     `TABLE[key](...)`), "table_instance" (method `attr` of an instance built from that table),
     "override" (`self.attr(...)` in class `qualname`: the definitions of `attr` in its subclasses),
+    "inherits" (`self.m(...)` in the `forward` of class `qualname`, `attr` "forward.m": the
+    definitions of `m` in the subclasses that run that same `forward`, however many),
     "stored" (`self.X.m(...)` in class `qualname`, `attr` "X.m": method m of the classes the
     class stores on `self.X`), "named" (`obj._m(...)` on an object of unknown class: every
     method `attr` of the tree's classes, `_named`).
@@ -491,6 +489,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                     aliases,
                     made,
                     handed,
+                    fn.node.name,
                 )
                 if not outside(t[1])
             ]
@@ -754,6 +753,7 @@ def _call_targets(
     aliases: Mapping[str, tuple[str, ...]] | None = None,
     made: Mapping[str, tuple[str, str]] | None = None,
     values_handed: frozenset[str] | None = None,
+    caller: str | None = None,
 ) -> list[Target]:
     dispatch = _dispatch(func, summary, tables, made)
     if dispatch is not None:
@@ -776,6 +776,10 @@ def _call_targets(
             # Subclasses that override the method run their own (virtual dispatch, `Index.targets`);
             # an attribute the class sets (`self.proj = nn.Linear(...)`) is a value, not a method.
             found: list[Target] = [] if func.attr in values else [("override", owner, func.attr, None)]
+            if found and caller == "forward":
+                # A subclass that keeps this `forward` runs it as its own entry, on its own
+                # instance: `self.attr` is that subclass's, whichever and however many there are.
+                found.append(("inherits", owner, f"forward.{func.attr}", None))
             if func.attr not in methods and _may_resolve(summary, owner, func.attr):
                 found.append(("self", owner, func.attr, None))
             return found
@@ -933,6 +937,22 @@ class Index:
             self._overrides[key] = found if len(found) <= _MAX_OVERRIDES else []
         return self._overrides[key]
 
+    def inheritors(self, path: str, name: str, entry: str, attr: str) -> list[tuple[str, str, bool]]:
+        """The definitions of method `attr` in the subclasses whose `entry` method is the class's
+        own (`BaseLoss.forward` calls `self.compute_loss`; `TripletLoss(BaseLoss)` defines
+        `compute_loss` and no `forward`): each such subclass runs `attr` from its own entry, so
+        none is a guess and no `_MAX_OVERRIDES` bound applies."""
+        own = (path, f"{name}.{entry}")
+        return sorted(
+            (sub_path, f"{sub}.{attr}", False)
+            for sub_path, sub in self.subclasses(path, name)
+            if self.method(sub_path, sub, entry) == own
+            and (hit := self.method(sub_path, sub, attr)) is not None
+            and hit[0] == sub_path
+            and hit[1] == f"{sub}.{attr}"
+            and attr not in self.summaries[sub_path].classes[sub].properties
+        )
+
     def definers(self, attr: str) -> list[tuple[str, str, bool]]:
         """The methods named `attr` of every class of the tree; none when more than
         `_MAX_OVERRIDES` classes define it (the name then says nothing about the class)."""
@@ -1045,6 +1065,10 @@ class Index:
         if call.form == "override":
             owner = self._class(call.qualname)
             return self.overrides(*owner, call.attr) if owner is not None else []
+        if call.form == "inherits":
+            owner = self._class(call.qualname)
+            entry, _, attr = call.attr.partition(".")
+            return self.inheritors(*owner, entry, attr) if owner is not None else []
         if call.form == "decorator":
             found = self.lookup(call.qualname)
             if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].functions:

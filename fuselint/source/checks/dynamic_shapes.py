@@ -30,6 +30,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import self_attribute as _self_attribute
 from fuselint.source.scope import ModelFunction
 
 _DYNAMIC_FUNCTIONS = frozenset(
@@ -41,12 +42,6 @@ _CTC_MODULES = frozenset({"torch.nn.CTCLoss", "torch.nn.modules.loss.CTCLoss"})
 _DYNAMIC_METHODS = frozenset(
     {"nonzero", "argwhere", "unique", "unique_consecutive", "bincount", "masked_select"}
 )
-
-
-def _self_attribute(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        return expr.attr
-    return None
 
 
 def ctc_attributes(cls: ast.ClassDef | None, sf: SourceFile) -> frozenset[str]:
@@ -132,12 +127,13 @@ def _read(site: Site) -> bool:
 
 
 def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
-    """The boolean mask a read subscript indexes a tensor with. The target of `x[m] += v` may be of
-    unknown kind (`x = self.pe.forward_with_coords(p)`): a boolean tensor indexes only a tensor."""
+    """The boolean mask a read subscript indexes a tensor with. The indexed value may be of unknown
+    kind (`x = self.pe.forward_with_coords(p)`, `a, p, n = lmu.get_all_triplets_indices(labels)`
+    then `a[mask]`): a boolean tensor indexes only a tensor (a list refuses it), so a mask that is
+    surely a boolean tensor says what the value is."""
     sub = site.node
     kind = flow.kind(sub.value, site.env)
-    augmented = isinstance(sub.ctx, ast.Store)
-    if not _read(site) or not (kind in TENSORISH or (augmented and kind is None)):
+    if not _read(site) or not (kind in TENSORISH or kind is None):
         return None
     parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     for part in parts:
