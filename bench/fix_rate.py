@@ -40,6 +40,7 @@ from real_corpus import (  # noqa: E402
     UNTUNED9,
     describe_site,
     package_dirs,
+    package_of,
     project_config,
     run_child,
 )
@@ -291,7 +292,13 @@ def main() -> None:
         print(f"{model}: {len(after['sites'])} sites after {after.get('error', '')}", file=sys.stderr)
         diff = max_diff(str(work / f"{model}.before.pt"), str(work / f"{model}.after.pt"))
         rows.append(
-            {"model": model, "package": MODELS[model], "before": before[model], "after": after, "diff": diff}
+            {
+                "model": model,
+                "package": package_of(model),
+                "before": before[model],
+                "after": after,
+                "diff": diff,
+            }
         )
     (work / "fix_rate.json").write_text(json.dumps(rows, indent=1))
     text = table(rows, summary)

@@ -38,10 +38,15 @@ from fuselint.source.nodes import walk
 
 MESSAGE = (
     "read an int twin of the 0-d int buffer(s) {names}, kept beside each buffer in `__init__` "
-    "(assumes each buffer's source is a Python int, that no code outside this file writes the buffer, "
-    "and that lengths stay below 2**23 samples, where `math.ceil` of the float64 quotient equals "
-    "`torch.ceil` of the float32 one; helpers that returned a 0-d tensor now return an int)"
+    "(assumes each buffer's source is a Python int and that no code outside this file writes the buffer; "
+    "helpers that returned a 0-d tensor now return an int{rounding})"
 )
+ROUNDING = (
+    "; `math.ceil` of the float64 quotient equals `torch.ceil` of the float32 one while the numerator "
+    "stays below {bound:,}: float32 rounds some larger ones wrongly (bench/ceil_float32.py)"
+)
+# the smallest numerator where float32 is wrong, over strides 1-1024 (bench/ceil_float32.py)
+CEIL_BOUND = 2**23
 
 _INT_DTYPES = frozenset({"torch.int64", "torch.long"})
 _BUFFER = frozenset({"torch.nn.Buffer", "torch.nn.parameter.Buffer"})
@@ -457,7 +462,9 @@ class _MethodReader:
                 self.out.bad = True
         elif isinstance(stmt, ast.Return):
             kind = self._expr(stmt.value, env) if stmt.value is not None else None
-            if kind in (INT, FLOAT):
+            if kind == FLOAT:
+                self.out.bad = True  # a float64 where a float32 tensor was returned
+            elif kind == INT:
                 self.out.returns = _worst(self.out.returns, kind)
         elif isinstance(stmt, (ast.If, ast.While)):
             if self._expr(stmt.test, env) in (INT, FLOAT):
@@ -838,7 +845,9 @@ def int_twin_fix(sf: SourceFile, test: ast.expr) -> Fix | None:
         edits.extend(sf.replace(n, f"self.{n.attr}_int") for n in reads if id(n) not in inside)
     imports = ("import math",) if any(r.rounding for r in readings.values()) else ()
     names = ", ".join(f"`{b.name}`" for b in buffers)
-    return Fix(Applicability.UNSAFE, MESSAGE.format(names=names), tuple(sorted(edits)), imports)
+    rounding = ROUNDING.format(bound=CEIL_BOUND) if imports else ""
+    message = MESSAGE.format(names=names, rounding=rounding)
+    return Fix(Applicability.UNSAFE, message, tuple(sorted(edits)), imports)
 
 
 def _within(node: ast.AST, outer: ast.AST) -> bool:

@@ -17,6 +17,7 @@ from fuselint.catalog import load_catalog
 from fuselint.config import Config
 from fuselint.findings import Applicability
 from fuselint.source.fixer import fix_text
+from fuselint.source.int_buffers import CEIL_BOUND
 from fuselint.source.lint import lint_text
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "int_buffers.py"
@@ -115,7 +116,7 @@ def test_fix_is_unsafe_states_its_assumptions_and_is_applied_once():
     (found,) = _twin_fixes(text)
     assert found.fix.applicability is Applicability.UNSAFE
     assert "`stride`, `kernel_size`, `padding_total`" in found.fix.message
-    assert "2**" in found.fix.message and "return an int" in found.fix.message
+    assert f"{CEIL_BOUND:,}" in found.fix.message and "return an int" in found.fix.message
     fixed = fix_text(text, _lint, unsafe=True).text
     assert not _lint(fixed)  # the branch and the tensor slice bound `end` (FL101) are both gone
     assert fix_text(fixed, _lint, unsafe=True).text == fixed
@@ -126,7 +127,8 @@ def test_the_plain_case_is_fixed():
     fixed = fix_text(_conv(), _lint, unsafe=True).text
     assert "        self.padding_total_int = kernel_size - stride\n" in fixed
     assert "right = self.padding_total_int // 2" in fixed
-    assert found.fix.imports == ()  # no quotient to round: no `math`
+    assert found.fix.imports == ()  # no quotient to round: no `math`, no bound on lengths
+    assert "float32" not in found.fix.message
 
 
 @pytest.mark.parametrize(
@@ -219,3 +221,11 @@ def test_a_quotient_must_be_rounded_to_an_int():
     assert "math.ceil(self.padding_total_int / 2)" in fix_text(_conv(use=rounded), _lint, unsafe=True).text
     assert not _twin_fixes(_conv(use="        right = self.padding_total / 2"))
     assert not _twin_fixes(_conv(use="        right = torch.ceil(self.padding_total / 2)"))
+
+
+def test_a_helper_may_not_return_a_quotient():
+    use = "        right = torch.ceil(self._half()).to(torch.int64)"
+    quotient = "\n    def _half(self):\n        return self.padding_total / 2\n"
+    assert not _twin_fixes(_conv(use=use, after=quotient))  # a float64 where a float32 tensor was returned
+    rounded = "\n    def _half(self):\n        return torch.ceil(self.padding_total / 2).to(torch.int64)\n"
+    assert _twin_fixes(_conv(use="        right = self._half()", after=rounded))
