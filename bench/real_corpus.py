@@ -101,6 +101,10 @@ def hf_reformer(scale: int = 1):
     return ReformerModel(config), (_ids(100, batch=2 * scale, length=32),)
 
 
+def _codebook(scale: int) -> dict:
+    return {"codebook_size": 16, "codebook_dim": 16 * scale}
+
+
 def hf_encodec(scale: int = 1):
     import torch
     from transformers import EncodecConfig, EncodecModel
@@ -108,8 +112,7 @@ def hf_encodec(scale: int = 1):
     config = EncodecConfig(
         num_filters=4 * scale,
         hidden_size=16 * scale,
-        codebook_size=16,
-        codebook_dim=16 * scale,
+        **_codebook(scale),
         upsampling_ratios=[2, 2],
         num_residual_layers=1,
         target_bandwidths=[1.5],
@@ -553,23 +556,26 @@ def hf_led(scale: int = 1):
     return LEDModel(config), (ids, None, ids[:, :8])
 
 
+def _codec_sizes(scale: int) -> dict:
+    """Tiny sizes that Mimi's and Pocket TTS's configs share (SEANet convolutions and a transformer)."""
+    return {
+        "hidden_size": 16 * scale,
+        "num_filters": 4 * scale,
+        "upsampling_ratios": [2, 2],
+        "num_hidden_layers": 1,
+        "intermediate_size": 32 * scale,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "upsample_groups": 16 * scale,
+        "sliding_window": 16,
+    }
+
+
 def hf_pocket_tts_audio_tokenizer(scale: int = 1):
     import torch
     from transformers import PocketTTSAudioTokenizerConfig, PocketTTSAudioTokenizerModel
 
-    config = PocketTTSAudioTokenizerConfig(
-        hidden_size=16 * scale,
-        num_filters=4 * scale,
-        upsampling_ratios=[2, 2],
-        num_hidden_layers=1,
-        intermediate_size=32 * scale,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        upsample_groups=16 * scale,
-        latent_stride=2,
-        latent_dim=8,
-        sliding_window=16,
-    )
+    config = PocketTTSAudioTokenizerConfig(**_codec_sizes(scale), latent_stride=2, latent_dim=8)
     return PocketTTSAudioTokenizerModel(config), (torch.randn(scale, 1, 256),)
 
 
@@ -578,20 +584,11 @@ def hf_mimi(scale: int = 1):
     from transformers import MimiConfig, MimiModel
 
     config = MimiConfig(
-        hidden_size=16 * scale,
-        num_filters=4 * scale,
-        upsampling_ratios=[2, 2],
-        num_hidden_layers=1,
-        intermediate_size=32 * scale,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        codebook_size=16,
-        codebook_dim=16 * scale,
+        **_codec_sizes(scale),
+        **_codebook(scale),
         num_quantizers=2,
         num_semantic_quantizers=1,
         vector_quantization_hidden_dimension=16 * scale,
-        upsample_groups=16 * scale,
-        sliding_window=16,
     )
     return MimiModel(config), (torch.randn(scale, 1, 256),)
 

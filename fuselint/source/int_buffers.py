@@ -75,6 +75,7 @@ class _Init:
     tensors: dict[str, ast.stmt] = field(default_factory=dict)  # int64 tensor locals -> their statement
     rebound: set[str] = field(default_factory=set)
     ints: set[str] = field(default_factory=set)  # parameters annotated `int`
+    twinned: set[str] = field(default_factory=set)  # attributes of `self` given a twin so far
 
 
 def _is_int_tensor(sf: SourceFile, node: ast.expr, ints: set[str]) -> ast.expr | None:
@@ -189,6 +190,9 @@ def _int_form(
     if isinstance(node, ast.Name) and node.id in init.tensors and node.id not in init.rebound:
         used.add(node.id)
         return f"{node.id}_int"
+    if _self_attribute(node) in init.twinned:
+        used.add(f"self.{node.attr}")
+        return f"self.{node.attr}_int"
     if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITH):
         sides = []
         for side in (node.left, node.right):
@@ -242,6 +246,31 @@ def _registered(sf: SourceFile, stmt: ast.stmt) -> tuple[str, ast.expr] | None:
     return None
 
 
+def _self_attribute(node: ast.AST) -> str | None:
+    """N of `self.N`."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _derived(stmt: ast.stmt, twinned: set[str]) -> tuple[str, ast.expr] | None:
+    """(A, V) of `self.A = V` in `__init__`, V arithmetic on twinned attributes and int literals
+    (`self.padding_right = self.padding_total // 2`): a plain attribute holding a 0-d int64 tensor."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.BinOp)):
+        return None
+    name = _self_attribute(stmt.targets[0])
+    leaves = [n for n in walk(stmt.value) if not isinstance(n, (ast.BinOp, ast.operator, ast.Load))]
+    attrs = [_self_attribute(n) for n in leaves if isinstance(n, ast.Attribute)]
+    if name is None or not attrs or any(a not in twinned for a in attrs):
+        return None
+    constants = [n for n in leaves if not isinstance(n, ast.Attribute) and not isinstance(n, ast.Name)]
+    if len(attrs) + len(constants) != len([n for n in leaves if not isinstance(n, ast.Name)]):
+        return None
+    if any(not (isinstance(c, ast.Constant) and type(c.value) is int) for c in constants):
+        return None
+    return name, stmt.value
+
+
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
     return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
 
@@ -262,7 +291,7 @@ def int_buffers(sf: SourceFile, cls: ast.ClassDef) -> tuple[list[IntBuffer], _In
     found: list[IntBuffer] = []
     reads: dict[str, set[str]] = {}
     for stmt in init_fn.body:
-        registered = _registered(sf, stmt)
+        registered = _registered(sf, stmt) or _derived(stmt, init.twinned)
         if registered is not None:
             name, value = registered
             used: set[str] = set()
@@ -271,6 +300,7 @@ def int_buffers(sf: SourceFile, cls: ast.ClassDef) -> tuple[list[IntBuffer], _In
             if form is not None and canonical is not None:
                 found.append(IntBuffer(name, stmt, value, ast.dump(canonical)))
                 reads[name] = used
+                init.twinned.add(name)
             continue
         _step(init, stmt, "self")
     # a buffer registered twice, or a local tensor bound again after its use, is not one value
@@ -808,14 +838,22 @@ def int_twin_fix(sf: SourceFile, test: ast.expr) -> Fix | None:
     owners = _owners(sf.tree)
     buffers, init, tensor_reads = int_buffers(sf, cls)
     buffers = [b for b in buffers if _free(sf, f"{b.name}_int") and _writes_same_value(sf, cls, b, owners)]
+    while True:  # an attribute computed from a buffer left out is left out too
+        kept = {b.name for b in buffers}
+        buffers = [b for b in buffers if _needs(tensor_reads[b.name]) <= kept]
+        if len(buffers) == len(kept):
+            break
     if not buffers:
         return None
     readings = _plan(sf, cls, {b.name for b in buffers}, owners)
     if not any(id(test) in r.tests for r in readings.values()):
         return None
-    read = {n.attr for r in readings.values() for n in r.reads}
-    buffers = [b for b in buffers if b.name in read]
-    locals_needed = sorted({x for b in buffers for x in tensor_reads[b.name]})
+    wanted = {n.attr for r in readings.values() for n in r.reads}
+    for buffer in reversed(buffers):  # later twins are spelled from earlier ones
+        if buffer.name in wanted:
+            wanted |= _needs(tensor_reads[buffer.name])
+    buffers = [b for b in buffers if b.name in wanted]
+    locals_needed = sorted({x for b in buffers for x in tensor_reads[b.name] if not x.startswith("self.")})
     init_fn = _method(cls, "__init__")
     if any(not _free(sf, f"{x}_int") for x in locals_needed) or init_fn is None:
         return None
@@ -848,6 +886,11 @@ def int_twin_fix(sf: SourceFile, test: ast.expr) -> Fix | None:
     rounding = ROUNDING.format(bound=CEIL_BOUND) if imports else ""
     message = MESSAGE.format(names=names, rounding=rounding)
     return Fix(Applicability.UNSAFE, message, tuple(sorted(edits)), imports)
+
+
+def _needs(used: set[str]) -> set[str]:
+    """The twinned attributes a twin is spelled from (`self.N` entries of `_int_form`'s `used`)."""
+    return {x.removeprefix("self.") for x in used if x.startswith("self.")}
 
 
 def _within(node: ast.AST, outer: ast.AST) -> bool:

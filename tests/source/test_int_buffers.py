@@ -1,7 +1,7 @@
 """FL102's int-twin fix: 0-d int buffers read as Python numbers (fixtures/breaks/int_buffers.py).
 
-Dynamo (torch 2.13) breaks at `if length <= max_pad:` and at the slice bound `end` in every layer of
-the fixture (9 to 11 graphs); with the twins the model is one graph and every output is bit-equal. The snippets below check the cases the fix
+Dynamo (torch 2.13) breaks on the tensor paddings in every layer of the fixture (9 or 10 graphs); with
+the twins the model is one graph and every output is bit-equal. The snippets below check the cases the fix
 must leave alone.
 """
 
@@ -82,8 +82,9 @@ def test_int_twins_remove_the_branch_in_every_layer_and_outputs_stay_bit_equal()
         x = torch.randn(2, 4, length)
         g0, y0, c0 = dynamo_graphs(before, x)
         g1, y1, c1 = dynamo_graphs(after, x)
-        # the branch, and `end` (a tensor) as a slice bound, end graphs in each of the three layers
-        assert g0 == (11 if length <= 3 else 9)
+        # tensor paddings break each of the three layers; the short-input path (2, 3) also slices
+        # by a tensor bound
+        assert g0 == (10 if length <= 3 else 9)
         assert g1 == 1
         assert torch.equal(y0, y1) and torch.equal(c0, c1) and torch.equal(y0, c1)
 
@@ -118,7 +119,7 @@ def test_fix_is_unsafe_states_its_assumptions_and_is_applied_once():
     assert "`stride`, `kernel_size`, `padding_total`" in found.fix.message
     assert f"{CEIL_BOUND:,}" in found.fix.message and "return an int" in found.fix.message
     fixed = fix_text(text, _lint, unsafe=True).text
-    assert not _lint(fixed)  # the branch and the tensor slice bound `end` (FL101) are both gone
+    assert not _lint(fixed)  # the branch and the tensor slice bound (FL101) are both gone
     assert fix_text(fixed, _lint, unsafe=True).text == fixed
 
 
@@ -229,3 +230,20 @@ def test_a_helper_may_not_return_a_quotient():
     assert not _twin_fixes(_conv(use=use, after=quotient))  # a float64 where a float32 tensor was returned
     rounded = "\n    def _half(self):\n        return torch.ceil(self.padding_total / 2).to(torch.int64)\n"
     assert _twin_fixes(_conv(use="        right = self._half()", after=rounded))
+
+
+DERIVED = (
+    "        self.padding_total = nn.Buffer(torch.tensor(kernel_size - stride), persistent=False)\n"
+    "        self.padding_right = self.padding_total // 2"
+)
+
+
+def test_an_attribute_computed_from_a_twinned_buffer_gets_a_twin_too():
+    use = "        right = self.padding_right + 0"
+    fixed = fix_text(_conv(DERIVED, use=use), _lint, unsafe=True).text
+    assert "        self.padding_right_int = self.padding_total_int // 2\n" in fixed
+    assert "right = self.padding_right_int + 0" in fixed
+    other = "\ndef widen(model):\n    model.padding_right = model.padding_total // 2 + 1\n"
+    assert not _twin_fixes(_conv(DERIVED, use=use, after=other))  # only its own value may be written
+    float_part = DERIVED.replace("// 2", "* 0.5")
+    assert "padding_right_int" not in fix_text(_conv(float_part, use=use), _lint, unsafe=True).text
