@@ -42,10 +42,10 @@ MESSAGE = (
     "helpers that returned a 0-d tensor now return an int{rounding})"
 )
 ROUNDING = (
-    "; `math.ceil` of the float64 quotient equals `torch.ceil` of the float32 one while the numerator "
-    "stays below {bound:,}: float32 rounds some larger ones wrongly (bench/ceil_float32.py)"
+    "; `math.ceil(a / s + 1)` in float64 equals `torch.ceil` of the float32 one while a + s stays at "
+    "most {bound:,} (EnCodec: the length in samples); float32 rounds some larger ones wrongly"
 )
-# the smallest numerator where float32 is wrong, over strides 1-1024 (bench/ceil_float32.py)
+# float32 `ceil(a / s + 1)` is exact while a + s <= 2**23 (proof and scan: bench/ceil_float32.py)
 CEIL_BOUND = 2**23
 
 _INT_DTYPES = frozenset({"torch.int64", "torch.long"})
@@ -55,7 +55,7 @@ _ROUNDING = {"torch.ceil": "ceil", "torch.floor": "floor"}
 _WRITERS = frozenset({"copy_", "constant_", "fill_"})
 
 # What a value computed from a twin is, in the methods that read it.
-HOST, INT, FLOAT = 1, 2, 3  # a Python number not from a twin; an int from one; a float from one
+HOST, INT, FLOAT = 1, 2, 3  # a Python int not from a twin; an int from one; a float from one
 
 
 @dataclass(frozen=True)
@@ -558,23 +558,23 @@ class _MethodReader:
             and isinstance(node.ctx, ast.Load)
         )
 
-    def _host_or_ours(self, kind: int | None) -> bool:
-        return kind in (HOST, INT, FLOAT)
-
     def _binop(self, left: ast.expr, op: ast.operator, right: ast.expr, env: dict) -> int | None:
+        """Ints stay ints under `+ - * // %`; `a / b` of ints is a float, which may only gain or lose
+        an int (`a / b + 1`) on its way to a rounding: the form whose float32 error is bounded."""
         kinds = (self._expr(left, env), self._expr(right, env))
-        ours = [k for k in kinds if k in (INT, FLOAT)]
-        if not ours:
-            return HOST if kinds == (HOST, HOST) else None
-        if not all(self._host_or_ours(k) for k in kinds) or not isinstance(op, _ARITH + (ast.Div,)):
+        if not any(k in (INT, FLOAT) for k in kinds):
+            return HOST if kinds == (HOST, HOST) and isinstance(op, _ARITH) else None
+        if not all(k in (HOST, INT, FLOAT) for k in kinds):
+            self.out.bad = True  # a tensor, or a number of unknown kind, meets ours
+            return None
+        if isinstance(op, ast.Div) and FLOAT not in kinds:
+            return FLOAT
+        if FLOAT in kinds and isinstance(op, (ast.Add, ast.Sub)) and kinds.count(FLOAT) == 1:
+            return FLOAT
+        if FLOAT in kinds or not isinstance(op, _ARITH):
             self.out.bad = True
             return None
-        floats = (
-            isinstance(op, ast.Div)
-            or FLOAT in kinds
-            or any(isinstance(side, ast.Constant) and isinstance(side.value, float) for side in (left, right))
-        )
-        return FLOAT if floats else INT
+        return INT
 
     def _expr(self, node: ast.expr | None, env: dict) -> int | None:  # noqa: C901 - one case per node kind
         if node is None:
@@ -583,7 +583,7 @@ class _MethodReader:
             self.out.reads.append(node)
             return INT
         if isinstance(node, ast.Constant):
-            return HOST if isinstance(node.value, (int, float)) and not isinstance(node.value, bool) else None
+            return HOST if type(node.value) is int else None  # a float literal would make float64 of ours
         if isinstance(node, ast.Name):
             return env.get(node.id)
         if isinstance(node, ast.BinOp):
@@ -597,7 +597,7 @@ class _MethodReader:
             kinds = [self._expr(node.left, env)] + [self._expr(c, env) for c in node.comparators]
             if not any(k in (INT, FLOAT) for k in kinds):
                 return None
-            if FLOAT in kinds or not all(self._host_or_ours(k) for k in kinds):
+            if FLOAT in kinds or not all(k in (HOST, INT, FLOAT) for k in kinds):
                 self.out.bad = True  # a float32 tensor compared where a float64 would be, or a tensor
                 return None
             return INT
@@ -665,7 +665,7 @@ class _MethodReader:
             kinds = [self._expr(a, env) for a in args]
             if not any(k in (INT, FLOAT) for k in kinds):
                 return HOST if kinds and all(k == HOST for k in kinds) else None
-            if not all(self._host_or_ours(k) for k in kinds) or (func.id == "int" and FLOAT in kinds):
+            if not all(k in (HOST, INT, FLOAT) for k in kinds) or (func.id == "int" and FLOAT in kinds):
                 self.out.bad = True
                 return None
             return _worst(*kinds)

@@ -247,3 +247,18 @@ def test_an_attribute_computed_from_a_twinned_buffer_gets_a_twin_too():
     assert not _twin_fixes(_conv(DERIVED, use=use, after=other))  # only its own value may be written
     float_part = DERIVED.replace("// 2", "* 0.5")
     assert "padding_right_int" not in fix_text(_conv(float_part, use=use), _lint, unsafe=True).text
+
+
+@pytest.mark.parametrize(
+    "rounded",
+    [
+        "torch.ceil(self.padding_total * 0.5).to(torch.int64)",  # float64 product where float32 was
+        "torch.ceil(self.padding_total / 2 / 3).to(torch.int64)",  # two roundings of a quotient
+        "torch.ceil(self.padding_total / 2 * 3).to(torch.int64)",
+        "torch.ceil(self.padding_total / x.shape[-1] ** 2).to(torch.int64)",
+    ],
+)
+def test_only_an_int_quotient_plus_or_minus_ints_is_rounded_by_math(rounded):
+    assert not _twin_fixes(_conv(use=f"        right = {rounded}"))
+    plus = "torch.ceil(self.padding_total / x.shape[-1] + 1).to(torch.int64) - 1"
+    assert _twin_fixes(_conv(use=f"        right = {plus}"))
