@@ -37,7 +37,8 @@ from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import walk
 
 MESSAGE = (
-    "read an int twin of the 0-d int buffer(s) {names}, kept beside each buffer in `__init__` "
+    "read int twins of the 0-d int64 tensors {names} (buffers registered from ints, and attributes "
+    "computed from them), kept beside each in `__init__` "
     "(assumes each buffer's source is a Python int and that no code outside this file writes the buffer; "
     "helpers that returned a 0-d tensor now return an int{rounding})"
 )
