@@ -8,21 +8,23 @@ an int twin beside it in `__init__` (`self.padding_total_int = kernel_size_int -
 the twin where the class computes numbers, and writes `torch.ceil(x).to(torch.int64)` of such
 numbers as `math.ceil(x)`.
 
-What must hold, checked here on the file's `ast` (a class is fixed as a whole or not at all, and a
-method that cannot take numbers keeps reading the buffers):
+What must hold, checked here on the file's `ast` (a method that cannot take numbers keeps reading
+the buffers, and so does every method that would hand it, or take from it, such a number):
 - the buffer is `nn.Buffer(V, persistent=False)` or `self.register_buffer("N", V, persistent=False)`
   at the top level of `__init__`, V an int64 0-d tensor made from ints: `torch.tensor(E,
   dtype=torch.int64)` (or without dtype where E is visibly an int: int literals and `int`-annotated
   parameters), or `+ - * // %` of such tensors held in locals bound once; a persistent buffer is left,
-  since a checkpoint may load another value into it;
-- nothing in the file writes the buffer again unless it writes the same value: `init.copy_(m.N, W)`,
-  `init.constant_(m.N, W)`, `m.N.copy_(W)` or `m.N.fill_(W)`, where W, with the writer's locals
+  since a checkpoint may load another value into it. An attribute `__init__` then computes from such
+  buffers with int arithmetic (`self.padding_right = self.padding_total // 2`) is twinned too;
+- nothing in the file writes the attribute again unless it writes the same value: `init.copy_(m.N,
+  W)`, `init.constant_(m.N, W)`, `m.N.copy_(W)` or `m.N.fill_(W)`, where W, with the writer's locals
   substituted, is V's expression with `m` for `self` (transformers' `_init_weights`);
-- in every method that reads the twin, each value computed from it is only combined with Python
-  numbers (`+ - * // % /`, comparisons, `max`, `min`, `int`), unpacked, handed to
-  `nn.functional.pad` as the padding, used as a slice bound, tested, passed to another method of
-  the class that takes it the same way, or returned from a private method that only the class calls
-  through `self`; a quotient (a float) must end in `torch.ceil(...)`/`torch.floor(...)` `.to(int64)`.
+- in every method that reads a twin, each value computed from it is only combined with Python ints
+  (`+ - * // %`, comparisons, `max`, `min`, `int`, `abs`), unpacked, handed to `nn.functional.pad` as
+  the padding, used as a slice bound, tested, passed to another method of the class that takes it
+  the same way, or returned from a private method that only the class calls through `self`; a
+  quotient `a / b` of such ints, plus or minus ints, must end in `torch.ceil(...)`/`torch.floor(...)`
+  `.to(torch.int64)`, which becomes `math.ceil(...)`: the form whose float32 error is bounded.
 """
 
 from __future__ import annotations
@@ -382,14 +384,16 @@ def _writes_same_value(sf: SourceFile, cls: ast.ClassDef, buffer: IntBuffer, own
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             targets = [node.target]
         for target in targets:
+            # `x.N = ...`, `x.N += ...`, `x.N[i] = ...`
             base = target.value if isinstance(target, ast.Subscript) else target
-            for part in walk(base):
-                if isinstance(part, ast.Attribute) and part.attr == name and isinstance(part.ctx, ast.Store):
-                    if may_be_ours(part):
-                        return False
-                if isinstance(part, ast.Attribute) and part.attr == name and target is not base:
-                    if may_be_ours(part):
-                        return False
+            if any(
+                isinstance(part, ast.Attribute)
+                and part.attr == name
+                and (isinstance(part.ctx, ast.Store) or target is not base)
+                and may_be_ours(part)
+                for part in walk(base)
+            ):
+                return False
         if not isinstance(node, ast.Call):
             continue
         func = node.func

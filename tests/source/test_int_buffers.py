@@ -262,3 +262,11 @@ def test_only_an_int_quotient_plus_or_minus_ints_is_rounded_by_math(rounded):
     assert not _twin_fixes(_conv(use=f"        right = {rounded}"))
     plus = "torch.ceil(self.padding_total / x.shape[-1] + 1).to(torch.int64) - 1"
     assert _twin_fixes(_conv(use=f"        right = {plus}"))
+
+
+def test_a_store_into_the_buffer_blocks_the_twin_and_another_class_own_attribute_does_not():
+    assert not _twin_fixes(_conv(after="\ndef poke(model):\n    model.padding_total[...] = 2\n"))
+    other = "\nclass Other(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.padding_total = 5\n"
+    assert _twin_fixes(_conv(after=other))
+    subclass = other.replace("class Other(nn.Module)", "class Other(Conv)")
+    assert not _twin_fixes(_conv(after=subclass))
