@@ -40,6 +40,7 @@ from real_corpus import (  # noqa: E402
     UNTUNED9,
     describe_site,
     package_dirs,
+    package_of,
     project_config,
     run_child,
 )
@@ -103,14 +104,9 @@ NO_FIX = {
     "Checked with dynamo (fixes9): with one global token per row the global path breaks at 6 more "
     "sites (modeling_longformer.py 859, 867, 870 nonzero sizes, 934, 985, 1023), so taking it "
     "whenever compiling trades 1 site for 6; skipping it would drop the global tokens' attention",
-    ("modeling_encodec.py", "if length <= max_pad"): "the paddings come from tensor arithmetic "
-    "(`torch.ceil`, `.to(int64)`) on three 0-d buffers and size `F.pad`'s output. Written by hand (int "
-    "twins of the buffers set in `__init__`, read in `_get_extra_padding_for_conv1d` and `forward`, "
-    "`torch.ceil(x).to(int64)` as `math.ceil(x)`) the site goes, 38 -> 16 graphs, outputs bit-equal "
-    "(fixes9). No rule: `_init_weights` writes the buffers again (`init.copy_`), so an int twin "
-    "holds only while those writes copy the same value; the helper then returns an int where it "
-    "returned a tensor; and `math.ceil` divides in float64 where the tensors divide in float32 (equal "
-    "for lengths below 2**24 samples, float32 rounds wrongly above)",
+    ("modeling_encodec.py", "if length <= max_pad"): "fixed since fixes14 (FL102's int twins of the "
+    "0-d int buffers: 38 -> 16 graphs, outputs bit-equal); left only where a copy of the class also "
+    "uses the buffers as tensors or writes them with another value",
     ("modeling_encodec.py", "self.lstm("): "dynamo does not trace `nn.LSTM` (gb0014); a Python LSTM "
     "cell is not bit-equal to the fused ATen LSTM kernel",
     ("modeling_vits.py", "predicted_lengths.max()"): "the waveform's length is the sum of predicted "
@@ -291,7 +287,13 @@ def main() -> None:
         print(f"{model}: {len(after['sites'])} sites after {after.get('error', '')}", file=sys.stderr)
         diff = max_diff(str(work / f"{model}.before.pt"), str(work / f"{model}.after.pt"))
         rows.append(
-            {"model": model, "package": MODELS[model], "before": before[model], "after": after, "diff": diff}
+            {
+                "model": model,
+                "package": package_of(model),
+                "before": before[model],
+                "after": after,
+                "diff": diff,
+            }
         )
     (work / "fix_rate.json").write_text(json.dumps(rows, indent=1))
     text = table(rows, summary)

@@ -50,3 +50,17 @@ def atom(sf: SourceFile, node: ast.expr) -> str:
 def has_comment(sf: SourceFile, node: ast.AST) -> bool:
     """A fix that rewrites this node's lines would drop a comment."""
     return any("#" in sf.line_text(n) for n in range(node.lineno, (node.end_lineno or node.lineno) + 1))
+
+
+def spliced(sf: SourceFile, expr: ast.expr, edits: list[tuple[ast.AST, str]]) -> str:
+    """`expr`'s source text with each (node, text) edit's node replaced by its text."""
+    start = sf.span(expr)
+    lines = sf.segment(expr).split("\n")
+    for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        span = sf.span(node)
+        first, last = span.line - start.line, span.end_line - start.line
+        begin = span.column - (start.column if first == 0 else 1)
+        end = span.end_column - (start.column if last == 0 else 1)
+        head, tail = lines[first][:begin], lines[last][end:]
+        lines[first : last + 1] = (head + text + tail).split("\n")
+    return "\n".join(lines)

@@ -33,7 +33,7 @@ from fuselint.source.break_fixes import (
     whole_lines,
 )
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
+from fuselint.source.checks._shared import atom, finding, has_comment, spliced, torch_name
 from fuselint.source.checks.stored_lambdas import stored_lambda_tests
 from fuselint.source.dataflow import (
     BOOL,
@@ -52,6 +52,7 @@ from fuselint.source.dataflow import (
     flows,
     narrowed_operands,
 )
+from fuselint.source.int_buffers import int_twin_fix
 from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
@@ -287,7 +288,7 @@ def _in_range(
         if wrapped is None:
             return None
         edits.append((node, wrapped))
-    return _spliced(sf, expr, edits)
+    return spliced(sf, expr, edits)
 
 
 def _constant_index(part: ast.expr) -> bool:
@@ -323,20 +324,6 @@ def _wrapped_index(
         return None  # written twice below: only a cheap, plain index
     x, j = sf.segment(base), sf.segment(index)
     return f"{x}.index_select(0, (({j}) % {x}.shape[0]).flatten()).reshape(({j}).shape + {x}.shape[1:])"
-
-
-def _spliced(sf: SourceFile, expr: ast.expr, edits: list[tuple[ast.AST, str]]) -> str:
-    """`expr`'s source text with each (node, text) edit's node replaced by its text."""
-    start = sf.span(expr)
-    lines = sf.segment(expr).split("\n")
-    for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
-        span = sf.span(node)
-        first, last = span.line - start.line, span.end_line - start.line
-        begin = span.column - (start.column if first == 0 else 1)
-        end = span.end_column - (start.column if last == 0 else 1)
-        head, tail = lines[first][:begin], lines[last][end:]
-        lines[first : last + 1] = (head + text + tail).split("\n")
-    return "\n".join(lines)
 
 
 def _assigned(block: list[ast.stmt]) -> list[tuple[str, ast.expr]] | None:
@@ -641,7 +628,8 @@ def data_dependent_control_flow(
             fix = None
             if isinstance(node, ast.If):
                 fix = (
-                    _if_fix(site, flow, sf)
+                    int_twin_fix(sf, node.test)
+                    or _if_fix(site, flow, sf)
                     or _draw_fix(site, flow, sf)
                     or drop_none_shortcut(sf, site)
                     or assert_instead_of_raise(sf, site, flow)
