@@ -173,7 +173,9 @@ def annotation_kind(annotation: ast.expr) -> str | None:
 
 # numpy functions that dynamo traces into a 0-d tensor when given Python numbers (each of lcm, gcd,
 # sqrt, ceil, log2, abs, isclose, maximum, round, float32, int64, prod and sum checked with torch
-# 2.13: `if` on the result breaks). `np.isscalar`, `np.finfo`, `np.iinfo` stay Python values, and
+# 2.13: `if` on the result breaks). So do `any`, `all` and `count_nonzero`, on Python lists or on
+# the arrays an object holds (`if np.any(space.low != 0):`, stable-baselines3's image check:
+# `FunctionFlow._object_array`). `np.isscalar`, `np.finfo`, `np.iinfo` stay Python values, and
 # numpy.random draws are FL101's finding (`numpy_numbers`).
 NUMPY_NUMBER_FUNCTIONS = frozenset(
     {
@@ -181,8 +183,19 @@ NUMPY_NUMBER_FUNCTIONS = frozenset(
         "round", "around", "rint", "maximum", "minimum", "max", "min", "amax", "amin", "prod", "sum", "mean",
         "isclose", "power", "float_power", "clip", "sign", "sin", "cos", "tan", "arctan", "arctan2",
         "float16", "float32", "float64", "int32", "int64", "trunc", "fmod", "mod", "remainder", "floor_divide",
+        "any", "all", "count_nonzero",
     }
 )  # fmt: skip
+
+
+def _attribute_chain(expr: ast.expr) -> bool:
+    """`space.low`, `self.space.nvec`: an attribute of an object, two names at least."""
+    if not isinstance(expr, ast.Attribute):
+        return False
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
+
 
 _HOST_UNION = re.compile(r"(^|[\[|,]\s*)(int|float|bool|str)\s*([\]|,]|$)")
 
@@ -954,12 +967,32 @@ class FunctionFlow:
         return len(chain) >= 2 and any("config" in part.lower() for part in chain[1:])
 
     def _numpy_number(self, call: ast.Call, qual: str, env: Env) -> bool:
-        """`np.lcm(config.a, config.b)`: a numpy function of host numbers (or of a host list)."""
+        """`np.lcm(config.a, config.b)`: a numpy function of host numbers (or of a host list), or of
+        the arrays an object holds (`np.any(space.low != 0)`)."""
         if qual.rsplit(".", 1)[-1] not in NUMPY_NUMBER_FUNCTIONS or qual.count(".") != 1:
             return False
         if not call.args or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             return False
-        return all(self._host_numbers(a, env) for a in call.args)
+        return all(self._host_numbers(a, env) or self._object_array(a, env) for a in call.args)
+
+    def _object_array(self, expr: ast.expr, env: Env) -> bool:
+        """`space.low != 0`, `self.space.high - space.low`: arrays an object holds (a gymnasium
+        space's bounds), compared or combined with host numbers. dynamo wraps a numpy array it
+        reaches through an object as a tensor, so numpy on it is a tensor too (torch 2.13:
+        `if np.any(space.low != 0):` breaks, gb0170). Not a tensor the flow knows: that is
+        FL101's numpy-on-tensor finding."""
+        if self.kind(expr, env) in TENSORISH:
+            return False
+        if isinstance(expr, ast.Compare):
+            parts = [expr.left, *expr.comparators]
+        elif isinstance(expr, ast.BinOp):
+            parts = [expr.left, expr.right]
+        elif isinstance(expr, ast.UnaryOp):
+            parts = [expr.operand]
+        else:
+            return _attribute_chain(expr)
+        held = [p for p in parts if not self.host_number(p, env)]
+        return bool(held) and all(self._object_array(p, env) for p in held)
 
     def _host_numbers(self, expr: ast.expr, env: Env) -> bool:
         if isinstance(expr, (ast.List, ast.Tuple)):

@@ -100,3 +100,43 @@ def dynamo_graphs(fn, *args, compiled: bool = True) -> tuple[int, object, object
         finally:
             logging.disable(logging.NOTSET)
     return len(graphs), eager, out
+
+
+def logged_break_lines(fn, *args, filename: str) -> set[int]:
+    """The lines of `filename` where dynamo logs a graph break compiling `fn` on `args`: for each
+    logged break, the innermost frame in that file. Read from the `graph_breaks` log, which names
+    breaks that `explain` and the counters miss (`torch._dynamo.graph_break()` inside a library
+    call such as an optimizer's step)."""
+    torch = pytest.importorskip("torch")
+    from fuselint.graph.breaks_log import parse_break
+
+    class Records(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(level=logging.DEBUG)
+            self.texts: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.texts.append(record.getMessage())
+
+    handler = Records()
+    logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_breaks")
+    torch._dynamo.reset()
+    torch._logging.set_logs(graph_breaks=True)
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.compile(fn, backend="eager")(*args)
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        torch._logging.set_logs()
+    found = set()
+    for text in handler.texts:
+        parsed = parse_break(text)
+        if parsed is None:
+            continue
+        frames = [(f, n) for f, n, _ in parsed.frames] + [(parsed.file, parsed.line)]
+        found.update(next(([n] for f, n in reversed(frames) if f == filename), []))
+    return found

@@ -686,14 +686,15 @@ def _other_test_lines(node: ast.If | ast.While | ast.IfExp | ast.Assert, line: i
 def _message(what: str, culprit: ast.expr, flow: FunctionFlow, site: Site, rule: Rule) -> str:
     if _numpy_only(culprit, flow, site.env):
         return (
-            f"{what} on a numpy value of Python numbers (`{describe(culprit, 40)}`): dynamo traces numpy "
-            "as a 0-d tensor, so the branch breaks the graph; compute it with `math` (a Python number)"
+            f"{what} on a numpy value of Python numbers or of an object's arrays (`{describe(culprit, 40)}`): "
+            "dynamo traces numpy as tensor ops, so the branch breaks the graph; compute it with `math` "
+            "(a Python number), or once outside the compiled function"
         )
     return f"{what} on tensor values (`{describe(culprit, 40)}`) forces a host sync: {rule.message}"
 
 
 def _numpy_only(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
-    """The test's tensor is a numpy value of host numbers, not a model tensor."""
+    """The test's tensor is a numpy value of host numbers or of an object's arrays, not a model tensor."""
     return flow.kind(expr, env) == NUMPY or (
         isinstance(expr, ast.UnaryOp) and flow.kind(expr.operand, env) == NUMPY
     )

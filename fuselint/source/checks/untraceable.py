@@ -7,7 +7,9 @@ function of the same file decorated `@torch.compiler.disable` ends the graph at 
 random draws (`np.random.randint`, `np.random.SeedSequence(...)`, ...) end the graph (gb0033,
 gb0156, gb0294: torchsde's BrownianInterval draws its seeds so), and so do the methods of the
 objects they make (`SeedSequence(...).generate_state(3)`, gb0008); `np.random.seed` traces.
-`torch.autograd.grad` ends the graph (gb9186) whatever it differentiates.
+`torch.autograd.grad` ends the graph (gb9186) whatever it differentiates. A training step's
+`optimizer.step()`, `optimizer.zero_grad()`, lr scheduler `step()` and `loss.backward()` end it too
+(`fuselint.source.optimizer_steps`).
 `torch.nn.utils.rnn.pack_padded_sequence`, `pad_packed_sequence`, `pack_sequence` and `unpack_sequence` end it too
 (gb0007, each alone; `pad_sequence` traces), and so do Python's `random.random`, `choice`,
 `choices`, `sample`, `gauss`, `shuffle`, the `*variate`s, `triangular`, `getrandbits` and `randbytes`
@@ -52,6 +54,7 @@ from fuselint.source.dataflow import TENSORISH, FunctionFlow, describe, flows, n
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import walk
+from fuselint.source.optimizer_steps import optimizer_updates
 from fuselint.source.scope import ModelFunction, own_nodes
 
 _DISABLE = ("torch.compiler.disable", "torch._dynamo.disable")
@@ -273,6 +276,7 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
     retries = "TypeError" in sf.text  # each check below walks every function: skip it when it cannot fire
     draws = "random" in sf.text
+    updates = any(word in sf.text for word in (".step(", ".zero_grad(", ".backward("))
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
         yield from comprehension_frames(sf, flow, rule)
@@ -284,6 +288,8 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
             yield from type_error_retries(sf, flow, rule)
         if draws:
             yield from python_random_tensor_bounds(sf, flow, rule)
+        if updates:
+            yield from optimizer_updates(sf, flow, rule)
         for site in flow.of(ast.With, ast.AsyncWith):
             for item in site.node.items:
                 expr = item.context_expr
