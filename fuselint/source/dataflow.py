@@ -1321,12 +1321,16 @@ class FunctionFlow:
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
         for stmt in body:
             env = self.statement(stmt, env, live)
-            if live and self.constants and isinstance(stmt, ast.If) and self._always_leaves(stmt):
-                live = False  # `if not flag: return x` with flag left False: the rest is dead
+            if live and isinstance(stmt, ast.If) and self._always_leaves(stmt):
+                # `if not flag: return x` with flag left False, or `if is_tracing(x): return`
+                # (transformers' padding warning): the rest is dead while dynamo traces
+                live = False
         return env
 
     def _always_leaves(self, stmt: ast.If) -> bool:
-        truth = self.constant_truth(stmt.test)
+        truth = compile_truth(stmt.test)
+        if truth is None and self.constants:
+            truth = self.constant_truth(stmt.test)
         taken = stmt.body if truth else stmt.orelse
         return truth is not None and bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 

@@ -56,6 +56,40 @@ def test_calls_in_untraced_branches_init_and_error_paths_are_not_flagged():
     assert not flagged & {14, 24, 26, 28, 29}
 
 
+EARLY_EXIT = """
+import logging
+import torch
+from torch import nn
+from transformers.utils import is_tracing
+
+logger = logging.getLogger(__name__)
+
+class M(nn.Module):
+    def forward(self, ids, mask=None):
+        self.warn_padding(ids, mask)
+        self.note(ids)
+        return ids * 2
+
+    def warn_padding(self, ids, mask):
+        if is_tracing(ids):
+            return
+        if mask is None and (ids == 0).any():
+            logger.warning("padding without a mask")
+
+    def note(self, ids):
+        if not torch.compiler.is_compiling():
+            return
+        logger.info("compiling")
+"""
+
+
+def test_code_after_a_return_taken_while_tracing_is_not_flagged_and_after_one_not_taken_is():
+    # dynamo folds `is_tracing(t)` (transformers) and `is_compiling()` to True: `warn_padding`
+    # returns at once (torch 2.13: 1 graph, no break), `note` goes on to its logger call
+    assert lines(EARLY_EXIT, "FL103") == [24]
+    assert lines(EARLY_EXIT, "FL102") == []
+
+
 OFF_PATH = """
 import logging
 import warnings
