@@ -12,6 +12,7 @@ import time
 sys.path.insert(0, "bench")
 import models as M
 import torch
+from train_host import time_graphs
 
 from fuselint.backend.callgen import GraphRunner
 
@@ -28,17 +29,6 @@ def busy_calls(fn, n=N):
         ts.append(time.perf_counter_ns() - t0)
         torch.cuda.synchronize()
     return statistics.median(ts) / 1e3
-
-
-class Timed:
-    def __init__(self, fn):
-        self.fn, self.t = fn, []
-
-    def __call__(self, *a):
-        t0 = time.perf_counter_ns()
-        r = self.fn(*a)
-        self.t.append(time.perf_counter_ns() - t0)
-        return r
 
 
 def label(stmt, scope):
@@ -79,21 +69,10 @@ for name in names:
                 f(*args)
             torch.cuda.synchronize()
             total = busy_calls(lambda: f(*args))
-            inner = []
-            if be == "fuselint":
-                runners = [o for o in gc.get_objects() if type(o) is GraphRunner and o.call is not None]
-                for r in runners:
-                    r.call = Timed(r.call)
-                    inner.append(r.call)
-            else:
-                from torch._inductor.output_code import CompiledFxGraph
-
-                for o in gc.get_objects():
-                    if type(o) is CompiledFxGraph and getattr(o, "current_callable", None) is not None:
-                        o.current_callable = Timed(o.current_callable)
-                        inner.append(o.current_callable)
+            inner = [t for _, t in time_graphs(be)]
+            runners = [o for o in gc.get_objects() if type(o) is GraphRunner and o.call is not None]
             total2 = busy_calls(lambda: f(*args))
-            ins = sum(statistics.median(t.t[3:]) / 1e3 for t in inner if t.t)
+            ins = sum(statistics.median(t.us[3:]) for t in inner if t.us)
             print(
                 f"== {name} {be}: host us/call {total:.0f} (again with inner timers {total2:.0f}); inner calls {len(inner)} "
                 f"sum of inner medians {ins:.0f} us -> wrappers+guards {total2 - ins:.0f} us",

@@ -124,17 +124,16 @@ class HandKernel:
     def _fast_ready(self, compiled: object, args: tuple, kwargs: dict) -> bool:
         """Whether later launches may go to `compiled` directly: a CUDA launch whose keyword
         arguments are exactly the kernel's parameters after the positional ones."""
-        global _KNOBS_RUNTIME
         names = getattr(self.kernel, "arg_names", None)
         if names is None or list(names[len(args) :]) != list(kwargs):
             return False
-        if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
-            return False
         if not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
             return False
-        if _KNOBS_RUNTIME is None:
-            _KNOBS_RUNTIME = _knobs_runtime()
-        return compiled.function is not None and hasattr(torch._C, "_cuda_getCurrentRawStream")
+        return (
+            _launchable(compiled)
+            and compiled.function is not None
+            and hasattr(torch._C, "_cuda_getCurrentRawStream")
+        )
 
 
 def _same_binary(args: tuple, kwargs: dict) -> tuple | None:
@@ -441,11 +440,8 @@ class FastLaunch:
 
     @staticmethod
     def build(compiled: object, grid: tuple, consts: dict, args: tuple, outs: tuple) -> FastLaunch | None:
-        global _KNOBS_RUNTIME
-        if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
+        if not _launchable(compiled):
             return None
-        if _KNOBS_RUNTIME is None:
-            _KNOBS_RUNTIME = _knobs_runtime()
         try:
             fast = FastLaunch(
                 compiled,
@@ -484,6 +480,17 @@ class FastLaunch:
             *outs,
             *self.consts,
         )
+
+
+def _launchable(compiled: object) -> bool:
+    """Whether `compiled` (what Triton's JIT launch returned) exposes its C launcher, binary handle
+    and metadata; the first such kernel also reads where Triton keeps its launch hooks."""
+    global _KNOBS_RUNTIME
+    if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
+        return False
+    if _KNOBS_RUNTIME is None:
+        _KNOBS_RUNTIME = _knobs_runtime()
+    return True
 
 
 def _hooks_active() -> bool:
