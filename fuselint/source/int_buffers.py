@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import atom, spliced
 from fuselint.source.module import SourceFile, newline_of
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import self_attribute, walk
 
 MESSAGE = (
     "read int twins of the 0-d int64 tensors {names} (buffers registered from ints, and attributes "
@@ -193,7 +193,7 @@ def _int_form(
     if isinstance(node, ast.Name) and node.id in init.tensors and node.id not in init.rebound:
         used.add(node.id)
         return f"{node.id}_int"
-    if _self_attribute(node) in init.twinned:
+    if self_attribute(node) in init.twinned:
         used.add(f"self.{node.attr}")
         return f"self.{node.attr}_int"
     if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITH):
@@ -249,21 +249,14 @@ def _registered(sf: SourceFile, stmt: ast.stmt) -> tuple[str, ast.expr] | None:
     return None
 
 
-def _self_attribute(node: ast.AST) -> str | None:
-    """N of `self.N`."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
 def _derived(stmt: ast.stmt, twinned: set[str]) -> tuple[str, ast.expr] | None:
     """(A, V) of `self.A = V` in `__init__`, V arithmetic on twinned attributes and int literals
     (`self.padding_right = self.padding_total // 2`): a plain attribute holding a 0-d int64 tensor."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.BinOp)):
         return None
-    name = _self_attribute(stmt.targets[0])
+    name = self_attribute(stmt.targets[0])
     leaves = [n for n in walk(stmt.value) if not isinstance(n, (ast.BinOp, ast.operator, ast.Load))]
-    attrs = [_self_attribute(n) for n in leaves if isinstance(n, ast.Attribute)]
+    attrs = [self_attribute(n) for n in leaves if isinstance(n, ast.Attribute)]
     if name is None or not attrs or any(a not in twinned for a in attrs):
         return None
     constants = [n for n in leaves if not isinstance(n, ast.Attribute) and not isinstance(n, ast.Name)]
