@@ -485,9 +485,15 @@ def sink_matmuls(gm: torch.fx.GraphModule) -> int:
 
 def _inputs_live_until(n: torch.fx.Node, at: int, order: dict) -> bool:
     """Are all of n's inputs alive at position `at` anyway (graph inputs, or read there or later
-    by another node)? Then moving n there lengthens no lifetime: no more memory is held."""
+    by another node)? Then moving n there lengthens no lifetime: no more memory is held. A view
+    holds no memory of its own: it counts as alive where what it views is (a Linear on a 3-d
+    input reads its tokens through a 2-d view that only the matmul reads)."""
     for a in n.all_input_nodes:
         if a.op in ("placeholder", "get_attr"):
+            continue
+        if _is_view(a) and a.op == "call_function":
+            if not _inputs_live_until(a, at, order):
+                return False
             continue
         if not any(order[u] >= at for u in a.users if u is not n):
             return False

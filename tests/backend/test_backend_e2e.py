@@ -660,3 +660,22 @@ def test_a_matmul_runs_just_before_its_first_reader():
     value = last.args[1]
     assert last.target is value.target is torch.ops.aten.mm.default
     assert order[softmax] < order[value] < order[last]
+
+
+def test_a_matmul_reading_its_input_through_a_view_also_runs_just_before_its_first_reader():
+    # nn.Linear on 3-d tokens: the matmul reads a 2-d view that nothing else reads, so the view
+    # is no reason to keep the matmul where it was (BERT's projections, fp32 and bf16)
+    torch.manual_seed(0)
+    wq, wk, wv = (torch.randn(32, 32) for _ in range(3))
+
+    def attention(x):
+        flat = [x.reshape(-1, 32) for _ in range(3)]
+        q, k, v = ((f @ w).view(2, 8, 32) for f, w in zip(flat, (wq, wk, wv), strict=True))
+        return (torch.softmax(q @ k.transpose(-1, -2) / 8, -1) @ v) + x
+
+    reports = compile_and_compare(attention, torch.randn(2, 8, 32))
+    nodes = [n for n in reports[-1].graph_module.graph.nodes if n.op == "call_function"]
+    order = {n: i for i, n in enumerate(nodes)}
+    mms = [n for n in nodes if n.target is torch.ops.aten.mm.default]
+    softmax = next(n for n in nodes if n.target in reports[-1].kernels and "exp" in n.target.__name__)
+    assert len(mms) == 3 and order[mms[0]] < order[softmax] < order[mms[2]]
