@@ -30,7 +30,7 @@ aten = torch.ops.aten
 _HALF = (torch.bfloat16, torch.float16)
 
 # Views that mean the same applied to a stride-0 (expanded) tensor as to a dense one.
-_VIEWS = {
+VIEWS = {
     aten.view.default,
     aten._unsafe_view.default,
     aten.permute.default,
@@ -57,7 +57,7 @@ def _view_tree(n: torch.fx.Node, views: list, readers: list) -> bool:
     """Collect the views of `n` (in graph order of discovery) and the pointwise nodes reading
     `n` or one of them; False when anything else reads them (Inductor's condition)."""
     for u in n.users:
-        if u.op == "call_function" and u.target in _VIEWS and u.args[0] is n:
+        if u.op == "call_function" and u.target in VIEWS and u.args[0] is n:
             views.append(u)
             if not _view_tree(u, views, readers):
                 return False

@@ -30,6 +30,7 @@ from fuselint.backend.max_pool import hand_max_pools
 from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.pads import sink_pads
 from fuselint.backend.partition import planner_groups
+from fuselint.backend.patchify import patchify_convolutions
 from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
 from fuselint.backend.repeats import repeats_as_cats
@@ -548,6 +549,8 @@ def compile_graph(
     seed_random(gm)
     scatter_index_adds(gm)
     hand_max_pools(gm)
+    if inference:
+        patchify_convolutions(gm)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     sink_pads(gm)
     repeats_as_cats(gm)

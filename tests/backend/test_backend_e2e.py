@@ -473,8 +473,9 @@ def patch_tokens(x, weight, bias, cls, pos):
 def test_a_patch_embeddings_bias_joins_the_class_token_cat_in_one_kernel():
     # the bias (C,) broadcasts inside the cat's piece; before, an add kernel of its own wrote
     # conv + bias in bf16 and the cat kernel read it back (one more rounding than Inductor)
+    # (8 input channels: a 3-channel image's patch convolution runs as a GEMM, test_backend_patchify)
     torch.manual_seed(0)
-    x, weight, bias = torch.randn(2, 3, 16, 16), torch.randn(8, 3, 4, 4), torch.randn(8)
+    x, weight, bias = torch.randn(2, 8, 16, 16), torch.randn(8, 8, 4, 4), torch.randn(8)
     cls, pos = torch.randn(1, 1, 8), torch.randn(1, 17, 8)
     (report,) = compile_and_compare(patch_tokens, x, weight, bias, cls, pos, atol=1e-4, rtol=1e-4)
     assert not report.fallbacks, report.fallbacks
