@@ -23,7 +23,7 @@ import torch
 import torch.fx
 
 from fuselint.backend.runtime import can_generate_for
-from fuselint.graph.layout import fake_value, graph_fake_mode
+from fuselint.graph.layout import fake_value, rewrite_each
 
 aten = torch.ops.aten
 
@@ -141,15 +141,5 @@ def _same_result(reader: torch.fx.Node, source: torch.fx.Node, replacement: torc
 def unfuse_addmm_bias(gm: torch.fx.GraphModule) -> int:
     """Rewrite each float32 ``addmm(bias, x, w)`` whose readers are all pointwise (through views)
     as ``mm(x, w)`` plus the bias, added at each reader (module docstring); how many."""
-    graph = gm.graph
-    found = [(n, c) for n in graph.nodes if (c := _candidate(n)) is not None]
-    mode = graph_fake_mode(graph) if found else None
-    if mode is None:
-        return 0
-    done = 0
-    with mode:
-        for addmm, (views, readers) in found:
-            done += _rewrite(graph, addmm, views, readers)
-    if done:
-        gm.recompile()
-    return done
+    found = [(n, *c) for n in gm.graph.nodes if (c := _candidate(n)) is not None]
+    return rewrite_each(gm, found, lambda graph, item: _rewrite(graph, *item))

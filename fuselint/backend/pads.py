@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from fuselint.graph.layout import fake_value, graph_fake_mode
+from fuselint.graph.layout import fake_value, rewrite_each
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -110,20 +110,8 @@ def _operands_fit(chain: list[torch.fx.Node], full: tuple[int, ...], padded_dims
 
 def sink_pads(gm: torch.fx.GraphModule) -> int:
     """Move each constant_pad_nd after an elementwise chain before it (module docstring); how many."""
-    graph = gm.graph
-    pads = [n for n in graph.nodes if n.op == "call_function" and n.target is aten.constant_pad_nd.default]
-    if not pads:
-        return 0
-    mode = graph_fake_mode(graph)
-    if mode is None:
-        return 0
-    moved = 0
-    with mode:
-        for pad in pads:
-            moved += _sink(graph, pad)
-    if moved:
-        gm.recompile()
-    return moved
+    pads = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is aten.constant_pad_nd.default]
+    return rewrite_each(gm, pads, _sink)
 
 
 def _sink(graph: torch.fx.Graph, pad: torch.fx.Node) -> int:

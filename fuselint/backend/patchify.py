@@ -30,7 +30,7 @@ import torch.fx
 
 from fuselint.backend.bias import VIEWS
 from fuselint.backend.runtime import can_generate_for
-from fuselint.graph.layout import fake_value, graph_fake_mode
+from fuselint.graph.layout import fake_value, rewrite_each
 
 aten = torch.ops.aten
 
@@ -61,18 +61,7 @@ def _patch_conv(n: torch.fx.Node) -> bool:
 
 def patchify_convolutions(gm: torch.fx.GraphModule) -> int:
     """Rewrite each patch convolution of `gm` (module docstring); how many."""
-    graph = gm.graph
-    found = [n for n in graph.nodes if _patch_conv(n)]
-    mode = graph_fake_mode(graph) if found else None
-    if mode is None:
-        return 0
-    done = 0
-    with mode:
-        for conv in found:
-            done += _rewrite(graph, conv)
-    if done:
-        gm.recompile()
-    return done
+    return rewrite_each(gm, [n for n in gm.graph.nodes if _patch_conv(n)], _rewrite)
 
 
 def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:

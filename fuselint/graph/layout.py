@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 
 import torch
 import torch.fx
@@ -408,6 +409,24 @@ def graph_fake_mode(graph: torch.fx.Graph) -> object | None:
     from torch._guards import detect_fake_mode
 
     return detect_fake_mode([n.meta.get("val") for n in graph.nodes if n.op == "placeholder"])
+
+
+def rewrite_each(
+    gm: torch.fx.GraphModule, found: list, rewrite: Callable[[torch.fx.Graph, object], int]
+) -> int:
+    """`rewrite(graph, item)` for each of `found`, inside the fake mode of gm's placeholders (where
+    the nodes a rewrite adds get their values), then gm recompiled if any changed; how many did.
+    Nothing is rewritten where the graph has no fake mode."""
+    mode = graph_fake_mode(gm.graph) if found else None
+    if mode is None:
+        return 0
+    done = 0
+    with mode:
+        for item in found:
+            done += rewrite(gm.graph, item)
+    if done:
+        gm.recompile()
+    return done
 
 
 def fake_value(node: torch.fx.Node) -> object:
