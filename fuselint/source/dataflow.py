@@ -1125,10 +1125,10 @@ class FunctionFlow:
                 if func.attr in self.methods:
                     cls = self.fn.cls.name if self.fn.cls is not None else None
                     return self.helpers.kind((cls, func.attr)) if self.helpers else None
-                return MAYBE
+                return _host_method_kind(func.attr, call) if func.attr in HOST_METHODS else MAYBE
             rk = self.kind(receiver, env)
             if rk == MODULE:
-                return MAYBE
+                return _host_method_kind(func.attr, call) if func.attr in HOST_METHODS else MAYBE
             if rk in TENSORISH:
                 if func.attr == "size":
                     return DIM if call.args else SHAPE
@@ -1599,6 +1599,16 @@ def _has_dim(call: ast.Call) -> bool:
 
 # Methods of Python lists that tensors lack: `mems.copy()`, `mems.pop(0)` hold no tensor.
 _LIST_METHODS = frozenset({"copy", "pop", "append", "extend", "insert"})
+
+
+def _host_method_kind(method: str, call: ast.Call) -> str | None:
+    """`self.size(-1)` of a class that inherits `size` from another file, `p.size()` of an element of
+    `self.grid`: a method tensors answer on the host (`HOST_METHODS`) is no submodule's call, so its
+    result is a host value, a shape or a length for `size` (gpytorch's `ZeroLinearOperator.matmul`,
+    `GridKernel.is_ragged` compare sizes; neither breaks under dynamo, torch 2.13)."""
+    if method == "size":
+        return DIM if call.args else SHAPE
+    return None
 
 
 def _method_kind(method: str, call: ast.Call) -> str | None:
