@@ -82,6 +82,10 @@ BOOL_METHODS = frozenset(
      "bool", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "logical_and", "logical_or",
      "logical_not", "logical_xor", "any", "all", "isclose", "isin", "signbit", "isreal"}
 )  # fmt: skip
+# Comparison methods of tensors that numpy arrays and Python numbers lack (`x.lt(eps)`,
+# `x.isnan()`): on a value the flow does not know, the receiver is a tensor and the result a
+# boolean one (gpytorch's `if variance.lt(min_variance).any():`, gb0170).
+TENSOR_ONLY_BOOL_METHODS = BOOL_METHODS - {"any", "all", "bool"}
 # torch functions that return no tensor.
 NON_TENSOR_TORCH = frozenset(
     {
@@ -1138,6 +1142,8 @@ class FunctionFlow:
             if isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name):
                 if receiver.value.id == "self" and func.attr in ("forward", "__call__"):
                     return MAYBE
+            if rk is None and func.attr in TENSOR_ONLY_BOOL_METHODS:
+                return BOOL  # variance.lt(eps): only a tensor has the method
             return None
         if isinstance(func, ast.Name):
             if func.id == "len" and len(call.args) == 1 and self.kind(call.args[0], env) in TENSORS:

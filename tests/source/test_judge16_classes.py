@@ -8,6 +8,8 @@ bench/results/precision_untuned16.md), each checked against dynamo (torch 2.13):
    `forward` (gpytorch's `Kernel`, `ExactGP`, `_VariationalStrategy`).
 3. `.size()` of an element of a list attribute, or of `self` (a method inherited from another
    file), is a host value: comparing sizes reads no tensor.
+4. A comparison method only tensors have (`variance.lt(eps)`, `.isnan()`) on a value of unknown
+   kind gives a boolean tensor, so `if variance.lt(eps).any():` breaks (gb0170).
 """
 
 from __future__ import annotations
@@ -95,3 +97,35 @@ SIZES = """
 
 def test_sizes_of_self_are_host_values():
     assert lines(SIZES, "FL102") == []
+
+
+LOOKS_LIKE_TENSOR = """
+    from torch import nn
+
+
+    class Posterior(nn.Module):
+        def forward(self, x):
+            variance = self.distribution.variance
+            if variance.lt(1e-6).any():
+                x = x + 1
+            if variance.min() > 0:
+                x = x + 2
+            return x
+"""
+
+
+def test_a_tensor_only_comparison_method_makes_an_unknown_value_a_tensor():
+    # `.lt()` exists on tensors, not on numpy arrays or numbers; `.min()` alone proves nothing (9)
+    assert lines(LOOKS_LIKE_TENSOR, "FL102") == [8]
+
+
+def test_dynamo_breaks_on_a_tensor_only_comparison(tmp_path):
+    torch = pytest.importorskip("torch")
+    source = tmp_path / "posterior.py"
+    source.write_text(LOOKS_LIKE_TENSOR.replace("\n    ", "\n"))
+    namespace: dict = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)  # noqa: S102 - our own fixture
+    model = namespace["Posterior"]()
+    model.distribution = torch.distributions.Normal(torch.zeros(3), torch.ones(3))
+    # both tests read the variance (the second is a miss the test above names)
+    assert logged_break_lines(model, torch.randn(3), filename=str(source)) == {8, 10}
