@@ -69,14 +69,21 @@ def test_one_finding_per_comparison_and_none_where_compiling_skips_it():
     assert lines(EQUALS, "FL102") == [8, 9, 12]
 
 
-def test_dynamo_breaks_on_stored_comparisons_and_skips_the_short_circuit(tmp_path):
-    torch = pytest.importorskip("torch")
-    source = tmp_path / "equals.py"
-    source.write_text(EQUALS.replace("\n    ", "\n"))
+def _module(tmp_path: Path, snippet: str, name: str):
+    """Class `name` of `snippet` (indented as the tests write it), from a file of its own so that
+    dynamo's break log names its lines; and that file's path."""
+    source = tmp_path / "snippet.py"
+    source.write_text(snippet.replace("\n    ", "\n"))
     namespace: dict = {}
     exec(compile(source.read_text(), str(source), "exec"), namespace)  # noqa: S102 - our own fixture
+    return namespace[name](), str(source)
+
+
+def test_dynamo_breaks_on_stored_comparisons_and_skips_the_short_circuit(tmp_path):
+    torch = pytest.importorskip("torch")
+    check, source = _module(tmp_path, EQUALS, "Check")
     x = torch.randn(3)
-    assert logged_break_lines(namespace["Check"](), x, x.clone(), filename=str(source)) == {8, 9, 12}
+    assert logged_break_lines(check, x, x.clone(), filename=source) == {8, 9, 12}
 
 
 SIZES = """
@@ -121,11 +128,7 @@ def test_a_tensor_only_comparison_method_makes_an_unknown_value_a_tensor():
 
 def test_dynamo_breaks_on_a_tensor_only_comparison(tmp_path):
     torch = pytest.importorskip("torch")
-    source = tmp_path / "posterior.py"
-    source.write_text(LOOKS_LIKE_TENSOR.replace("\n    ", "\n"))
-    namespace: dict = {}
-    exec(compile(source.read_text(), str(source), "exec"), namespace)  # noqa: S102 - our own fixture
-    model = namespace["Posterior"]()
+    model, source = _module(tmp_path, LOOKS_LIKE_TENSOR, "Posterior")
     model.distribution = torch.distributions.Normal(torch.zeros(3), torch.ones(3))
     # both tests read the variance (the second is a miss the test above names)
-    assert logged_break_lines(model, torch.randn(3), filename=str(source)) == {8, 10}
+    assert logged_break_lines(model, torch.randn(3), filename=source) == {8, 10}
