@@ -8,12 +8,13 @@ Each DIR holds `fuselint check --format json` output per package (`torchaudio.js
 `x_transformers.json`, `e3nn.json`, `nflows.json`, `vector_quantize_pytorch.json`,
 `reformer_pytorch.json`, `performer_pytorch.json`, `torchsde.json`, `zuko.json`, `normflows.json`,
 `pyro.json`, `speechbrain.json`, `asteroid.json`, `asteroid_filterbanks.json`,
-`pytorch_tabnet.json`, `pytorch_metric_learning.json`, `stable_baselines3.json`),
+`pytorch_tabnet.json`, `pytorch_metric_learning.json`, `stable_baselines3.json`, `gpytorch.json`,
+`linear_operator.json`),
 linted from a folder holding the unzipped wheels. Every verdict row of
 bench/results/precision_untuned.md, precision_untuned2.md, precision_untuned3.md,
 precision_untuned5.md, precision_untuned6.md, precision_untuned7.md, precision_untuned8.md and
 precision_untuned10.md, precision_untuned11.md, precision_untuned12.md, precision_untuned14.md
-and precision_untuned15.md
+precision_untuned15.md and precision_untuned16.md
 (`| #n | file:line | FLxxx | verdict | ...`) is looked up: kept (its code
 on its line), tagged (kept, on a side road), merged (named in its site's `details.also`), gone.
 Prints, per sample and lint, the findings left, real, side roads tagged / untagged, false, and
@@ -35,12 +36,12 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROW = re.compile(r"^\| (#?[kstcdzenpqabmwg]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
+ROW = re.compile(r"^\| (#?[kstcdzenpqabmwgy]?\d+) \| ([\w/.]+\.py|xt):(\d+) \| (FL\d+) \| ([^|]+) \|")
 PACKAGES = (
     "torchaudio", "kornia", "segmentation_models_pytorch", "torchmetrics", "e3nn", "x_transformers",
     "nflows", "vector_quantize_pytorch", "reformer_pytorch", "performer_pytorch", "torchsde", "zuko",
     "normflows", "pyro", "speechbrain", "asteroid", "asteroid_filterbanks", "pytorch_tabnet",
-    "pytorch_metric_learning", "stable_baselines3",
+    "pytorch_metric_learning", "stable_baselines3", "gpytorch", "linear_operator",
 )  # fmt: skip
 SAMPLES = {
     "torchaudio's 50 (#1-#50)": ("precision_untuned.md", "torchaudio", lambda tag: not tag.startswith("k")),
@@ -134,6 +135,13 @@ SAMPLES = {
         "precision_untuned15.md",
         "stable_baselines3",
         lambda tag: tag.startswith("g"),
+    ),
+    # precision_untuned16.md: #y every finding on gpytorch + linear_operator (held out by judge16),
+    # default and traced lints together (a lint scores the rows it still reports).
+    "gpytorch + linear_operator (held out), every finding (#y)": (
+        "precision_untuned16.md",
+        "gpytorch",
+        lambda tag: tag.startswith("y"),
     ),
 }
 

@@ -82,6 +82,10 @@ BOOL_METHODS = frozenset(
      "bool", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "logical_and", "logical_or",
      "logical_not", "logical_xor", "any", "all", "isclose", "isin", "signbit", "isreal"}
 )  # fmt: skip
+# Comparison methods of tensors that numpy arrays and Python numbers lack (`x.lt(eps)`,
+# `x.isnan()`): on a value the flow does not know, the receiver is a tensor and the result a
+# boolean one (gpytorch's `if variance.lt(min_variance).any():`, gb0170).
+TENSOR_ONLY_BOOL_METHODS = BOOL_METHODS - {"any", "all", "bool"}
 # torch functions that return no tensor.
 NON_TENSOR_TORCH = frozenset(
     {
@@ -1125,10 +1129,10 @@ class FunctionFlow:
                 if func.attr in self.methods:
                     cls = self.fn.cls.name if self.fn.cls is not None else None
                     return self.helpers.kind((cls, func.attr)) if self.helpers else None
-                return MAYBE
+                return _host_method_kind(func.attr, call) if func.attr in HOST_METHODS else MAYBE
             rk = self.kind(receiver, env)
             if rk == MODULE:
-                return MAYBE
+                return _host_method_kind(func.attr, call) if func.attr in HOST_METHODS else MAYBE
             if rk in TENSORISH:
                 if func.attr == "size":
                     return DIM if call.args else SHAPE
@@ -1138,6 +1142,8 @@ class FunctionFlow:
             if isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name):
                 if receiver.value.id == "self" and func.attr in ("forward", "__call__"):
                     return MAYBE
+            if rk is None and func.attr in TENSOR_ONLY_BOOL_METHODS:
+                return BOOL  # variance.lt(eps): only a tensor has the method
             return None
         if isinstance(func, ast.Name):
             if func.id == "len" and len(call.args) == 1 and self.kind(call.args[0], env) in TENSORS:
@@ -1599,6 +1605,16 @@ def _has_dim(call: ast.Call) -> bool:
 
 # Methods of Python lists that tensors lack: `mems.copy()`, `mems.pop(0)` hold no tensor.
 _LIST_METHODS = frozenset({"copy", "pop", "append", "extend", "insert"})
+
+
+def _host_method_kind(method: str, call: ast.Call) -> str | None:
+    """`self.size(-1)` of a class that inherits `size` from another file, `p.size()` of an element of
+    `self.grid`: a method tensors answer on the host (`HOST_METHODS`) is no submodule's call, so its
+    result is a host value, a shape or a length for `size` (gpytorch's `ZeroLinearOperator.matmul`,
+    `GridKernel.is_ragged` compare sizes; neither breaks under dynamo, torch 2.13)."""
+    if method == "size":
+        return DIM if call.args else SHAPE
+    return None
 
 
 def _method_kind(method: str, call: ast.Call) -> str | None:

@@ -37,7 +37,7 @@ from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.nodes import self_attribute as _self_attr
-from fuselint.source.scope import MODULE_ROOT, STARRED, Reached, module_classes
+from fuselint.source.scope import MODULE_ENTRIES, MODULE_ROOT, STARRED, Reached, module_classes
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
 _OUTSIDE = frozenset(
@@ -1142,7 +1142,7 @@ def inherited_modules(index: Index) -> dict[str, tuple[Reached, ...]]:
     roots: dict[str, list[Reached]] = {}
     for path in sorted(index.summaries):
         for name, cls in index.summaries[path].classes.items():
-            if cls.module or "forward" not in cls.methods:
+            if cls.module or not MODULE_ENTRIES & set(cls.methods):
                 continue
             for base_path, base in index.classes_of(path, name)[1:]:
                 if index.summaries[base_path].classes[base].module:

@@ -27,6 +27,10 @@ from fuselint.source.tracing_truth import live_nodes
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 # A root named "^C": class C of this file is an nn.Module through a base of another file.
 MODULE_ROOT = "^"
+# What calling a module runs: `forward`, or the class's own `__call__` where it overrides
+# nn.Module's (gpytorch's `Kernel.__call__`, transformers' `GradientCheckpointingLayer.__call__`):
+# `torch.compile(model)` traces whichever `model(x)` runs.
+MODULE_ENTRIES = frozenset({"forward", "__call__"})
 # What a reaching call's argument list records for a starred argument or a `**mapping`.
 STARRED = "*"
 
@@ -178,7 +182,7 @@ def model_functions(
 
     distributions = distribution_classes(tree, imports) if methods else set()
     for (cls_name, name), (fn, cls) in methods.items():
-        if name == "forward" and cls_name in modules:
+        if name in MODULE_ENTRIES and cls_name in modules:
             add(fn, cls, "forward")
         elif name in DISTRIBUTION_ENTRIES and cls_name in distributions:
             add(fn, cls, "distribution")

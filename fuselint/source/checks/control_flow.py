@@ -151,15 +151,25 @@ def _tuple_equality(test: ast.Compare, flow: FunctionFlow, env: Env) -> bool:
     return literal and TUPLE in kinds
 
 
+def _compares_on_host(call: ast.Call, flow: FunctionFlow, env: Env) -> bool:
+    """`torch.equal(a, b)`, `a.allclose(b)`, `torch.is_nonzero(t)`: a Python bool read from tensors."""
+    func = call.func
+    qual = flow.imports.qualname(func)
+    if qual is not None:
+        return qual in _SYNC_TORCH
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in _SYNC_METHODS
+        and flow.kind(func.value, env) in TENSORISH
+    )
+
+
 def _syncs(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
     """`expr` is a Python value computed from tensor values (`x.item()`, `torch.equal(a, b)`, `bool(t)`)."""
     if isinstance(expr, ast.Call):
         func = expr.func
-        qual = flow.imports.qualname(func)
-        if qual is not None:
-            return qual in _SYNC_TORCH
-        if isinstance(func, ast.Attribute) and func.attr in _SYNC_METHODS:
-            return flow.kind(func.value, env) in TENSORISH
+        if flow.imports.qualname(func) is not None or isinstance(func, ast.Attribute):
+            return _compares_on_host(expr, flow, env)
         if isinstance(func, ast.Name) and func.id in _SYNC_BUILTINS and expr.args:
             return flow.kind(expr.args[0], env) in TENSORS
         return False
@@ -609,51 +619,84 @@ def data_dependent_control_flow(
     sf: SourceFile, functions: list[ModelFunction], rule: Rule
 ) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
-        for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
-            node = site.node
-            if isinstance(node, ast.Assert) and _plain_message(node):
-                # dynamo turns `assert t` into torch._assert_async inside the graph: no break,
-                # unless Python itself must read a tensor's truth first (`0 < t <= 1`, `a and b`)
-                culprit = _truth_read_in_assert(node.test, flow, site.env)
-            else:
-                culprit = value_dependent(node.test, flow, site.env)
-            if culprit is None:
-                continue
-            what = {
-                ast.If: "`if`",
-                ast.While: "`while`",
-                ast.Assert: "`assert`",
-                ast.IfExp: "conditional expression",
-            }
-            fix = None
-            if isinstance(node, ast.If):
-                fix = (
-                    int_twin_fix(sf, node.test)
-                    or _if_fix(site, flow, sf)
-                    or _draw_fix(site, flow, sf)
-                    or drop_none_shortcut(sf, site)
-                    or assert_instead_of_raise(sf, site, flow)
-                )
-            elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
-                where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
-                fix = _fix(sf, sf.replace(node, where)) if where else _equal_values_fix(site, flow, sf)
-            # dynamo names the line where the culprit starts: a later line of a test that spans several
-            # (`if (\n k == 0\n or n == 0\n):` breaks at `or n == 0`, torch 2.13)
-            anchor = culprit if culprit.lineno != node.test.lineno else node.test
-            found = finding(
-                sf, rule, anchor, _message(what[type(node)], culprit, flow, site, rule), fix, path=site.path
-            )
-            yield replace(found, noqa_lines=_other_test_lines(node, anchor.lineno))
-        for site in flow.of(ast.comprehension):
-            # `[b for b, drop in zip(blocks, to_drop) if not drop]`: each `if` clause is a branch
-            for test in site.node.ifs:
-                culprit = value_dependent(test, flow, site.env)
-                if culprit is not None:
-                    message = _message("comprehension `if`", culprit, flow, site, rule)
-                    yield finding(sf, rule, test, message, path=site.path)
-        yield from _operand_jumps(sf, flow, rule)
-        yield from _reduced_tests(sf, flow, rule)
+        found = list(_tests(sf, flow, rule))
+        yield from found
+        yield from _host_comparisons(sf, flow, rule, {f.span.line for f in found})
     yield from stored_lambda_tests(sf, functions, rule)
+
+
+def _host_comparisons(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[int]) -> Iterable[Finding]:
+    """`x1_eq_x2 = torch.equal(x1, x2)`: `torch.equal`, `allclose` and `is_nonzero` read the tensors
+    where they are called, so dynamo breaks the graph on the call's line (gb0033, "Data dependent
+    operator", torch 2.13), wherever the bool goes: a later `if` on it, or a generator inside a
+    multi-line `all(...)` whose test is flagged on its first line (gpytorch's `Kernel.covar_dist`,
+    `ExactGP.__call__`). A call on a line a test finding already names is that finding; one in a
+    test that no finding names is not read while compiling (`if is_compiling() or torch.equal(a, b)`)."""
+    unread = set()
+    for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
+        test = site.node.test
+        if not any(site.node.lineno <= line <= (test.end_lineno or test.lineno) for line in flagged):
+            unread.update(id(n) for n in walk(test))
+    for site in flow.of(ast.Call):
+        if site.node.lineno in flagged or id(site.node) in unread:
+            continue
+        if not _compares_on_host(site.node, flow, site.env):
+            continue
+        flagged.add(site.node.lineno)
+        message = (
+            f"`{describe(site.node, 40)}` compares tensors on the host and gives a Python bool: dynamo "
+            "breaks the graph at this call (gb0033), wherever the bool is used; compare as tensors "
+            "(`(a == b).all()`, a tensor test) or decide outside the compiled code"
+        )
+        yield finding(sf, rule, site.node, message, path=site.path)
+
+
+def _tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
+    """Each test of a branch, loop, assert or comprehension `if` whose truth reads tensor values."""
+    for site in flow.of(ast.If, ast.While, ast.Assert, ast.IfExp):
+        node = site.node
+        if isinstance(node, ast.Assert) and _plain_message(node):
+            # dynamo turns `assert t` into torch._assert_async inside the graph: no break,
+            # unless Python itself must read a tensor's truth first (`0 < t <= 1`, `a and b`)
+            culprit = _truth_read_in_assert(node.test, flow, site.env)
+        else:
+            culprit = value_dependent(node.test, flow, site.env)
+        if culprit is None:
+            continue
+        what = {
+            ast.If: "`if`",
+            ast.While: "`while`",
+            ast.Assert: "`assert`",
+            ast.IfExp: "conditional expression",
+        }
+        fix = None
+        if isinstance(node, ast.If):
+            fix = (
+                int_twin_fix(sf, node.test)
+                or _if_fix(site, flow, sf)
+                or _draw_fix(site, flow, sf)
+                or drop_none_shortcut(sf, site)
+                or assert_instead_of_raise(sf, site, flow)
+            )
+        elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
+            where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
+            fix = _fix(sf, sf.replace(node, where)) if where else _equal_values_fix(site, flow, sf)
+        # dynamo names the line where the culprit starts: a later line of a test that spans several
+        # (`if (\n k == 0\n or n == 0\n):` breaks at `or n == 0`, torch 2.13)
+        anchor = culprit if culprit.lineno != node.test.lineno else node.test
+        found = finding(
+            sf, rule, anchor, _message(what[type(node)], culprit, flow, site, rule), fix, path=site.path
+        )
+        yield replace(found, noqa_lines=_other_test_lines(node, anchor.lineno))
+    for site in flow.of(ast.comprehension):
+        # `[b for b, drop in zip(blocks, to_drop) if not drop]`: each `if` clause is a branch
+        for test in site.node.ifs:
+            culprit = value_dependent(test, flow, site.env)
+            if culprit is not None:
+                message = _message("comprehension `if`", culprit, flow, site, rule)
+                yield finding(sf, rule, test, message, path=site.path)
+    yield from _operand_jumps(sf, flow, rule)
+    yield from _reduced_tests(sf, flow, rule)
 
 
 def _reduced_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
