@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import atom, spliced
 from fuselint.source.module import SourceFile, newline_of
-from fuselint.source.nodes import self_attribute, walk
+from fuselint.source.nodes import child_nodes, made_once, self_attribute, walk
 
 MESSAGE = (
     "read int twins of the 0-d int64 tensors {names} (buffers registered from ints, and attributes "
@@ -330,22 +330,25 @@ def _walk_to(init: _Init, body: list[ast.stmt], target: ast.stmt, receiver: str)
 
 
 def _owners(tree: ast.Module) -> dict[int, tuple[ast.ClassDef | None, ast.FunctionDef | None, ast.stmt]]:
-    """For every node: its class, its function and its statement (innermost)."""
+    """For every node: its class, its function and its statement (innermost). Made once per
+    file's analysis: each FL102 test asks for it again."""
+    return made_once("owners", tree, _owners_of)
+
+
+def _owners_of(tree: ast.Module) -> dict[int, tuple[ast.ClassDef | None, ast.FunctionDef | None, ast.stmt]]:
     owners: dict[int, tuple] = {}
-
-    def visit(node: ast.AST, cls, fn, stmt) -> None:
-        for child in ast.iter_child_nodes(node):
-            c, f, s = cls, fn, stmt
-            if isinstance(child, ast.ClassDef):
-                c, f = child, None
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                f = child
-            if isinstance(child, ast.stmt):
-                s = child
-            owners[id(child)] = (c, f, s)
-            visit(child, c, f, s)
-
-    visit(tree, None, None, None)
+    # depth first, in the children's order: a shared node (`ast.Load()`) keeps its last owner
+    stack = [(child, (None, None, None)) for child in reversed(child_nodes(tree))]
+    while stack:
+        node, (c, f, s) = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            c, f = node, None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            f = node
+        if isinstance(node, ast.stmt):
+            s = node
+        owners[id(node)] = owner = (c, f, s)
+        stack.extend((child, owner) for child in reversed(child_nodes(node)))
     return owners
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 _AST = ast.AST
+T = TypeVar("T")
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
@@ -32,7 +34,7 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 # Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
 # checks walk the same methods and classes again and again: each attribute scan, each rule),
 # and a module's statements (`imports.iter_statements`).
-_REMEMBERED: dict[tuple[str, ast.AST], list[ast.AST]] | None = None
+_REMEMBERED: dict[tuple[str, ast.AST], object] | None = None
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
@@ -60,13 +62,22 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
 
 def remembered(what: str, node: ast.AST, make: Callable[[ast.AST], Iterable[ast.AST]]) -> Iterator[ast.AST]:
-    """`make(node)`, made once per `remembered_walks` (and every time outside one)."""
+    """`make(node)`, listed once per `remembered_walks` (and made every time outside one)."""
     if _REMEMBERED is None:
         return iter(make(node))
-    found = _REMEMBERED.get((what, node))
+    return iter(made_once(what, node, lambda n: list(make(n))))
+
+
+def made_once(what: str, node: ast.AST, make: Callable[[ast.AST], T]) -> T:
+    """`make(node)`, made once per `remembered_walks` (and every time outside one): for a value
+    read from the tree that no check changes."""
+    if _REMEMBERED is None:
+        return make(node)
+    key = (what, node)
+    found = _REMEMBERED.get(key)
     if found is None:
-        found = _REMEMBERED[what, node] = list(make(node))
-    return iter(found)
+        found = _REMEMBERED[key] = make(node)
+    return found
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:

@@ -131,3 +131,52 @@ def test_a_modules_statements_are_remembered_in_the_same_order():
         assert list(iter_statements(tree)) == fresh
         assert list(iter_statements(tree)) == fresh
         assert ("statements", tree) in nodes._REMEMBERED
+
+
+def test_a_value_made_once_is_made_once_per_remembered_walks():
+    from fuselint.source import nodes
+
+    tree = ast.parse(ODD)
+    made = []
+
+    def make(node):
+        made.append(node)
+        return len(made)
+
+    assert nodes.made_once("count", tree, make) == 1
+    assert nodes.made_once("count", tree, make) == 2  # outside: made every time
+    with nodes.remembered_walks():
+        assert nodes.made_once("count", tree, make) == 3
+        assert nodes.made_once("count", tree, make) == 3
+        assert nodes.made_once("other", tree, make) == 4
+    assert nodes.made_once("count", tree, make) == 5
+
+
+def _owners_by_recursion(tree: ast.AST) -> dict:
+    owners = {}
+
+    def visit(node, cls, fn, stmt):
+        for child in ast.iter_child_nodes(node):
+            c, f, s = cls, fn, stmt
+            if isinstance(child, ast.ClassDef):
+                c, f = child, None
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                f = child
+            if isinstance(child, ast.stmt):
+                s = child
+            owners[id(child)] = (c, f, s)
+            visit(child, c, f, s)
+
+    visit(tree, None, None, None)
+    return owners
+
+
+def test_owners_name_each_nodes_innermost_class_function_and_statement():
+    from fuselint.source.int_buffers import _owners
+
+    for tree in [*_trees(), ast.parse(SCOPES)]:
+        assert _owners(tree) == _owners_by_recursion(tree)
+    cls = ast.parse(SCOPES).body[0].body[-1]
+    inner = cls.body[-1]
+    owners = _owners(ast.Module(body=[cls], type_ignores=[]))
+    assert owners[id(inner.body[0])] == (inner, None, inner.body[0])
