@@ -811,9 +811,19 @@ def _plan(sf: SourceFile, cls: ast.ClassDef, twins: set[str], owners: dict) -> d
 # ---------------------------------------------------------------- the fix
 
 
-def _enclosing_class(sf: SourceFile, node: ast.AST) -> ast.ClassDef | None:
-    owner = _owners(sf.tree).get(id(node))
-    return owner[0] if owner else None
+def _enclosing_class(sf: SourceFile, test: ast.expr) -> ast.ClassDef | None:
+    """The innermost class around an `if` statement's test: the innermost whose lines hold it (a
+    statement inside a class's lines is in its body, and a nested class starts on a later line)."""
+    around = [
+        c
+        for c in _classes(sf.tree)
+        if c.lineno <= test.lineno and test.end_lineno <= (c.end_lineno or c.lineno)
+    ]
+    return max(around, key=lambda c: c.lineno, default=None)
+
+
+def _classes(tree: ast.Module) -> list[ast.ClassDef]:
+    return made_once("classes", tree, lambda t: [n for n in walk(t) if isinstance(n, ast.ClassDef)])
 
 
 def _line_start(sf: SourceFile, stmt: ast.stmt) -> str:
@@ -836,8 +846,10 @@ def int_twin_fix(sf: SourceFile, test: ast.expr) -> Fix | None:
     cls = _enclosing_class(sf, test)
     if cls is None:
         return None
-    owners = _owners(sf.tree)
     buffers, init, tensor_reads = int_buffers(sf, cls)
+    if not buffers:
+        return None
+    owners = _owners(sf.tree)
     buffers = [b for b in buffers if _free(sf, f"{b.name}_int") and _writes_same_value(sf, cls, b, owners)]
     while True:  # an attribute computed from a buffer left out is left out too
         kept = {b.name for b in buffers}

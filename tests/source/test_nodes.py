@@ -180,3 +180,24 @@ def test_owners_name_each_nodes_innermost_class_function_and_statement():
     inner = cls.body[-1]
     owners = _owners(ast.Module(body=[cls], type_ignores=[]))
     assert owners[id(inner.body[0])] == (inner, None, inner.body[0])
+
+
+def test_an_if_tests_class_by_lines_is_its_owning_class():
+    from fuselint.source.int_buffers import _enclosing_class
+    from fuselint.source.module import SourceFile
+
+    nested = "class A:\n    def f(self):\n        class B:\n            if x:\n                pass\n        if y:\n            pass\n"
+    for text in [
+        ODD,
+        SCOPES,
+        nested,
+        *(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))[:40]),
+    ]:
+        sf = SourceFile.parse("t.py", text)
+        owners = _owners_by_recursion(sf.tree)
+        for node in ast.walk(sf.tree):
+            if isinstance(node, ast.If):
+                assert _enclosing_class(sf, node.test) is owners[id(node.test)][0]
+    sf = SourceFile.parse("t.py", nested)
+    tests = sorted((n.test for n in ast.walk(sf.tree) if isinstance(n, ast.If)), key=lambda t: t.lineno)
+    assert [_enclosing_class(sf, t).name for t in tests] == ["B", "A"]
