@@ -8,9 +8,9 @@ third of a cold lint. These read `_fields` in one loop and queue children in a l
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 _AST = ast.AST
 T = TypeVar("T")
@@ -34,7 +34,7 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 # Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
 # checks walk the same methods and classes again and again: each attribute scan, each rule),
 # and a module's statements (`imports.iter_statements`).
-_REMEMBERED: dict[tuple[str, ast.AST], object] | None = None
+_REMEMBERED: dict[tuple[str, Hashable], Any] | None = None
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
@@ -68,15 +68,15 @@ def remembered(what: str, node: ast.AST, make: Callable[[ast.AST], Iterable[ast.
     return iter(made_once(what, node, lambda n: list(make(n))))
 
 
-def made_once(what: str, node: ast.AST, make: Callable[[ast.AST], T]) -> T:
-    """`make(node)`, made once per `remembered_walks` (and every time outside one): for a value
-    read from the tree that no check changes."""
+def made_once(what: str, key: Hashable, make: Callable[[Any], T]) -> T:
+    """`make(key)`, made once per `remembered_walks` (and every time outside one): for a value
+    read from the tree (`key` a node of it) that no check changes. Forgotten with the file's
+    analysis, so that it holds no tree alive into the collector's next pass."""
     if _REMEMBERED is None:
-        return make(node)
-    key = (what, node)
-    found = _REMEMBERED.get(key)
+        return make(key)
+    found = _REMEMBERED.get((what, key))
     if found is None:
-        found = _REMEMBERED[key] = make(node)
+        found = _REMEMBERED[what, key] = make(key)
     return found
 
 
