@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import atom, spliced
+from fuselint.source.imports import iter_statements
 from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import child_nodes, made_once, self_attribute, walk
 
@@ -823,7 +824,9 @@ def _enclosing_class(sf: SourceFile, test: ast.expr) -> ast.ClassDef | None:
 
 
 def _classes(tree: ast.Module) -> list[ast.ClassDef]:
-    return made_once("classes", tree, lambda t: [n for n in walk(t) if isinstance(n, ast.ClassDef)])
+    return made_once(
+        "classes", tree, lambda t: [n for n in iter_statements(t) if isinstance(n, ast.ClassDef)]
+    )
 
 
 def _line_start(sf: SourceFile, stmt: ast.stmt) -> str:
