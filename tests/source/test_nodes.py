@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 from fuselint.source.nodes import child_nodes, walk
@@ -152,22 +153,23 @@ def test_a_value_made_once_is_made_once_per_remembered_walks():
     assert nodes.made_once("count", tree, make) == 5
 
 
-def _owners_by_recursion(tree: ast.AST) -> dict:
+def _owners_by_ancestry(tree: ast.AST) -> dict:
+    """Each node's innermost class, function (inside that class) and statement, read up its
+    ancestors; nodes that CPython shares between parents (`ast.Load()`, `ast.Add()`) are left out."""
+    edges = [(id(c), p) for p in ast.walk(tree) for c in ast.iter_child_nodes(p)]
+    parents = dict(edges)
+    shared = {k for k, n in Counter(k for k, _ in edges).items() if n > 1}
     owners = {}
-
-    def visit(node, cls, fn, stmt):
-        for child in ast.iter_child_nodes(node):
-            c, f, s = cls, fn, stmt
-            if isinstance(child, ast.ClassDef):
-                c, f = child, None
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                f = child
-            if isinstance(child, ast.stmt):
-                s = child
-            owners[id(child)] = (c, f, s)
-            visit(child, c, f, s)
-
-    visit(tree, None, None, None)
+    for node in ast.walk(tree):
+        if node is tree or id(node) in shared:
+            continue
+        chain = [node]
+        while id(chain[-1]) in parents:
+            chain.append(parents[id(chain[-1])])
+        cls = next((n for n in chain if isinstance(n, ast.ClassDef)), None)
+        inside = chain[: chain.index(cls)] if cls is not None else chain
+        fn = next((n for n in inside if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        owners[id(node)] = (cls, fn, next((n for n in chain if isinstance(n, ast.stmt)), None))
     return owners
 
 
@@ -175,7 +177,8 @@ def test_owners_name_each_nodes_innermost_class_function_and_statement():
     from fuselint.source.int_buffers import _owners
 
     for tree in [*_trees(), ast.parse(SCOPES)]:
-        assert _owners(tree) == _owners_by_recursion(tree)
+        found = _owners(tree)
+        assert {k: found[k] for k in _owners_by_ancestry(tree)} == _owners_by_ancestry(tree)
     cls = ast.parse(SCOPES).body[0].body[-1]
     inner = cls.body[-1]
     owners = _owners(ast.Module(body=[cls], type_ignores=[]))
@@ -194,7 +197,7 @@ def test_an_if_tests_class_by_lines_is_its_owning_class():
         *(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))[:40]),
     ]:
         sf = SourceFile.parse("t.py", text)
-        owners = _owners_by_recursion(sf.tree)
+        owners = _owners_by_ancestry(sf.tree)
         for node in ast.walk(sf.tree):
             if isinstance(node, ast.If):
                 assert _enclosing_class(sf, node.test) is owners[id(node.test)][0]
