@@ -33,7 +33,7 @@ from functools import cached_property
 
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
-from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import child_nodes, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
@@ -2340,22 +2340,18 @@ def argument_kind(flow: FunctionFlow, arg: ast.expr, env: Env) -> str | None:
     return kind
 
 
-class _LastFile:
-    """The flows of the file being checked, shared by every rule that asks for them.
-
-    Each rule of a file gets the same `functions` list from the linter; the flows are computed
-    on its first request and kept until another file's list arrives, so no state is written
-    onto the (shared) AST nodes and nothing outlives the next file.
-    """
-
-    functions: list[ModelFunction] | None = None
-    flows: list[FunctionFlow] = []
-
-
 def flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:
-    """The flows of a file's model functions, callers before callees so that arguments' kinds reach helpers."""
-    if _LastFile.functions is functions:
-        return _LastFile.flows
+    """The flows of a file's model functions, callers before callees so that arguments' kinds reach helpers.
+
+    Each rule of a file gets the same `functions` list from the linter: the flows are made on the
+    first request and kept for the file's analysis (`nodes.remembered_walks`), so no state is
+    written onto the (shared) AST nodes and nothing outlives the file.
+    """
+    # Kept beside its flows, the list lives as long as its id is a key.
+    return made_once("flows", id(functions), lambda _: (functions, _flows(functions, imports)))[1]
+
+
+def _flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:
     callees: Callees = {}
     for fn in functions:
         callees[(fn.cls.name if fn.cls is not None else None, fn.node.name)] = fn.node
@@ -2373,9 +2369,7 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
         ready = next((fn for fn in pending if id(fn.node) in passed), pending[0])
         done[id(ready)] = analyze(ready, imports, callees, passed, classes, helpers, defaulted)
         pending.remove(ready)
-    result = [done[id(fn)] for fn in functions]
-    _LastFile.functions, _LastFile.flows = functions, result
-    return result
+    return [done[id(fn)] for fn in functions]
 
 
 _UNKNOWN = object()

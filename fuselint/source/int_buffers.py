@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import atom, spliced
+from fuselint.source.imports import iter_statements
 from fuselint.source.module import SourceFile, newline_of
-from fuselint.source.nodes import self_attribute, walk
+from fuselint.source.nodes import child_nodes, made_once, self_attribute, walk
 
 MESSAGE = (
     "read int twins of the 0-d int64 tensors {names} (buffers registered from ints, and attributes "
@@ -330,22 +331,25 @@ def _walk_to(init: _Init, body: list[ast.stmt], target: ast.stmt, receiver: str)
 
 
 def _owners(tree: ast.Module) -> dict[int, tuple[ast.ClassDef | None, ast.FunctionDef | None, ast.stmt]]:
-    """For every node: its class, its function and its statement (innermost)."""
+    """For every node: its class, its function and its statement (innermost). Made once per
+    file's analysis: each FL102 test asks for it again."""
+    return made_once("owners", tree, _owners_of)
+
+
+def _owners_of(tree: ast.Module) -> dict[int, tuple[ast.ClassDef | None, ast.FunctionDef | None, ast.stmt]]:
     owners: dict[int, tuple] = {}
-
-    def visit(node: ast.AST, cls, fn, stmt) -> None:
-        for child in ast.iter_child_nodes(node):
-            c, f, s = cls, fn, stmt
-            if isinstance(child, ast.ClassDef):
-                c, f = child, None
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                f = child
-            if isinstance(child, ast.stmt):
-                s = child
-            owners[id(child)] = (c, f, s)
-            visit(child, c, f, s)
-
-    visit(tree, None, None, None)
+    # depth first, in the children's order: a shared node (`ast.Load()`) keeps its last owner
+    stack = [(child, (None, None, None)) for child in reversed(child_nodes(tree))]
+    while stack:
+        node, (c, f, s) = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            c, f = node, None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            f = node
+        if isinstance(node, ast.stmt):
+            s = node
+        owners[id(node)] = owner = (c, f, s)
+        stack.extend((child, owner) for child in reversed(child_nodes(node)))
     return owners
 
 
@@ -808,9 +812,21 @@ def _plan(sf: SourceFile, cls: ast.ClassDef, twins: set[str], owners: dict) -> d
 # ---------------------------------------------------------------- the fix
 
 
-def _enclosing_class(sf: SourceFile, node: ast.AST) -> ast.ClassDef | None:
-    owner = _owners(sf.tree).get(id(node))
-    return owner[0] if owner else None
+def _enclosing_class(sf: SourceFile, test: ast.expr) -> ast.ClassDef | None:
+    """The innermost class around an `if` statement's test: the innermost whose lines hold it (a
+    statement inside a class's lines is in its body, and a nested class starts on a later line)."""
+    around = [
+        c
+        for c in _classes(sf.tree)
+        if c.lineno <= test.lineno and test.end_lineno <= (c.end_lineno or c.lineno)
+    ]
+    return max(around, key=lambda c: c.lineno, default=None)
+
+
+def _classes(tree: ast.Module) -> list[ast.ClassDef]:
+    return made_once(
+        "classes", tree, lambda t: [n for n in iter_statements(t) if isinstance(n, ast.ClassDef)]
+    )
 
 
 def _line_start(sf: SourceFile, stmt: ast.stmt) -> str:
@@ -833,8 +849,10 @@ def int_twin_fix(sf: SourceFile, test: ast.expr) -> Fix | None:
     cls = _enclosing_class(sf, test)
     if cls is None:
         return None
-    owners = _owners(sf.tree)
     buffers, init, tensor_reads = int_buffers(sf, cls)
+    if not buffers:
+        return None
+    owners = _owners(sf.tree)
     buffers = [b for b in buffers if _free(sf, f"{b.name}_int") and _writes_same_value(sf, cls, b, owners)]
     while True:  # an attribute computed from a buffer left out is left out too
         kept = {b.name for b in buffers}

@@ -8,10 +8,12 @@ third of a cold lint. These read `_fields` in one loop and queue children in a l
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 _AST = ast.AST
+T = TypeVar("T")
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
@@ -32,7 +34,7 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 # Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
 # checks walk the same methods and classes again and again: each attribute scan, each rule),
 # and a module's statements (`imports.iter_statements`).
-_REMEMBERED: dict[tuple[str, ast.AST], list[ast.AST]] | None = None
+_REMEMBERED: dict[tuple[str, Hashable], Any] | None = None
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
@@ -60,13 +62,22 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
 
 def remembered(what: str, node: ast.AST, make: Callable[[ast.AST], Iterable[ast.AST]]) -> Iterator[ast.AST]:
-    """`make(node)`, made once per `remembered_walks` (and every time outside one)."""
+    """`make(node)`, listed once per `remembered_walks` (and made every time outside one)."""
     if _REMEMBERED is None:
         return iter(make(node))
-    found = _REMEMBERED.get((what, node))
+    return iter(made_once(what, node, lambda n: list(make(n))))
+
+
+def made_once(what: str, key: Hashable, make: Callable[[Any], T]) -> T:
+    """`make(key)`, made once per `remembered_walks` (and every time outside one): for a value
+    read from the tree (`key` a node of it) that no check changes. Forgotten with the file's
+    analysis, so that it holds no tree alive into the collector's next pass."""
+    if _REMEMBERED is None:
+        return make(key)
+    found = _REMEMBERED.get((what, key))
     if found is None:
-        found = _REMEMBERED[what, node] = list(make(node))
-    return iter(found)
+        found = _REMEMBERED[what, key] = make(key)
+    return found
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:

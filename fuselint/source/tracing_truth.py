@@ -8,8 +8,9 @@ branches dynamo takes, and the scope follows only calls made from them.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
-from fuselint.source.nodes import child_nodes
+from fuselint.source.nodes import child_nodes, remembered
 
 # Functions dynamo evaluates to a constant while tracing: code they guard is never traced.
 _COMPILING = frozenset({"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_exporting"})
@@ -42,10 +43,15 @@ def compile_truth(test: ast.expr) -> bool | None:
     return None
 
 
-def live_nodes(fn: ast.AST):
+def live_nodes(fn: ast.AST) -> Iterator[ast.AST]:
     """The nodes of `fn` (a function) on paths dynamo may trace: the body of an `if` or `while`
     whose test is False while tracing (`elif torch.jit.is_tracing():`) is left out, and so is the
-    `else` of one that is True."""
+    `else` of one that is True. Listed once per file's analysis: the scope and the dataflow both
+    read each function's."""
+    return remembered("live", fn, _live_nodes)
+
+
+def _live_nodes(fn: ast.AST) -> Iterator[ast.AST]:
     stack: list[ast.AST] = [fn]
     while stack:
         node = stack.pop()

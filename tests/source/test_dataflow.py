@@ -508,3 +508,24 @@ class M(nn.Module):
     assert paths["logger.warning_once"] == "misuse"
     assert paths["logger.error"] == "error"
     assert paths["logger.debug"] is None
+
+
+def test_flows_are_shared_by_the_rules_of_a_file_and_die_with_its_analysis():
+    import gc
+
+    from fuselint.source import nodes
+    from fuselint.source.dataflow import FunctionFlow
+
+    source = (
+        HEADER
+        + "class M(nn.Module):\n    def forward(self, x):\n        if x.sum() > 0:\n            x = x + 1\n        return x\n"
+    )
+    sf = SourceFile.parse("m.py", source)
+    functions = model_functions(sf.tree, sf.imports, sf.text)
+    with nodes.remembered_walks():
+        first = flows(functions, sf.imports)
+        assert flows(functions, sf.imports) is first
+    assert flows(functions, sf.imports) is not first  # outside a file's analysis: made afresh
+    del first
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, FunctionFlow) and o.fn in functions]

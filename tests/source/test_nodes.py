@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 from fuselint.source.nodes import child_nodes, walk
@@ -131,3 +132,75 @@ def test_a_modules_statements_are_remembered_in_the_same_order():
         assert list(iter_statements(tree)) == fresh
         assert list(iter_statements(tree)) == fresh
         assert ("statements", tree) in nodes._REMEMBERED
+
+
+def test_a_value_made_once_is_made_once_per_remembered_walks():
+    from fuselint.source import nodes
+
+    tree = ast.parse(ODD)
+    made = []
+
+    def make(node):
+        made.append(node)
+        return len(made)
+
+    assert nodes.made_once("count", tree, make) == 1
+    assert nodes.made_once("count", tree, make) == 2  # outside: made every time
+    with nodes.remembered_walks():
+        assert nodes.made_once("count", tree, make) == 3
+        assert nodes.made_once("count", tree, make) == 3
+        assert nodes.made_once("other", tree, make) == 4
+    assert nodes.made_once("count", tree, make) == 5
+
+
+def _owners_by_ancestry(tree: ast.AST) -> dict:
+    """Each node's innermost class, function (inside that class) and statement, read up its
+    ancestors; nodes that CPython shares between parents (`ast.Load()`, `ast.Add()`) are left out."""
+    edges = [(id(c), p) for p in ast.walk(tree) for c in ast.iter_child_nodes(p)]
+    parents = dict(edges)
+    shared = {k for k, n in Counter(k for k, _ in edges).items() if n > 1}
+    owners = {}
+    for node in ast.walk(tree):
+        if node is tree or id(node) in shared:
+            continue
+        chain = [node]
+        while id(chain[-1]) in parents:
+            chain.append(parents[id(chain[-1])])
+        cls = next((n for n in chain if isinstance(n, ast.ClassDef)), None)
+        inside = chain[: chain.index(cls)] if cls is not None else chain
+        fn = next((n for n in inside if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        owners[id(node)] = (cls, fn, next((n for n in chain if isinstance(n, ast.stmt)), None))
+    return owners
+
+
+def test_owners_name_each_nodes_innermost_class_function_and_statement():
+    from fuselint.source.int_buffers import _owners
+
+    for tree in [*_trees(), ast.parse(SCOPES)]:
+        found = _owners(tree)
+        assert {k: found[k] for k in _owners_by_ancestry(tree)} == _owners_by_ancestry(tree)
+    cls = ast.parse(SCOPES).body[0].body[-1]
+    inner = cls.body[-1]
+    owners = _owners(ast.Module(body=[cls], type_ignores=[]))
+    assert owners[id(inner.body[0])] == (inner, None, inner.body[0])
+
+
+def test_an_if_tests_class_by_lines_is_its_owning_class():
+    from fuselint.source.int_buffers import _enclosing_class
+    from fuselint.source.module import SourceFile
+
+    nested = "class A:\n    def f(self):\n        class B:\n            if x:\n                pass\n        if y:\n            pass\n"
+    for text in [
+        ODD,
+        SCOPES,
+        nested,
+        *(p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))[:40]),
+    ]:
+        sf = SourceFile.parse("t.py", text)
+        owners = _owners_by_ancestry(sf.tree)
+        for node in ast.walk(sf.tree):
+            if isinstance(node, ast.If):
+                assert _enclosing_class(sf, node.test) is owners[id(node.test)][0]
+    sf = SourceFile.parse("t.py", nested)
+    tests = sorted((n.test for n in ast.walk(sf.tree) if isinstance(n, ast.If)), key=lambda t: t.lineno)
+    assert [_enclosing_class(sf, t).name for t in tests] == ["B", "A"]
