@@ -13,7 +13,15 @@ The rule, written before any of them was traced (fixes16):
 - It enters if dynamo logs at least one break site inside kornia on that entry
   (`bench/real_corpus.py`'s ground truth), whether or not a fix looks likely; the first 12 that do.
 
-    PYTHONPATH=. python bench/untuned16_select.py [--json out.json]
+Part 2, written after part 1 gave fewer than 8 entries and before any of these was traced:
+- torch_geometric 2.8.1's layers: every name of `torch_geometric.nn.conv.__all__`, alphabetical, but
+  GCNConv, GATConv and SAGEConv (already traced inside the corpus's GCN, GAT and GraphSAGE).
+- Built as `Cls(8, 16)` (in and out channels, the rest default); a class that needs more is out.
+- Its entry is forward(x, edge_index) on the corpus's GCN inputs (20 nodes of 8 features, 60 random
+  edges, seeded); a class whose eager forward fails on them is out.
+- It enters if dynamo logs at least one break site inside torch_geometric; the first 8 that do.
+
+    PYTHONPATH=. python bench/untuned16_select.py [--part 2] [--json out.json]
 
 prints each candidate with its input kind and break sites (or why it is out).
 """
@@ -33,14 +41,21 @@ from real_corpus import _site, listen_breaks  # noqa: E402
 
 MODULES = ("kornia.contrib", "kornia.feature")
 LIMIT = 12
+PYG_TRACED = ("GCNConv", "GATConv", "SAGEConv")  # inside the corpus's GCN, GAT and GraphSAGE
+PYG_LIMIT = 8
 
 
-def candidates() -> list[tuple[str, type]]:
-    """(`module.Class`, class) of every exported nn.Module class, alphabetical."""
+def candidates(part: int = 1) -> list[tuple[str, type]]:
+    """(`module.Class`, class) of every candidate of the rule's part, alphabetical."""
     import importlib
 
     import torch
 
+    if part == 2:
+        import torch_geometric.nn.conv as conv
+
+        names = sorted(set(conv.__all__) - set(PYG_TRACED))
+        return [(f"torch_geometric.nn.conv.{n}", getattr(conv, n)) for n in names]
     found = []
     for name in MODULES:
         module = importlib.import_module(name)
@@ -64,17 +79,24 @@ def inputs(kind: str):
         return (torch.rand(8, 1, 32, 32),)
     if kind == "pair":
         return ({"image0": torch.rand(1, 1, 64, 64), "image1": torch.rand(1, 1, 64, 64)},)
+    if kind == "graph":  # real_corpus.pyg_gcn's inputs
+        torch.manual_seed(0)
+        return (torch.randn(20, 8), torch.randint(0, 20, (2, 60)))
     return (torch.randn(16, 128), torch.randn(16, 128))
 
 
-KINDS = ("gray", "rgb", "patches", "pair", "descriptors")
+KINDS = {1: ("gray", "rgb", "patches", "pair", "descriptors"), 2: ("graph",)}
+PACKAGE = {1: "kornia", 2: "torch_geometric"}
 
 
-def build(cls: type):
-    """The module built offline with its defaults (pretrained=False where it is an argument)."""
+def build(cls: type, part: int = 1):
+    """The module built offline with its defaults (pretrained=False where it is an argument), or
+    as `Cls(8, 16)` for part 2."""
     import torch
 
     torch.manual_seed(0)
+    if part == 2:
+        return cls(8, 16).eval()
     kwargs = {"pretrained": False} if "pretrained" in inspect.signature(cls.__init__).parameters else {}
     return cls(**kwargs).eval()
 
@@ -87,10 +109,10 @@ def _alarm(signum, frame):
     raise _Timeout
 
 
-def first_kind(module) -> str | None:
+def first_kind(module, part: int = 1) -> str | None:
     import torch
 
-    for kind in KINDS:
+    for kind in KINDS[part]:
         try:
             signal.alarm(120)
             with torch.no_grad():
@@ -105,14 +127,15 @@ def first_kind(module) -> str | None:
     return None
 
 
-def sites_of(module, kind: str) -> list[str]:
-    """Dynamo's break sites inside kornia (real_corpus's rule: the innermost kornia frame)."""
-    import kornia
+def sites_of(module, kind: str, package: str) -> list[str]:
+    """Dynamo's break sites inside `package` (real_corpus's rule: the innermost frame there)."""
+    import importlib
+
     import torch
 
     from fuselint.graph.breaks_log import parse_break
 
-    root = str(Path(kornia.__file__).resolve().parent) + os.sep
+    root = str(Path(importlib.import_module(package).__file__).resolve().parent) + os.sep
     handler = listen_breaks()
     handler.texts.clear()
     torch._dynamo.reset()
@@ -134,35 +157,37 @@ def sites_of(module, kind: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", type=int, choices=(1, 2), default=1)
     parser.add_argument("--json")
     args = parser.parse_args()
+    limit = PYG_LIMIT if args.part == 2 else LIMIT
     signal.signal(signal.SIGALRM, _alarm)
     rows = []
     chosen = 0
-    for name, cls in candidates():
+    for name, cls in candidates(args.part):
         row = {"name": name}
         try:
             signal.alarm(120)
-            module = build(cls)
+            module = build(cls, args.part)
         except (Exception, _Timeout) as exc:  # noqa: BLE001 - out: needs arguments or weights
             row["out"] = (
                 f"not built: {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}"
             )
         else:
             signal.alarm(0)
-            kind = first_kind(module)
+            kind = first_kind(module, args.part)
             if kind is None:
                 row["out"] = "no standard input runs"
             else:
                 row["kind"] = kind
                 try:
-                    row["sites"] = sites_of(module, kind)
+                    row["sites"] = sites_of(module, kind, PACKAGE[args.part])
                 except (Exception, _Timeout) as exc:  # noqa: BLE001 - a trace that fails is a row
                     row["sites"] = []
                     row["error"] = (
                         f"{type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}"
                     )
-                if row["sites"] and chosen < LIMIT:
+                if row["sites"] and chosen < limit:
                     chosen += 1
                     row["enters"] = True
         finally:
