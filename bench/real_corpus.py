@@ -1,6 +1,6 @@
 """A corpus of real models from public packages that break torch.compile, and its ground truth.
 
-Not a test: needs transformers, torch_geometric, diffusers and fair-esm, which fuselint does
+Not a test: needs transformers, torch_geometric, diffusers, fair-esm and kornia, which fuselint does
 not depend on. (torchvision's detection models belong here too, but its PyPI wheel needs CUDA
 torch libraries, and the development machines have the CPU torch wheel only.) Models that compile
 without a break are left out: Mixtral, Funnel and DPM-Solver's step on torch 2.13, and in diffusers
