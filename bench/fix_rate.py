@@ -224,8 +224,8 @@ NO_FIX = {
     ("sold2_detector.py", "torch.where(prob >= prob_thresh)"): "(untuned16) the junctions are the "
     "heatmap's points above the threshold: their number sizes every later tensor and the output",
     ("sold2_detector.py", "prob[prob >= prob_thresh]"): "(untuned16) the junctions' scores (the line above)",
-    ("bbox.py", "while order.shape[0] > 0"): "(untuned16) greedy NMS: the loop runs once per kept box, "
-    "and the boxes kept are the data's (the returned count)",
+    ("bbox.py", "x1[order[1:]]"): "(untuned16) greedy NMS (`while order.shape[0] > 0`): a data-dependent "
+    "read inside a loop that runs once per kept box; the boxes kept are the data's (the returned count)",
     # torch_geometric's layers (UNTUNED16)
     ("cluster_gcn_conv.py", "edge_weight[row == col] +="): "(untuned16) the right side holds one value "
     "per node, in the order of the self loops the mask selects: a `torch.where` over the edges needs "

@@ -11,32 +11,25 @@ import types
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs
+from source_rules_helpers import dynamo_graphs, findings, fixed, load_snippet
 
-from fuselint.catalog import load_catalog
-from fuselint.config import Config
 from fuselint.findings import Applicability
-from fuselint.source.fixer import fix_text
-from fuselint.source.lint import lint_text
 
 torch = pytest.importorskip("torch")
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "masked_write.py"
-CATALOG = load_catalog()
 
 
 def _lint(text: str):
-    return lint_text("example.py", text, CATALOG, Config(select=("FL106",)))
+    return findings(text, "FL106")
 
 
 def _fixed(text: str) -> str:
-    return fix_text(text, _lint, unsafe=True).text
+    return fixed(text, "FL106")
 
 
-def _load(text: str, name: str) -> types.ModuleType:
-    module = types.ModuleType(name)
-    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
-    return module
+def _load(text: str, name: str) -> types.SimpleNamespace:
+    return types.SimpleNamespace(**load_snippet(text, f"{name}.py"))
 
 
 def test_masked_write_leaves_one_graph_and_the_same_map_for_every_input():
