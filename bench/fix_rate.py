@@ -13,6 +13,10 @@ Each remaining site is listed with dynamo's reason: the work list for the fixes.
     PYTHONPATH=. python bench/fix_rate.py [--models a,b] [--write bench/results/fix_rate.md]
     PYTHONPATH=. python bench/fix_rate.py --models hf_reformer,hf_vits --prove   # only proven fixes
 
+With `--reuse EARLIER` (an earlier run's `--keep` folder) the traces before the fix are read from
+it, and the packages whose fixed files come out byte-identical to its copy keep its rows: only
+models of packages whose fixed source changed are traced again.
+
 With `--prove` every model is also an `--entry` of the fixing run, so a fix is written to the
 copy only after the models prove it (fuselint/verify/prove.py); fuselint's `fix rejected:` lines
 are printed, and its summary joins the table's header.
@@ -38,6 +42,7 @@ from real_corpus import (  # noqa: E402
     ROOT,
     TUNE,
     UNTUNED9,
+    UNTUNED16,
     describe_site,
     package_dirs,
     package_of,
@@ -163,6 +168,76 @@ NO_FIX = {
     ("attention_processor.py", "torch.nonzero(mask.flatten()"): "(holdout) Mochi attends, per sample, "
     "only the prompt's valid tokens: a data-dependent token count; a masked form attends over longer "
     "rows, not bit-equal",
+    # fixes16: UNTUNED16 (kornia and torch_geometric's layers), each line read; the numbers are
+    # `PYTHONPATH=. python bench/untuned16_checks.py` (a second input of the entry's shape: another
+    # seeded random image, or for the matcher a noisy copy of the first descriptors)
+    ("aliked.py", "mask.nonzero()[:, 0]"): "(untuned16) an image's keypoints are its score maxima "
+    "above the image's mean: their number is the length of the returned keypoints, scores and "
+    "descriptors (139 on the entry's image, 137 on another)",
+    ("detector.py", "nmsed[b].nonzero("): "(untuned16) DISK's keypoints are the heatmap's maxima above "
+    "the threshold: their number is the returned features' length (70 on the entry's image, 79 on "
+    "another)",
+    ("matching.py", "ratio[mask]"): "(untuned16) the matches are the rows whose distance ratio "
+    "passes: their number is the returned matches' length (0 on the entry's random descriptors, 16 "
+    "where the second set is a noisy copy of the first)",
+    ("scale_space_detector.py", "mask_flat[0].nonzero("): "(untuned16) one image takes a sparse "
+    "top-K over its NMS candidates, whose number is the data's; a batch takes a dense top-K over "
+    "every voxel with non-candidates at -inf. The output has num_features slots either way (8000 "
+    "for SIFTFeatureScaleSpace, 500 for ScaleSpaceDetector, on both inputs), so dropping the one-image path would keep shapes, but that chooses between two of "
+    "the function's own algorithms (whether they agree bit for bit was not checked), not a "
+    "rewrite of a general pattern",
+    ("spatial_soft_argmax.py", "torch.where(nms_"): "(untuned16) the sub-pixel refinement solves "
+    "only at the NMS maxima and their neighbours, a data-dependent count; the output is dense, so a "
+    "form that solves at every voxel has static shapes, but it re-implements the function (kornia's "
+    "own comments give the sparse form as the cure of the dense one's cost), not a general rewrite",
+    ("spatial_soft_argmax.py", "_dil[keep]"): "(untuned16) the neighbours of the NMS maxima that lie "
+    "inside the volume: their number follows the maxima (the line above)",
+    # SOLD2 (kn_sold2, kn_sold2_detector): the line segments are the data's
+    ("sold2_detector.py", "torch.where(candidate_map)"): "(untuned16) every pair of detected "
+    "junctions is a candidate: the junctions' number is the data's (line 606), and the returned "
+    "segments are a subset of these pairs (160 on the entry's image, 173 on another)",
+    ("sold2_detector.py", "candidate_index_map[detection_results]"): "(untuned16) the detected "
+    "segments: their number is the returned line segments' length",
+    ("sold2_detector.py", "heatmap[heatmap > valid_thresh]"): "(untuned16) the mean of the top 20% of "
+    "the values above the threshold: a data-sized prefix; the static form (a masked sum over every "
+    "sorted value) reduces in another order and differs bit for bit on 2 of 20 random heatmaps",
+    ("sold2_detector.py", "if subheatmap.max() > valid_thresh"): "(untuned16) the branch calls "
+    "`refine_heatmap`, whose own masked read (the line above) stays: computing both paths and "
+    "selecting would keep that break on every block, and divide by the mean of an empty prefix where "
+    "the block is below the threshold",
+    ("sold2_detector.py", "seg_indexes = torch.where("): "(untuned16) the candidate segments "
+    "(pairs of the data's junctions, see `torch.where(candidate_map)`)",
+    ("sold2_detector.py", "detected_seg_indexes = torch.where("): "(untuned16) the detected segments, "
+    "whose number is the returned segments' length",
+    ("sold2_detector.py", "segment[max_idx][None]"): "(untuned16) a loop over the detected segments "
+    "(their number is the data's) with a data-dependent index (`argmax`) into each",
+    ("sold2_detector.py", "torch.where(torch.all(junctions[None]"): "(untuned16) the junction ids of "
+    "each segment, after `torch.unique` (a data-dependent count) of the refined junctions",
+    ("sold2_detector.py", "torch.where(patch_mask >= 0)"): "(untuned16) the points of a local patch: "
+    "the mask is all True by construction (`torch.zeros(...) >= 0`), so the count is "
+    "(2r + 1)^2 for the config's radius r, but fuselint does not evaluate constant tensors; a rewrite "
+    "would spell this one patch, not a general pattern",
+    ("sold2_detector.py", "patch_center_dist <= self.local_patch_radius"): "(untuned16) the disc of "
+    "the patch: config-only like the line above, and the same reason",
+    ("sold2_detector.py", "torch.where(torch.triu(line_map))"): "(untuned16) the segments of the "
+    "returned line map: their number is the output's length",
+    ("sold2_detector.py", "torch.where(prob >= prob_thresh)"): "(untuned16) the junctions are the "
+    "heatmap's points above the threshold: their number sizes every later tensor and the output",
+    ("sold2_detector.py", "prob[prob >= prob_thresh]"): "(untuned16) the junctions' scores (the line above)",
+    ("bbox.py", "x1[order[1:]]"): "(untuned16) greedy NMS (`while order.shape[0] > 0`): a data-dependent "
+    "read inside a loop that runs once per kept box; the boxes kept are the data's (the returned count)",
+    # torch_geometric's layers (UNTUNED16)
+    ("cluster_gcn_conv.py", "edge_weight[row == col] +="): "(untuned16) the right side holds one value "
+    "per node, in the order of the self loops the mask selects: a `torch.where` over the edges needs "
+    "it spread by the loops' positions, which holds only because `add_self_loops` appends one loop "
+    "per node in node order, a contract of another function, not of this line",
+    ("hypergraph_conv.py", "int(hyperedge_index[1].max())"): "(untuned16) the number of hyperedges is "
+    "the largest id + 1, and ids need not be dense, so no shape bounds it; the caller can pass "
+    "`num_edges` (as with `global_mean_pool`'s `size`), a change to the caller's code",
+    ("mf_conv.py", "(deg == i).nonzero()"): "(untuned16) each degree's rows go through their own "
+    "Linear; the dense form (every Linear on every row, then selected) is not bit-equal: a Linear on "
+    "a subset of the rows differs from it on all rows, then indexed, for 1 of 20 random subsets at "
+    "the entry's sizes (20 nodes, 8 -> 16, CPU)",
 }
 
 
@@ -206,6 +281,7 @@ def _halves(rows: list[dict]) -> list[str]:
         ("tuned on (fixes5 TUNE)", TUNE),
         ("held out (fixes5 HOLDOUT)", HOLDOUT),
         ("never tuned on (fixes9 UNTUNED9)", UNTUNED9),
+        ("never tuned on (fixes16 UNTUNED16: kornia, torch_geometric's layers)", UNTUNED16),
     )
     for name, models in groups:
         chosen = [r for r in rows if r["model"] in models]
@@ -213,7 +289,7 @@ def _halves(rows: list[dict]) -> list[str]:
             before = sum(len(r["before"]["sites"]) for r in chosen)
             left = sum(len(r["after"]["sites"]) for r in chosen)
             lines.append(f"- {name}: {before - left} of {before} sites removed over {len(chosen)} entries")
-    others = [r for r in rows if r["model"] not in TUNE + HOLDOUT + UNTUNED9]
+    others = [r for r in rows if r["model"] not in TUNE + HOLDOUT + UNTUNED9 + UNTUNED16]
     if lines and others:
         before = sum(len(r["before"]["sites"]) for r in others)
         left = sum(len(r["after"]["sites"]) for r in others)
@@ -261,31 +337,60 @@ def table(rows: list[dict], fix_summary: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def same_fixes(moved: dict[str, str], fixed: Path, earlier: Path) -> set[str]:
+    """The packages whose fixed files are byte for byte those of an earlier kept run's copy."""
+    differ: set[str] = set()
+    for copy in moved.values():
+        relative = Path(copy).relative_to(fixed)
+        old = earlier / "fixed" / relative
+        if not old.exists() or old.read_bytes() != Path(copy).read_bytes():
+            differ.add(relative.parts[0])
+    return {Path(c).relative_to(fixed).parts[0] for c in moved.values()} - differ
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated subset of bench/real_corpus.py's models")
     parser.add_argument("--write", help="also write the Markdown table here")
     parser.add_argument("--keep", help="keep the fixed copy of the packages in this folder")
     parser.add_argument("--prove", action="store_true", help="keep only fixes the models' entries prove")
+    parser.add_argument(
+        "--reuse",
+        help="an earlier run's --keep folder: its traces before the fix, and its rows for the models "
+        "of packages whose fixed files come out byte-identical (the others are traced again)",
+    )
     args = parser.parse_args()
     models = args.models.split(",") if args.models else list(MODELS)
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fuselint-fix-rate-"))
     work.mkdir(parents=True, exist_ok=True)
-    before = {}
+    earlier = Path(args.reuse) if args.reuse else None
+    if earlier is not None and earlier.resolve() == work.resolve():
+        parser.error("--reuse needs another folder than --keep")
+    old_rows = {r["model"]: r for r in json.loads((earlier / "fix_rate.json").read_text())} if earlier else {}
+    before, before_pt = {}, {}
     for model in models:
-        before[model] = run_child(model, outputs=str(work / f"{model}.before.pt"))
+        if model in old_rows:
+            before[model] = old_rows[model]["before"]  # the installed packages' own breaks
+            before_pt[model] = earlier / f"{model}.before.pt"
+        else:
+            before_pt[model] = work / f"{model}.before.pt"
+            before[model] = run_child(model, outputs=str(before_pt[model]))
         print(f"{model}: {len(before[model]['sites'])} sites before", file=sys.stderr)
     files = sorted({s["file"] for r in before.values() for s in r["sites"]})
     packages = {p: d for p, d in package_dirs().items() if any(f.startswith(d + "/") for f in files)}
     fixed = work / "fixed"
     if fixed.exists():
         shutil.rmtree(fixed)
-    _, summary = fix_copy(files, packages, fixed, prove=models if args.prove else None)
+    moved, summary = fix_copy(files, packages, fixed, prove=models if args.prove else None)
+    unchanged = same_fixes(moved, fixed, earlier) if earlier else set()
     rows = []
     for model in models:
+        if package_of(model) in unchanged and model in old_rows:
+            rows.append(old_rows[model])
+            continue
         after = run_child(model, pythonpath=str(fixed), outputs=str(work / f"{model}.after.pt"))
         print(f"{model}: {len(after['sites'])} sites after {after.get('error', '')}", file=sys.stderr)
-        diff = max_diff(str(work / f"{model}.before.pt"), str(work / f"{model}.after.pt"))
+        diff = max_diff(str(before_pt[model]), str(work / f"{model}.after.pt"))
         rows.append(
             {
                 "model": model,
@@ -296,6 +401,12 @@ def main() -> None:
             }
         )
     (work / "fix_rate.json").write_text(json.dumps(rows, indent=1))
+    if unchanged:
+        reused = sum(r["package"] in unchanged for r in rows)
+        summary += (
+            f" Rows of {reused} models taken from an earlier run whose fixed {', '.join(sorted(unchanged))} "
+            "files are byte-identical to this run's; the others traced again."
+        )
     text = table(rows, summary)
     print(text)
     if args.write:

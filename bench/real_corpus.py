@@ -1,6 +1,6 @@
 """A corpus of real models from public packages that break torch.compile, and its ground truth.
 
-Not a test: needs transformers, torch_geometric, diffusers and fair-esm, which fuselint does
+Not a test: needs transformers, torch_geometric, diffusers, fair-esm and kornia, which fuselint does
 not depend on. (torchvision's detection models belong here too, but its PyPI wheel needs CUDA
 torch libraries, and the development machines have the CPU torch wheel only.) Models that compile
 without a break are left out: Mixtral, Funnel and DPM-Solver's step on torch 2.13, and in diffusers
@@ -593,6 +593,82 @@ def hf_mimi(scale: int = 1):
     return MimiModel(config), (torch.randn(scale, 1, 256),)
 
 
+# fixes16: UNTUNED16, chosen by bench/untuned16_select.py's rule (written before tracing them) and
+# measured blind. kornia is new to the corpus; the torch_geometric layers are its conv layers.
+
+
+def _selected(package: str, name: str, kind: str):
+    """A module UNTUNED16's rule chose, built and fed as the rule builds and feeds it."""
+    import importlib
+
+    import untuned16_select as rule
+
+    part = 2 if package == "torch_geometric" else 1
+    module, _, attr = name.rpartition(".")
+    model = rule.build(getattr(importlib.import_module(module), attr), part)
+    return model, rule.inputs(kind)
+
+
+def kn_aliked(scale: int = 1):
+    return _selected("kornia", "kornia.feature.ALIKED", "gray")
+
+
+def kn_disk(scale: int = 1):
+    return _selected("kornia", "kornia.feature.DISK", "rgb")
+
+
+def kn_descriptor_matcher(scale: int = 1):
+    return _selected("kornia", "kornia.feature.DescriptorMatcher", "descriptors")
+
+
+def kn_sift_scale_space(scale: int = 1):
+    return _selected("kornia", "kornia.feature.SIFTFeatureScaleSpace", "gray")
+
+
+def kn_sold2(scale: int = 1):
+    return _selected("kornia", "kornia.feature.SOLD2", "gray")
+
+
+def kn_sold2_detector(scale: int = 1):
+    return _selected("kornia", "kornia.feature.SOLD2_detector", "gray")
+
+
+def kn_scale_space_detector(scale: int = 1):
+    return _selected("kornia", "kornia.feature.ScaleSpaceDetector", "gray")
+
+
+def pyg_agnn(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.AGNNConv", "graph")
+
+
+def pyg_appnp(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.APPNP", "graph")
+
+
+def pyg_cluster_gcn(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.ClusterGCNConv", "graph")
+
+
+def pyg_eg(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.EGConv", "graph")
+
+
+def pyg_feast(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.FeaStConv", "graph")
+
+
+def pyg_gatv2(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.GATv2Conv", "graph")
+
+
+def pyg_hypergraph(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.HypergraphConv", "graph")
+
+
+def pyg_mf(scale: int = 1):
+    return _selected("torch_geometric", "torch_geometric.nn.conv.MFConv", "graph")
+
+
 # What a user who compiles these models tells `fuselint check`: the diffusers entries compile a
 # scheduler's `step` (a compiled sampling loop) or a pipeline's `__call__`, which no `forward` reaches.
 TRACED_FUNCTIONS = ("*Scheduler.step", "*Pipeline.__call__")
@@ -641,6 +717,22 @@ MODELS = {
     "df_score_sde_ve_pipeline": "diffusers",
     "df_cm_pipeline": "diffusers",
     "hf_led": "transformers",
+    # fixes16: never tuned on (UNTUNED16, bench/untuned16_select.py's rule)
+    "kn_aliked": "kornia",
+    "kn_disk": "kornia",
+    "kn_descriptor_matcher": "kornia",
+    "kn_sift_scale_space": "kornia",
+    "kn_sold2": "kornia",
+    "kn_sold2_detector": "kornia",
+    "kn_scale_space_detector": "kornia",
+    "pyg_agnn": "torch_geometric",
+    "pyg_appnp": "torch_geometric",
+    "pyg_cluster_gcn": "torch_geometric",
+    "pyg_eg": "torch_geometric",
+    "pyg_feast": "torch_geometric",
+    "pyg_gatv2": "torch_geometric",
+    "pyg_hypergraph": "torch_geometric",
+    "pyg_mf": "torch_geometric",
 }
 
 # fixes14: codecs that copy EnCodec's 0-d int buffers, measured on their own (not in the corpus's count):
@@ -655,6 +747,18 @@ def package_of(model: str) -> str:
 # The fixes5 entries in alphabetical order, alternately tuned on (fixes were written to remove
 # their breaks) and held out (measured only), decided before any fix was written.
 UNTUNED9 = ("df_ddpm_pipeline", "df_score_sde_ve_pipeline", "df_cm_pipeline", "hf_led")
+# fixes16: the first 12 breaking kornia modules and the first 8 breaking torch_geometric layers, in
+# the rule's order (bench/untuned16_select.py)
+UNTUNED16 = tuple(m for m in MODELS if m.startswith("kn_")) + (
+    "pyg_agnn",
+    "pyg_appnp",
+    "pyg_cluster_gcn",
+    "pyg_eg",
+    "pyg_feast",
+    "pyg_gatv2",
+    "pyg_hypergraph",
+    "pyg_mf",
+)
 _FIXES5 = sorted(
     m for m in MODELS if m.startswith("df_") and m not in ("df_ddpm_step", "df_euler_step", *UNTUNED9)
 )

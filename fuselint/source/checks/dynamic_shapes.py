@@ -15,7 +15,9 @@ Where only the first match is read (`x.nonzero()[0]`, `x.nonzero(as_tuple=True)[
 reads it from `torch.nonzero_static(x, size=1)` (`break_fixes.first_nonzero`); where the second
 match is read when there are several, else the first (diffusers' schedulers' `index_for_timestep`),
 from `torch.nonzero_static(x, size=2, fill_value=-1)` and `torch.where` (`break_fixes.second_match`,
-also the DPM-Solvers' form that falls back to the last index when nothing matches).
+also the DPM-Solvers' form that falls back to the last index when nothing matches). A constant
+written through masked indices (`x[i[m], j[m]] = c`) is written through every index with the old
+value kept where the mask is False (`masked_writes.masked_write`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fuselint.source.break_fixes import first_nonzero, second_match
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
+from fuselint.source.masked_writes import masked_write
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import self_attribute as _self_attribute
 from fuselint.source.scope import ModelFunction
@@ -162,4 +165,4 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
                     f"indexing `{describe(site.node.value, 30)}` with boolean mask `{describe(mask, 30)}`"
                     f"{augmented} has a data-dependent output shape: {rule.message}"
                 )
-                yield finding(sf, rule, site.node, message, path=site.path)
+                yield finding(sf, rule, site.node, message, masked_write(sf, site, flow), path=site.path)
