@@ -363,3 +363,28 @@ def test_parameters_skip_the_alignment_check_and_user_inputs_keep_it():
     assert all(f"a{i}.data_ptr()" not in head for i in runner.static), head  # BatchNorm's stats
     # fp32 convolutions stay on aten.convolution (TF32 flags differ per op there)
     assert "cudnn_benchmark" not in runner.source
+
+
+def test_a_patch_embedding_runs_as_one_gemm_on_the_gpu_and_matches_eager_in_float32():
+    # ViT's stem in miniature: 16 x 16 patches of a 3-channel image (fuselint/backend/patchify.py)
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 64, 16, stride=16).cuda().eval()
+    x = torch.randn(4, 3, 64, 64, device="cuda")
+
+    def tokens(x):
+        return torch.nn.functional.layer_norm(conv(x).flatten(2).transpose(1, 2), (64,))
+
+    torch._dynamo.reset()
+    mark = history_mark()
+    with torch.no_grad():
+        got = torch.compile(tokens, backend="fuselint")(x)
+        torch.backends.cudnn.allow_tf32, tf32 = False, torch.backends.cudnn.allow_tf32
+        try:
+            want = tokens(x)
+        finally:
+            torch.backends.cudnn.allow_tf32 = tf32
+    (report,) = reports_since(mark)
+    targets = [n.target for n in report.graph_module.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.convolution.default not in targets
+    assert torch.ops.aten.addmm.default in targets
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
