@@ -120,3 +120,172 @@ def test_the_result_keeps_the_convolutions_layout(model, x):
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     assert got.stride() == want.stride()
     assert aten.convolution.default not in _targets(report)
+
+
+class _Fn(nn.Module):
+    """A patch convolution, its weight a parameter, read by `fn(x, conv(x), weight)`."""
+
+    def __init__(self, fn, channels=3, width=8, kernel=(4, 4), bias=True):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, width, kernel, stride=kernel, bias=bias)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x, self.conv, self.conv.weight)
+
+
+def _check(model, x, dynamic=None, atol=1e-4, rtol=1e-4):
+    """Compiled and eager agree in values, shapes, strides and dtypes; the reports."""
+    torch._dynamo.reset()
+    mark = history_mark()
+    with torch.no_grad():
+        got = torch.compile(model, backend=fuselint_backend, dynamic=dynamic)(x)
+        want = model(x)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=atol, rtol=rtol)
+        assert (g.shape, g.stride(), g.dtype) == (w.shape, w.stride(), w.dtype)
+    return reports_since(mark)
+
+
+# Inputs at the rewrite's edges, each (model, image); all rewritten but the permuted weight, which
+# cannot be viewed as (out_channels, in_channels * kh * kw).
+CASES = {
+    "non_square": (
+        _Fn(lambda x, c, w: c(x), kernel=(2, 4)),
+        torch.randn(2, 3, 8, 16),
+    ),
+    "whole_image_batch1": (_Fn(lambda x, c, w: c(x), kernel=(8, 8)), torch.randn(1, 3, 8, 8)),
+    "whole_image_flatten": (
+        _Fn(lambda x, c, w: c(x).flatten(1), kernel=(8, 8)),
+        torch.randn(1, 3, 8, 8),
+    ),
+    "no_bias_batch1": (
+        _Fn(lambda x, c, w: c(x).flatten(2).transpose(1, 2), bias=False),
+        torch.randn(1, 3, 8, 8),
+    ),
+    "output_and_view": (
+        _Fn(lambda x, c, w: (lambda y: (y, y.flatten(2).transpose(1, 2)))(c(x))),
+        torch.randn(2, 3, 8, 8),
+    ),
+    "view_is_output_and_read": (
+        _Fn(lambda x, c, w: (lambda t: (t, t.relu()))(c(x).flatten(2).transpose(1, 2))),
+        torch.randn(2, 3, 8, 8),
+    ),
+    "views_and_nonviews": (
+        _Fn(
+            lambda x, c, w: (lambda y: y.flatten(2).transpose(1, 2).sum(1) + y.mean((2, 3)) + y[:, :, 0, 1])(
+                c(x)
+            )
+        ),
+        torch.randn(2, 3, 8, 8),
+    ),
+    "slice_select_expand": (
+        _Fn(lambda x, c, w: (lambda y: y[:, 1:5, ::2].unsqueeze(0).expand(2, -1, -1, -1, -1) * 2)(c(x))),
+        torch.randn(2, 3, 8, 8),
+    ),
+    # as_strided reads the result's memory at its own strides: the same result strides over the
+    # channels_last GEMM result would be other values, so a copy back to NCHW
+    "as_strided": (
+        _Fn(lambda x, c, w: torch.as_strided(c(x), (2, 8, 4), (128, 16, 1)) * 2),
+        torch.randn(2, 3, 16, 16),
+    ),
+    "input_slice": (_Fn(lambda x, c, w: c(x[:, :, 1:9, 2:10])), torch.randn(2, 3, 12, 12)),
+    "input_permute": (_Fn(lambda x, c, w: c(x.permute(0, 3, 1, 2))), torch.randn(2, 8, 8, 3)),
+    "input_channels_last_whole": (
+        _Fn(lambda x, c, w: c(x).flatten(1), kernel=(8, 8)),
+        torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last),
+    ),
+    "weight_computed": (
+        _Fn(lambda x, c, w: torch.nn.functional.conv2d(x, w * 2, None, 4)),
+        torch.randn(2, 3, 8, 8),
+    ),
+    "weight_permuted": (
+        _Fn(lambda x, c, w: torch.nn.functional.conv2d(x, w.permute(0, 1, 3, 2), None, 4)),
+        torch.randn(2, 3, 8, 8),
+    ),
+    "two_convs_same_input": (
+        _Fn(lambda x, c, w: (c(x), torch.nn.functional.conv2d(x, w.flip(0), None, 4).relu())),
+        torch.randn(2, 3, 8, 8),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="as_strided over the channels_last GEMM result reads other values at eager's strides",
+            ),
+        )
+        if n == "as_strided"
+        else n
+        for n in CASES
+    ],
+)
+def test_a_patch_convolution_at_the_edges_matches_eager(name):
+    torch.manual_seed(0)
+    model, x = CASES[name]
+    (report,) = _check(model.eval(), x)
+    assert (aten.convolution.default in _targets(report)) == (name == "weight_permuted")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_patch_embedding_matches_eager(dtype):
+    torch.manual_seed(0)
+    model = PatchEmbed().eval().to(dtype)
+    _check(model, torch.randn(2, 3, 16, 16, dtype=dtype), atol=2e-2, rtol=2e-2)
+
+
+def test_a_patch_embedding_with_dynamic_shapes_matches_eager():
+    torch.manual_seed(0)
+    model = PatchEmbed().eval()
+    _check(model, torch.randn(2, 3, 16, 16), dynamic=True)
+    _check(model, torch.randn(3, 3, 16, 16), dynamic=True)
+
+
+def test_a_weight_from_the_graphs_inputs_matches_eager():
+    torch.manual_seed(0)
+    w, b = torch.randn(8, 3, 4, 4), torch.randn(8)
+    x = torch.randn(2, 3, 8, 8)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        f = torch.compile(
+            lambda x, w, b: torch.nn.functional.conv2d(x, w, b, 4).flatten(2), backend=fuselint_backend
+        )
+        got = f(x, w, b)
+        got2 = f(x, w.permute(0, 1, 3, 2).contiguous().permute(0, 1, 3, 2), b)
+    want = torch.nn.functional.conv2d(x, w, b, 4).flatten(2)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got2, want, atol=1e-4, rtol=1e-4)
+    assert got.stride() == want.stride() and got2.stride() == want.stride()
+
+
+class _Mixed(nn.Module):
+    """A patch embedding under no_grad inside a model that returns it and a layer over it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = PatchEmbed()
+        self.b = nn.Linear(32, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = self.a(x)
+        return y, self.b(y)
+
+
+def test_a_patch_embedding_under_no_grad_in_a_model_matches_eager():
+    torch.manual_seed(0)
+    model = _Mixed().eval()
+    x = torch.randn(2, 3, 16, 16)
+    torch._dynamo.reset()
+    got = torch.compile(model, backend=fuselint_backend)(x)
+    want = model(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+        assert g.stride() == w.stride()
