@@ -37,6 +37,10 @@ aten = torch.ops.aten
 # cuDNN's tensor-core convolution kernels read channels in groups of this many.
 CHANNEL_ALIGNMENT = 8
 
+# Ops that read their input's memory at strides of their own (as_strided's explicit strides):
+# their values change with the input's strides even where their result's strides do not.
+STRIDED = {aten.as_strided_copy.default, aten.as_strided_scatter.default}
+
 
 def _patch_conv(n: torch.fx.Node) -> bool:
     if n.op != "call_function" or n.target is not aten.convolution.default or len(n.args) != 9:
@@ -121,6 +125,8 @@ def _views_reading(conv: torch.fx.Node, out: torch.fx.Node) -> dict | None:
     while stack:
         node = stack.pop()
         for user in node.users:
+            if _reads_storage(user.target):
+                return None
             args, kwargs = torch.fx.node.map_arg(
                 (user.args, user.kwargs), lambda a: vals[a] if a in vals else a.meta.get("val")
             )
@@ -141,3 +147,12 @@ def _views_reading(conv: torch.fx.Node, out: torch.fx.Node) -> dict | None:
                 return None
     del vals[conv]
     return vals
+
+
+def _reads_storage(target: object) -> bool:
+    """Whether `target` is an op outside VIEWS whose values depend on its input's strides: an
+    aliasing op (as_strided, _reshape_alias, ... and in-place ops) or one of STRIDED."""
+    schema = getattr(target, "_schema", None)
+    return target in STRIDED or (
+        target not in VIEWS and schema is not None and any(r.alias_info is not None for r in schema.returns)
+    )

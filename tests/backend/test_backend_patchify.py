@@ -212,21 +212,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="as_strided over the channels_last GEMM result reads other values at eager's strides",
-            ),
-        )
-        if n == "as_strided"
-        else n
-        for n in CASES
-    ],
-)
+@pytest.mark.parametrize("name", list(CASES))
 def test_a_patch_convolution_at_the_edges_matches_eager(name):
     torch.manual_seed(0)
     model, x = CASES[name]
