@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+from collections.abc import Iterable
 
 from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import has_comment, torch_name
@@ -33,7 +34,16 @@ SHORTCUT_MESSAGE = (
 )
 
 
-# ---------------------------------------------------------------- FL103: host side effects
+# ---------------------------------------------------------------- what the fixes share
+
+
+def fresh_name(fn: ast.AST, names: Iterable[str]) -> str:
+    """The first of `names` that `fn` neither reads, binds nor takes as a parameter (a fix's
+    temporary: `x_kept`, `kept`)."""
+    used = {n.id for n in walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in walk(fn) if isinstance(a, ast.arg)
+    }
+    return next(name for name in names if name not in used)
 
 
 def whole_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
@@ -43,6 +53,9 @@ def whole_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
     last = sf.line_text(stmt.end_lineno or stmt.lineno).encode("utf-8")
     after = last[stmt.end_col_offset or 0 :].decode("utf-8", errors="replace").strip()
     return before.strip() == "" and (after == "" or after.startswith("#"))
+
+
+# ---------------------------------------------------------------- FL103: host side effects
 
 
 def _indent_unit(indent: str) -> str:

@@ -18,12 +18,12 @@ way come from one-argument `torch.where`, whose positions are distinct.
 from __future__ import annotations
 
 import ast
+from itertools import chain, count
 
 from fuselint.findings import Applicability, Fix
-from fuselint.source.break_fixes import whole_lines
+from fuselint.source.break_fixes import fresh_name, whole_lines
 from fuselint.source.dataflow import BOOL, FunctionFlow, Site
 from fuselint.source.module import SourceFile, newline_of
-from fuselint.source.nodes import walk
 
 MASKED_WRITE_MESSAGE = (
     "write through every index and keep the old value where the mask is False (`masked_fill`), "
@@ -44,17 +44,6 @@ def _constant(node: ast.expr) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         node = node.operand
     return isinstance(node, ast.Constant) and type(node.value) in (int, float, bool)
-
-
-def _fresh(scope: ast.AST, base: str = "kept") -> str:
-    """A name the function does not use."""
-    used = {n.id for n in walk(scope) if isinstance(n, ast.Name)} | {
-        a.arg for n in walk(scope) if isinstance(n, ast.arguments) for a in (*n.args, *n.kwonlyargs)
-    }
-    name, count = base, 1
-    while name in used:
-        name, count = f"{base}_{count}", count + 1
-    return name
 
 
 def masked_write(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
@@ -84,7 +73,7 @@ def masked_write(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
             return None
     indices = ", ".join(sf.segment(part.value) for part in parts)
     written = f"{sf.segment(target.value)}[{indices}]"
-    kept = _fresh(flow.fn.node)
+    kept = fresh_name(flow.fn.node, chain(["kept"], (f"kept_{n}" for n in count(1))))
     m = mask.id
     first = sf.line_text(stmt.lineno)
     indent = first[: len(first) - len(first.lstrip())]

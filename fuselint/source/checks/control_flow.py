@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from dataclasses import replace
+from itertools import chain, count
 
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
@@ -29,6 +30,7 @@ from fuselint.source.break_fixes import (
     assert_instead_of_raise,
     block_of,
     drop_none_shortcut,
+    fresh_name,
     spans_string,
     whole_lines,
 )
@@ -439,15 +441,6 @@ def _hoistable(block: list[ast.stmt], flow: FunctionFlow) -> list[ast.Assign] | 
     return assigns
 
 
-def _fresh(flow: FunctionFlow, name: str) -> str:
-    used = {n.id for n in walk(flow.fn.node) if isinstance(n, ast.Name)}
-    used |= {a.arg for a in walk(flow.fn.node) if isinstance(a, ast.arg)}
-    fresh, n = f"{name}_kept", 2
-    while fresh in used:
-        fresh, n = f"{name}_kept{n}", n + 1
-    return fresh
-
-
 def _draw_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
     """`v = 0` ... `if <tensor test>: <body that draws noise and sets v>` becomes `v_kept = v`,
     the body on every call, then `v = torch.where(<test>, v, v_kept)` for each name the body
@@ -496,7 +489,10 @@ def _draw_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
     if any(line is None for line in moved):
         return None
     torch, imports = torch_name(sf)
-    names = {name: _fresh(flow, name) for name in kept}
+    names = {
+        name: fresh_name(flow.fn.node, chain([f"{name}_kept"], (f"{name}_kept{n}" for n in count(2))))
+        for name in kept
+    }
     lines = [f"{indent}{names[n]} = {n}" for n in kept] + list(moved)
     lines += [f"{indent}{n} = {torch}.where({condition}, {n}, {names[n]})" for n in kept]
     content = newline_of(sf.text).join(lines)[len(indent) :]
