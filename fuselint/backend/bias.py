@@ -23,7 +23,7 @@ import torch
 import torch.fx
 
 from fuselint.backend.runtime import can_generate_for
-from fuselint.graph.layout import fake_value, rewrite_each
+from fuselint.graph.layout import fake_value, rewrite_each, same_layout, value_with
 
 aten = torch.ops.aten
 
@@ -128,14 +128,7 @@ def _rewrite(graph: torch.fx.Graph, addmm: torch.fx.Node, views: list, readers: 
 def _same_result(reader: torch.fx.Node, source: torch.fx.Node, replacement: torch.fx.Node) -> bool:
     """Whether `reader` gives a value of the same shape, dtype and strides reading `replacement`
     where it read `source` (a pointwise op lays its result out after its inputs' strides)."""
-    swap = {source: replacement}
-    args, kwargs = torch.fx.node.map_arg((reader.args, reader.kwargs), lambda a: swap.get(a, a).meta["val"])
-    got, want = reader.target(*args, **kwargs), reader.meta.get("val")
-    return (
-        isinstance(want, torch.Tensor)
-        and isinstance(got, torch.Tensor)
-        and (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
-    )
+    return same_layout(value_with(reader, {source: replacement.meta["val"]}), reader.meta.get("val"))
 
 
 def unfuse_addmm_bias(gm: torch.fx.GraphModule) -> int:

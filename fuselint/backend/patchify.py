@@ -30,7 +30,7 @@ import torch.fx
 
 from fuselint.backend.bias import VIEWS
 from fuselint.backend.runtime import can_generate_for
-from fuselint.graph.layout import fake_value, rewrite_each
+from fuselint.graph.layout import fake_value, rewrite_each, same_layout, value_with
 
 aten = torch.ops.aten
 
@@ -127,23 +127,15 @@ def _views_reading(conv: torch.fx.Node, out: torch.fx.Node) -> dict | None:
         for user in node.users:
             if _reads_storage(user.target):
                 return None
-            args, kwargs = torch.fx.node.map_arg(
-                (user.args, user.kwargs), lambda a: vals[a] if a in vals else a.meta.get("val")
-            )
             try:
-                got = user.target(*args, **kwargs)
+                got = value_with(user, vals)
             except Exception:  # another view or op that refuses the new strides
                 return None
             if user.op == "call_function" and user.target in VIEWS and user.args[0] is node:
                 vals[user] = got
                 stack.append(user)
                 continue
-            want = user.meta.get("val")
-            if not (
-                isinstance(got, torch.Tensor)
-                and isinstance(want, torch.Tensor)
-                and (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
-            ):
+            if not same_layout(got, user.meta.get("val")):
                 return None
     del vals[conv]
     return vals

@@ -429,6 +429,24 @@ def rewrite_each(
     return done
 
 
+def value_with(node: torch.fx.Node, values: dict) -> object:
+    """node's value computed on its inputs' fake values, with `values` standing in for the values
+    of the inputs it names (what a reader gives if a rewrite hands it another tensor)."""
+    args, kwargs = torch.fx.node.map_arg(
+        (node.args, node.kwargs), lambda a: values[a] if a in values else a.meta.get("val")
+    )
+    return node.target(*args, **kwargs)
+
+
+def same_layout(got: object, want: object) -> bool:
+    """Both are tensors of one shape, dtype and strides."""
+    return (
+        isinstance(got, torch.Tensor)
+        and isinstance(want, torch.Tensor)
+        and (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
+    )
+
+
 def fake_value(node: torch.fx.Node) -> object:
     """node's value computed on its inputs' fake values (a convolution's laid out as cuDNN lays it out)."""
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
