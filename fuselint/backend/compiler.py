@@ -23,6 +23,7 @@ import torch.fx
 from fuselint.backend.bias import unfuse_addmm_bias
 from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
+from fuselint.backend.cse import merge_duplicates
 from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
@@ -67,6 +68,7 @@ class CompileReport:
     graph_module: torch.fx.GraphModule | None = None
     constants: list[str] = field(default_factory=list)  # nodes computed once, at compile time
     folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
+    merged: int = 0  # nodes that repeated an earlier node's op on the same arguments
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
     runner: object | None = None  # its GraphRunner (the generated call function, once built)
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
@@ -546,6 +548,7 @@ def compile_graph(
         report.graph_module = gm
         return gm
     take_input_strides(gm, example_inputs)
+    report.merged = merge_duplicates(gm)
     seed_random(gm)
     scatter_index_adds(gm)
     hand_max_pools(gm)

@@ -23,7 +23,7 @@ from fuselint.backend.runtime import FusedKernel, keeps_effects
 MAX_BYTES = 1 << 20
 
 
-def _pure(node: torch.fx.Node) -> bool:
+def pure(node: torch.fx.Node) -> bool:
     """An op whose value depends only on its arguments and that writes to none of them."""
     target = node.target
     if isinstance(target, FusedKernel) or target is operator.getitem:
@@ -52,7 +52,7 @@ def constant_nodes(gm: torch.fx.GraphModule, max_bytes: int = MAX_BYTES) -> list
     constant: list[torch.fx.Node] = []
     known: set[torch.fx.Node] = set()
     for n in gm.graph.nodes:
-        if n.op != "call_function" or not _pure(n) or not _small(n, max_bytes):
+        if n.op != "call_function" or not pure(n) or not _small(n, max_bytes):
             continue
         if all(a in known for a in n.all_input_nodes):
             known.add(n)

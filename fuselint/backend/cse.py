@@ -1,0 +1,103 @@
+"""Compute once what a graph computes twice.
+
+AOTAutograd's graphs repeat work that the model's source repeats: Hugging Face's LLaMA builds
+its causal mask (``iota``, ``le``, ``where``) once per attention layer, each a full-size
+tensor written on every call. :func:`merge_duplicates` keeps the first of each set of nodes
+that apply the same pure op to equal arguments (the same nodes, or nodes that compute the
+same values) and points the others' readers at it. Index vectors (``arange(n)`` and what is
+computed from it alone) are left as they are: kernels compute them from their index anyway.
+
+A node stays as it is where sharing could be seen: its value (or a view of it) is a graph
+output, since the caller would get two names for one tensor; or something writes to it.
+Ops whose value is not a function of their arguments (random ops, ``empty``) never merge.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+from fuselint.backend.constants import pure
+
+
+def _key(value: object, node_key=None) -> object:
+    """`value` as a hashable key that tells apart what compares equal but computes apart:
+    ``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``. Nodes go through `node_key`."""
+    if isinstance(value, torch.fx.Node):
+        return node_key(value)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key(v, node_key) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _key(v, node_key)) for k, v in sorted(value.items())))
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, (bool, int, str, type(None))):
+        return (type(value).__name__, value)
+    if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return (type(value).__name__, str(value))
+    raise TypeError(type(value).__name__)  # anything else: not merged
+
+
+def _is_view(n: torch.fx.Node) -> bool:
+    return isinstance(n.target, torch._ops.OpOverload) and n.target.is_view
+
+
+def _shared_unseen(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The nodes whose storage no output holds and nothing writes: those that may be shared."""
+    seen: set[torch.fx.Node] = set()
+    for n in reversed(gm.graph.nodes):
+        if n.op == "output":
+            seen.update(n.all_input_nodes)
+        elif isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
+            seen.update(n.all_input_nodes)
+        if n in seen and (n.target is operator.getitem or _is_view(n)):
+            seen.update(n.all_input_nodes)
+    return {n for n in gm.graph.nodes if n.op == "call_function" and n not in seen}
+
+
+def _index_vector(n: torch.fx.Node, input_free: set[torch.fx.Node]) -> bool:
+    """A value computed from no input with at most one dim longer than 1 (``arange(n)``,
+    ``arange(n) + 1``): every kernel that reads it computes it from its index for free, and
+    one node read both as rows and as columns (``pos[:, None] - pos[None, :]``) would need
+    two dims of one kernel."""
+    val = n.meta.get("val")
+    return n in input_free and isinstance(val, torch.Tensor) and sum(s > 1 for s in val.shape) <= 1
+
+
+def merge_duplicates(gm: torch.fx.GraphModule) -> int:
+    """Merge the nodes of `gm` that repeat an earlier node's pure op on equal arguments (the
+    same nodes, or nodes that compute the same values); the number merged."""
+    may_share = _shared_unseen(gm)
+    keys: dict[torch.fx.Node, object] = {}  # a pure node's value, by what computes it
+    input_free: set[torch.fx.Node] = set()
+    first: dict[object, torch.fx.Node] = {}
+    merged = 0
+
+    def node_key(value: object) -> object:
+        return keys.get(value, ("node", value)) if isinstance(value, torch.fx.Node) else _key(value)
+
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or not pure(n) or "empty" in str(n.target):
+            continue
+        if all(a in input_free for a in n.all_input_nodes):
+            input_free.add(n)
+        try:
+            key = (n.target, _key(n.args, node_key), _key(n.kwargs, node_key))
+        except TypeError:
+            continue
+        keys[n] = key
+        if n not in may_share or _index_vector(n, input_free):
+            continue
+        kept = first.setdefault(key, n)
+        if kept is not n:
+            n.replace_all_uses_with(kept)
+            gm.graph.erase_node(n)
+            merged += 1
+    if merged:
+        for n in list(reversed(gm.graph.nodes)):  # what only the merged nodes read
+            if n.op == "call_function" and not n.users and pure(n):
+                gm.graph.erase_node(n)
+        gm.recompile()
+    return merged
