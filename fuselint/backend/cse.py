@@ -70,13 +70,16 @@ def merge_duplicates(gm: torch.fx.GraphModule) -> int:
     """Merge the nodes of `gm` that repeat an earlier node's pure op on equal arguments (the
     same nodes, or nodes that compute the same values); the number merged."""
     may_share = _shared_unseen(gm)
-    keys: dict[torch.fx.Node, object] = {}  # a pure node's value, by what computes it
+    # A pure node's value, as the number of what computes it: its op and its arguments, whose
+    # nodes are numbers too, so that a key stays as short as the node's own arguments.
+    value_of: dict[torch.fx.Node, int] = {}
+    numbers: dict[object, int] = {}
     input_free: set[torch.fx.Node] = set()
-    first: dict[object, torch.fx.Node] = {}
+    first: dict[int, torch.fx.Node] = {}
     merged = 0
 
-    def node_key(value: object) -> object:
-        return keys.get(value, ("node", value)) if isinstance(value, torch.fx.Node) else _key(value)
+    def node_key(value: torch.fx.Node) -> object:
+        return ("value", value_of[value]) if value in value_of else ("node", value)
 
     for n in list(gm.graph.nodes):
         if n.op != "call_function" or not pure(n) or "empty" in str(n.target):
@@ -87,10 +90,10 @@ def merge_duplicates(gm: torch.fx.GraphModule) -> int:
             key = (n.target, _key(n.args, node_key), _key(n.kwargs, node_key))
         except TypeError:
             continue
-        keys[n] = key
+        value = value_of[n] = numbers.setdefault(key, len(numbers))
         if n not in may_share or _index_vector(n, input_free):
             continue
-        kept = first.setdefault(key, n)
+        kept = first.setdefault(value, n)
         if kept is not n:
             n.replace_all_uses_with(kept)
             gm.graph.erase_node(n)

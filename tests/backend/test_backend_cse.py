@@ -97,3 +97,19 @@ def test_the_compiled_graph_runs_the_shared_mask_once_and_matches_eager():
     gm = compile_graph(aten_graph(per_layer_masks, x), [x])
     assert "iota" not in gm.code  # one mask, folded as a constant at compile time
     torch.testing.assert_close(gm(x), per_layer_masks(x), rtol=1e-5, atol=1e-5)
+
+
+def test_deep_graphs_whose_nodes_share_inputs_merge_in_linear_time():
+    # each value read twice by the next: a key spelled out as a tree would have 2**40 leaves
+    def doubling(x):
+        a, b = x.sin(), x.sin()
+        for _ in range(40):
+            a, b = a + a, b + b
+        return a * b
+
+    x = torch.randn(8)
+    gm = aten_graph(doubling, x)
+    expected = gm(x)
+    assert merge_duplicates(gm) == 41
+    assert _count(gm, "sin") == 1 and _count(gm, "add") == 40
+    assert torch.equal(gm(x), expected)
