@@ -386,5 +386,6 @@ def test_a_patch_embedding_runs_as_one_gemm_on_the_gpu_and_matches_eager_in_floa
     (report,) = reports_since(mark)
     targets = [n.target for n in report.graph_module.graph.nodes if n.op == "call_function"]
     assert torch.ops.aten.convolution.default not in targets
-    assert torch.ops.aten.addmm.default in targets
+    # one GEMM; its bias is added by the kernel after it (fuselint/backend/bias.py)
+    assert {torch.ops.aten.addmm.default, torch.ops.aten.mm.default} & set(targets)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
