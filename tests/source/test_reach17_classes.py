@@ -5,6 +5,10 @@ see bench/results/precision_untuned17.md), each checked against dynamo (torch 2.
    (`cached(method)` returning `_cached(method=method, name=name)`) wraps it in that one's nested
    wrapper, which runs on every call: the wrapper is reached, and its findings name the path.
 2. dynamo skips `pickle.dumps`/`pickle.loads` and `torch.sparse_coo_tensor` (gb0007): FL108.
+3. A method called on a value whose class the code says runs that class's definition, in another
+   file: the result of a function annotated `-> Operator` or returning `Diagonal(...)`, of a method
+   of the caller's class annotated so (`self.operator(x).logdet()`), a parameter annotated
+   `op: Operator` (fixtures/reach17/operators_pkg).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from fuselint.source.lint import discover, lint_text, lint_tree
 
 BREAKS = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
 MEMOIZED = BREAKS / "memoized.py"
+OPERATORS = Path(__file__).resolve().parents[2] / "fixtures" / "reach17"
 
 
 def _found(path: Path) -> dict[int, str]:
@@ -103,3 +108,35 @@ def test_dynamo_skips_pickling_and_sparse_construction(tmp_path: Path):
         11,
         12,
     }
+
+
+def _operator_findings() -> dict[tuple[str, int], str]:
+    config = Config(root=OPERATORS, select=("FL1",))
+    found = lint_tree(discover([str(OPERATORS / "operators_pkg")], config), CATALOG, config, jobs=1).findings
+    return {(Path(f.span.path).name, f.span.line): f.code for f in found}
+
+
+def test_methods_on_values_of_known_class_are_reached():
+    # 10 solve (annotated function's result), 13 logdet (own method annotated), 16 norm (annotated
+    # parameter), 24 Diagonal.inverse_diag (a function returning `Diagonal(...)`).
+    assert _operator_findings() == {("operators.py", n): "FL101" for n in (10, 13, 16, 24)}
+
+
+def test_dynamo_breaks_where_the_operators_are_flagged(monkeypatch):
+    # Each of forward's four calls compiled alone: the first break inside a callee of forward sends
+    # the whole forward to eager, so one compile would show only the first.
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(OPERATORS))
+    from operators_pkg.operators import as_operator, diagonal
+    from operators_pkg.solver import Solver
+
+    solver, path = Solver(), str(OPERATORS / "operators_pkg" / "operators.py")
+    calls = [
+        lambda x, rhs: as_operator(x).solve(rhs),
+        lambda x, rhs: diagonal(x).inverse_diag(),
+        lambda x, rhs: solver.operator(x).logdet(),
+        lambda x, rhs: solver.scaled(diagonal(x), rhs),
+    ]
+    x = torch.rand(3, 3) + torch.eye(3)
+    breaks = set().union(*(logged_break_lines(call, x, torch.ones(3), filename=path) for call in calls))
+    assert breaks == {line for _name, line in _operator_findings()}
