@@ -200,7 +200,9 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
                 tables[stmt.name] = found
     returns = {}
     for stmt in _top_statements(tree):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and (found := returned_classes(stmt, local)):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            found := returned_classes(stmt, local)
+        ):
             returns[stmt.name] = found
     return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns)
 
