@@ -215,19 +215,29 @@ def returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSu
     if fn.returns is not None:
         return tuple(sorted(set(_annotated_classes(fn.returns, summary))))
     found: set[str] = set()
+    for node in _own_returns(fn) or ():
+        built = _constructed(node.value, summary, {})
+        if not built or any(outside(q) for q in built):
+            return ()
+        found.update(built)
+    return tuple(sorted(found))
+
+
+def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return] | None:
+    """The function's own `return` statements (a nested definition's returns are its own); None
+    for a generator, whose call returns no value of its `return`s."""
+    found: list[ast.Return] = []
     todo: list[ast.AST] = list(fn.body)
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue  # a nested definition's returns are its own
-        if isinstance(node, ast.Return):
-            built = _constructed(node.value, summary, {})
-            if not built or any(outside(q) for q in built):
-                return ()
-            found.update(built)
             continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return None
+        if isinstance(node, ast.Return):
+            found.append(node)
         todo.extend(child_nodes(node))
-    return tuple(sorted(found))
+    return found
 
 
 def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
@@ -235,20 +245,11 @@ def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSumm
     names one (torchsde's `methods.select(method, sde_type)` returns `Euler`, `SRK`, ...), so
     calling its result may run any of them, as a dispatch table's. () for any other function."""
     found: set[str] = set()
-    todo: list[ast.AST] = list(fn.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue  # a nested definition's returns are its own
-        if isinstance(node, ast.Return):
-            qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
-            if qual is None or outside(qual):
-                return ()
-            found.add(qual)
-            continue
-        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+    for node in _own_returns(fn) or ():
+        qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+        if qual is None or outside(qual):
             return ()
-        todo.extend(child_nodes(node))
+        found.add(qual)
     return tuple(sorted(found))
 
 
