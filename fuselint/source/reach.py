@@ -89,6 +89,8 @@ class ClassSummary(NamedTuple):
     # across files (the setter is usually a base's).
     keyword_setters: frozenset[str] = frozenset()
     keyword_stores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # method -> the classes of the tree its result is an instance of (`returned_classes`)
+    returns: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class FileSummary:
     # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted; and a factory
     # function -> the functions or classes its returns name (`factory_values`).
     tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # function -> the classes of the tree its result is an instance of (`returned_classes`)
+    returns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
         """`C`, `m.f`, `pkg.mod.C` as an absolute qualified name, or None."""
@@ -194,7 +198,46 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
             found = factory_values(stmt, summary)
             if found:
                 tables[stmt.name] = found
-    return FileSummary(module, package, bindings, frozenset(functions), classes, tables)
+    returns = {}
+    for stmt in _top_statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            found := returned_classes(stmt, local)
+        ):
+            returns[stmt.name] = found
+    return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns)
+
+
+def returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
+    """The classes of the tree a function's result is an instance of, sorted: those its return
+    annotation names (`-> LinearOperator`, `-> "A | None"`), else those its returns build when
+    every `return` builds one (`return Cls(...)`, `return A(...) if x else B(...)`). A method
+    called on the result runs that class's definition (`Index.targets`, form "instance")."""
+    if fn.returns is not None:
+        return tuple(sorted(set(_annotated_classes(fn.returns, summary))))
+    found: set[str] = set()
+    for node in _own_returns(fn) or ():
+        built = _constructed(node.value, summary, {})
+        if not built or any(outside(q) for q in built):
+            return ()
+        found.update(built)
+    return tuple(sorted(found))
+
+
+def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return] | None:
+    """The function's own `return` statements (a nested definition's returns are its own); None
+    for a generator, whose call returns no value of its `return`s."""
+    found: list[ast.Return] = []
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return None
+        if isinstance(node, ast.Return):
+            found.append(node)
+        todo.extend(child_nodes(node))
+    return found
 
 
 def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
@@ -202,20 +245,11 @@ def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSumm
     names one (torchsde's `methods.select(method, sde_type)` returns `Euler`, `SRK`, ...), so
     calling its result may run any of them, as a dispatch table's. () for any other function."""
     found: set[str] = set()
-    todo: list[ast.AST] = list(fn.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue  # a nested definition's returns are its own
-        if isinstance(node, ast.Return):
-            qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
-            if qual is None or outside(qual):
-                return ()
-            found.add(qual)
-            continue
-        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+    for node in _own_returns(fn) or ():
+        qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+        if qual is None or outside(qual):
             return ()
-        todo.extend(child_nodes(node))
+        found.add(qual)
     return tuple(sorted(found))
 
 
@@ -313,6 +347,7 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
         properties,
         unbound,
         keyword_setters=frozenset(m.name for m in methods if _stores_keywords(m)),
+        returns=tuple((m.name, found) for m in methods if (found := returned_classes(m, local))),
         keyword_stores=tuple(
             (method, attr, tuple(sorted(q for q in found if not outside(q))))
             for (method, attr), found in sorted(keyword_calls.items())
@@ -439,11 +474,11 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         if fn.cls is not None and id(fn.cls) not in handed_by:
             handed_by[id(fn.cls)] = _stored_arguments(fn.cls)
         handed = handed_by.get(id(fn.cls), frozenset())
-        instances: dict[str, list[tuple[str, str, str | None]]] = {}
+        instances = _annotated_parameters(fn.node, summary, flow)
         for site in flow.of(ast.Assign):
             stmt = site.node
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                built = _built(stmt.value, summary, tables, made)
+                built = _built(stmt.value, summary, tables, made) or _self_result(stmt.value, owner, values)
                 if built:
                     instances[stmt.targets[0].id] = built
         iterated = _iterated_attributes(flow)
@@ -742,6 +777,37 @@ def _built(
     return [("instance", built[0], None)] if len(built) == 1 else []
 
 
+def _annotated_parameters(fn, summary: FileSummary, flow) -> dict[str, list[tuple[str, str, str | None]]]:
+    """Parameters annotated with classes of the tree and never rebound (`def f(op: LinearOperator)`):
+    a method called on one runs that class's definition, as on an instance built there."""
+    args = fn.args
+    return {
+        a.arg: [("instance", q, None) for q in found]
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        if a.annotation is not None
+        and a.arg != "self"
+        and flow.assigned.get(a.arg, 0) <= 1  # the parameter itself, never rebound
+        and (found := sorted(set(_annotated_classes(a.annotation, summary))))
+    }
+
+
+def _self_result(
+    expr: ast.expr, owner: str | None, values: frozenset[str]
+) -> list[tuple[str, str, str | None]]:
+    """`self.m(...)`: an instance of what method `m` of the caller's class returns (`Index.
+    instance_classes`), as `_built` gives it; [] for anything else, or a callable stored on self."""
+    if (
+        owner is not None
+        and isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and isinstance(expr.func.value, ast.Name)
+        and expr.func.value.id == "self"
+        and expr.func.attr not in values
+    ):
+        return [("instance", f"{owner}.{expr.func.attr}", None)]
+    return []
+
+
 def _call_targets(
     func: ast.expr,
     summary: FileSummary,
@@ -799,7 +865,7 @@ def _call_targets(
             handed = stored in (values_handed or ())
             return [("stored", owner, f"{stored}.{func.attr}", None), *_named(func.attr, handed)]
         if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
-            built = _built(value, summary, tables, made)
+            built = _built(value, summary, tables, made) or _self_result(value, owner, values)
             if built:
                 return [(form, q, func.attr, label) for form, q, label in built]
             qual = summary.qualify(value.func)
@@ -1112,10 +1178,37 @@ class Index:
                     )
             return []
         if call.form == "instance":
-            cls = self._class(call.qualname)
-            hit = self.method(*cls, call.attr) if cls else None
-            return [(*hit, False)] if hit else []
+            out = set()
+            for cls in self.instance_classes(call.qualname):
+                hit = self.method(*cls, call.attr)
+                if hit is not None:
+                    out.add((*hit, False))
+            return sorted(out)
         return []
+
+    def instance_classes(self, qualname: str, depth: int = 0) -> list[tuple[str, str]]:
+        """The classes of the tree an "instance" of `qualname` may be: the class it names, or the
+        classes that the function or method it names returns (`FileSummary.returns`, followed
+        through returns of other functions' results)."""
+        cls = self._class(qualname)
+        if cls is not None:
+            return [cls]
+        found = self.lookup(qualname)
+        if found is None or depth >= _MAX_DEPTH:
+            return []
+        path, head, member = found
+        summary = self.summaries[path]
+        if member is None:
+            names = summary.returns.get(head, ())
+        else:
+            hit = self.method(path, head, member)
+            if hit is None:
+                return []
+            names = dict(self.summaries[hit[0]].classes[hit[1].split(".")[0]].returns).get(member, ())
+        out: list[tuple[str, str]] = []
+        for name in names:
+            out.extend(c for c in self.instance_classes(name, depth + 1) if c not in out)
+        return out
 
     def _applied(self, path: str, name: str) -> list[tuple[str, str, bool | str]]:
         """`Fn.apply(x, ...)` of a class whose `forward` is a static method (an `autograd.Function`,

@@ -212,7 +212,7 @@ def model_functions(
         if root.name.startswith(MODULE_ROOT):  # taken into `modules` above
             continue
         if root.name.startswith("@"):  # a decorator of another file's entry: its wrappers run
-            for wrapper in wrappers(free[root.name[1:]]) if root.name[1:] in free else ():
+            for wrapper in wrappers(free[root.name[1:]], free) if root.name[1:] in free else ():
                 add(wrapper, None, "reached", root.via, (), (*root.via, root.name), root.side)
             continue
         target = free.get(root.name) if "." not in root.name else methods.get(tuple(root.name.split(".", 1)))
@@ -246,7 +246,7 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
             if isinstance(target, ast.Name) and target.id in free:
                 chain = (*current.chain, f"@{target.id}")
-                for wrapper in wrappers(free[target.id]):
+                for wrapper in wrappers(free[target.id], free):
                     add(wrapper, None, "called", current.via, (), chain, current.side)
         for node in live_nodes(current.node):
             if not isinstance(node, ast.Call):
@@ -301,11 +301,15 @@ def _same_file_function(
     return None
 
 
-def wrappers(decorator: FunctionNode) -> list[FunctionNode]:
+def wrappers(decorator: FunctionNode, free: dict[str, FunctionNode] | None = None) -> list[FunctionNode]:
     """The functions a decorator wraps its argument in: the defs nested in it that call a parameter
     of a def around them (`def capture(func): ... def wrapper(*a): ... func(*a)`). They run in place
-    of every function the decorator is put on."""
+    of every function the decorator is put on. A decorator that hands its argument on to another
+    decorator of the file (`free`) wraps it in that one's wrappers (gpytorch's `cached(method)`
+    returns `_cached(method=method, name=name)`, whose nested `g` runs on every call)."""
     found: list[FunctionNode] = []
+    for handed_to in _handed_decorators(decorator, free or {}):
+        found.extend(w for w in wrappers(handed_to) if w not in found)
 
     def visit(fn: FunctionNode, outer: frozenset[str]) -> None:
         for inner in _nested_defs(fn):
@@ -316,6 +320,21 @@ def wrappers(decorator: FunctionNode) -> list[FunctionNode]:
             visit(inner, outer | {a.arg for a in (*inner.args.posonlyargs, *inner.args.args)})
 
     visit(decorator, frozenset(a.arg for a in (*decorator.args.posonlyargs, *decorator.args.args)))
+    return found
+
+
+def _handed_decorators(decorator: FunctionNode, free: dict[str, FunctionNode]) -> list[FunctionNode]:
+    """The other functions of the file that `decorator`'s own body calls with one of its parameters
+    (`return _cached(method=method, name=name)`): decorators it delegates to."""
+    params = {a.arg for a in (*decorator.args.posonlyargs, *decorator.args.args, *decorator.args.kwonlyargs)}
+    found: list[FunctionNode] = []
+    for node in own_nodes(decorator):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        callee = free.get(node.func.id)
+        handed = {a.id for a in (*node.args, *(k.value for k in node.keywords)) if isinstance(a, ast.Name)}
+        if callee is not None and callee is not decorator and callee not in found and handed & params:
+            found.append(callee)
     return found
 
 

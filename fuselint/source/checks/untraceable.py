@@ -109,6 +109,11 @@ _HOST_QUERIES = frozenset({"torch._C._is_tracing", "torch._C._get_cudnn_enabled"
                            "torch._C._jit_get_tracer_state_warn", "torch.backends.cudnn.is_available",
                            "torch._C._get_graph_executor_optimize",
                            "torch.is_inference_mode_enabled"})  # fmt: skip
+# Functions dynamo marks as skipped (gb0007 on torch 2.13, whatever the arguments): pickling
+# (gpytorch's and linear_operator's memoizing decorators key their cache by `pickle.dumps(kwargs)`
+# on every call of a decorated method) and building a sparse COO tensor (pykeen's adjacency; the
+# sparse tensor then breaks every op it enters, gb0015).
+_SKIPPED = frozenset({"pickle.dumps", "pickle.loads", "torch.sparse_coo_tensor"})
 _RNNS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.modules.rnn.LSTM",
                    "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN"})  # fmt: skip
 
@@ -336,6 +341,12 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
                     f"`{qual}` in compiled code: dynamo skips Python's random draws and breaks the graph "
                     "here (gb0007); draw with torch (`torch.rand`, `torch.randint`, `torch.randperm`) or "
                     "outside the compiled function"
+                )
+                yield finding(sf, rule, site.node, message, path=site.path)
+            elif qual in _SKIPPED:
+                message = (
+                    f"`{qual}` in compiled code: dynamo skips it and breaks the graph here (gb0007); "
+                    "call it outside the compiled function"
                 )
                 yield finding(sf, rule, site.node, message, path=site.path)
             elif qual in _PACKING:
