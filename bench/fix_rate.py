@@ -240,6 +240,28 @@ NO_FIX = {
     "Linear; the dense form (every Linear on every row, then selected) is not bit-equal: a Linear on "
     "a subset of the rows differs from it on all rows, then indexed, for 1 of 20 random subsets at "
     "the entry's sizes (20 nodes, 8 -> 16, CPU)",
+    # fixes17: UNTUNED17 (transformers families of bench/untuned17_select.py's rule), each line read
+    ("import_utils.py", "torch._check_tensor_all(cond)"): "(untuned17) transformers' "
+    "`torch_compilable_check` under compile: `torch._check_tensor_all` reads the condition with `.item()` "
+    "(gb0124), 9 of D-FINE's 10 break events. A graph form exists (`torch._assert_async(cond.all())`: the "
+    "same RuntimeError on a false condition, an asynchronous one on an accelerator) but fuselint does not "
+    "lint the function: no forward of the linted site files reaches it (the models call it through "
+    "`transformers.utils`' re-export); the reach of that call is lint reach's work, not written here",
+    ("output_capturing.py", "recordable_keys = {"): "(untuned17) not a site of its own: the "
+    "`capture_outputs` wrapper's dict comprehension becomes a frame of its own (gb4347) only when the "
+    "wrapped forward breaks; the 111 families of the walk that trace without a break (smollm3, t5, ...) "
+    "run the same wrapper with no site here",
+    ("modeling_fastspeech2_conformer.py", "if duration_labels.sum() == 0:"): "(untuned17) the length "
+    "regulator's all-zero guard writes, in place, the rows whose durations sum to 0 only when every row "
+    "does; a graph form (`duration_labels.masked_fill_(all_zero & row_zero[:, None], 1)`) keeps the "
+    "in-place write, but the lines below break anyway (the spectrogram's length is the durations' sum); "
+    "not written",
+    ("modeling_fastspeech2_conformer.py", "hidden_states = torch.zeros("): "(untuned17) the frames are "
+    "sized by `max_len`, the largest sum of predicted durations: the spectrogram's length, an output shape "
+    "the caller sees (VITS' reason)",
+    ("modeling_fastspeech2_conformer.py", "torch.repeat_interleave(encoded_embedding, target_duration"): (
+        "(untuned17) each phoneme repeated by its predicted duration: a data-dependent length (the line above)"
+    ),
 }
 
 

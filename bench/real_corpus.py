@@ -701,30 +701,6 @@ def _family17(model_name: str):
     return ByName().eval(), tuple(feed.values())
 
 
-def hf17_xlm(scale: int = 1):
-    return _family17("hf17_xlm")
-
-
-def hf17_ctrl(scale: int = 1):
-    return _family17("hf17_ctrl")
-
-
-def hf17_d_fine(scale: int = 1):
-    return _family17("hf17_d_fine")
-
-
-def hf17_deimv2(scale: int = 1):
-    return _family17("hf17_deimv2")
-
-
-def hf17_fastspeech2_conformer(scale: int = 1):
-    return _family17("hf17_fastspeech2_conformer")
-
-
-def hf17_flaubert(scale: int = 1):
-    return _family17("hf17_flaubert")
-
-
 # What a user who compiles these models tells `fuselint check`: the diffusers entries compile a
 # scheduler's `step` (a compiled sampling loop) or a pipeline's `__call__`, which no `forward` reaches.
 TRACED_FUNCTIONS = ("*Scheduler.step", "*Pipeline.__call__")
@@ -833,6 +809,8 @@ def build(model_name: str, scale: int = 1):
     if model_name not in MODELS and model_name not in INT_BUFFER_CHECKS:
         raise KeyError(f"unknown model {model_name!r}; known: {', '.join(MODELS)}")
     torch.manual_seed(0)
+    if model_name in UNTUNED17_FAMILIES:
+        return _family17(model_name)
     return globals()[model_name](scale)
 
 
@@ -859,6 +837,20 @@ def _site(parsed, roots: tuple[str, ...]) -> tuple[str, int] | None:
         if resolved.startswith(roots):
             return resolved, line
     return None
+
+
+def logged_sites(texts: list[str], root: str) -> list[str]:
+    """`file:line gb` of each logged break's site under `root` (a package folder ending in a separator),
+    the file relative to it, sorted: the selection rules' rows (bench/untuned16_select.py, 17)."""
+    from fuselint.graph.breaks_log import parse_break
+
+    found = set()
+    for text in texts:
+        parsed = parse_break(text)
+        site = _site(parsed, (root,)) if parsed else None
+        if site:
+            found.add(f"{site[0][len(root) :]}:{site[1]} {parsed.gb_id}")
+    return sorted(found)
 
 
 def short_path(path: str) -> str:

@@ -26,7 +26,7 @@ row was read: the walk ends at candidate CUT (260 of 514) whatever it finds. A s
 (`--walk 350:514`), started to trace two slices at once, was stopped at 08:29 and its 48 rows are kept
 apart (bench/results/untuned17_select_past_cut.jsonl): outside the cut, none of them enters.
 
-    PYTHONPATH=. python bench/untuned17_select.py [--json out.json] > bench/results/untuned17_select.jsonl
+    PYTHONPATH=. python bench/untuned17_select.py > bench/results/untuned17_select.jsonl
 
 prints each candidate with its input kind and break sites (or why it is out), one JSON line each.
 """
@@ -43,7 +43,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import _site, listen_breaks  # noqa: E402
+from real_corpus import listen_breaks, logged_sites  # noqa: E402
 
 # In the corpus before fixes17 (their entries, or read while a fix was written: fixes14's codecs).
 FAMILIES_IN_CORPUS = (
@@ -182,8 +182,6 @@ def sites_of(model, feed: dict) -> list[str]:
     import torch
     import transformers
 
-    from fuselint.graph.breaks_log import parse_break
-
     root = str(Path(transformers.__file__).resolve().parent) + os.sep
     handler = listen_breaks()
     handler.texts.clear()
@@ -191,13 +189,7 @@ def sites_of(model, feed: dict) -> list[str]:
     compiled = torch.compile(model, backend=lambda gm, _: gm.forward, dynamic=False)
     with torch.no_grad():
         _limited("trace", lambda: compiled(**feed))
-    found = set()
-    for text in handler.texts:
-        parsed = parse_break(text)
-        site = _site(parsed, (root,)) if parsed else None
-        if site:
-            found.add(f"{site[0][len(root) :]}:{site[1]} {parsed.gb_id}")
-    return sorted(found)
+    return logged_sites(handler.texts, root)
 
 
 def _why(exc: BaseException) -> str:
@@ -241,7 +233,6 @@ def candidate_row(family: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json")
     parser.add_argument(
         "--walk",
         help="START:STOP, only these candidates of the walk, every row printed (to trace two slices at "
@@ -249,7 +240,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     signal.signal(signal.SIGALRM, _alarm)
-    rows, chosen = [], 0
+    chosen = 0
     walk = families()[:CUT]
     if args.walk:
         start, stop = (int(n) for n in args.walk.split(":"))
@@ -261,10 +252,7 @@ def main() -> None:
         if row.get("sites"):
             chosen += 1
             row["enters"] = True
-        rows.append(row)
         print(json.dumps(row), flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":
