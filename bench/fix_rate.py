@@ -247,10 +247,9 @@ NO_FIX = {
     "same RuntimeError on a false condition, an asynchronous one on an accelerator) but fuselint does not "
     "lint the function: no forward of the linted site files reaches it (the models call it through "
     "`transformers.utils`' re-export); the reach of that call is lint reach's work, not written here",
-    ("output_capturing.py", "recordable_keys = {"): "(untuned17) not a site of its own: the "
-    "`capture_outputs` wrapper's dict comprehension becomes a frame of its own (gb4347) only when the "
-    "wrapped forward breaks; the 111 families of the walk that trace without a break (smollm3, t5, ...) "
-    "run the same wrapper with no site here",
+    ("output_capturing.py", "recordable_keys = {"): "(untuned17) fixed by main's comprehension-frame "
+    "fix (FL108, blind): the `capture_outputs` wrapper's dict comprehension is a frame of its own (gb4347) "
+    "only when the wrapped forward breaks; left only where that fix does not apply",
     ("modeling_fastspeech2_conformer.py", "if duration_labels.sum() == 0:"): "(untuned17) the length "
     "regulator's all-zero guard writes, in place, the rows whose durations sum to 0 only when every row "
     "does; a graph form (`duration_labels.masked_fill_(all_zero & row_zero[:, None], 1)`) keeps the "
