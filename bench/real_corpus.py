@@ -669,6 +669,38 @@ def pyg_mf(scale: int = 1):
     return _selected("torch_geometric", "torch_geometric.nn.conv.MFConv", "graph")
 
 
+# fixes17: UNTUNED17, the transformers families that bench/untuned17_select.py's rule chose (written
+# before tracing them) and measured blind, each built and fed as the rule builds and feeds it.
+UNTUNED17_FAMILIES = {
+    "hf17_xlm": "xlm",
+    "hf17_ctrl": "ctrl",
+    "hf17_d_fine": "d_fine",
+    "hf17_deimv2": "deimv2",
+    "hf17_fastspeech2_conformer": "fastspeech2_conformer",
+    "hf17_flaubert": "flaubert",
+}
+
+
+def _family17(model_name: str):
+    """A family UNTUNED17's rule chose, built and fed as the rule builds and feeds it (its keyword
+    inputs passed in order by a wrapper: the corpus calls `model(*args)`)."""
+    import torch
+    import untuned17_select as rule
+
+    model = rule.build(rule.base_type(UNTUNED17_FAMILIES[model_name]))
+    _kind, feed = rule.inputs(model)
+
+    class ByName(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors):
+            return self.model(**dict(zip(feed, tensors, strict=True)))
+
+    return ByName().eval(), tuple(feed.values())
+
+
 # What a user who compiles these models tells `fuselint check`: the diffusers entries compile a
 # scheduler's `step` (a compiled sampling loop) or a pipeline's `__call__`, which no `forward` reaches.
 TRACED_FUNCTIONS = ("*Scheduler.step", "*Pipeline.__call__")
@@ -733,6 +765,8 @@ MODELS = {
     "pyg_gatv2": "torch_geometric",
     "pyg_hypergraph": "torch_geometric",
     "pyg_mf": "torch_geometric",
+    # fixes17: never tuned on (UNTUNED17, bench/untuned17_select.py's rule)
+    **dict.fromkeys(UNTUNED17_FAMILIES, "transformers"),
 }
 
 # fixes14: codecs that copy EnCodec's 0-d int buffers, measured on their own (not in the corpus's count):
@@ -759,6 +793,8 @@ UNTUNED16 = tuple(m for m in MODELS if m.startswith("kn_")) + (
     "pyg_hypergraph",
     "pyg_mf",
 )
+# fixes17: the transformers families of bench/untuned17_select.py's rule, in its walk order
+UNTUNED17 = tuple(UNTUNED17_FAMILIES)
 _FIXES5 = sorted(
     m for m in MODELS if m.startswith("df_") and m not in ("df_ddpm_step", "df_euler_step", *UNTUNED9)
 )
@@ -773,6 +809,8 @@ def build(model_name: str, scale: int = 1):
     if model_name not in MODELS and model_name not in INT_BUFFER_CHECKS:
         raise KeyError(f"unknown model {model_name!r}; known: {', '.join(MODELS)}")
     torch.manual_seed(0)
+    if model_name in UNTUNED17_FAMILIES:
+        return _family17(model_name)
     return globals()[model_name](scale)
 
 
@@ -799,6 +837,20 @@ def _site(parsed, roots: tuple[str, ...]) -> tuple[str, int] | None:
         if resolved.startswith(roots):
             return resolved, line
     return None
+
+
+def logged_sites(texts: list[str], root: str) -> list[str]:
+    """`file:line gb` of each logged break's site under `root` (a package folder ending in a separator),
+    the file relative to it, sorted: the selection rules' rows (bench/untuned16_select.py, 17)."""
+    from fuselint.graph.breaks_log import parse_break
+
+    found = set()
+    for text in texts:
+        parsed = parse_break(text)
+        site = _site(parsed, (root,)) if parsed else None
+        if site:
+            found.add(f"{site[0][len(root) :]}:{site[1]} {parsed.gb_id}")
+    return sorted(found)
 
 
 def short_path(path: str) -> str:
@@ -881,6 +933,7 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
     if outputs:
         torch.save([t for _path, t in flatten(eager) if isinstance(t, torch.Tensor)], outputs)
     return {
+        "imported": imported_files(),
         "model": model_name,
         "package": package_of(model_name),
         "graphs": len(graphs),
@@ -890,6 +943,19 @@ def ground_truth(model_name: str, outputs: str | None = None) -> dict:
         "seconds": round(time.perf_counter() - started, 1),
         "torch": torch.__version__,
     }
+
+
+def imported_files() -> list[str]:
+    """The corpus packages' source files this process imported, as `package/...` (`short_path`): what
+    a trace read, so a later run may keep a model's row when none of them changed (fix_rate's --reuse)."""
+    names = set(MODELS.values())
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        short = short_path(path) if path.endswith(".py") else path
+        if short != path and short.split("/", 1)[0] in names:
+            found.add(short)
+    return sorted(found)
 
 
 def child_env(pythonpath: str = "") -> dict[str, str]:

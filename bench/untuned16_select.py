@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import _site, listen_breaks  # noqa: E402
+from real_corpus import listen_breaks, logged_sites  # noqa: E402
 
 MODULES = ("kornia.contrib", "kornia.feature")
 LIMIT = 12
@@ -133,8 +133,6 @@ def sites_of(module, kind: str, package: str) -> list[str]:
 
     import torch
 
-    from fuselint.graph.breaks_log import parse_break
-
     root = str(Path(importlib.import_module(package).__file__).resolve().parent) + os.sep
     handler = listen_breaks()
     handler.texts.clear()
@@ -146,13 +144,7 @@ def sites_of(module, kind: str, package: str) -> list[str]:
             compiled(*inputs(kind))
     finally:
         signal.alarm(0)
-    found = set()
-    for text in handler.texts:
-        parsed = parse_break(text)
-        site = _site(parsed, (root,)) if parsed else None
-        if site:
-            found.add(f"{site[0][len(root) :]}:{site[1]} {parsed.gb_id}")
-    return sorted(found)
+    return logged_sites(handler.texts, root)
 
 
 def main() -> None:

@@ -102,6 +102,21 @@ def dynamo_graphs(fn, *args, compiled: bool = True) -> tuple[int, object, object
     return len(graphs), eager, out
 
 
+def frames_over_inputs(module, inputs: list[tuple]) -> int:
+    """The frames dynamo compiles for `module` under `fullgraph=True` over calls on each of `inputs`
+    (1: no recompile), after checking that each compiled output equals the eager one."""
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(module, backend=counter, fullgraph=True)
+    with torch.no_grad():
+        for args in inputs:
+            assert torch.equal(compiled(*args), module(*args))
+    return counter.frame_count
+
+
 def logged_break_lines(fn, *args, filename: str) -> set[int]:
     """The lines of `filename` where dynamo logs a graph break compiling `fn` on `args`: for each
     logged break, the innermost frame in that file. Read from the `graph_breaks` log, which names

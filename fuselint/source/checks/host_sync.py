@@ -19,6 +19,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
 from fuselint.source.checks.control_flow import value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
+from fuselint.source.item_asserts import item_assert
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
@@ -574,7 +575,7 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                 fix = None
                 if site.node.func.attr == "item":
                     parents = parents if parents is not None else _parents(fn.node)
-                    fix = _item_fix(site, flow, sf, parents)
+                    fix = _item_fix(site, flow, sf, parents) or item_assert(sf, site, flow, parents)
                 subject = describe(site.node.func.value, 40)
                 if site.node.func.attr == "numpy":
                     # dynamo traces numpy on tensors as tensor ops: no break on this line itself

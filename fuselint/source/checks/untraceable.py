@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.break_fixes import enter_without_bar, iterate_a_tuple, iterate_without_bar
+from fuselint.source.buffer_rebinds import buffer_rebinds, made_buffers
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import TENSORISH, FunctionFlow, describe, flows, none_defaulted
@@ -282,6 +283,7 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     retries = "TypeError" in sf.text  # each check below walks every function: skip it when it cannot fire
     draws = "random" in sf.text
     updates = any(word in sf.text for word in (".step(", ".zero_grad(", ".backward("))
+    buffers: dict[int, dict] = {}  # the `nn.Buffer` attributes of each class
     for flow in flows(functions, sf.imports):
         yield from compile_only_defaults(sf, flow.fn.node, rule)
         yield from comprehension_frames(sf, flow, rule)
@@ -289,6 +291,10 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
         if id(cls) not in rnns:
             rnns[id(cls)] = rnn_attributes(cls, sf.imports) if mentions_rnn else {}
         yield from _rnn_calls(sf, flow, rnns[id(cls)], rule)
+        if cls is not None and "Buffer(" in sf.text:
+            if id(cls) not in buffers:
+                buffers[id(cls)] = made_buffers(sf, cls)
+            yield from buffer_rebinds(sf, flow, buffers[id(cls)], rule)
         if retries:
             yield from type_error_retries(sf, flow, rule)
         if draws:
