@@ -57,6 +57,28 @@ def _shared_unseen(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     return {n for n in gm.graph.nodes if n.op == "call_function" and n not in seen}
 
 
+def storage_of(n: torch.fx.Node) -> torch.fx.Node:
+    """The node whose storage `n` reads: through views and getitems to their base."""
+    while n.op == "call_function" and (n.target is operator.getitem or _is_view(n)) and n.all_input_nodes:
+        n = n.all_input_nodes[0]
+    return n
+
+
+def written_storages(nodes) -> set[torch.fx.Node]:
+    """The storages (as `storage_of` names them) that some op among `nodes` writes in place."""
+    written: set[torch.fx.Node] = set()
+    for n in nodes:
+        if not isinstance(n.target, torch._ops.OpOverload) or not n.target._schema.is_mutable:
+            continue
+        for arg, value in zip(n.target._schema.arguments, n.args, strict=False):
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node):
+                written.add(storage_of(value))
+        for value in n.kwargs.values():
+            if isinstance(value, torch.fx.Node):  # out= and the like: written, or not worth telling
+                written.add(storage_of(value))
+    return written
+
+
 def _index_vector(n: torch.fx.Node, input_free: set[torch.fx.Node]) -> bool:
     """A value computed from no input with at most one dim longer than 1 (``arange(n)``,
     ``arange(n) + 1``): every kernel that reads it computes it from its index for free, and
@@ -70,6 +92,9 @@ def merge_duplicates(gm: torch.fx.GraphModule) -> int:
     """Merge the nodes of `gm` that repeat an earlier node's pure op on equal arguments (the
     same nodes, or nodes that compute the same values); the number merged."""
     may_share = _shared_unseen(gm)
+    # what a write changes reads differently before and after it (make_fx keeps `y.view(..).add_(1)`
+    # and later reads of `y`): such reads are never numbered, so neither they nor their readers merge
+    written = written_storages(gm.graph.nodes)
     # A pure node's value, as the number of what computes it: its op and its arguments, whose
     # nodes are numbers too, so that a key stays as short as the node's own arguments.
     value_of: dict[torch.fx.Node, int] = {}
@@ -83,6 +108,8 @@ def merge_duplicates(gm: torch.fx.GraphModule) -> int:
 
     for n in list(gm.graph.nodes):
         if n.op != "call_function" or not pure(n) or "empty" in str(n.target):
+            continue
+        if any(storage_of(a) in written for a in n.all_input_nodes):
             continue
         if all(a in input_free for a in n.all_input_nodes):
             input_free.add(n)

@@ -113,3 +113,18 @@ def test_deep_graphs_whose_nodes_share_inputs_merge_in_linear_time():
     assert merge_duplicates(gm) == 41
     assert _count(gm, "sin") == 1 and _count(gm, "add") == 40
     assert torch.equal(gm(x), expected)
+
+
+def test_reads_on_either_side_of_a_write_through_a_view_stay_apart():
+    def written_through_a_view(x):
+        y = x * 2
+        before = y.sin()
+        y.view(2, 2).add_(1)  # make_fx keeps the write; `y` itself now holds new values
+        return before + y.sin()
+
+    x = torch.randn(4)
+    gm = aten_graph(written_through_a_view, x)
+    expected = gm(x)
+    assert merge_duplicates(gm) == 0
+    assert _count(gm, "sin") == 2
+    assert torch.equal(gm(x), expected)
