@@ -20,6 +20,7 @@ import torch
 import torch.fx
 
 from fuselint.backend.constants import pure
+from fuselint.backend.runtime import keeps_effects
 
 
 def _key(value: object, node_key=None) -> object:
@@ -126,8 +127,9 @@ def merge_duplicates(gm: torch.fx.GraphModule) -> int:
             gm.graph.erase_node(n)
             merged += 1
     if merged:
-        for n in list(reversed(gm.graph.nodes)):  # what only the merged nodes read
-            if n.op == "call_function" and not n.users and pure(n):
+        # what only the merged nodes read; `_assert_async` reads and is read by none, but stays
+        for n in list(reversed(gm.graph.nodes)):
+            if n.op == "call_function" and not n.users and pure(n) and not keeps_effects(n):
                 gm.graph.erase_node(n)
         gm.recompile()
     return merged

@@ -517,5 +517,8 @@ _KNOBS_RUNTIME: object | None = None
 
 
 def keeps_effects(node: torch.fx.Node) -> bool:
-    """Dead-code elimination must keep `node`: an impure op, or a kernel that writes its inputs."""
+    """Dead-code elimination must keep `node`: an impure op, a kernel that writes its inputs, or
+    an op that returns nothing (``aten._assert_async``, which fx does not count as impure)."""
+    if isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.returns:
+        return True
     return node.is_impure() or bool(getattr(node.target, "writes_inputs", False))

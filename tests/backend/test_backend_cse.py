@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from backend_helpers import aten_graph, needs_interpreter
 
@@ -128,3 +129,17 @@ def test_reads_on_either_side_of_a_write_through_a_view_stay_apart():
     assert merge_duplicates(gm) == 0
     assert _count(gm, "sin") == 2
     assert torch.equal(gm(x), expected)
+
+
+def test_asserts_survive_the_cleanup_after_a_merge():
+    def checked(x):
+        torch._assert_async((x > 0).all())
+        return x.exp() + x.exp()
+
+    x = torch.rand(4) + 1
+    gm = aten_graph(checked, x)
+    assert merge_duplicates(gm) == 1
+    assert _count(gm, "_assert_async") == 1
+    torch.testing.assert_close(gm(x), 2 * x.exp())
+    with pytest.raises(RuntimeError):
+        gm(-x)
