@@ -23,7 +23,7 @@ import torch.fx
 from fuselint.backend.bias import unfuse_addmm_bias
 from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
-from fuselint.backend.cse import merge_duplicates
+from fuselint.backend.cse import merge_duplicates, storage_of, written_storages
 from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
@@ -481,12 +481,27 @@ def sink_matmuls(gm: torch.fx.GraphModule) -> int:
         first = min(n.users, key=order.__getitem__)
         # a view shares its matmul's storage, which moves with it
         live = _is_view(n) or _bytes_held_longer(n, order[first], order) <= _nbytes(n)
-        if n.next is not first and first.op != "output" and live:
+        if n.next is not first and first.op != "output" and live and not _written_before(n, first):
             first.prepend(n)
             moved += 1
     if moved:
         gm.recompile()
     return moved
+
+
+def _written_before(n: torch.fx.Node, first: torch.fx.Node) -> bool:
+    """Whether a node between n and `first` writes what n reads (make_fx keeps `y.add_(1)`; a
+    kernel that stores into its inputs counts as writing all of them)."""
+    between = []
+    m = n.next
+    while m is not first:
+        between.append(m)
+        m = m.next
+    written = written_storages(between)
+    for m in between:
+        if getattr(m.target, "writes_inputs", False):
+            written.update(storage_of(a) for a in m.all_input_nodes)
+    return any(storage_of(a) in written for a in n.all_input_nodes)
 
 
 def _nbytes(n: torch.fx.Node) -> int:

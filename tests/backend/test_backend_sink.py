@@ -43,3 +43,31 @@ def test_a_projection_stays_where_it_frees_an_input_larger_than_its_result():
     gm = aten_graph(projections, *args)
     assert sink_matmuls(gm) == 0
     assert not _last_mm_before_its_reader(gm)
+
+
+def test_a_matmul_stays_before_a_write_to_its_input():
+    def written_after_use(a, b, c):
+        y = a * 2
+        out = y @ b
+        y.add_(c)  # make_fx keeps the write; the matmul must read y before it
+        return out + y.sum()
+
+    args = (torch.randn(4, 4), torch.randn(4, 4), torch.randn(4, 4))
+    gm = aten_graph(written_after_use, *args)
+    expected = gm(*args)
+    assert sink_matmuls(gm) == 0
+    assert torch.equal(gm(*args), expected)
+
+
+def test_a_matmul_stays_before_a_write_through_a_view_of_its_input():
+    def written_through_a_view(a, b):
+        y = a * 2
+        out = y @ b
+        y.view(-1).add_(1)
+        return out + y.sum()
+
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    gm = aten_graph(written_through_a_view, a, b)
+    expected = gm(a, b)
+    assert sink_matmuls(gm) == 0
+    assert torch.equal(gm(a, b), expected)
