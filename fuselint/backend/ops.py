@@ -45,6 +45,8 @@ def _with_alpha(expr: str) -> Lower:
     """add/sub/rsub carry `alpha`: a + alpha * b."""
 
     def lower(lo: Lowering, args: list, kwargs: dict) -> Value:
+        if expr == "({} + {})" and all(lo.ctype_of(a) == "b" for a in args[:2]):
+            return lo.math("({} | {})", args[0], args[1])  # bool + bool: torch's or; int1 wraps
         alpha = kwargs.get("alpha", 1)
         other = args[1] if alpha in (1, None) else lo.math("({} * {})", args[1], alpha)
         return lo.math(expr, args[0], other)

@@ -317,3 +317,13 @@ def test_cat_and_pad_read_inputs_shifted_and_masked(name):
     assert not history[-1].fallbacks
     assert any("cat" in k.__name__ or "pad" in k.__name__ for k in history[-1].kernels)
     torch.testing.assert_close(flat(gm(a, b, c))[0], fn(a, b, c))
+
+
+def test_adding_bools_is_their_or():
+    # True + True is True in torch; in Triton's int1 it wraps to 0
+    def either(x):
+        return (x > 0) + (x > 0), (x > 0) + (x < 0.5), (x > 0) + True
+
+    x = torch.randn(64)
+    for got, want in zip(flat(compiled(either, x)(x)), either(x), strict=True):
+        assert got.dtype == torch.bool and torch.equal(got, want)
