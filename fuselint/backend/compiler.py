@@ -23,7 +23,7 @@ import torch.fx
 from fuselint.backend.bias import unfuse_addmm_bias
 from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
-from fuselint.backend.cse import merge_duplicates, storage_of, written_storages
+from fuselint.backend.cse import merge_duplicates
 from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
@@ -36,7 +36,7 @@ from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
 from fuselint.backend.repeats import repeats_as_cats
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
-from fuselint.backend.views import fold_input_views
+from fuselint.backend.views import fold_input_views, is_view, storage_of, written_storages
 from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout, take_input_strides
 
@@ -95,10 +95,6 @@ def reports_since(mark: int) -> list[CompileReport]:
     return history[-count:] if count > 0 else []
 
 
-def _is_view(node: torch.fx.Node) -> bool:
-    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
-
-
 def _is_tuple(node: torch.fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (tuple, list))
 
@@ -129,10 +125,10 @@ def prepare_group(
     nodes = sorted(members, key=order.__getitem__)
     # Views (and getitems) of values computed outside are just inputs, read through strides.
     for n in nodes:
-        if (_is_view(n) or n.target is operator.getitem) and not any(a in members for a in n.all_input_nodes):
+        if (is_view(n) or n.target is operator.getitem) and not any(a in members for a in n.all_input_nodes):
             members.discard(n)
     nodes = [n for n in nodes if n in members]
-    if not any(not _is_view(n) and n.target is not operator.getitem for n in nodes):
+    if not any(not is_view(n) and n.target is not operator.getitem for n in nodes):
         raise Unsupported("only views")
     inputs: list[torch.fx.Node] = []
     for n in nodes:
@@ -150,9 +146,9 @@ def prepare_group(
         ):
             continue
         base = n
-        while _is_view(base) and base.all_input_nodes[0] in members:
+        while is_view(base) and base.all_input_nodes[0] in members:
             base = base.all_input_nodes[0]
-        if base.name not in owned and base not in outputs and not _is_view(base):
+        if base.name not in owned and base not in outputs and not is_view(base):
             outputs.append(base)
     if not outputs and not any(n.target is torch.ops.aten.copy_.default for n in nodes):
         raise Unsupported(NOTHING_LEAVES)
@@ -234,7 +230,7 @@ def _recomputed_in_aten(gm: torch.fx.GraphModule, compiled: list[CompiledGroup])
             continue
         seen.add(name)
         node = by_name[name]
-        if _is_view(node):  # a view costs nothing: what it reads is computed again
+        if is_view(node):  # a view costs nothing: what it reads is computed again
             stack.extend(a.name for a in node.all_input_nodes)
         else:
             out.add(name)
@@ -482,7 +478,7 @@ def sink_matmuls(gm: torch.fx.GraphModule) -> int:
         order = {node: i for i, node in enumerate(gm.graph.nodes)}
         first = min(n.users, key=order.__getitem__)
         # a view shares its matmul's storage, which moves with it
-        live = _is_view(n) or _bytes_held_longer(n, order[first], order) <= _nbytes(n)
+        live = is_view(n) or _bytes_held_longer(n, order[first], order) <= _nbytes(n)
         if n.next is not first and first.op != "output" and live and not _written_before(n, first):
             first.prepend(n)
             moved += 1
@@ -520,7 +516,7 @@ def _bytes_held_longer(n: torch.fx.Node, at: int, order: dict) -> int | float:
     for a in n.all_input_nodes:
         if a.op in ("placeholder", "get_attr"):
             continue
-        if _is_view(a) and a.op == "call_function":
+        if is_view(a):
             held += _bytes_held_longer(a, at, order)
         elif not any(order[u] >= at for u in a.users if u is not n):
             held += _nbytes(a) if isinstance(a.meta.get("val"), torch.Tensor) else math.inf
@@ -528,7 +524,7 @@ def _bytes_held_longer(n: torch.fx.Node, at: int, order: dict) -> int | float:
 
 
 def _matmul_or_its_view(n: torch.fx.Node) -> bool:
-    while n.op == "call_function" and _is_view(n) and n.all_input_nodes:
+    while is_view(n) and n.all_input_nodes:
         n = n.all_input_nodes[0]
     return n.op == "call_function" and n.target in _SINKABLE_MATMULS
 

@@ -14,13 +14,12 @@ Ops whose value is not a function of their arguments (random ops, ``empty``) nev
 
 from __future__ import annotations
 
-import operator
-
 import torch
 import torch.fx
 
 from fuselint.backend.constants import pure
 from fuselint.backend.runtime import keeps_effects
+from fuselint.backend.views import storage_of, written_storages
 
 
 def _key(value: object, node_key=None) -> object:
@@ -41,45 +40,6 @@ def _key(value: object, node_key=None) -> object:
     raise TypeError(type(value).__name__)  # anything else: not merged
 
 
-def _is_view(n: torch.fx.Node) -> bool:
-    return isinstance(n.target, torch._ops.OpOverload) and n.target.is_view
-
-
-def _shared_unseen(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-    """The nodes whose storage no output holds and nothing writes: those that may be shared."""
-    seen: set[torch.fx.Node] = set()
-    for n in reversed(gm.graph.nodes):
-        if n.op == "output":
-            seen.update(n.all_input_nodes)
-        elif isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
-            seen.update(n.all_input_nodes)
-        if n in seen and (n.target is operator.getitem or _is_view(n)):
-            seen.update(n.all_input_nodes)
-    return {n for n in gm.graph.nodes if n.op == "call_function" and n not in seen}
-
-
-def storage_of(n: torch.fx.Node) -> torch.fx.Node:
-    """The node whose storage `n` reads: through views and getitems to their base."""
-    while n.op == "call_function" and (n.target is operator.getitem or _is_view(n)) and n.all_input_nodes:
-        n = n.all_input_nodes[0]
-    return n
-
-
-def written_storages(nodes) -> set[torch.fx.Node]:
-    """The storages (as `storage_of` names them) that some op among `nodes` writes in place."""
-    written: set[torch.fx.Node] = set()
-    for n in nodes:
-        if not isinstance(n.target, torch._ops.OpOverload) or not n.target._schema.is_mutable:
-            continue
-        for arg, value in zip(n.target._schema.arguments, n.args, strict=False):
-            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node):
-                written.add(storage_of(value))
-        for value in n.kwargs.values():
-            if isinstance(value, torch.fx.Node):  # out= and the like: written, or not worth telling
-                written.add(storage_of(value))
-    return written
-
-
 def _index_vector(n: torch.fx.Node, input_free: set[torch.fx.Node]) -> bool:
     """A value computed from no input with at most one dim longer than 1 (``arange(n)``,
     ``arange(n) + 1``): every kernel that reads it computes it from its index for free, and
@@ -92,10 +52,11 @@ def _index_vector(n: torch.fx.Node, input_free: set[torch.fx.Node]) -> bool:
 def merge_duplicates(gm: torch.fx.GraphModule) -> int:
     """Merge the nodes of `gm` that repeat an earlier node's pure op on equal arguments (the
     same nodes, or nodes that compute the same values); the number merged."""
-    may_share = _shared_unseen(gm)
     # what a write changes reads differently before and after it (make_fx keeps `y.view(..).add_(1)`
     # and later reads of `y`): such reads are never numbered, so neither they nor their readers merge
     written = written_storages(gm.graph.nodes)
+    # a storage the caller receives or something writes is never shared
+    held = written | {storage_of(a) for n in gm.graph.nodes if n.op == "output" for a in n.all_input_nodes}
     # A pure node's value, as the number of what computes it: its op and its arguments, whose
     # nodes are numbers too, so that a key stays as short as the node's own arguments.
     value_of: dict[torch.fx.Node, int] = {}
@@ -119,7 +80,7 @@ def merge_duplicates(gm: torch.fx.GraphModule) -> int:
         except TypeError:
             continue
         value = value_of[n] = numbers.setdefault(key, len(numbers))
-        if n not in may_share or _index_vector(n, input_free):
+        if storage_of(n) in held or _index_vector(n, input_free):
             continue
         kept = first.setdefault(value, n)
         if kept is not n:
