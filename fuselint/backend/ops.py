@@ -41,12 +41,13 @@ def _unary(expr: str) -> Lower:
     return lower
 
 
-def _with_alpha(expr: str) -> Lower:
-    """add/sub/rsub carry `alpha`: a + alpha * b."""
+def _with_alpha(expr: str, of_bools: str | None = None) -> Lower:
+    """add/sub/rsub carry `alpha`: a + alpha * b. `of_bools`: the expression when both operands
+    are bools, where Triton's int1 arithmetic wraps (True + True is False; torch gives their or)."""
 
     def lower(lo: Lowering, args: list, kwargs: dict) -> Value:
-        if expr == "({} + {})" and all(lo.ctype_of(a) == "b" for a in args[:2]):
-            return lo.math("({} | {})", args[0], args[1])  # bool + bool: torch's or; int1 wraps
+        if of_bools and all(lo.ctype_of(a) == "b" for a in args[:2]):
+            return lo.math(of_bools, args[0], args[1])
         alpha = kwargs.get("alpha", 1)
         other = args[1] if alpha in (1, None) else lo.math("({} * {})", args[1], alpha)
         return lo.math(expr, args[0], other)
@@ -151,7 +152,7 @@ _EXPM1 = (
 )
 
 POINTWISE: dict[str, Lower] = {
-    "add": _with_alpha("({} + {})"),
+    "add": _with_alpha("({} + {})", of_bools="({} | {})"),
     "sub": _with_alpha("({} - {})"),
     "rsub": _with_alpha("({1} - {0})"),
     "mul": _binary("({} * {})"),
