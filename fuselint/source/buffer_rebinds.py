@@ -28,7 +28,7 @@ from fuselint.source.break_fixes import whole_lines
 from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import FunctionFlow
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import self_attribute, walk
 
 _BUFFER = ("torch.nn.Buffer", "torch.nn.parameter.Buffer")
 REGISTER_MESSAGE = (
@@ -37,16 +37,10 @@ REGISTER_MESSAGE = (
 )
 
 
-def _self_attribute(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
 def _stores(stmt: ast.stmt) -> list[str]:
     """The `self` attributes an assignment statement binds."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else []
-    return [name for t in targets if (name := _self_attribute(t)) is not None]
+    return [name for t in targets if (name := self_attribute(t)) is not None]
 
 
 def _makes_buffer(sf: SourceFile, stmt: ast.AST) -> str | None:
@@ -57,7 +51,7 @@ def _makes_buffer(sf: SourceFile, stmt: ast.AST) -> str | None:
         and isinstance(stmt.value, ast.Call)
         and sf.imports.qualname(stmt.value.func) in _BUFFER
     ):
-        return _self_attribute(stmt.targets[0])
+        return self_attribute(stmt.targets[0])
     return None
 
 
@@ -82,7 +76,7 @@ def _register_fix(sf: SourceFile, made: ast.Assign, cls: ast.ClassDef) -> Fix | 
         return None
     if not whole_lines(sf, made) or has_comment(sf, made):
         return None
-    name = _self_attribute(made.targets[0])
+    name = self_attribute(made.targets[0])
     method = next(m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__")
     if sum(name in _stores(s) for s in walk(method) if isinstance(s, ast.Assign)) != 1:
         return None  # another binding first would make register_buffer's name taken
@@ -110,8 +104,8 @@ def buffer_rebinds(
         ):
             continue
         for target in site.node.targets:
-            name = _self_attribute(target)
-            if name not in made or _self_attribute(value.func.value) != name:
+            name = self_attribute(target)
+            if name not in made or self_attribute(value.func.value) != name:
                 continue
             message = (
                 f"rebinding `self.{name}`, a buffer made with `nn.Buffer(...)`, in `{flow.fn.node.name}` "
