@@ -796,15 +796,9 @@ def _self_result(
 ) -> list[tuple[str, str, str | None]]:
     """`self.m(...)`: an instance of what method `m` of the caller's class returns (`Index.
     instance_classes`), as `_built` gives it; [] for anything else, or a callable stored on self."""
-    if (
-        owner is not None
-        and isinstance(expr, ast.Call)
-        and isinstance(expr.func, ast.Attribute)
-        and isinstance(expr.func.value, ast.Name)
-        and expr.func.value.id == "self"
-        and expr.func.attr not in values
-    ):
-        return [("instance", f"{owner}.{expr.func.attr}", None)]
+    method = _self_attr(expr.func) if isinstance(expr, ast.Call) else None
+    if owner is not None and method is not None and method not in values:
+        return [("instance", f"{owner}.{method}", None)]
     return []
 
 
