@@ -27,6 +27,7 @@ from fuselint.backend.compiler import (
     reports_since,
 )
 from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
+from fuselint.backend.gemm_groups import joined_weights
 
 __all__ = [
     "OPTIONS",
@@ -49,17 +50,23 @@ def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> 
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         visible = _user_outputs(model_outputs) if name == "forward" else None
+        static = _static_inputs() if name != "backward" else frozenset()
         compiled = compile_graph(
-            gm, example_inputs, name=name, inference=name == "inference", user_outputs=visible
+            gm,
+            example_inputs,
+            name=name,
+            inference=name == "inference",
+            user_outputs=visible,
+            static=static,
         )
         if name == "forward":
             _report_output_strides(compiled)
-        runner = GraphRunner(compiled, name, _static_inputs() if name != "backward" else frozenset())
+        runner = GraphRunner(compiled, name, static)
         history[-1].runner = runner
         if not cudagraphs:
             return make_boxed_func(runner)
-        static = _static(example_inputs)
-        replay = GraphReplay(runner, name, why_not_recordable(compiled, example_inputs), static)
+        why_not = why_not_recordable(compiled, example_inputs)
+        replay = GraphReplay(runner, name, why_not, _static(example_inputs), joined_weights(compiled))
         history[-1].replay = replay
         return make_boxed_func(replay)
 

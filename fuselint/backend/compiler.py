@@ -25,6 +25,7 @@ from fuselint.backend.codegen import generate
 from fuselint.backend.constants import fold_constants
 from fuselint.backend.cse import merge_duplicates
 from fuselint.backend.embedding import scatter_index_adds
+from fuselint.backend.gemm_groups import join_small_gemms
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.max_pool import hand_max_pools
@@ -69,6 +70,7 @@ class CompileReport:
     constants: list[str] = field(default_factory=list)  # nodes computed once, at compile time
     folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
     merged: int = 0  # nodes that repeated an earlier node's op on the same arguments
+    joined: int = 0  # GEMMs run as part of another's (gemm_groups.join_small_gemms)
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
     runner: object | None = None  # its GraphRunner (the generated call function, once built)
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
@@ -553,6 +555,7 @@ def compile_graph(
     *,
     inference: bool = True,
     user_outputs: range | None = None,
+    static: frozenset[int] = frozenset(),
 ) -> torch.fx.GraphModule:
     """`gm` with its fusible groups running as generated Triton kernels (its convolutions laid
     out as Inductor lays them out on a GPU, so that the plan is the one `check` prices)."""
@@ -574,6 +577,7 @@ def compile_graph(
     hand_max_pools(gm)
     if inference:
         patchify_convolutions(gm)
+        report.joined = join_small_gemms(gm, static)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     sink_pads(gm)
     repeats_as_cats(gm)

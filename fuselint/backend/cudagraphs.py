@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -142,9 +142,17 @@ class GraphReplay:
     storage, the replay and one alias per output."""
 
     def __init__(
-        self, fn: Callable, name: str = "graph", disabled: str | None = None, static: bool = True
+        self,
+        fn: Callable,
+        name: str = "graph",
+        disabled: str | None = None,
+        static: bool = True,
+        refresh: Sequence = (),
     ) -> None:
         self.fn = fn
+        # values the graph keeps between calls and checks against its inputs in Python
+        # (gemm_groups.JoinedWeights), which a replay must bring up to date before it runs
+        self.refresh = tuple(refresh)
         self.name = name
         self.disabled = disabled
         self.static = static
@@ -235,6 +243,8 @@ class GraphReplay:
         fresh = [i for i in rec.copied if args[i].data_ptr() != inputs[i].data_ptr()]
         if fresh:
             torch._foreach_copy_([inputs[i] for i in fresh], [args[i] for i in fresh])
+        for kept in self.refresh:
+            kept.refresh(args)
         rec.graph.replay()
         self.replays += 1
         return rec.outputs.lend()

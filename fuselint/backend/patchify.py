@@ -95,7 +95,7 @@ def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
             else:
                 flat = new(aten.addmm.default, bias, patches, weight)
             out = new(aten.permute.default, new(aten.view.default, flat, [n, rows, cols, o]), [0, 3, 1, 2])
-            views = _views_reading(conv, out) if out.meta["val"].stride() != want.stride() else {}
+            views = views_reading(conv, out) if out.meta["val"].stride() != want.stride() else {}
             if views is None:
                 out = new(aten.clone.default, out, memory_format=torch.contiguous_format)
                 views = {}
@@ -115,7 +115,7 @@ def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
     return True
 
 
-def _views_reading(conv: torch.fx.Node, out: torch.fx.Node) -> dict | None:
+def views_reading(conv: torch.fx.Node, out: torch.fx.Node) -> dict | None:
     """The views between `conv` and its readers, each with its value when it views `out` (the
     GEMM's channels_last result) instead, where every other reader's result keeps its shape,
     dtype and strides (ViT flattens the patches' grid and transposes it to tokens, which the

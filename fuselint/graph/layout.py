@@ -439,7 +439,12 @@ def value_with(node: torch.fx.Node, values: dict) -> object:
 
 
 def same_layout(got: object, want: object) -> bool:
-    """Both are tensors of one shape, dtype and strides."""
+    """Both are tensors of one shape, dtype and strides, or tuples of such (an op of several
+    results, attention's output and log-sum-exp; None where both have none)."""
+    if isinstance(got, (tuple, list)) and isinstance(want, (tuple, list)):
+        return len(got) == len(want) and all(
+            (g is None and w is None) or same_layout(g, w) for g, w in zip(got, want, strict=True)
+        )
     return (
         isinstance(got, torch.Tensor)
         and isinstance(want, torch.Tensor)

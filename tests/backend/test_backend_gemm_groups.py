@@ -1,0 +1,117 @@
+"""Small GEMMs of one input over parameter weights run as one GEMM over the joined weights
+(fuselint/backend/gemm_groups.py); on CPU through Triton's interpreter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from backend_helpers import needs_interpreter
+
+from fuselint.backend import fuselint_backend, gemm_groups, history_mark, reports_since
+
+pytestmark = needs_interpreter
+
+aten = torch.ops.aten
+
+
+class Attention(nn.Module):
+    """Three projections of the same hidden states, split into heads, as Hugging Face writes them."""
+
+    def __init__(self, width=32, heads=4, bias=True):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(width, width, bias=bias)
+        self.k = nn.Linear(width, width, bias=bias)
+        self.v = nn.Linear(width, width // 2, bias=bias)  # widths may differ (grouped-query attention)
+        self.o = nn.Linear(width // 2, width, bias=bias)
+
+    def forward(self, h):
+        b, s, _ = h.shape
+        q = self.q(h).view(b, s, self.heads, -1).transpose(1, 2)
+        k = self.k(h).view(b, s, self.heads, -1).transpose(1, 2)
+        v = self.v(h).view(b, s, self.heads, -1).transpose(1, 2)
+        scores = torch.softmax(q @ k.transpose(-1, -2) / 3.0, -1)
+        return h + self.o((scores @ v).transpose(1, 2).reshape(b, s, -1))
+
+
+def _run(model, *args, train=False):
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend=fuselint_backend)
+    if train:
+        out = compiled(*args)
+    else:
+        with torch.no_grad():
+            out = compiled(*args)
+    return compiled, out, reports_since(mark)
+
+
+def _mms(report) -> list:
+    return [
+        n
+        for n in report.graph_module.graph.nodes
+        if n.op == "call_function" and n.target in (aten.mm.default, aten.addmm.default)
+    ]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["addmm", "mm"])
+def test_three_projections_of_one_input_run_as_one_gemm(bias):
+    torch.manual_seed(0)
+    model = Attention(bias=bias).eval()
+    h = torch.randn(2, 8, 32)
+    with torch.no_grad():
+        expected = model(h)
+    _, got, reports = _run(model, h)
+    assert [r.joined for r in reports] == [2]
+    (report,) = reports
+    assert len(_mms(report)) == 2  # q, k and v as one; the output projection
+    joined = [n for n in report.graph_module.graph.nodes if isinstance(n.target, gemm_groups.JoinedWeights)]
+    assert len(joined) == (2 if bias else 1)  # the weights, and the biases
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_weights_changed_after_compiling_are_joined_again():
+    torch.manual_seed(0)
+    model = Attention().eval()
+    h = torch.randn(2, 8, 32)
+    compiled, _, reports = _run(model, h)
+    (kept,) = [k for k in gemm_groups.joined_weights(reports[0].graph_module) if k.tensor.dim() == 2]
+    with torch.no_grad():
+        model.k.weight.mul_(2.0)  # in place: the version changes, the storage does not
+        torch.testing.assert_close(compiled(h), model(h), rtol=1e-5, atol=1e-5)
+        model.load_state_dict({name: torch.randn_like(p) for name, p in model.state_dict().items()})
+        torch.testing.assert_close(compiled(h), model(h), rtol=1e-5, atol=1e-5)
+        remade = kept.remade
+        compiled(h)
+    assert kept.remade == remade  # unchanged weights: the joined copy is reused
+
+
+def test_large_gemms_and_results_the_caller_receives_are_left_alone(monkeypatch):
+    class Returned(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(16, 16)
+            self.b = nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.a(x), F.relu(self.b(x))
+
+    torch.manual_seed(0)
+    x = torch.randn(32, 16)
+    _, _, reports = _run(Returned().eval(), x)
+    assert [r.joined for r in reports] == [0]  # `a`'s result leaves the graph as it is
+    # q's and k's results (16 x 32) over the limit: v's (16 x 16) has nothing to join
+    monkeypatch.setattr(gemm_groups, "MAX_JOINED_RESULT", 16 * 32 - 1)
+    _, _, reports = _run(Attention().eval(), torch.randn(2, 8, 32))
+    assert [r.joined for r in reports] == [0]
+
+
+def test_training_graphs_keep_their_gemms():
+    torch.manual_seed(0)
+    model = Attention()
+    h = torch.randn(2, 8, 32, requires_grad=True)
+    _, out, reports = _run(model, h, train=True)
+    out.sum().backward()
+    assert reports and all(r.joined == 0 for r in reports)
