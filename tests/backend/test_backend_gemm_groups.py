@@ -56,11 +56,14 @@ def _mms(report) -> list:
     ]
 
 
+BF16 = torch.bfloat16
+
+
 @pytest.mark.parametrize("bias", [True, False], ids=["addmm", "mm"])
 def test_three_projections_of_one_input_run_as_one_gemm(bias):
     torch.manual_seed(0)
-    model = Attention(bias=bias).eval()
-    h = torch.randn(2, 8, 32)
+    model = Attention(bias=bias).eval().to(BF16)
+    h = torch.randn(2, 8, 32, dtype=BF16)
     with torch.no_grad():
         expected = model(h)
     _, got, reports = _run(model, h)
@@ -69,20 +72,27 @@ def test_three_projections_of_one_input_run_as_one_gemm(bias):
     assert len(_mms(report)) == 2  # q, k and v as one; the output projection
     joined = [n for n in report.graph_module.graph.nodes if isinstance(n.target, gemm_groups.JoinedWeights)]
     assert len(joined) == (2 if bias else 1)  # the weights, and the biases
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+
+
+def test_float32_gemms_stay_apart():
+    # no tensor cores without TF32: the separate GEMMs already fill the GPU (bench/gemm_join.py)
+    torch.manual_seed(0)
+    _, _, reports = _run(Attention().eval(), torch.randn(2, 8, 32))
+    assert [r.joined for r in reports] == [0]
 
 
 def test_weights_changed_after_compiling_are_joined_again():
     torch.manual_seed(0)
-    model = Attention().eval()
-    h = torch.randn(2, 8, 32)
+    model = Attention().eval().to(BF16)
+    h = torch.randn(2, 8, 32, dtype=BF16)
     compiled, _, reports = _run(model, h)
     (kept,) = [k for k in gemm_groups.joined_weights(reports[0].graph_module) if k.tensor.dim() == 2]
     with torch.no_grad():
         model.k.weight.mul_(2.0)  # in place: the version changes, the storage does not
-        torch.testing.assert_close(compiled(h), model(h), rtol=1e-5, atol=1e-5)
-        model.load_state_dict({name: torch.randn_like(p) for name, p in model.state_dict().items()})
-        torch.testing.assert_close(compiled(h), model(h), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(compiled(h), model(h), rtol=2e-2, atol=2e-2)
+        model.load_state_dict({name: torch.randn_like(p) / 8 for name, p in model.state_dict().items()})
+        torch.testing.assert_close(compiled(h), model(h), rtol=2e-2, atol=2e-2)
         remade = kept.remade
         compiled(h)
     assert kept.remade == remade  # unchanged weights: the joined copy is reused
@@ -92,26 +102,26 @@ def test_large_gemms_and_results_the_caller_receives_are_left_alone(monkeypatch)
     class Returned(nn.Module):
         def __init__(self):
             super().__init__()
-            self.a = nn.Linear(16, 16)
-            self.b = nn.Linear(16, 16)
+            self.a = nn.Linear(16, 16, dtype=BF16)
+            self.b = nn.Linear(16, 16, dtype=BF16)
 
         def forward(self, x):
             return self.a(x), F.relu(self.b(x))
 
     torch.manual_seed(0)
-    x = torch.randn(32, 16)
+    x = torch.randn(32, 16, dtype=BF16)
     _, _, reports = _run(Returned().eval(), x)
     assert [r.joined for r in reports] == [0]  # `a`'s result leaves the graph as it is
     # q's and k's results (16 x 32) over the limit: v's (16 x 16) has nothing to join
     monkeypatch.setattr(gemm_groups, "MAX_JOINED_RESULT", 16 * 32 - 1)
-    _, _, reports = _run(Attention().eval(), torch.randn(2, 8, 32))
+    _, _, reports = _run(Attention().eval().to(BF16), torch.randn(2, 8, 32, dtype=BF16))
     assert [r.joined for r in reports] == [0]
 
 
 def test_training_graphs_keep_their_gemms():
     torch.manual_seed(0)
-    model = Attention()
-    h = torch.randn(2, 8, 32, requires_grad=True)
+    model = Attention().to(BF16)
+    h = torch.randn(2, 8, 32, dtype=BF16, requires_grad=True)
     _, out, reports = _run(model, h, train=True)
     out.sum().backward()
     assert reports and all(r.joined == 0 for r in reports)
