@@ -32,6 +32,7 @@ import torch
 import torch.fx
 
 from fuselint.backend.patchify import views_reading
+from fuselint.backend.views import written_storages
 from fuselint.graph.layout import rewrite_each
 
 aten = torch.ops.aten
@@ -130,10 +131,11 @@ def join_small_gemms(gm: torch.fx.GraphModule, static: frozenset[int]) -> int:
     how many GEMMs were joined away. `static`: positions of the graph inputs that are
     parameters or buffers."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = written_storages(gm.graph.nodes)  # a buffer the graph updates is read as it is then
     params = {
         p: p.meta["val"]
         for i, p in enumerate(placeholders)
-        if i in static and isinstance(p.meta.get("val"), torch.Tensor)
+        if i in static and isinstance(p.meta.get("val"), torch.Tensor) and p not in written
     }
     position = {p: i for i, p in enumerate(placeholders)}
     budget = [MAX_JOINED_BYTES]

@@ -70,8 +70,15 @@ def test_three_projections_of_one_input_run_as_one_gemm(bias):
     assert [r.joined for r in reports] == [2]
     (report,) = reports
     assert len(_mms(report)) == 2  # q, k and v as one; the output projection
-    joined = [n for n in report.graph_module.graph.nodes if isinstance(n.target, gemm_groups.JoinedWeights)]
+    nodes = list(report.graph_module.graph.nodes)
+    joined = [n for n in nodes if isinstance(n.target, gemm_groups.JoinedWeights)]
     assert len(joined) == (2 if bias else 1)  # the weights, and the biases
+    transposes = [
+        n
+        for n in nodes
+        if n.target in (aten.permute.default, aten.t.default) and n.args[0].op == "placeholder"
+    ]
+    assert len(transposes) == 1  # the output projection's: q's, k's and v's are dead, and gone
     torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
 
 
@@ -125,3 +132,22 @@ def test_training_graphs_keep_their_gemms():
     _, out, reports = _run(model, h, train=True)
     out.sum().backward()
     assert reports and all(r.joined == 0 for r in reports)
+
+
+def test_weights_the_graph_writes_stay_apart():
+    class Decaying(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("wa", torch.randn(16, 16, dtype=BF16) / 4)
+            self.register_buffer("wb", torch.randn(16, 16, dtype=BF16) / 4)
+
+        def forward(self, x):
+            out = x @ self.wa.t() + x @ self.wb.t()
+            self.wa.mul_(0.5)  # a buffer the call itself updates: joined, it would be remade every call
+            return out
+
+    torch.manual_seed(0)
+    model = Decaying()
+    x = torch.randn(8, 16, dtype=BF16)
+    _, _, reports = _run(model, x)
+    assert [r.joined for r in reports] == [0]
