@@ -61,9 +61,15 @@ class JoinedWeights:
         self.remade = 0
 
     def __call__(self, *weights: torch.Tensor) -> torch.Tensor:
+        if any(w.is_inference() for w in weights):
+            # made under inference_mode: no version counter tells a change, so join them per
+            # call (inside a CUDA-graph recording, each replay joins them again)
+            return torch.cat(weights, 0)
         key = tuple((w.data_ptr(), w._version) for w in weights)
         if key != self._key:
-            with torch.no_grad():
+            # a tensor of the ordinary kind even when the first call runs under inference_mode,
+            # so that a later call outside it may write it in place
+            with torch.inference_mode(False), torch.no_grad():
                 if self.tensor is None:
                     self.tensor = torch.cat(weights, 0)
                 else:
@@ -73,7 +79,9 @@ class JoinedWeights:
         return self.tensor
 
     def refresh(self, args: tuple) -> None:
-        self(*(args[i] for i in self.positions))
+        weights = [args[i] for i in self.positions]
+        if not any(w.is_inference() for w in weights):
+            self(*weights)
 
 
 def joined_weights(gm: torch.fx.GraphModule) -> list[JoinedWeights]:

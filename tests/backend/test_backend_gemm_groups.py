@@ -151,3 +151,31 @@ def test_weights_the_graph_writes_stay_apart():
     x = torch.randn(8, 16, dtype=BF16)
     _, _, reports = _run(model, x)
     assert [r.joined for r in reports] == [0]
+
+
+def test_weights_made_under_inference_mode_are_joined_per_call():
+    torch.manual_seed(0)
+    h = torch.randn(2, 8, 32, dtype=BF16)
+    with torch.inference_mode():
+        model = Attention().eval().to(BF16)  # inference tensors: no version counter
+        compiled, got, reports = _run(model, h)
+        torch.testing.assert_close(got, model(h), rtol=2e-2, atol=2e-2)
+        model.k.weight.mul_(2.0)
+        torch.testing.assert_close(compiled(h), model(h), rtol=2e-2, atol=2e-2)
+    assert [r.joined for r in reports] == [2]
+
+
+def test_a_first_call_under_inference_mode_keeps_an_ordinary_joined_tensor():
+    torch.manual_seed(0)
+    model = Attention().eval().to(BF16)
+    h = torch.randn(2, 8, 32, dtype=BF16)
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend=fuselint_backend)
+    with torch.inference_mode():
+        compiled(h)
+    kept = [k for r in reports_since(mark) for k in gemm_groups.joined_weights(r.graph_module)]
+    assert kept and not any(k.tensor.is_inference() for k in kept)
+    with torch.no_grad():
+        model.q.weight.mul_(-1.0)
+        torch.testing.assert_close(compiled(h), model(h), rtol=2e-2, atol=2e-2)
