@@ -1,0 +1,126 @@
+"""Dynamo checks behind bench/results/precision_untuned18.md (FL1 recall and precision on
+torch-uncertainty 0.13.0, the HELD-OUT package of reach18; entry points chosen by the rule written
+there before any lint; torch 2.13 CPU).
+
+Every model builder of `torch_uncertainty.models`, every layer of `torch_uncertainty.layers` and every
+metric of `torch_uncertainty.metrics`, built from one table of argument values (`FILL`), compiled
+whole: models and layers in eval under no_grad and "train" with backward, metrics' `update` then
+`compute`. Break sites come from dynamo's `graph_breaks` log (bench/break_probe.py).
+
+    cd bench && PYTHONPATH=$PWD/..:$PWD python precision_untuned18_probes.py [--json SITES.json]
+
+`--json` writes every torch_uncertainty break site (package, model, file from the package root,
+line, gb id): bench/results/precision_untuned18_sites.json, which `bench/rescore_judged.py --recall`
+scores.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import torch
+from break_probe import CallWith, probe_main
+
+PACKAGES = ("torch_uncertainty",)
+# The one table the rule fills required arguments from (the smallest documented value).
+FILL = {
+    "in_channels": 3, "num_classes": 10, "arch": 18, "num_estimators": 2, "alpha": 2, "gamma": 1,
+    "scale": 2.0, "style": "cifar", "in_features": 8, "out_features": 8, "out_channels": 8,
+    "normalized_shape": 8, "num_features": 8, "d_model": 8, "embed_dim": 8, "kernel_size": 3,
+    "num_heads": 2, "nhead": 2, "task": "multiclass",
+}  # fmt: skip
+LAYER_CHANNELS = 8  # a layer's in_channels/in_features (the model table's 3 is for images)
+
+
+def required(fn, fill: dict) -> dict:
+    """The arguments `fn`'s signature requires, from `fill`; KeyError names one the table lacks."""
+    out = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == "self":
+            continue
+        if param.default is inspect.Parameter.empty and param.kind not in (
+            param.VAR_POSITIONAL,
+            param.VAR_KEYWORD,
+        ):
+            out[name] = fill[name]
+    return out
+
+
+def model_input(name: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    if "inception_time" in name:
+        return torch.randn(4, 3, 64, generator=gen)
+    if name.startswith("bts"):
+        return torch.randn(4, 3, 64, 64, generator=gen)
+    return torch.randn(4, 3, 32, 32, generator=gen)
+
+
+def layer_input(name: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    lowered = name.lower()
+    if "attention" in lowered or "transformer" in lowered:
+        shape = (4, 6, 8)
+    elif lowered.endswith("1d"):
+        shape = (4, 8, 16)
+    elif lowered.endswith("3d"):
+        shape = (4, 8, 8, 8, 8)
+    elif lowered.endswith(("2d", "nd")) or "conv" in lowered or lowered.endswith("norm"):
+        shape = (4, 8, 16, 16)
+    else:
+        shape = (4, 8)
+    return torch.randn(*shape, generator=gen)
+
+
+def runs() -> list:
+    import torch_uncertainty.layers as layers
+    import torch_uncertainty.metrics as metrics
+    import torch_uncertainty.models as models
+
+    out = []
+    for name in sorted(n for n in vars(models) if not n.startswith("_")):
+        builder = getattr(models, name)
+        if not inspect.isfunction(builder):
+            continue
+
+        def make(builder=builder):
+            torch.manual_seed(0)
+            return builder(**required(builder, FILL))
+
+        x = model_input(name)
+        out += [(name, make, (x,)), (f"train {name}", make, (x,))]
+    layer_fill = {**FILL, "in_channels": LAYER_CHANNELS}
+    for name in sorted(n for n in vars(layers) if not n.startswith("_")):
+        cls = getattr(layers, name)
+        if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
+            continue
+
+        def make(cls=cls):
+            torch.manual_seed(0)
+            return cls(**required(cls.__init__, layer_fill))
+
+        x = layer_input(name)
+        out += [(name, make, (x,)), (f"train {name}", make, (x,))]
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.randn(16, 10, generator=gen).softmax(-1)
+    target = torch.randint(0, 10, (16,), generator=gen)
+    for name in sorted(n for n in vars(metrics) if not n.startswith("_")):
+        cls = getattr(metrics, name)
+        if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
+            continue
+
+        def update(cls=cls):
+            metric = cls(**required(cls.__init__, FILL))
+            return CallWith(metric, lambda m, p, t: m.update(p, t))
+
+        def compute(cls=cls):
+            metric = cls(**required(cls.__init__, FILL))
+            metric.update(probs, target)
+            return CallWith(metric, lambda m: m.compute())
+
+        out += [(f"{name} update", update, (probs, target)), (f"{name} compute", compute, ())]
+    return out
+
+
+if __name__ == "__main__":
+    probe_main(runs, PACKAGES, "precision_untuned18_probes.py", sys.argv)
