@@ -71,7 +71,10 @@ def _items(source: str) -> list[tuple[int, tuple[str, ...]]]:
         ("def f() -> tuple[A, B]: ...", [(0, ("m.A",)), (1, ("m.B",))]),
         ("def f() -> 'Tuple[int, B]': ...", [(1, ("m.B",))]),
         ("def f() -> tuple[A, ...]: ...", []),
-        ("def f(x):\n    if x:\n        return A(), B()\n    return B(), B()", [(0, ("m.A", "m.B")), (1, ("m.B",))]),
+        (
+            "def f(x):\n    if x:\n        return A(), B()\n    return B(), B()",
+            [(0, ("m.A", "m.B")), (1, ("m.B",))],
+        ),
         ("def f(x):\n    if x:\n        return A(), x\n    return A()", []),
         ("def f(x):\n    return A(), x", [(0, ("m.A",))]),
     ],
