@@ -5,8 +5,11 @@ bench/results/precision_untuned18.md), each checked against dynamo (torch 2.13).
 1. a stored module's call gives its `forward`'s result class (`-> Normal`);
 2. an annotated property read in a tuple assignment, then the local reassigned to a method's
    result (`cov = cov.evaluate()`, `-> "Dense"`): the call after runs the new class's method;
-3. an item of the tuple a function returns (`_, dense = moments(x)`, `return Covariance(x), Dense(x)`).
-(fixtures/reach18/flow_pkg)
+3. an item of the tuple a function returns (`_, dense = moments(x)`, `return Covariance(x), Dense(x)`)
+(fixtures/reach18/flow_pkg);
+4. FL101: `torch._check_tensor_all(cond)` reads the condition with `.item()` inside torch (gb0124),
+   here in a helper of another folder that its `__init__` re-exports, under `is_tracing()`
+   (transformers' `torch_compilable_check`, D-FINE and DEIMv2; fixtures/reach18/checks_pkg).
 """
 
 from __future__ import annotations
@@ -36,19 +39,14 @@ def test_methods_on_values_that_flow_from_calls_and_properties_are_reached():
     assert _flow_findings() == {("distributions.py", n): "FL101" for n in (22, 25, 38)}
 
 
-def test_dynamo_breaks_where_the_flow_is_flagged():
+def test_dynamo_breaks_where_the_flow_is_flagged(monkeypatch):
     torch = pytest.importorskip("torch")
-    import sys
+    monkeypatch.syspath_prepend(str(FLOW))
+    from flow_pkg.distributions import moments
+    from flow_pkg.objective import Objective
 
-    sys.path.insert(0, str(FLOW))
-    try:
-        from flow_pkg.objective import Objective
-    finally:
-        sys.path.remove(str(FLOW))
     # One compile per break: the first break inside forward's callees runs the rest eagerly.
     model, path = Objective(), str(FLOW / "flow_pkg" / "distributions.py")
-    from flow_pkg.distributions import moments
-
     calls = [
         lambda x, y: model.likelihood(x).log_prob(y),
         lambda x, y: model.likelihood(x).covariance.evaluate().logdet(),
@@ -81,3 +79,22 @@ def _items(source: str) -> list[tuple[int, tuple[str, ...]]]:
 )
 def test_tuple_items_come_from_the_annotation_or_every_return(source, items):
     assert _items(source) == items
+
+
+CHECKS = FLOW / "checks_pkg"
+
+
+def test_a_tensor_check_reached_through_a_re_export_is_flagged():
+    # 20: `torch._check_tensor_all(cond)` under `is_tracing()`; 24 runs only when not compiling.
+    config = Config(root=FLOW, select=("FL1",))
+    found = lint_tree(discover([str(CHECKS)], config), CATALOG, config, jobs=1).findings
+    assert {(Path(f.span.path).name, f.span.line, f.code) for f in found} == {("checks.py", 20, "FL101")}
+
+
+def test_dynamo_breaks_in_the_tensor_check(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(FLOW))
+    from checks_pkg.models.boxes import Boxes
+
+    boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0]])
+    assert logged_break_lines(Boxes(), boxes, filename=str(CHECKS / "utils" / "checks.py")) == {20}
