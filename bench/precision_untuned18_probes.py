@@ -1,13 +1,15 @@
 """Dynamo checks behind bench/results/precision_untuned18.md (FL1 recall and precision on
 torch-uncertainty 0.13.0, the HELD-OUT package of reach18; entry points chosen by the rule written
-there before any lint; torch 2.13 CPU).
+there before any lint). torch 2.14.1 with torchvision 0.29.1 on the CPU, in a venv of their own: PyPI's
+torchvision 0.28 is a CUDA build that does not load beside the CPU torch 2.13 (docs/NOTES.md, Environment).
 
 Every model builder of `torch_uncertainty.models`, every layer of `torch_uncertainty.layers` and every
 metric of `torch_uncertainty.metrics`, built from one table of argument values (`FILL`), compiled
 whole: models and layers in eval under no_grad and "train" with backward, metrics' `update` then
 `compute`. Break sites come from dynamo's `graph_breaks` log (bench/break_probe.py).
 
-    cd bench && PYTHONPATH=$PWD/..:$PWD python precision_untuned18_probes.py [--json SITES.json]
+    python3 -m venv V && V/bin/pip install torch==2.14.1 torchvision==0.29.1 torch-uncertainty==0.13.0 lightning rich
+    cd bench && PYTHONPATH=$PWD/..:$PWD V/bin/python precision_untuned18_probes.py [--json SITES.json]
 
 `--json` writes every torch_uncertainty break site (package, model, file from the package root,
 line, gb id): bench/results/precision_untuned18_sites.json, which `bench/rescore_judged.py --recall`

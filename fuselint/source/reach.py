@@ -1077,6 +1077,7 @@ class Index:
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+        self._instances: dict[str, list[tuple[str, str]]] = {}  # `instance_classes` from the top
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
         """The values of the dispatch table `qualname` names in the tree, following re-exports."""
@@ -1317,6 +1318,13 @@ class Index:
         through returns of other functions' results). Value flow: `X.m` is what member `m` gives
         on an instance of X (a method's or property's result, the classes stored on `self.m`,
         `X.__call__` a module's `forward`'s), and `X[i]` item i of the tuple X returns."""
+        if depth == 0:
+            if qualname not in self._instances:
+                self._instances[qualname] = self._instance_classes(qualname)
+            return self._instances[qualname]
+        return self._instance_classes(qualname, depth)
+
+    def _instance_classes(self, qualname: str, depth: int = 0) -> list[tuple[str, str]]:
         cls = self._class(qualname)
         if cls is not None:
             return [cls]
