@@ -6,12 +6,15 @@ torchvision 0.28 is a CUDA build that does not load beside the CPU torch 2.13 (d
 Every model builder of `torch_uncertainty.models`, every layer of `torch_uncertainty.layers` and every
 metric of `torch_uncertainty.metrics`, built from one table of argument values (`FILL`), compiled
 whole: models and layers in eval under no_grad and "train" with backward, metrics' `update` then
-`compute`. Break sites come from dynamo's `graph_breaks` log (bench/break_probe.py).
+`compute`. Break sites come from dynamo's `graph_breaks` log (bench/break_probe.py); a call that
+fails (a build or compile ERROR row) gives none.
 
     python3 -m venv V && V/bin/pip install torch==2.14.1 torchvision==0.29.1 torch-uncertainty==0.13.0 lightning rich
     cd bench && PYTHONPATH=$PWD/..:$PWD V/bin/python precision_untuned18_probes.py [--json SITES.json]
 
-`--json` writes every torch_uncertainty break site (package, model, file from the package root,
+`--groups models,layers,metrics` (the default: all three) runs only the named groups, so that the
+slow model compiles and the quick layer and metric ones can run in two processes; each writes its
+own `--json`, and the sites file is their concatenation. `--json` writes every torch_uncertainty break site (package, model, file from the package root,
 line, gb id): bench/results/precision_untuned18_sites.json, which `bench/rescore_judged.py --recall`
 scores.
 """
@@ -22,9 +25,10 @@ import inspect
 import sys
 
 import torch
-from break_probe import CallWith, probe_main
+from break_probe import CallWith, compile_run, listen, package_site, probe_header, probe_rows, write_sites
 
 PACKAGES = ("torch_uncertainty",)
+GROUPS = ("models", "layers", "metrics")
 # The one table the rule fills required arguments from (the smallest documented value).
 FILL = {
     "in_channels": 3, "num_classes": 10, "arch": 18, "num_estimators": 2, "alpha": 2, "gamma": 1,
@@ -79,8 +83,9 @@ def runs() -> list:
     import torch_uncertainty.metrics as metrics
     import torch_uncertainty.models as models
 
+    groups = sys.argv[sys.argv.index("--groups") + 1].split(",") if "--groups" in sys.argv else GROUPS
     out = []
-    for name in sorted(n for n in vars(models) if not n.startswith("_")):
+    for name in sorted(n for n in vars(models) if not n.startswith("_") and "models" in groups):
         builder = getattr(models, name)
         if not inspect.isfunction(builder):
             continue
@@ -92,7 +97,7 @@ def runs() -> list:
         x = model_input(name)
         out += [(name, make, (x,)), (f"train {name}", make, (x,))]
     layer_fill = {**FILL, "in_channels": LAYER_CHANNELS}
-    for name in sorted(n for n in vars(layers) if not n.startswith("_")):
+    for name in sorted(n for n in vars(layers) if not n.startswith("_") and "layers" in groups):
         cls = getattr(layers, name)
         if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
             continue
@@ -106,7 +111,7 @@ def runs() -> list:
     gen = torch.Generator().manual_seed(0)
     probs = torch.randn(16, 10, generator=gen).softmax(-1)
     target = torch.randint(0, 10, (16,), generator=gen)
-    for name in sorted(n for n in vars(metrics) if not n.startswith("_")):
+    for name in sorted(n for n in vars(metrics) if not n.startswith("_") and "metrics" in groups):
         cls = getattr(metrics, name)
         if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
             continue
@@ -124,5 +129,23 @@ def runs() -> list:
     return out
 
 
+def run(label, fn, args, breaks, kwargs=None):
+    """`compile_run`, with no sites for a call that failed: the rule drops an entry whose call fails
+    on its inputs (a misuse, such as a wrong embedding size, is no break of the entry)."""
+    row, sites = compile_run(
+        label,
+        fn,
+        args,
+        breaks,
+        lambda path: package_site(path, PACKAGES, "precision_untuned18_probes.py"),
+        kwargs,
+    )
+    return row, [] if "compile ERROR" in row else sites
+
+
 if __name__ == "__main__":
-    probe_main(runs, PACKAGES, "precision_untuned18_probes.py", sys.argv)
+    out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    breaks = listen()
+    torch.manual_seed(0)
+    probe_header()
+    write_sites(out, probe_rows(runs(), run, PACKAGES, breaks, build=True))
