@@ -10,7 +10,10 @@ whole: models and layers in eval under no_grad and "train" with backward, metric
 fails (a build or compile ERROR row) gives none.
 
     python3 -m venv V && V/bin/pip install torch==2.14.1 torchvision==0.29.1 torch-uncertainty==0.13.0 lightning rich
-    cd bench && PYTHONPATH=$PWD/..:$PWD V/bin/python precision_untuned18_probes.py [--json SITES.json]
+    cd bench && CUDA_VISIBLE_DEVICES= PYTHONPATH=$PWD/..:$PWD V/bin/python precision_untuned18_probes.py [--json SITES.json]
+
+(`CUDA_VISIBLE_DEVICES=` empty: that CUDA build of torch otherwise loads NVML for every fake tensor
+dynamo makes on a machine without a GPU, which made a model's compile take minutes instead of seconds.)
 
 `--groups models,layers,metrics` (the default: all three) runs only the named groups, so that the
 slow model compiles and the quick layer and metric ones can run in two processes; each writes its
