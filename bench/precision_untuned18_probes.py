@@ -25,6 +25,7 @@ scores.
 from __future__ import annotations
 
 import inspect
+import signal
 import sys
 
 import torch
@@ -32,6 +33,7 @@ from break_probe import CallWith, compile_run, listen, package_site, probe_heade
 
 PACKAGES = ("torch_uncertainty",)
 GROUPS = ("models", "layers", "metrics")
+LIMIT_S = 300  # seconds one call may compile
 # The one table the rule fills required arguments from (the smallest documented value).
 FILL = {
     "in_channels": 3, "num_classes": 10, "arch": 18, "num_estimators": 2, "alpha": 2, "gamma": 1,
@@ -132,17 +134,28 @@ def runs() -> list:
     return out
 
 
+def _out_of_time(_signum, _frame):
+    raise TimeoutError(f"over {LIMIT_S} s")
+
+
 def run(label, fn, args, breaks, kwargs=None):
     """`compile_run`, with no sites for a call that failed: the rule drops an entry whose call fails
-    on its inputs (a misuse, such as a wrong embedding size, is no break of the entry)."""
-    row, sites = compile_run(
-        label,
-        fn,
-        args,
-        breaks,
-        lambda path: package_site(path, PACKAGES, "precision_untuned18_probes.py"),
-        kwargs,
-    )
+    on its inputs (a misuse, such as a wrong embedding size, is no break of the entry). A call that
+    compiles for more than `LIMIT_S` seconds is stopped and fails too (the Bayesian models re-sample
+    their weights by assigning module attributes, and dynamo retraced them for over ten minutes)."""
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.alarm(LIMIT_S)
+    try:
+        row, sites = compile_run(
+            label,
+            fn,
+            args,
+            breaks,
+            lambda path: package_site(path, PACKAGES, "precision_untuned18_probes.py"),
+            kwargs,
+        )
+    finally:
+        signal.alarm(0)
     return row, [] if "compile ERROR" in row else sites
 
 
