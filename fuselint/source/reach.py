@@ -89,7 +89,8 @@ class ClassSummary(NamedTuple):
     # across files (the setter is usually a base's).
     keyword_setters: frozenset[str] = frozenset()
     keyword_stores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    # method -> the classes of the tree its result is an instance of (`returned_classes`)
+    # method (or `method[i]`, item i of its tuple) -> the classes of the tree its result is an
+    # instance of (`result_classes`)
     returns: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
@@ -106,7 +107,8 @@ class FileSummary:
     # that are functions or classes (`SOLVERS = {"rk4": RK4, ...}`), sorted; and a factory
     # function -> the functions or classes its returns name (`factory_values`).
     tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # function -> the classes of the tree its result is an instance of (`returned_classes`)
+    # function (or `function[i]`) -> the classes of the tree its result is an instance of
+    # (`result_classes`)
     returns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
@@ -200,10 +202,8 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
                 tables[stmt.name] = found
     returns = {}
     for stmt in _top_statements(tree):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-            found := returned_classes(stmt, local)
-        ):
-            returns[stmt.name] = found
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            returns.update(result_classes(stmt, local))
     return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns)
 
 
@@ -221,6 +221,52 @@ def returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSu
             return ()
         found.update(built)
     return tuple(sorted(found))
+
+
+def result_classes(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary
+) -> dict[str, tuple[str, ...]]:
+    """What `FileSummary.returns` and `ClassSummary.returns` keep of a function: under its name the
+    classes its result is (`returned_classes`), under `name[i]` those of item i of a tuple it
+    returns (`a, b = f(...)`: `tuple_items`)."""
+    found = {fn.name: classes} if (classes := returned_classes(fn, summary)) else {}
+    found.update((f"{fn.name}[{i}]", classes) for i, classes in tuple_items(fn, summary))
+    return found
+
+
+def tuple_items(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary
+) -> list[tuple[int, tuple[str, ...]]]:
+    """Per item of the tuple a function returns, the classes of the tree it is an instance of:
+    those the annotation names (`-> tuple[A, B]`, `Tuple[A, B]`), else those every `return a, b`
+    builds at that position. Items of unknown class are left out."""
+    annotation = fn.returns
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return []
+    if annotation is not None:
+        wrapper = annotation.value if isinstance(annotation, ast.Subscript) else None
+        name = wrapper.attr if isinstance(wrapper, ast.Attribute) else getattr(wrapper, "id", None)
+        if name not in ("tuple", "Tuple") or not isinstance(annotation.slice, ast.Tuple):
+            return []
+        items = annotation.slice.elts
+        if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in items):
+            return []  # `tuple[A, ...]`: no position is known
+        found = [(i, tuple(sorted(set(_annotated_classes(e, summary))))) for i, e in enumerate(items)]
+        return [(i, classes) for i, classes in found if classes]
+    returns = _own_returns(fn) or []
+    if not returns or not all(isinstance(r.value, ast.Tuple) for r in returns):
+        return []
+    if len({len(r.value.elts) for r in returns}) != 1:
+        return []
+    out = []
+    for i in range(len(returns[0].value.elts)):
+        built = [_constructed(r.value.elts[i], summary, {}) for r in returns]
+        if all(b and not any(outside(q) for q in b) for b in built):
+            out.append((i, tuple(sorted({q for b in built for q in b}))))
+    return out
 
 
 def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return] | None:
@@ -347,7 +393,7 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
         properties,
         unbound,
         keyword_setters=frozenset(m.name for m in methods if _stores_keywords(m)),
-        returns=tuple((m.name, found) for m in methods if (found := returned_classes(m, local))),
+        returns=tuple(item for m in methods for item in result_classes(m, local).items()),
         keyword_stores=tuple(
             (method, attr, tuple(sorted(q for q in found if not outside(q))))
             for (method, attr), found in sorted(keyword_calls.items())
@@ -475,12 +521,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
             handed_by[id(fn.cls)] = _stored_arguments(fn.cls)
         handed = handed_by.get(id(fn.cls), frozenset())
         instances = _annotated_parameters(fn.node, summary, flow)
-        for site in flow.of(ast.Assign):
-            stmt = site.node
-            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                built = _built(stmt.value, summary, tables, made) or _self_result(stmt.value, owner, values)
-                if built:
-                    instances[stmt.targets[0].id] = built
+        _local_values(flow, summary, owner, values, tables, made, instances)
         iterated = _iterated_attributes(flow)
         called = {id(site.node.func) for site in flow.of(ast.Call)}
         for site in flow.of(ast.Attribute):
@@ -777,6 +818,93 @@ def _built(
     return [("instance", built[0], None)] if len(built) == 1 else []
 
 
+def _local_values(
+    flow,
+    summary: FileSummary,
+    owner: str | None,
+    values: frozenset[str],
+    tables: Mapping[str, tuple[str, ...]],
+    made: Mapping[str, tuple[str, str]],
+    instances: dict[str, list[tuple[str, str, str | None]]],
+) -> None:
+    """Value flow for method dispatch, into `instances`: a local is an instance of whatever every
+    assignment to it gives (`_value_of`), in source order, so that `covar = covar.evaluate_kernel()`
+    reads what `covar` was; `a, b = f(...)` gives item i of f's tuple, `a, b = x, y` each its own."""
+    for site in sorted(flow.of(ast.Assign), key=lambda site: (site.node.lineno, site.node.col_offset)):
+        stmt = site.node
+        if len(stmt.targets) != 1:
+            continue
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Name):
+            pairs = [(target.id, _value_of(value, summary, owner, values, tables, made, instances))]
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            if isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts):
+                pairs = [
+                    (e.id, _value_of(v, summary, owner, values, tables, made, instances))
+                    for e, v in zip(target.elts, value.elts, strict=True)
+                ]
+            else:
+                whole = _value_of(value, summary, owner, values, tables, made, instances)
+                pairs = [
+                    (
+                        e.id,
+                        [("instance", f"{q}[{i}]", label) for form, q, label in whole if form == "instance"],
+                    )
+                    for i, e in enumerate(target.elts)
+                ]
+        else:
+            continue
+        for name, found in pairs:
+            if found:
+                known = instances.setdefault(name, [])
+                known.extend(f for f in found if f not in known)
+
+
+def _value_of(
+    expr: ast.expr,
+    summary: FileSummary,
+    owner: str | None,
+    values: frozenset[str],
+    tables: Mapping[str, tuple[str, ...]],
+    made: Mapping[str, tuple[str, str]] | None,
+    instances: Mapping[str, list[tuple[str, str, str | None]]],
+) -> list[tuple[str, str, str | None]]:
+    """What class `expr`'s value is an instance of, as (form, qualname, label) for `Index`: a class
+    built (`_built`), `self.m(...)`'s result, and, on a value whose class is known (`self` or a
+    local of `instances`), a method's or a stored callable's result (`x.m(...)`: "X.m",
+    `self.lik(...)`: "Owner.lik.__call__") or an attribute read (`x.p`, `self.p`: a property's
+    result or what is stored there). [] when unknown."""
+    built = _built(expr, summary, tables, made) or _self_result(expr, owner, values)
+    if built:
+        return built
+    call = expr.func if isinstance(expr, ast.Call) else None
+    if call is not None and owner is not None and (stored := _self_attr(call)) is not None:
+        return [("instance", f"{owner}.{stored}.__call__", None)]  # `_self_result` took the methods
+    if isinstance(call, ast.Attribute):
+        return [
+            ("instance", f"{q}.{call.attr}", label)
+            for form, q, label in _receiver(call.value, owner, instances)
+        ]
+    if isinstance(expr, ast.Attribute) and isinstance(expr.ctx, ast.Load):
+        return [
+            ("instance", f"{q}.{expr.attr}", label)
+            for form, q, label in _receiver(expr.value, owner, instances)
+        ]
+    return []
+
+
+def _receiver(
+    expr: ast.expr, owner: str | None, instances: Mapping[str, list[tuple[str, str, str | None]]]
+) -> list[tuple[str, str, str | None]]:
+    """The known classes of a receiver: `self` is the caller's class; a local, what `instances`
+    holds (only the "instance" form: a table's classes are resolved by `Index.targets` alone)."""
+    if isinstance(expr, ast.Name) and expr.id == "self":
+        return [("instance", owner, None)] if owner is not None else []
+    if isinstance(expr, ast.Name):
+        return [f for f in instances.get(expr.id, ()) if f[0] == "instance"]
+    return []
+
+
 def _annotated_parameters(fn, summary: FileSummary, flow) -> dict[str, list[tuple[str, str, str | None]]]:
     """Parameters annotated with classes of the tree and never rebound (`def f(op: LinearOperator)`):
     a method called on one runs that class's definition, as on an instance built there."""
@@ -857,9 +985,11 @@ def _call_targets(
             # `self.updater.step()`: a method of the instance the class stores on `self.updater`
             # (`self(...)`-style calls of a stored module are its forward, an entry of its own).
             handed = stored in (values_handed or ())
-            return [("stored", owner, f"{stored}.{func.attr}", None), *_named(func.attr, handed)]
+            # Not set on self: `self.p` may be a property, whose result's method runs.
+            read = [] if stored in values else [("instance", f"{owner}.{stored}", func.attr, None)]
+            return [("stored", owner, f"{stored}.{func.attr}", None), *read, *_named(func.attr, handed)]
         if isinstance(value, ast.Call):  # GreedySearch(3).decode(x), TABLE[key](...).run(x)
-            built = _built(value, summary, tables, made) or _self_result(value, owner, values)
+            built = _value_of(value, summary, owner, values, tables, made, instances)
             if built:
                 return [(form, q, func.attr, label) for form, q, label in built]
             qual = summary.qualify(value.func)
@@ -947,6 +1077,7 @@ class Index:
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+        self._instances: dict[str, list[tuple[str, str]]] = {}  # `instance_classes` from the top
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
         """The values of the dispatch table `qualname` names in the tree, following re-exports."""
@@ -1163,14 +1294,15 @@ class Index:
                     out.append((*hit, False))
             return sorted(set(out))
         if call.form == "property":
-            cls = self._class(call.qualname)
-            for owner_path, owner in self.classes_of(*cls) if cls else ():
-                found = self.summaries[owner_path].classes[owner]
-                if call.attr in found.methods:
-                    return (
-                        [(owner_path, f"{owner}.{call.attr}", False)] if call.attr in found.properties else []
-                    )
-            return []
+            out = set()
+            for cls in self.instance_classes(call.qualname):
+                hit = self.method(*cls, call.attr)
+                if (
+                    hit is not None
+                    and call.attr in self.summaries[hit[0]].classes[hit[1].split(".")[0]].properties
+                ):
+                    out.add((*hit, False))
+            return sorted(out)
         if call.form == "instance":
             out = set()
             for cls in self.instance_classes(call.qualname):
@@ -1183,26 +1315,53 @@ class Index:
     def instance_classes(self, qualname: str, depth: int = 0) -> list[tuple[str, str]]:
         """The classes of the tree an "instance" of `qualname` may be: the class it names, or the
         classes that the function or method it names returns (`FileSummary.returns`, followed
-        through returns of other functions' results)."""
+        through returns of other functions' results). Value flow: `X.m` is what member `m` gives
+        on an instance of X (a method's or property's result, the classes stored on `self.m`,
+        `X.__call__` a module's `forward`'s), and `X[i]` item i of the tuple X returns."""
+        if depth == 0:
+            if qualname not in self._instances:
+                self._instances[qualname] = self._instance_classes(qualname)
+            return self._instances[qualname]
+        return self._instance_classes(qualname, depth)
+
+    def _instance_classes(self, qualname: str, depth: int = 0) -> list[tuple[str, str]]:
         cls = self._class(qualname)
         if cls is not None:
             return [cls]
-        found = self.lookup(qualname)
-        if found is None or depth >= _MAX_DEPTH:
+        if depth >= _MAX_DEPTH:
             return []
-        path, head, member = found
-        summary = self.summaries[path]
-        if member is None:
-            names = summary.returns.get(head, ())
-        else:
-            hit = self.method(path, head, member)
-            if hit is None:
-                return []
-            names = dict(self.summaries[hit[0]].classes[hit[1].split(".")[0]].returns).get(member, ())
+        base, item = qualname, ""
+        if qualname.endswith("]") and "[" in qualname:
+            base, _, index = qualname[:-1].rpartition("[")
+            item = f"[{index}]"
+        found = self.lookup(base)
+        if found is not None and found[2] is None:
+            names = self.summaries[found[0]].returns.get(found[1] + item, ())
+        elif found is not None:
+            names = self._member_result(found[0], found[1], found[2], item)
+        else:  # `X.m` where X is itself a value: m on each class X may be
+            prefix, _, member = base.rpartition(".")
+            names = []
+            for owner in self.instance_classes(prefix, depth + 1) if prefix else ():
+                names.extend(q for q in self._member_result(*owner, member, item) if q not in names)
         out: list[tuple[str, str]] = []
         for name in names:
             out.extend(c for c in self.instance_classes(name, depth + 1) if c not in out)
         return out
+
+    def _member_result(self, path: str, name: str, member: str, item: str = "") -> list[str]:
+        """The classes that member `member` of class `name` gives: a method's or property's result
+        (item `item` of it), the classes stored on `self.member`; `__call__` without a definition
+        in the tree is the module's `forward`."""
+        hit = self.method(path, name, member)
+        if hit is None and member == "__call__":
+            hit = self.method(path, name, "forward")
+        if hit is not None:
+            method = hit[1].split(".")[1]
+            return list(
+                dict(self.summaries[hit[0]].classes[hit[1].split(".")[0]].returns).get(method + item, ())
+            )
+        return [] if item else self.stored_classes(path, name, member)
 
     def _applied(self, path: str, name: str) -> list[tuple[str, str, bool | str]]:
         """`Fn.apply(x, ...)` of a class whose `forward` is a static method (an `autograd.Function`,

@@ -41,6 +41,9 @@ _SIZE_KEYWORD_FUNCTIONS = frozenset(
     {"torch.nn.functional.interpolate", "torch.nn.functional.upsample", "torch.nn.functional.upsample_bilinear",
      "torch.nn.functional.upsample_nearest"}
 )  # fmt: skip
+# torch's tensor checks read their condition with `.item()` inside torch (gb0124, torch 2.13), whatever
+# it is: `torch._assert_async(cond.all())` checks the same on the device without a break.
+_TENSOR_CHECKS = frozenset({"torch._check_tensor_all", "torch._check_tensor_all_with"})
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod)
 
 
@@ -72,6 +75,8 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
             return f"`{func.id}({describe(tensor_args[0], 30)})` reads a tensor on the host"
         return None
     qual = sf.imports.qualname(func)
+    if qual in _TENSOR_CHECKS:
+        return f"`{qual}` reads its condition on the host (gb0124)"
     if qual is not None:
         moved = [a for a in call.args if _is_cpu_copy(a)]
         if moved and not qual.startswith("torch."):
