@@ -25,6 +25,7 @@ from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.scope import ModelFunction
 from fuselint.source.size_displays import host_made, size_parts
+from fuselint.source.tensor_checks import tensor_check_fix
 from fuselint.source.wrapped_numbers import wrapped_numbers
 
 _SYNC_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "numpy": "`.numpy()`"}
@@ -595,7 +596,8 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                 continue
             what = _sync_call(site, flow, sf)
             if what is not None:
-                yield finding(sf, rule, site.node, f"{what}: {rule.message}", path=site.path)
+                fix = tensor_check_fix(sf, site.node)
+                yield finding(sf, rule, site.node, f"{what}: {rule.message}", fix, path=site.path)
         values = None  # the function's single-assignment names, built on first need
         for site in flow.of(ast.Subscript):
             if _indexes_tensor(site, flow):
