@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from fuselint import __version__
@@ -613,6 +614,41 @@ def excluded_anywhere(path: Path, config: Config) -> bool:
 # ---------------------------------------------------------------- cache and pool
 
 
+# The cache file's layout (a dict of `CacheEntry`); part of its name, so that a build reading
+# another layout never finds that file.
+CACHE_FORMAT = "entries-2"
+
+
+@dataclass
+class CacheEntry:
+    """One file's cached result: the digest of the bytes it was linted from, the files its calls
+    reach, its summary, and the rest of its result as a pickle, unpickled when first read.
+
+    A run reads every file's summary (reach resolves names through them) but the findings and
+    calls only of the files it names and of their callers: a pre-commit run on one file of
+    transformers/models reads ~300 of 2,544 results."""
+
+    digest: bytes
+    targets: frozenset[str]
+    summary: FileSummary | None
+    rest: bytes = field(repr=False)  # the pickled FileResult without its summary
+
+    @classmethod
+    def of(cls, digest: bytes, result: FileResult, targets: frozenset[str]) -> CacheEntry:
+        rest = pickle.dumps(replace(result, summary=None), protocol=pickle.HIGHEST_PROTOCOL)
+        return cls(digest, targets, result.summary, rest)
+
+    @cached_property
+    def result(self) -> FileResult:
+        return replace(pickle.loads(self.rest), summary=self.summary)
+
+    def __getstate__(self) -> tuple:
+        return self.digest, self.targets, self.summary, self.rest
+
+    def __setstate__(self, state: tuple) -> None:
+        self.digest, self.targets, self.summary, self.rest = state
+
+
 @dataclass(frozen=True)
 class Cache:
     """Results per file (findings, and the summary and calls that whole-program reach needs),
@@ -629,6 +665,7 @@ class Cache:
     def for_settings(cls, root: Path, catalog: Catalog, config: Config) -> Cache:
         digest = hashlib.sha256()
         digest.update(__version__.encode())
+        digest.update(CACHE_FORMAT.encode())
         digest.update(_code_stamp().encode())
         for rule in catalog:
             digest.update(Path(rule.path).read_bytes() if rule.path else rule.code.encode())
@@ -643,9 +680,15 @@ class Cache:
             # Unpickling the tree's results (megabytes of small objects) runs 3-4 times faster
             # without the collector scanning them as they are made.
             with self.path.open("rb") as fh, collector_paused():
-                return pickle.load(fh)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+                entries = pickle.load(fh)
+                # They live until the run ends: the collector need not scan them ever again (its
+                # first pass after the load took a third of a warm one-file run).
+                gc.freeze()
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
             return {}
+        if not isinstance(entries, dict) or not all(isinstance(e, CacheEntry) for e in entries.values()):
+            return {}  # another format (an older build's)
+        return entries
 
     def save(self, entries: dict[str, CacheEntry]) -> None:
         try:
@@ -703,7 +746,6 @@ def _lint_batch(items: list[Item]) -> list[tuple[str, FileResult]]:
 # Rounds of reach after which the linter stops even if roots still change (each round can only
 # add roots, shorten a path or add an argument kind, so real trees settle in two or three).
 MAX_ROUNDS = 8
-CacheEntry = tuple[bytes, FileResult, frozenset[str]]  # content digest, result, files its calls reach
 
 
 class _Linter:
@@ -759,7 +801,7 @@ def _settle(
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
         index = Index(known)
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
-        for n, extra in inherited_modules(index).items():
+        for n, extra in inherited_modules(index, names).items():
             found[n] = (*extra, *found.get(n, ()))
         # A root that the file's own entries already reach adds nothing (and re-linting for it
         # would cost a parse): modular files' `super().forward(...)` name other files' forwards.
@@ -835,22 +877,22 @@ def lint_tree(
     results: dict[str, FileResult] = {}
     todo: list[Item] = []
     for name in names:
-        hit = _entry(entries, name)
-        if hit is not None and keys[name] is not None and hit[0] == keys[name]:
-            results[name] = hit[1]
+        hit = entries.get(name)
+        if hit is not None and keys[name] is not None and hit.digest == keys[name]:
+            results[name] = hit.result
         else:
             # Start from the roots it had: after a small edit they are still right, saving a round.
-            todo.append((name, hit[1].reached if hit is not None else (), None))
+            todo.append((name, hit.result.reached if hit is not None else (), None))
     in_run = set(names)
     outside: dict[str, FileResult] = {}
     summaries: dict[str, FileSummary] = {}
     for name, entry in sorted(entries.items()):
-        if name in in_run or _entry(entries, name) is None:
+        if name in in_run:
             continue
-        if entry[1].summary is not None:
-            summaries[name] = entry[1].summary
-        if entry[2] & in_run and entry[1].calls and _content_key(Path(name)) == entry[0]:
-            outside[name] = entry[1]
+        if entry.summary is not None:
+            summaries[name] = entry.summary
+        if entry.targets & in_run and entry.result.calls and _content_key(Path(name)) == entry.digest:
+            outside[name] = entry.result
     summaries.update(_package_summaries(names, in_run, summaries))
     lint = _Linter(catalog, config, jobs)
     try:
@@ -863,12 +905,12 @@ def lint_tree(
         for name in names:
             if keys[name] is None:
                 continue
-            hit = _entry(entries, name)
+            hit = entries.get(name)
             # The pattern result serves only this run's rounds: a changed text is linted afresh.
             stored = replace(results[name], patterns=None)
-            if hit is None or hit[0] != keys[name] or hit[1] != stored:
+            if hit is None or hit.digest != keys[name] or hit.result != stored:
                 targets = frozenset(p for call in stored.calls for p, _n, _b in index.targets(call))
-                entries[name] = (keys[name], stored, targets - {name})
+                entries[name] = CacheEntry.of(keys[name], stored, targets - {name})
                 changed = True
         if changed:
             cache.save(entries)
@@ -896,14 +938,6 @@ def _package_summaries(
             continue
         found[init] = summarize(tree, *module_name(init))
     return found
-
-
-def _entry(entries: dict, name: str) -> CacheEntry | None:
-    """A cache entry of this build's shape (an older pickle may hold other tuples)."""
-    entry = entries.get(name)
-    if isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[1], FileResult):
-        return entry
-    return None
 
 
 def lint_paths(

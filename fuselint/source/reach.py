@@ -947,6 +947,7 @@ class Index:
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+        self._classes: dict[str, tuple[str, str] | None] = {}
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
         """The values of the dispatch table `qualname` names in the tree, following re-exports."""
@@ -1020,7 +1021,8 @@ class Index:
             self._definers = {}
             for path in sorted(self.summaries):
                 for name, cls in sorted(self.summaries[path].classes.items()):
-                    for method in sorted(cls.methods - cls.properties - cls.unbound):
+                    # Each list is in path and class order; a class adds one item to each.
+                    for method in cls.methods - cls.properties - cls.unbound:
                         self._definers.setdefault(method, []).append((path, f"{name}.{method}", False))
         found = self._definers.get(attr, [])
         return found if len(found) <= _MAX_OVERRIDES else []
@@ -1085,10 +1087,14 @@ class Index:
         return sorted(found)
 
     def _class(self, qualname: str) -> tuple[str, str] | None:
-        found = self.lookup(qualname)
-        if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].classes:
-            return None
-        return found[0], found[1]
+        # Asked once per base of every class of the tree (`subclasses`), mostly for a few bases.
+        if qualname not in self._classes:
+            found = self.lookup(qualname)
+            if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].classes:
+                self._classes[qualname] = None
+            else:
+                self._classes[qualname] = found[0], found[1]
+        return self._classes[qualname]
 
     def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
         """(path, "f" or "Class.method", explicit self) for each function the call may run; with
@@ -1222,12 +1228,13 @@ class Index:
         return out
 
 
-def inherited_modules(index: Index) -> dict[str, tuple[Reached, ...]]:
+def inherited_modules(index: Index, paths: Iterable[str] | None = None) -> dict[str, tuple[Reached, ...]]:
     """Classes that are nn.Modules only through a base of another file (nflows' `class
     ActNorm(Transform)`, `Transform(nn.Module)` in its own file): per file, a `^Class` root naming
-    each, with the base that makes it one, so that its `forward` is an entry like any module's."""
+    each, with the base that makes it one, so that its `forward` is an entry like any module's.
+    `paths`: only these files' (of the index's)."""
     roots: dict[str, list[Reached]] = {}
-    for path in sorted(index.summaries):
+    for path in sorted(index.summaries if paths is None else set(paths) & index.summaries.keys()):
         for name, cls in index.summaries[path].classes.items():
             if cls.module or not MODULE_ENTRIES & set(cls.methods):
                 continue
