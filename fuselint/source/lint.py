@@ -348,14 +348,16 @@ def lint_unit(
     config: Config,
     reached: tuple[Reached, ...] = (),
     patterns: PatternResult | None = None,
+    summary: FileSummary | None = None,
 ) -> FileResult:
     """`lint_text`, with the file's summary and outgoing calls for whole-program reach.
-    `patterns`: the pattern rules' result on this same text, when an earlier round has it."""
+    `patterns` and `summary`: the pattern rules' result and the summary of this same text, when
+    an earlier round has them (roots change neither)."""
     # One file's analysis allocates millions of objects that die by reference count, and the
     # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
     # transformers/models); it runs after the file instead, for the cycles the file left.
     with collector_paused(), remembered_walks():
-        return _lint_unit(path, text, catalog, config, reached, patterns)
+        return _lint_unit(path, text, catalog, config, reached, patterns, summary)
 
 
 @contextmanager
@@ -378,6 +380,7 @@ def _lint_unit(
     config: Config,
     reached: tuple[Reached, ...],
     patterns: PatternResult | None,
+    summary: FileSummary | None,
 ) -> FileResult:
     PARSED["files"] += 1
     try:
@@ -392,7 +395,8 @@ def _lint_unit(
         return FileResult(
             (_parse_error(path, f"file does not parse: {exc}"),) if config.enabled("FL000", path) else ()
         )
-    summary = summarize(sf.tree, *module_name(path))
+    if summary is None:
+        summary = summarize(sf.tree, *module_name(path))
     findings, calls, local, patterns = _check(sf, catalog, config, reached, summary, patterns)
     return FileResult(tuple(findings), summary, calls, reached, local, patterns)
 
@@ -538,12 +542,13 @@ def lint_file(
     config: Config,
     reached: tuple[Reached, ...] = (),
     patterns: PatternResult | None = None,
+    summary: FileSummary | None = None,
 ) -> FileResult:
     text, _encoding, error = read_source(path)
     if error is not None:
         return FileResult((error,) if config.enabled("FL000", str(path)) else (), reached=reached)
     try:
-        return lint_unit(str(path), text, catalog, config, reached, patterns)
+        return lint_unit(str(path), text, catalog, config, reached, patterns, summary)
     except Exception as exc:
         # Without the path, "internal error: KeyError" in a run over 3000 files helps nobody.
         raise LintCrash(f"{path}: {type(exc).__name__}: {exc}") from exc
@@ -733,14 +738,14 @@ def _init_worker(extra_rules: tuple[str, ...], config: Config) -> None:
     _WORKER_STATE = (load_catalog(extra_rules), config)
 
 
-# A file to lint: its name, its roots, and the pattern rules' result when a round has it.
-Item = tuple[str, tuple[Reached, ...], PatternResult | None]
+# A file to lint: its name, its roots, and the pattern rules' result and summary when a round has them.
+Item = tuple[str, tuple[Reached, ...], PatternResult | None, FileSummary | None]
 
 
 def _lint_batch(items: list[Item]) -> list[tuple[str, FileResult]]:
     assert _WORKER_STATE is not None
     catalog, config = _WORKER_STATE
-    return [(p, lint_file(Path(p), catalog, config, reached, patterns)) for p, reached, patterns in items]
+    return [(item[0], lint_file(Path(item[0]), catalog, config, *item[1:])) for item in items]
 
 
 # Rounds of reach after which the linter stops even if roots still change (each round can only
@@ -762,9 +767,9 @@ class _Linter:
     def __call__(self, items: list[Item]) -> dict[str, FileResult]:
         on_disk = [item for item in items if item[0] not in self.texts]
         out = {
-            name: lint_unit(name, self.texts[name], self.catalog, self.config, reached, patterns)
-            for name, reached, patterns in items
-            if name in self.texts
+            item[0]: lint_unit(item[0], self.texts[item[0]], self.catalog, self.config, *item[1:])
+            for item in items
+            if item[0] in self.texts
         }
         if len(on_disk) >= 16 and self.jobs > 1:
             if self.pool is None:
@@ -778,8 +783,8 @@ class _Linter:
                 for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
                     out.update(batch)
         else:
-            for name, reached, patterns in on_disk:
-                out[name] = lint_file(Path(name), self.catalog, self.config, reached, patterns)
+            for item in on_disk:
+                out[item[0]] = lint_file(Path(item[0]), self.catalog, self.config, *item[1:])
         return out
 
     def close(self) -> None:
@@ -811,7 +816,7 @@ def _settle(
             for n, rs in found.items()
         }
         stale = [
-            (n, roots.get(n, ()), results[n].patterns)
+            (n, roots.get(n, ()), results[n].patterns, results[n].summary)
             for n in names
             if roots.get(n, ()) != results[n].reached
         ]
@@ -848,7 +853,7 @@ class TreeLint:
         lint = _Linter(self.catalog, self.config, 1, changed)
         try:
             results.update(
-                lint([(p, results[p].reached if p in results else (), None) for p in sorted(changed)])
+                lint([(p, results[p].reached if p in results else (), None, None) for p in sorted(changed)])
             )
             _settle(sorted(results), results, self.outside, self.summaries, lint)
         finally:
@@ -882,7 +887,7 @@ def lint_tree(
             results[name] = hit.result
         else:
             # Start from the roots it had: after a small edit they are still right, saving a round.
-            todo.append((name, hit.result.reached if hit is not None else (), None))
+            todo.append((name, hit.result.reached if hit is not None else (), None, None))
     in_run = set(names)
     outside: dict[str, FileResult] = {}
     summaries: dict[str, FileSummary] = {}
