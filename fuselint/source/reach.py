@@ -948,6 +948,7 @@ class Index:
         self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         self._classes: dict[str, tuple[str, str] | None] = {}
+        self._below: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
         """The values of the dispatch table `qualname` names in the tree, following re-exports."""
@@ -974,14 +975,16 @@ class Index:
                         if found is not None and found != (cls_path, cls):
                             children.setdefault(found, set()).add((cls_path, cls))
             self._subclasses = {key: sorted(found) for key, found in children.items()}
-        out: set[tuple[str, str]] = set()
-        todo = [(path, name)]
-        while todo:
-            for child in self._subclasses.get(todo.pop(), ()):
-                if child not in out and child != (path, name):
-                    out.add(child)
-                    todo.append(child)
-        return sorted(out)
+        if (path, name) not in self._below:  # asked for each call into a base (`inheritors`)
+            out: set[tuple[str, str]] = set()
+            todo = [(path, name)]
+            while todo:
+                for child in self._subclasses.get(todo.pop(), ()):
+                    if child not in out and child != (path, name):
+                        out.add(child)
+                        todo.append(child)
+            self._below[path, name] = sorted(out)
+        return list(self._below[path, name])
 
     def overrides(self, path: str, name: str, attr: str) -> list[tuple[str, str, bool]]:
         """The definitions of method `attr` in subclasses of the class (`self.attr(...)` in the
