@@ -8,26 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from test_reach import CATALOG, FIXTURE, _lint
 
-from fuselint.catalog import load_catalog
 from fuselint.config import Config
 from fuselint.source import lint
-from fuselint.source.lint import Cache, CacheEntry, discover, lint_tree
-
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "reach"
-CATALOG = load_catalog()
+from fuselint.source.lint import Cache, CacheEntry
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    shutil.copytree(FIXTURE, tmp_path / "reach")
-    return tmp_path / "reach"
-
-
-def _lint(root: Path, *names: str, cache: Cache):
-    config = Config(root=root)
-    files = discover([str(root / n) for n in names] or [str(root)], config)
-    return lint_tree(files, CATALOG, config, jobs=1, cache=cache)
+def tree(tmp_path):
+    return shutil.copytree(FIXTURE, tmp_path / "reach")
 
 
 def _read_results(monkeypatch) -> list[str]:

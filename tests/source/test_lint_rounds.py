@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
-from pathlib import Path
 
-from fuselint.catalog import load_catalog
+import pytest
+from test_reach import CATALOG, FIXTURE
+
 from fuselint.config import Config
 from fuselint.source import lint
 from fuselint.source.lint import discover, lint_tree
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "reach"
-CATALOG = load_catalog()
+
+@pytest.fixture
+def tree(tmp_path):
+    return shutil.copytree(FIXTURE, tmp_path / "reach")
 
 
-def test_a_file_linted_again_for_new_roots_is_summarized_once(tmp_path, monkeypatch):
-    tree = tmp_path / "reach"
-    shutil.copytree(FIXTURE, tree)
+def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch):
     config = Config(root=tree)
     files = discover([str(tree)], config)
     plain = lint_tree(files, CATALOG, config, jobs=1)
