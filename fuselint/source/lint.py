@@ -621,7 +621,7 @@ def excluded_anywhere(path: Path, config: Config) -> bool:
 
 # The cache file's layout (a dict of `CacheEntry`); part of its name, so that a build reading
 # another layout never finds that file.
-CACHE_FORMAT = "entries-2"
+CACHE_FORMAT = "entries-3"
 
 
 @dataclass
@@ -630,8 +630,9 @@ class CacheEntry:
     reach, its summary, and the rest of its result as a pickle, unpickled when first read.
 
     A run reads every file's summary (reach resolves names through them) but the findings and
-    calls only of the files it names and of their callers: a pre-commit run on one file of
-    transformers/models reads ~300 of 2,544 results."""
+    calls only of the files it names and of their callers: a pre-commit run on transformers'
+    modeling_llama.py reads 47 of 2,544 results. The summaries are pickled together, apart from
+    the entries (`CacheEntries`)."""
 
     digest: bytes
     targets: frozenset[str]
@@ -648,10 +649,20 @@ class CacheEntry:
         return replace(pickle.loads(self.rest), summary=self.summary)
 
     def __getstate__(self) -> tuple:
-        return self.digest, self.targets, self.summary, self.rest
+        return self.digest, self.targets, self.rest
 
     def __setstate__(self, state: tuple) -> None:
-        self.digest, self.targets, self.summary, self.rest = state
+        self.digest, self.targets, self.rest = state
+        self.summary = None  # `Cache.load` sets it from the summaries' pickle
+
+
+class CacheEntries(dict):
+    """name -> CacheEntry as a cache was read, with its summaries and their pickle: a save whose
+    summaries are all equal to these writes that pickle again instead of pickling them anew (an
+    edit inside a function changes no summary; pickling all of transformers/models' took most of
+    a one-file run's save)."""
+
+    read: tuple[dict[str, FileSummary | None], bytes] = ({}, b"")
 
 
 @dataclass(frozen=True)
@@ -680,30 +691,46 @@ class Cache:
         digest.update(sys.version.encode())
         return cls(root / ".fuselint_cache" / f"{__version__}-{digest.hexdigest()[:16]}.pickle")
 
-    def load(self) -> dict[str, CacheEntry]:
+    def load(self) -> CacheEntries:
         try:
             # Unpickling the tree's results (megabytes of small objects) runs 3-4 times faster
             # without the collector scanning them as they are made.
             with self.path.open("rb") as fh, collector_paused():
-                entries = pickle.load(fh)
+                raw, entries = pickle.load(fh)
+                summaries = pickle.loads(raw)
                 # They live until the run ends: the collector need not scan them ever again (its
                 # first pass after the load took a third of a warm one-file run).
                 gc.freeze()
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-            return {}
-        if not isinstance(entries, dict) or not all(isinstance(e, CacheEntry) for e in entries.values()):
-            return {}  # another format (an older build's)
-        return entries
+            return CacheEntries()
+        if (
+            not isinstance(entries, dict)
+            or not isinstance(summaries, dict)
+            or summaries.keys() != entries.keys()
+            or not all(isinstance(e, CacheEntry) for e in entries.values())
+        ):
+            return CacheEntries()  # another format (an older build's)
+        for name, entry in entries.items():
+            entry.summary = summaries[name]
+        read = CacheEntries(entries)
+        read.read = (summaries, raw)
+        return read
 
     def save(self, entries: dict[str, CacheEntry]) -> None:
+        summaries = {name: entry.summary for name, entry in entries.items()}
+        known, raw = entries.read if isinstance(entries, CacheEntries) else ({}, b"")
+        if summaries != known or not raw:
+            raw = pickle.dumps(summaries, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(pickle.dumps((raw, dict(entries)), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             ignore = self.path.parent / ".gitignore"
             if not ignore.exists():
                 ignore.write_text("*\n")
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.write_bytes(data)
             os.replace(tmp, self.path)
         except OSError:
             pass  # a cache that cannot be written only costs speed
@@ -876,7 +903,7 @@ def lint_tree(
     only the staged files) still count as callers when their calls reach a file of this run and
     their bytes are unchanged; their summaries resolve names.
     """
-    entries: dict[str, CacheEntry] = cache.load() if cache else {}
+    entries = cache.load() if cache else CacheEntries()
     names = [str(p) for p in files]
     keys = {name: _content_key(Path(name)) if cache else None for name in names}
     results: dict[str, FileResult] = {}

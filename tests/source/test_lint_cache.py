@@ -83,3 +83,30 @@ def test_an_entry_reads_back_the_result_it_was_made_of(tree):
     assert entries.keys() == results.keys()
     for name, entry in entries.items():
         assert entry.result == replace(results[name], patterns=None)  # patterns serve one run only
+
+
+def test_an_edit_that_changes_no_summary_writes_the_summaries_as_read(tree, monkeypatch):
+    cache = Cache(tree / ".fuselint_cache" / "test.pickle")
+    _lint(tree, cache=cache)
+    boxes = tree / "pkg" / "ops" / "boxes.py"
+    before = cache.load()
+    pickled: list[int] = []  # the sizes of the summary maps pickled
+    dumps = pickle.dumps
+
+    def counted(value, *args, **kwargs):
+        if isinstance(value, dict) and str(boxes) in value and not isinstance(value[str(boxes)], CacheEntry):
+            pickled.append(len(value))
+        return dumps(value, *args, **kwargs)
+
+    monkeypatch.setattr(pickle, "dumps", counted)
+    boxes.write_text(boxes.read_text() + "# a comment changes no summary\n")
+    _lint(tree, "pkg/ops/boxes.py", cache=cache)
+    after = cache.load()
+    assert pickled == []
+    assert after.read[1] == before.read[1]
+    assert after[str(boxes)].digest != before[str(boxes)].digest  # linted and stored anew
+    # A new function changes the summary: the summaries are pickled again, and read back.
+    boxes.write_text(boxes.read_text() + "\n\ndef extra():\n    return 1\n")
+    _lint(tree, "pkg/ops/boxes.py", cache=cache)
+    assert pickled == [len(before)]
+    assert "extra" in cache.load()[str(boxes)].summary.functions
