@@ -1,11 +1,14 @@
 """Lint speed on a real tree: transformers' `models/` folder (2,500+ files, ~1M lines).
 
-    python bench/lint_speed.py [--version 5.23.0] [--workdir .corpus]
+    python bench/lint_speed.py [--version 5.23.0] [--workdir .corpus] [--checkout PATH]
 
 Downloads the transformers wheel with pip (not committed), unpacks it, then times
 `fuselint check` cold (empty cache), warm (unchanged tree, cache filled) and on a single
 file (what a pre-commit run on one changed file costs, process start included).
-Prints files/s and lines/s for each.
+Prints files/s and lines/s for each. `--checkout` times another checkout's fuselint (main's,
+for a comparison run by the same script). The checkout's modules are byte-compiled first, as
+an installed package's are: with PYTHONDONTWRITEBYTECODE set and no .pyc, every run would
+compile them again (~0.2 s of a one-file run).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CHECKOUT = ROOT  # whose fuselint runs (--checkout)
 
 
 def fetch(version: str, workdir: Path) -> Path:
@@ -54,7 +58,7 @@ CPU: list[float] = []  # CPU seconds (user + system, workers included) of each r
 
 
 def run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
@@ -68,12 +72,27 @@ def run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]
     return elapsed, proc
 
 
+def _start(statement: str) -> tuple[float, float]:
+    """Wall and CPU seconds of `python -c statement`: the floor under a one-file run."""
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", statement], env=env, check=True)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="5.23.0")
     parser.add_argument("--workdir", type=Path, default=ROOT / ".corpus")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="the fuselint checkout to time")
     args = parser.parse_args()
+    global CHECKOUT
+    CHECKOUT = args.checkout.resolve()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(CHECKOUT / "fuselint")], check=True)
 
     models = fetch(args.version, args.workdir)
     files = sorted(models.rglob("*.py"))
@@ -104,6 +123,22 @@ def main() -> None:
     # the file's callers in other files still count.
     warm_singles = [run(["check", "--exit-zero", single_file], cwd)[0] for _ in range(5)]
     cpu_warm_single = statistics.median(CPU[-5:])
+    # The same after an edit of the staged file (a comment line added, a new one each run): the
+    # file is linted again and the cache written, as when a commit changes it.
+    path = cwd / single_file
+    original = path.read_bytes()
+    try:
+        edited = []
+        for n in range(5):
+            path.write_bytes(original + f"# edited {n}\n".encode())
+            edited.append(run(["check", "--exit-zero", single_file], cwd)[0])
+    finally:
+        path.write_bytes(original)
+    cpu_edited = statistics.median(CPU[-5:])
+    floors = {}
+    for what, statement in (("python -c pass", "pass"), ("import fuselint.cli", "import fuselint.cli")):
+        times = [_start(statement) for _ in range(5)]
+        floors[what] = (statistics.median(t for t, _c in times), statistics.median(c for _t, c in times))
 
     cold, warm, single = statistics.median(colds), statistics.median(warms), statistics.median(singles)
     findings = sum(int(line.split()[0]) for line in proc.stdout.splitlines() if line.strip())
@@ -120,6 +155,12 @@ def main() -> None:
         f"| one file, no cache (modeling_llama.py, process start included) | {single:.3f} | {cpu_single:.3f} | | |"
     )
     print(f"| one file, tree cached (pre-commit) | {warm_single:.3f} | {cpu_warm_single:.3f} | | |")
+    print(
+        f"| one edited file, tree cached (pre-commit) | {statistics.median(edited):.3f} | {cpu_edited:.3f} | | |"
+    )
+    for what, (wall, cpu) in floors.items():
+        print(f"| floor: `{what}` | {wall:.3f} | {cpu:.3f} | | |")
+    print(f"(checkout: {CHECKOUT}, byte-compiled)")
     print(
         f"(medians of {args.repeat} cold/warm runs and 5 runs of each single-file case; load average {os.getloadavg()[0]:.1f})"
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +21,6 @@ from fuselint.config import Config, ConfigError, find_pyproject, load_config
 from fuselint.findings import Finding
 from fuselint.pipeline import CheckError, CheckRequest, run_check
 from fuselint.report.gate import Thresholds
-from fuselint.report.rules import explain, rules_table
 from fuselint.source.lint import (
     Cache,
     PathError,
@@ -578,6 +576,8 @@ def clean(paths: tuple[str, ...]) -> None:
     if not caches:
         click.echo(f"No {CACHE_DIR} found.")
         return
+    import shutil
+
     failed = False
     for cache in caches:
         files = sum(1 for f in cache.rglob("*") if f.is_file())
@@ -625,6 +625,8 @@ def rule(code: str | None, run_tests: bool, config_path: str | None) -> None:
     found = catalog.by_name_or_code(code)
     if found is None:
         raise UsageFailure(f"unknown rule {code!r}; `fuselint rules` lists them")
+    from fuselint.report.rules import explain
+
     click.echo(explain(found))
 
 
@@ -677,6 +679,8 @@ def _test_rules(target: str | None, config_path: str | None) -> int:
 def rules_command(fmt: str, config_path: str | None) -> None:
     """List the rule catalog."""
     config = _settings(config_path, ())
+    from fuselint.report.rules import rules_table
+
     click.echo(rules_table(_catalog(config), fmt, config), nl=False)
 
 

@@ -12,7 +12,6 @@ Like `check`, this module imports no torch, libcst or networkx at import time.
 
 from __future__ import annotations
 
-import difflib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +21,6 @@ from typing import TYPE_CHECKING, Literal
 from fuselint.catalog import Catalog, CatalogError
 from fuselint.config import Config
 from fuselint.findings import Finding, with_display_path
-from fuselint.fusion.model_summary import ModelSummary
 from fuselint.report.gate import Thresholds
 from fuselint.source.lint import (
     Cache,
@@ -39,7 +37,8 @@ from fuselint.source.paths import normal_path_only
 from fuselint.source.sites import one_per_site
 from fuselint.source.user_rules import check_user_rules
 
-if TYPE_CHECKING:  # verify.prove is imported only when a proof runs
+if TYPE_CHECKING:  # imported when a proof runs, entries are traced, a fix is diffed: not for a lint
+    from fuselint.fusion.model_summary import ModelSummary
     from fuselint.verify.prove import ProveSettings
 
 # How loud a line on stderr is; the CLI maps these onto -s/-q/-v: VERBOSE only with -v,
@@ -414,6 +413,8 @@ def carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str,
         if path is None:
             continue
         if path not in maps:
+            import difflib
+
             old, new = before[path].splitlines(), after[path].splitlines()
             blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
             maps[path] = {a + k + 1: b + k + 1 for a, b, size in blocks for k in range(size)}
@@ -477,6 +478,8 @@ def fix_files(
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
+    import difflib
+
     return "".join(
         difflib.unified_diff(
             before.splitlines(keepends=True),

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fuselint.findings import Finding, Gain
-from fuselint.report.fingerprint import Fingerprint, fingerprints
 from fuselint.report.gain import describe_gain, format_bytes, format_count, format_time_us, total_gain
+
+if TYPE_CHECKING:  # fingerprints (tokenize) are read only with a baseline: `check` starts without them
+    from fuselint.report.fingerprint import Fingerprint
 
 BASELINE_VERSION = 1
 
@@ -85,11 +87,15 @@ def _entry(item: object, where: str) -> Fingerprint:
             raise BaselineError(f"{where}.{key} must be {described}")
     if item["occurrence"] < 1:
         raise BaselineError(f"{where}.occurrence must be at least 1")
+    from fuselint.report.fingerprint import Fingerprint
+
     return Fingerprint(item["path"], item["code"], item["source"], item["occurrence"])
 
 
 def new_findings(findings: Sequence[Finding], baseline: Baseline, root: Path) -> list[Finding]:
     """The findings the baseline does not know, in the order given."""
+    from fuselint.report.fingerprint import fingerprints
+
     prints = fingerprints(findings, root)
     return [f for f, fp in zip(findings, prints, strict=True) if fp not in baseline]
 
@@ -97,6 +103,8 @@ def new_findings(findings: Sequence[Finding], baseline: Baseline, root: Path) ->
 def baseline_json(findings: Sequence[Finding], root: Path) -> str:
     """The baseline file's text: sorted and without line numbers, so it changes only
     when findings do and diffs of it review well."""
+    from fuselint.report.fingerprint import fingerprints
+
     entries = sorted(set(fingerprints(findings, root)))
     data = {
         "version": BASELINE_VERSION,
@@ -113,6 +121,8 @@ def write_baseline(path: str | Path, findings: Sequence[Finding], root: Path) ->
     target = Path(path)
     text = baseline_json(findings, root)
     tmp = None
+    import tempfile
+
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:

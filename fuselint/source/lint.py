@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from fuselint import __version__
@@ -347,14 +348,16 @@ def lint_unit(
     config: Config,
     reached: tuple[Reached, ...] = (),
     patterns: PatternResult | None = None,
+    summary: FileSummary | None = None,
 ) -> FileResult:
     """`lint_text`, with the file's summary and outgoing calls for whole-program reach.
-    `patterns`: the pattern rules' result on this same text, when an earlier round has it."""
+    `patterns` and `summary`: the pattern rules' result and the summary of this same text, when
+    an earlier round has them (roots change neither)."""
     # One file's analysis allocates millions of objects that die by reference count, and the
     # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
     # transformers/models); it runs after the file instead, for the cycles the file left.
     with collector_paused(), remembered_walks():
-        return _lint_unit(path, text, catalog, config, reached, patterns)
+        return _lint_unit(path, text, catalog, config, reached, patterns, summary)
 
 
 @contextmanager
@@ -377,6 +380,7 @@ def _lint_unit(
     config: Config,
     reached: tuple[Reached, ...],
     patterns: PatternResult | None,
+    summary: FileSummary | None,
 ) -> FileResult:
     PARSED["files"] += 1
     try:
@@ -391,7 +395,8 @@ def _lint_unit(
         return FileResult(
             (_parse_error(path, f"file does not parse: {exc}"),) if config.enabled("FL000", path) else ()
         )
-    summary = summarize(sf.tree, *module_name(path))
+    if summary is None:
+        summary = summarize(sf.tree, *module_name(path))
     findings, calls, local, patterns = _check(sf, catalog, config, reached, summary, patterns)
     return FileResult(tuple(findings), summary, calls, reached, local, patterns)
 
@@ -537,12 +542,13 @@ def lint_file(
     config: Config,
     reached: tuple[Reached, ...] = (),
     patterns: PatternResult | None = None,
+    summary: FileSummary | None = None,
 ) -> FileResult:
     text, _encoding, error = read_source(path)
     if error is not None:
         return FileResult((error,) if config.enabled("FL000", str(path)) else (), reached=reached)
     try:
-        return lint_unit(str(path), text, catalog, config, reached, patterns)
+        return lint_unit(str(path), text, catalog, config, reached, patterns, summary)
     except Exception as exc:
         # Without the path, "internal error: KeyError" in a run over 3000 files helps nobody.
         raise LintCrash(f"{path}: {type(exc).__name__}: {exc}") from exc
@@ -613,6 +619,52 @@ def excluded_anywhere(path: Path, config: Config) -> bool:
 # ---------------------------------------------------------------- cache and pool
 
 
+# The cache file's layout (a dict of `CacheEntry`); part of its name, so that a build reading
+# another layout never finds that file.
+CACHE_FORMAT = "entries-3"
+
+
+@dataclass
+class CacheEntry:
+    """One file's cached result: the digest of the bytes it was linted from, the files its calls
+    reach, its summary, and the rest of its result as a pickle, unpickled when first read.
+
+    A run reads every file's summary (reach resolves names through them) but the findings and
+    calls only of the files it names and of their callers: a pre-commit run on transformers'
+    modeling_llama.py reads 47 of 2,544 results. The summaries are pickled together, apart from
+    the entries (`CacheEntries`)."""
+
+    digest: bytes
+    targets: frozenset[str]
+    summary: FileSummary | None
+    rest: bytes = field(repr=False)  # the pickled FileResult without its summary
+
+    @classmethod
+    def of(cls, digest: bytes, result: FileResult, targets: frozenset[str]) -> CacheEntry:
+        rest = pickle.dumps(replace(result, summary=None), protocol=pickle.HIGHEST_PROTOCOL)
+        return cls(digest, targets, result.summary, rest)
+
+    @cached_property
+    def result(self) -> FileResult:
+        return replace(pickle.loads(self.rest), summary=self.summary)
+
+    def __getstate__(self) -> tuple:
+        return self.digest, self.targets, self.rest
+
+    def __setstate__(self, state: tuple) -> None:
+        self.digest, self.targets, self.rest = state
+        self.summary = None  # `Cache.load` sets it from the summaries' pickle
+
+
+class CacheEntries(dict):
+    """name -> CacheEntry as a cache was read, with its summaries and their pickle: a save whose
+    summaries are all equal to these writes that pickle again instead of pickling them anew (an
+    edit inside a function changes no summary; pickling all of transformers/models' took most of
+    a one-file run's save)."""
+
+    read: tuple[dict[str, FileSummary | None], bytes] = ({}, b"")
+
+
 @dataclass(frozen=True)
 class Cache:
     """Results per file (findings, and the summary and calls that whole-program reach needs),
@@ -629,6 +681,7 @@ class Cache:
     def for_settings(cls, root: Path, catalog: Catalog, config: Config) -> Cache:
         digest = hashlib.sha256()
         digest.update(__version__.encode())
+        digest.update(CACHE_FORMAT.encode())
         digest.update(_code_stamp().encode())
         for rule in catalog:
             digest.update(Path(rule.path).read_bytes() if rule.path else rule.code.encode())
@@ -638,24 +691,46 @@ class Cache:
         digest.update(sys.version.encode())
         return cls(root / ".fuselint_cache" / f"{__version__}-{digest.hexdigest()[:16]}.pickle")
 
-    def load(self) -> dict[str, CacheEntry]:
+    def load(self) -> CacheEntries:
         try:
             # Unpickling the tree's results (megabytes of small objects) runs 3-4 times faster
             # without the collector scanning them as they are made.
             with self.path.open("rb") as fh, collector_paused():
-                return pickle.load(fh)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
-            return {}
+                raw, entries = pickle.load(fh)
+                summaries = pickle.loads(raw)
+                # They live until the run ends: the collector need not scan them ever again (its
+                # first pass after the load took a third of a warm one-file run).
+                gc.freeze()
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            return CacheEntries()
+        if (
+            not isinstance(entries, dict)
+            or not isinstance(summaries, dict)
+            or summaries.keys() != entries.keys()
+            or not all(isinstance(e, CacheEntry) for e in entries.values())
+        ):
+            return CacheEntries()  # another format (an older build's)
+        for name, entry in entries.items():
+            entry.summary = summaries[name]
+        read = CacheEntries(entries)
+        read.read = (summaries, raw)
+        return read
 
     def save(self, entries: dict[str, CacheEntry]) -> None:
+        summaries = {name: entry.summary for name, entry in entries.items()}
+        known, raw = entries.read if isinstance(entries, CacheEntries) else ({}, b"")
+        if summaries != known or not raw:
+            raw = pickle.dumps(summaries, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(pickle.dumps((raw, dict(entries)), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             ignore = self.path.parent / ".gitignore"
             if not ignore.exists():
                 ignore.write_text("*\n")
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.write_bytes(data)
             os.replace(tmp, self.path)
         except OSError:
             pass  # a cache that cannot be written only costs speed
@@ -690,20 +765,19 @@ def _init_worker(extra_rules: tuple[str, ...], config: Config) -> None:
     _WORKER_STATE = (load_catalog(extra_rules), config)
 
 
-# A file to lint: its name, its roots, and the pattern rules' result when a round has it.
-Item = tuple[str, tuple[Reached, ...], PatternResult | None]
+# A file to lint: its name, its roots, and the pattern rules' result and summary when a round has them.
+Item = tuple[str, tuple[Reached, ...], PatternResult | None, FileSummary | None]
 
 
 def _lint_batch(items: list[Item]) -> list[tuple[str, FileResult]]:
     assert _WORKER_STATE is not None
     catalog, config = _WORKER_STATE
-    return [(p, lint_file(Path(p), catalog, config, reached, patterns)) for p, reached, patterns in items]
+    return [(item[0], lint_file(Path(item[0]), catalog, config, *item[1:])) for item in items]
 
 
 # Rounds of reach after which the linter stops even if roots still change (each round can only
 # add roots, shorten a path or add an argument kind, so real trees settle in two or three).
 MAX_ROUNDS = 8
-CacheEntry = tuple[bytes, FileResult, frozenset[str]]  # content digest, result, files its calls reach
 
 
 class _Linter:
@@ -720,9 +794,9 @@ class _Linter:
     def __call__(self, items: list[Item]) -> dict[str, FileResult]:
         on_disk = [item for item in items if item[0] not in self.texts]
         out = {
-            name: lint_unit(name, self.texts[name], self.catalog, self.config, reached, patterns)
-            for name, reached, patterns in items
-            if name in self.texts
+            item[0]: lint_unit(item[0], self.texts[item[0]], self.catalog, self.config, *item[1:])
+            for item in items
+            if item[0] in self.texts
         }
         if len(on_disk) >= 16 and self.jobs > 1:
             if self.pool is None:
@@ -736,8 +810,8 @@ class _Linter:
                 for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
                     out.update(batch)
         else:
-            for name, reached, patterns in on_disk:
-                out[name] = lint_file(Path(name), self.catalog, self.config, reached, patterns)
+            for item in on_disk:
+                out[item[0]] = lint_file(Path(item[0]), self.catalog, self.config, *item[1:])
         return out
 
     def close(self) -> None:
@@ -759,7 +833,7 @@ def _settle(
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
         index = Index(known)
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
-        for n, extra in inherited_modules(index).items():
+        for n, extra in inherited_modules(index, names).items():
             found[n] = (*extra, *found.get(n, ()))
         # A root that the file's own entries already reach adds nothing (and re-linting for it
         # would cost a parse): modular files' `super().forward(...)` name other files' forwards.
@@ -769,7 +843,7 @@ def _settle(
             for n, rs in found.items()
         }
         stale = [
-            (n, roots.get(n, ()), results[n].patterns)
+            (n, roots.get(n, ()), results[n].patterns, results[n].summary)
             for n in names
             if roots.get(n, ()) != results[n].reached
         ]
@@ -806,7 +880,7 @@ class TreeLint:
         lint = _Linter(self.catalog, self.config, 1, changed)
         try:
             results.update(
-                lint([(p, results[p].reached if p in results else (), None) for p in sorted(changed)])
+                lint([(p, results[p].reached if p in results else (), None, None) for p in sorted(changed)])
             )
             _settle(sorted(results), results, self.outside, self.summaries, lint)
         finally:
@@ -829,28 +903,28 @@ def lint_tree(
     only the staged files) still count as callers when their calls reach a file of this run and
     their bytes are unchanged; their summaries resolve names.
     """
-    entries: dict[str, CacheEntry] = cache.load() if cache else {}
+    entries = cache.load() if cache else CacheEntries()
     names = [str(p) for p in files]
     keys = {name: _content_key(Path(name)) if cache else None for name in names}
     results: dict[str, FileResult] = {}
     todo: list[Item] = []
     for name in names:
-        hit = _entry(entries, name)
-        if hit is not None and keys[name] is not None and hit[0] == keys[name]:
-            results[name] = hit[1]
+        hit = entries.get(name)
+        if hit is not None and keys[name] is not None and hit.digest == keys[name]:
+            results[name] = hit.result
         else:
             # Start from the roots it had: after a small edit they are still right, saving a round.
-            todo.append((name, hit[1].reached if hit is not None else (), None))
+            todo.append((name, hit.result.reached if hit is not None else (), None, None))
     in_run = set(names)
     outside: dict[str, FileResult] = {}
     summaries: dict[str, FileSummary] = {}
     for name, entry in sorted(entries.items()):
-        if name in in_run or _entry(entries, name) is None:
+        if name in in_run:
             continue
-        if entry[1].summary is not None:
-            summaries[name] = entry[1].summary
-        if entry[2] & in_run and entry[1].calls and _content_key(Path(name)) == entry[0]:
-            outside[name] = entry[1]
+        if entry.summary is not None:
+            summaries[name] = entry.summary
+        if entry.targets & in_run and entry.result.calls and _content_key(Path(name)) == entry.digest:
+            outside[name] = entry.result
     summaries.update(_package_summaries(names, in_run, summaries))
     lint = _Linter(catalog, config, jobs)
     try:
@@ -863,12 +937,12 @@ def lint_tree(
         for name in names:
             if keys[name] is None:
                 continue
-            hit = _entry(entries, name)
+            hit = entries.get(name)
             # The pattern result serves only this run's rounds: a changed text is linted afresh.
             stored = replace(results[name], patterns=None)
-            if hit is None or hit[0] != keys[name] or hit[1] != stored:
+            if hit is None or hit.digest != keys[name] or hit.result != stored:
                 targets = frozenset(p for call in stored.calls for p, _n, _b in index.targets(call))
-                entries[name] = (keys[name], stored, targets - {name})
+                entries[name] = CacheEntry.of(keys[name], stored, targets - {name})
                 changed = True
         if changed:
             cache.save(entries)
@@ -896,14 +970,6 @@ def _package_summaries(
             continue
         found[init] = summarize(tree, *module_name(init))
     return found
-
-
-def _entry(entries: dict, name: str) -> CacheEntry | None:
-    """A cache entry of this build's shape (an older pickle may hold other tuples)."""
-    entry = entries.get(name)
-    if isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[1], FileResult):
-        return entry
-    return None
 
 
 def lint_paths(

@@ -1077,6 +1077,8 @@ class Index:
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._definers: dict[str, list[tuple[str, str, bool]]] | None = None
         self._overrides: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+        self._classes: dict[str, tuple[str, str] | None] = {}
+        self._below: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._instances: dict[str, list[tuple[str, str]]] = {}  # `instance_classes` from the top
 
     def table(self, qualname: str, depth: int = 0) -> tuple[str, ...]:
@@ -1104,14 +1106,16 @@ class Index:
                         if found is not None and found != (cls_path, cls):
                             children.setdefault(found, set()).add((cls_path, cls))
             self._subclasses = {key: sorted(found) for key, found in children.items()}
-        out: set[tuple[str, str]] = set()
-        todo = [(path, name)]
-        while todo:
-            for child in self._subclasses.get(todo.pop(), ()):
-                if child not in out and child != (path, name):
-                    out.add(child)
-                    todo.append(child)
-        return sorted(out)
+        if (path, name) not in self._below:  # asked for each call into a base (`inheritors`)
+            out: set[tuple[str, str]] = set()
+            todo = [(path, name)]
+            while todo:
+                for child in self._subclasses.get(todo.pop(), ()):
+                    if child not in out and child != (path, name):
+                        out.add(child)
+                        todo.append(child)
+            self._below[path, name] = sorted(out)
+        return list(self._below[path, name])
 
     def overrides(self, path: str, name: str, attr: str) -> list[tuple[str, str, bool]]:
         """The definitions of method `attr` in subclasses of the class (`self.attr(...)` in the
@@ -1151,7 +1155,8 @@ class Index:
             self._definers = {}
             for path in sorted(self.summaries):
                 for name, cls in sorted(self.summaries[path].classes.items()):
-                    for method in sorted(cls.methods - cls.properties - cls.unbound):
+                    # Each list is in path and class order; a class adds one item to each.
+                    for method in cls.methods - cls.properties - cls.unbound:
                         self._definers.setdefault(method, []).append((path, f"{name}.{method}", False))
         found = self._definers.get(attr, [])
         return found if len(found) <= _MAX_OVERRIDES else []
@@ -1216,10 +1221,14 @@ class Index:
         return sorted(found)
 
     def _class(self, qualname: str) -> tuple[str, str] | None:
-        found = self.lookup(qualname)
-        if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].classes:
-            return None
-        return found[0], found[1]
+        # Asked once per base of every class of the tree (`subclasses`), mostly for a few bases.
+        if qualname not in self._classes:
+            found = self.lookup(qualname)
+            if found is None or found[2] is not None or found[1] not in self.summaries[found[0]].classes:
+                self._classes[qualname] = None
+            else:
+                self._classes[qualname] = found[0], found[1]
+        return self._classes[qualname]
 
     def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
         """(path, "f" or "Class.method", explicit self) for each function the call may run; with
@@ -1381,12 +1390,13 @@ class Index:
         return out
 
 
-def inherited_modules(index: Index) -> dict[str, tuple[Reached, ...]]:
+def inherited_modules(index: Index, paths: Iterable[str] | None = None) -> dict[str, tuple[Reached, ...]]:
     """Classes that are nn.Modules only through a base of another file (nflows' `class
     ActNorm(Transform)`, `Transform(nn.Module)` in its own file): per file, a `^Class` root naming
-    each, with the base that makes it one, so that its `forward` is an entry like any module's."""
+    each, with the base that makes it one, so that its `forward` is an entry like any module's.
+    `paths`: only these files' (of the index's)."""
     roots: dict[str, list[Reached]] = {}
-    for path in sorted(index.summaries):
+    for path in sorted(index.summaries if paths is None else set(paths) & index.summaries.keys()):
         for name, cls in index.summaries[path].classes.items():
             if cls.module or not MODULE_ENTRIES & set(cls.methods):
                 continue

@@ -11,7 +11,7 @@ import pytest
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
-from fuselint.source.lint import Cache, discover, lint_paths, lint_text
+from fuselint.source.lint import Cache, CacheEntry, FileResult, discover, lint_paths, lint_text
 
 CATALOG = load_catalog()
 CONFIG = Config()
@@ -137,8 +137,8 @@ def test_a_cache_load_leaves_the_collector_as_it_was(tmp_path):
     import gc
 
     cache = Cache(tmp_path / "c.pickle")
-    cache.save({"m.py": (b"k", None, frozenset())})
-    assert cache.load() == {"m.py": (b"k", None, frozenset())}
+    cache.save({"m.py": CacheEntry.of(b"k", FileResult(()), frozenset())})
+    assert cache.load()["m.py"].result == FileResult(())
     assert gc.isenabled()
     (tmp_path / "c.pickle").write_bytes(b"not a pickle")
     assert cache.load() == {}
