@@ -160,7 +160,7 @@ def main() -> None:
     )
     for what, (wall, cpu) in floors.items():
         print(f"| floor: `{what}` | {wall:.3f} | {cpu:.3f} | | |")
-    print(f"(checkout: {CHECKOUT}, byte-compiled)")
+    print(f"(checkout: {CHECKOUT.name}, byte-compiled)")
     print(
         f"(medians of {args.repeat} cold/warm runs and 5 runs of each single-file case; load average {os.getloadavg()[0]:.1f})"
     )
