@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -50,6 +51,11 @@ def load_snippet(source: str, filename: str = "snippet.py") -> dict:
     namespace: dict = {}
     exec(compile(textwrap.dedent(source), filename, "exec"), namespace)  # noqa: S102 - our own snippet
     return namespace
+
+
+def load_namespace(source: str, name: str) -> types.SimpleNamespace:
+    """`load_snippet` as attributes: the before and after forms of a fixture, side by side."""
+    return types.SimpleNamespace(**load_snippet(source, f"{name}.py"))
 
 
 def dynamo_break_reasons(fn, *args) -> list[str]:

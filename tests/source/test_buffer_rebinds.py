@@ -9,21 +9,22 @@ snippets check the forms it must leave alone.
 from __future__ import annotations
 
 import textwrap
-import types
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs, findings, fixed, frames_over_inputs, load_snippet
+from source_rules_helpers import (
+    dynamo_graphs,
+    findings,
+    fixed,
+    frames_over_inputs,
+    load_namespace,
+)
 
 from fuselint.findings import Applicability
 
 torch = pytest.importorskip("torch")
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "buffer_rebind.py"
-
-
-def _load(text: str, name: str) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**load_snippet(text, f"{name}.py"))
 
 
 def test_buffer_rebind_leaves_one_graph_and_the_same_outputs():
@@ -35,9 +36,9 @@ def test_buffer_rebind_leaves_one_graph_and_the_same_outputs():
     )
     assert "nn.Buffer(" not in fixed_text.split('"""')[2]
     torch.manual_seed(0)
-    before = _load(text, "before").PositionTable()
+    before = load_namespace(text, "before").PositionTable()
     torch.manual_seed(0)
-    after = _load(fixed_text, "after").PositionTable()
+    after = load_namespace(fixed_text, "after").PositionTable()
     assert before.state_dict().keys() == after.state_dict().keys()
     assert [n for n, _ in before.named_buffers()] == [n for n, _ in after.named_buffers()] == ["pos_encoding"]
     generator = torch.Generator().manual_seed(0)
@@ -52,7 +53,7 @@ def test_buffer_rebind_leaves_one_graph_and_the_same_outputs():
 
 
 def test_buffer_rebind_recompiles_for_no_new_input():
-    after = _load(fixed(FIXTURE.read_text(), "FL108"), "after").PositionTable()
+    after = load_namespace(fixed(FIXTURE.read_text(), "FL108"), "after").PositionTable()
     generator = torch.Generator().manual_seed(1)
     inputs = [(torch.randint(0, 10, (2, 6), generator=generator),) for _ in range(3)]
     assert frames_over_inputs(after, inputs) == 1
@@ -88,7 +89,7 @@ def test_buffer_rebind_finding_is_unsafe_and_states_requires_grad():
     assert "require grad" in found.fix.message
     # the assumption is real: nn.Buffer keeps its data's requires_grad, the registered copy does not
     text = _module("self.pos = nn.Buffer(torch.zeros(4, requires_grad=True))", REBIND)
-    before, after = _load(text, "a").M(), _load(fixed(text, "FL108"), "b").M()
+    before, after = load_namespace(text, "a").M(), load_namespace(fixed(text, "FL108"), "b").M()
     assert before.pos.requires_grad and not after.pos.requires_grad
 
 

@@ -9,11 +9,16 @@ check the forms it must leave alone and the assumptions it states.
 from __future__ import annotations
 
 import textwrap
-import types
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs, findings, fixed, frames_over_inputs, load_snippet
+from source_rules_helpers import (
+    dynamo_graphs,
+    findings,
+    fixed,
+    frames_over_inputs,
+    load_namespace,
+)
 
 from fuselint.findings import Applicability
 
@@ -26,10 +31,6 @@ def _fixed(text: str) -> str:
     return fixed(text, "FL101")
 
 
-def _load(text: str, name: str) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**load_snippet(text, f"{name}.py"))
-
-
 def _ids(generator: torch.Generator) -> torch.Tensor:
     return torch.randint(0, 4, (3, 10), generator=generator)  # id 0 pads: rows of several lengths
 
@@ -39,9 +40,9 @@ def test_item_assert_leaves_one_graph_and_the_same_outputs():
     fixed = _fixed(text)
     assert "assert lengths.max() <= slen\n" in fixed
     torch.manual_seed(0)
-    before = _load(text, "before").PaddingMask()
+    before = load_namespace(text, "before").PaddingMask()
     torch.manual_seed(0)
-    after = _load(fixed, "after").PaddingMask()
+    after = load_namespace(fixed, "after").PaddingMask()
     generator = torch.Generator().manual_seed(0)
     for _ in range(4):
         ids = _ids(generator)
@@ -54,7 +55,7 @@ def test_item_assert_leaves_one_graph_and_the_same_outputs():
 
 def test_item_assert_recompiles_for_no_new_input():
     fixed = _fixed(FIXTURE.read_text())
-    after = _load(fixed, "after").PaddingMask()
+    after = load_namespace(fixed, "after").PaddingMask()
     generator = torch.Generator().manual_seed(1)
     assert frames_over_inputs(after, [(_ids(generator),) for _ in range(4)]) == 1
     after.pad_index = -1  # every id counts: lengths == slen, the assert holds at its bound
@@ -97,7 +98,7 @@ def _check(line: str) -> str:
 def test_item_assert_passes_and_fails_where_the_assert_did(line, passing, failing):
     fixed = _fixed(_check(line))
     assert ".item()" not in fixed
-    before, after = _load(_check(line), "a").Check(), _load(fixed, "b").Check()
+    before, after = load_namespace(_check(line), "a").Check(), load_namespace(fixed, "b").Check()
     assert torch.equal(before(*passing), after(*passing))
     for module in (before, after):  # eager: the same AssertionError
         with pytest.raises(AssertionError):
@@ -115,7 +116,10 @@ def test_item_assert_is_unsafe_and_states_its_assumptions():
     assert "RuntimeError" in found.fix.message and "dtype" in found.fix.message
     # the dtype assumption is real: float32's 0.1 is above the float64 0.1 that `.item()` compared
     line = "    assert x.item() <= n"
-    before, after = _load(_check(line), "a").Check(), _load(_fixed(_check(line)), "b").Check()
+    before, after = (
+        load_namespace(_check(line), "a").Check(),
+        load_namespace(_fixed(_check(line)), "b").Check(),
+    )
     x = torch.tensor(0.1)
     with pytest.raises(AssertionError):
         before(x, 0.1)

@@ -7,11 +7,10 @@ tensor. The snippets check the forms it must leave alone and the assumption it s
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs, findings, fixed, load_snippet
+from source_rules_helpers import dynamo_graphs, findings, fixed, load_namespace
 
 from fuselint.findings import Applicability
 
@@ -28,17 +27,13 @@ def _fixed(text: str) -> str:
     return fixed(text, "FL106")
 
 
-def _load(text: str, name: str) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**load_snippet(text, f"{name}.py"))
-
-
 def test_masked_write_leaves_one_graph_and_the_same_map_for_every_input():
     text = FIXTURE.read_text()
     fixed = _fixed(text)
     assert "kept = candidate_map[start_point_idxs, end_point_idxs]" in fixed
     assert "start_point_idxs[final_mask]" not in fixed
-    before = _load(text, "before").CandidateSuppression()
-    after = _load(fixed, "after").CandidateSuppression()
+    before = load_namespace(text, "before").CandidateSuppression()
+    after = load_namespace(fixed, "after").CandidateSuppression()
     generator = torch.Generator().manual_seed(0)
     suppressed = set()
     for _ in range(6):
@@ -54,8 +49,8 @@ def test_masked_write_leaves_one_graph_and_the_same_map_for_every_input():
 
 def test_masked_write_recompiles_for_no_new_mask():
     fixed = _fixed(FIXTURE.read_text())
-    before = _load(FIXTURE.read_text(), "before").CandidateSuppression()
-    after = _load(fixed, "after").CandidateSuppression()
+    before = load_namespace(FIXTURE.read_text(), "before").CandidateSuppression()
+    after = load_namespace(fixed, "after").CandidateSuppression()
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounter()
     compiled = torch.compile(after, backend=counter, fullgraph=True)
@@ -94,7 +89,7 @@ def _write(line: str) -> str:
 def test_masked_write_is_the_same_write_for_distinct_positions_of_any_rank(line, value):
     fixed = _fixed(_write(line))
     assert "masked_fill" in fixed
-    before, after = _load(_write(line), "a").M(), _load(fixed, "b").M()
+    before, after = load_namespace(_write(line), "a").M(), load_namespace(fixed, "b").M()
     generator = torch.Generator().manual_seed(0)
     for shape in ((6, 6), (6, 6, 3)):  # x of the indices' rank and of one more
         for dtype in (torch.float32, torch.int32, torch.bool):
@@ -114,7 +109,7 @@ def test_masked_write_is_unsafe_and_states_distinct_positions():
     assert "distinct" in found.fix.message
     # the assumption is real: a position named twice, kept once and masked once, may differ
     fixed = _fixed(_write("        x[i[m]] = 7"))
-    before, after = _load(_write("        x[i[m]] = 7"), "a").M(), _load(fixed, "b").M()
+    before, after = load_namespace(_write("        x[i[m]] = 7"), "a").M(), load_namespace(fixed, "b").M()
     x, i = torch.zeros(4), torch.tensor([1, 1, 1, 1])
     scores = torch.tensor([-1.0, 1.0, -1.0, -1.0])
     assert before(x, i, None, scores)[1] == 7
@@ -141,6 +136,6 @@ def test_masked_write_takes_a_name_the_function_does_not_use():
     text = _write("        kept = 1\n        x[i[m]] = 0\n        x = x * kept")
     fixed = _fixed(text)
     assert "kept_1 = x[i]" in fixed
-    before, after = _load(text, "a").M(), _load(fixed, "b").M()
+    before, after = load_namespace(text, "a").M(), load_namespace(fixed, "b").M()
     x, i, scores = torch.randn(6), torch.tensor([0, 2, 4]), torch.tensor([1.0, -1.0, 1.0])
     assert torch.equal(before(x, i, None, scores), after(x, i, None, scores))

@@ -7,11 +7,16 @@ failing condition still raises when compiled."""
 from __future__ import annotations
 
 import textwrap
-import types
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs, findings, fixed, frames_over_inputs, load_snippet
+from source_rules_helpers import (
+    dynamo_graphs,
+    findings,
+    fixed,
+    frames_over_inputs,
+    load_namespace,
+)
 
 from fuselint.findings import Applicability
 
@@ -20,19 +25,15 @@ torch = pytest.importorskip("torch")
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "tensor_check.py"
 
 
-def _load(text: str, name: str) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**load_snippet(text, f"{name}.py"))
-
-
 def test_the_check_breaks_before_the_fix_and_not_after():
     text = FIXTURE.read_text()
     after_text = fixed(text, "FL101")
     assert "        torch._assert_async(torch.all(cond))\n" in after_text
     assert "        torch._check_tensor_all(cond)\n" not in after_text
     torch.manual_seed(0)
-    before = _load(text, "before").BoxHead()
+    before = load_namespace(text, "before").BoxHead()
     torch.manual_seed(0)
-    after = _load(after_text, "after").BoxHead()
+    after = load_namespace(after_text, "after").BoxHead()
     for seed in range(3):
         x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(seed))
         g0, y0, _ = dynamo_graphs(before, x)
@@ -58,7 +59,7 @@ def _check(line: str) -> str:
 
 
 def test_a_failing_condition_still_raises_when_compiled():
-    after = _load(fixed(_check("torch._check_tensor_all(x > 0)"), "FL101"), "a").Check()
+    after = load_namespace(fixed(_check("torch._check_tensor_all(x > 0)"), "FL101"), "a").Check()
     torch._dynamo.reset()
     compiled = torch.compile(after, backend="eager", fullgraph=True)
     assert torch.equal(compiled(torch.ones(3)), torch.full((3,), 2.0))
