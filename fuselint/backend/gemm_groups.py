@@ -33,7 +33,7 @@ import torch.fx
 
 from fuselint.backend.patchify import views_reading
 from fuselint.backend.views import written_storages
-from fuselint.graph.layout import rewrite_each
+from fuselint.graph.layout import fake_value, rewrite_each
 
 aten = torch.ops.aten
 
@@ -161,44 +161,36 @@ def _join(graph: torch.fx.Graph, group: list, params: dict, position: dict, budg
     if nbytes > budget[0]:
         return 0
     nodes = [n for n, _ in group]
-    first = min(nodes, key=lambda n: list(graph.nodes).index(n))
+    first = nodes[0]  # `_groups` lists a group's GEMMs in graph order
     x = group[0][1][1]
     made: list[torch.fx.Node] = []
 
-    def new(target: object, args: tuple, val: object) -> torch.fx.Node:
+    def new(target: object, *args: object) -> torch.fx.Node:
         node = graph.call_function(target, args)
         node.meta = dict(first.meta)
-        node.meta["val"] = val
         made.append(node)
+        node.meta["val"] = fake_value(node)
+        return node
+
+    def joined(parts: list[torch.fx.Node]) -> torch.fx.Node:
+        node = graph.call_function(JoinedWeights(tuple(position[p] for p in parts)), tuple(parts))
+        node.meta = dict(first.meta)
+        made.append(node)
+        node.meta["val"] = aten.cat.default([params[p] for p in parts], 0)  # what it returns
         return node
 
     try:
         with graph.inserting_before(first):
-            joined_w = new(
-                JoinedWeights(tuple(position[w] for w in weights)),
-                tuple(weights),
-                aten.cat.default([params[w] for w in weights], 0),
-            )
-            wt = new(aten.permute.default, (joined_w, [1, 0]), joined_w.meta["val"].permute(1, 0))
+            wt = new(aten.permute.default, joined(weights), [1, 0])
             if biases[0] is None:
-                out = new(aten.mm.default, (x, wt), aten.mm.default(x.meta["val"], wt.meta["val"]))
+                out = new(aten.mm.default, x, wt)
             else:
-                joined_b = new(
-                    JoinedWeights(tuple(position[b] for b in biases)),
-                    tuple(biases),
-                    aten.cat.default([params[b] for b in biases], 0),
-                )
-                out = new(
-                    aten.addmm.default,
-                    (joined_b, x, wt),
-                    aten.addmm.default(joined_b.meta["val"], x.meta["val"], wt.meta["val"]),
-                )
+                out = new(aten.addmm.default, joined(biases), x, wt)
             slices = []
             start = 0
             for n in nodes:
                 width = n.meta["val"].shape[1]
-                piece = out.meta["val"][:, start : start + width]
-                slices.append(new(aten.slice.Tensor, (out, 1, start, start + width), piece))
+                slices.append(new(aten.slice.Tensor, out, 1, start, start + width))
                 start += width
         plans = [views_reading(n, s) for n, s in zip(nodes, slices, strict=True)]
         if any(p is None for p in plans):
