@@ -772,7 +772,7 @@ Item = tuple[str, tuple[Reached, ...], PatternResult | None, FileSummary | None]
 def _lint_batch(items: list[Item]) -> list[tuple[str, FileResult]]:
     assert _WORKER_STATE is not None
     catalog, config = _WORKER_STATE
-    return [(item[0], lint_file(Path(item[0]), catalog, config, *item[1:])) for item in items]
+    return [(name, lint_file(Path(name), catalog, config, *rest)) for name, *rest in items]
 
 
 # Rounds of reach after which the linter stops even if roots still change (each round can only
@@ -794,9 +794,9 @@ class _Linter:
     def __call__(self, items: list[Item]) -> dict[str, FileResult]:
         on_disk = [item for item in items if item[0] not in self.texts]
         out = {
-            item[0]: lint_unit(item[0], self.texts[item[0]], self.catalog, self.config, *item[1:])
-            for item in items
-            if item[0] in self.texts
+            name: lint_unit(name, self.texts[name], self.catalog, self.config, *rest)
+            for name, *rest in items
+            if name in self.texts
         }
         if len(on_disk) >= 16 and self.jobs > 1:
             if self.pool is None:
@@ -810,8 +810,8 @@ class _Linter:
                 for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
                     out.update(batch)
         else:
-            for item in on_disk:
-                out[item[0]] = lint_file(Path(item[0]), self.catalog, self.config, *item[1:])
+            for name, *rest in on_disk:
+                out[name] = lint_file(Path(name), self.catalog, self.config, *rest)
         return out
 
     def close(self) -> None:

@@ -880,17 +880,13 @@ def _value_of(
     call = expr.func if isinstance(expr, ast.Call) else None
     if call is not None and owner is not None and (stored := _self_attr(call)) is not None:
         return [("instance", f"{owner}.{stored}.__call__", None)]  # `_self_result` took the methods
-    if isinstance(call, ast.Attribute):
-        return [
-            ("instance", f"{q}.{call.attr}", label)
-            for form, q, label in _receiver(call.value, owner, instances)
-        ]
-    if isinstance(expr, ast.Attribute) and isinstance(expr.ctx, ast.Load):
-        return [
-            ("instance", f"{q}.{expr.attr}", label)
-            for form, q, label in _receiver(expr.value, owner, instances)
-        ]
-    return []
+    # `x.m(...)` gives what member m's call gives; `x.p` what reading member p gives
+    member = call if call is not None else expr if isinstance(expr, ast.Attribute) else None
+    if not isinstance(member, ast.Attribute) or not isinstance(member.ctx, ast.Load):
+        return []
+    return [
+        ("instance", f"{q}.{member.attr}", label) for _, q, label in _receiver(member.value, owner, instances)
+    ]
 
 
 def _receiver(
