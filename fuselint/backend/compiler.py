@@ -37,6 +37,7 @@ from fuselint.backend.precompile import precompile
 from fuselint.backend.random import seed_random
 from fuselint.backend.repeats import repeats_as_cats
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
+from fuselint.backend.squeeze_excite import reduce_pooled_convolutions
 from fuselint.backend.views import fold_input_views, is_view, storage_of, written_storages
 from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout, take_input_strides
@@ -71,6 +72,7 @@ class CompileReport:
     folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
     merged: int = 0  # nodes that repeated an earlier node's op on the same arguments
     joined: int = 0  # GEMMs run as part of another's (gemm_groups.join_small_gemms)
+    reduced: int = 0  # convolutions of a pooled image run as reductions (squeeze_excite)
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
     runner: object | None = None  # its GraphRunner (the generated call function, once built)
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
@@ -579,6 +581,8 @@ def compile_graph(
         patchify_convolutions(gm)
         report.joined = join_small_gemms(gm, static)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
+    if inference:  # after the layout pass, whose channels_last choice counts these convolutions too
+        report.reduced = reduce_pooled_convolutions(gm)
     sink_pads(gm)
     repeats_as_cats(gm)
     unfuse_addmm_bias(gm)

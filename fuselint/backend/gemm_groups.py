@@ -33,7 +33,7 @@ import torch.fx
 
 from fuselint.backend.patchify import views_reading
 from fuselint.backend.views import written_storages
-from fuselint.graph.layout import fake_value, rewrite_each
+from fuselint.graph.layout import NewNodes, rewrite_each
 
 aten = torch.ops.aten
 
@@ -163,21 +163,11 @@ def _join(graph: torch.fx.Graph, group: list, params: dict, position: dict, budg
     nodes = [n for n, _ in group]
     first = nodes[0]  # `_groups` lists a group's GEMMs in graph order
     x = group[0][1][1]
-    made: list[torch.fx.Node] = []
-
-    def new(target: object, *args: object) -> torch.fx.Node:
-        node = graph.call_function(target, args)
-        node.meta = dict(first.meta)
-        made.append(node)
-        node.meta["val"] = fake_value(node)
-        return node
+    new = NewNodes(graph, first)
 
     def joined(parts: list[torch.fx.Node]) -> torch.fx.Node:
-        node = graph.call_function(JoinedWeights(tuple(position[p] for p in parts)), tuple(parts))
-        node.meta = dict(first.meta)
-        made.append(node)
-        node.meta["val"] = aten.cat.default([params[p] for p in parts], 0)  # what it returns
-        return node
+        kept = JoinedWeights(tuple(position[p] for p in parts))
+        return new.add(kept, tuple(parts), val=aten.cat.default([params[p] for p in parts], 0))
 
     try:
         with graph.inserting_before(first):
@@ -196,8 +186,7 @@ def _join(graph: torch.fx.Graph, group: list, params: dict, position: dict, budg
         if any(p is None for p in plans):
             raise ValueError("a reader's layout would change")
     except Exception:  # a view the joined result cannot take, or another layout: keep the GEMMs
-        for node in reversed(made):
-            graph.erase_node(node)
+        new.undo()
         return 0
     for n, s, views in zip(nodes, slices, plans, strict=True):
         n.replace_all_uses_with(s)

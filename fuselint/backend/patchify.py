@@ -30,7 +30,8 @@ import torch.fx
 
 from fuselint.backend.bias import VIEWS
 from fuselint.backend.runtime import can_generate_for
-from fuselint.graph.layout import fake_value, rewrite_each, same_layout, value_with
+from fuselint.backend.squeeze_excite import pooled_convolution
+from fuselint.graph.layout import NewNodes, rewrite_each, same_layout, value_with
 
 aten = torch.ops.aten
 
@@ -60,6 +61,7 @@ def _patch_conv(n: torch.fx.Node) -> bool:
         and xv.shape[3] % kw == 0
         and xv.dtype.is_floating_point
         and can_generate_for(xv.device)
+        and not pooled_convolution(n)  # a reduction kernel of its own (squeeze_excite.py)
     )
 
 
@@ -74,15 +76,7 @@ def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
     o, _, kh, kw = w.meta["val"].shape
     rows, cols = h // kh, wd // kw
     want = conv.meta["val"]
-    made: list[torch.fx.Node] = []
-
-    def new(target: object, *args: object, **kwargs: object) -> torch.fx.Node:
-        node = graph.call_function(target, args, kwargs)
-        node.meta = dict(conv.meta)
-        made.append(node)
-        node.meta["val"] = fake_value(node)
-        return node
-
+    new = NewNodes(graph, conv)
     try:
         with graph.inserting_before(conv):
             tiles = new(aten.view.default, x, [n, c, rows, kh, cols, kw])
@@ -105,8 +99,7 @@ def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> bool:
             ):
                 raise ValueError("another layout")
     except Exception:  # a view the input's strides cannot take, or another layout: keep the convolution
-        for node in reversed(made):
-            graph.erase_node(node)
+        new.undo()
         return False
     conv.replace_all_uses_with(out)
     graph.erase_node(conv)

@@ -429,6 +429,32 @@ def rewrite_each(
     return done
 
 
+class NewNodes:
+    """Nodes a rewrite adds (at the graph's insertion point), each with the metadata of the node
+    it replaces and its own fake value; `undo` erases them all where the rewrite gives up."""
+
+    def __init__(self, graph: torch.fx.Graph, like: torch.fx.Node) -> None:
+        self.graph, self.like = graph, like
+        self.made: list[torch.fx.Node] = []
+
+    def __call__(self, target: object, *args: object, **kwargs: object) -> torch.fx.Node:
+        return self.add(target, args, kwargs)
+
+    def add(
+        self, target: object, args: tuple, kwargs: dict | None = None, val: object = None
+    ) -> torch.fx.Node:
+        """A node of `target`; its value computed from its inputs' unless `val` is given."""
+        node = self.graph.call_function(target, args, kwargs or {})
+        node.meta = dict(self.like.meta)
+        self.made.append(node)
+        node.meta["val"] = fake_value(node) if val is None else val
+        return node
+
+    def undo(self) -> None:
+        for node in reversed(self.made):
+            self.graph.erase_node(node)
+
+
 def value_with(node: torch.fx.Node, values: dict) -> object:
     """node's value computed on its inputs' fake values, with `values` standing in for the values
     of the inputs it names (what a reader gives if a rewrite hands it another tensor)."""

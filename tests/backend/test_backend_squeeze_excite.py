@@ -1,0 +1,97 @@
+"""Squeeze-excite convolutions of a pooled image as reductions the planner fuses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backend_helpers import needs_interpreter, tol
+from torch import nn
+
+from fuselint.backend import fuselint_backend, history_mark, reports_since
+
+pytestmark = needs_interpreter
+
+BF16 = torch.bfloat16
+
+
+class SqueezeExcite(nn.Module):
+    """timm's SqueezeExcite: pool, reduce, SiLU, expand, sigmoid gate."""
+
+    def __init__(self, channels: int = 32, reduced: int = 4, bias: bool = True):
+        # 4 channels into `expand`: no multiple of 8, which patchify would otherwise run as a GEMM
+        super().__init__()
+        self.reduce = nn.Conv2d(channels, reduced, 1, bias=bias)
+        self.expand = nn.Conv2d(reduced, channels, 1, bias=bias)
+
+    def forward(self, x):
+        s = x.mean((2, 3), keepdim=True)
+        return x * torch.sigmoid(self.expand(F.silu(self.reduce(s))))
+
+
+def _run(model, x):
+    torch._dynamo.reset()
+    start = history_mark()
+    with torch.no_grad():
+        got = torch.compile(model, backend=fuselint_backend, dynamic=False)(x)
+    return got, reports_since(start)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_reducing_convolution_runs_as_a_reduction_with_its_activation(bias):
+    torch.manual_seed(0)
+    model = SqueezeExcite(bias=bias).eval().to(BF16)
+    x = torch.randn(4, 32, 5, 5, dtype=BF16)
+    with torch.no_grad():
+        eager = model(x)
+    got, reports = _run(model, x)
+    torch.testing.assert_close(got, eager, **tol(BF16))
+    # `reduce` feeds only `expand` (through SiLU), which reads 16-bit values anyway: one
+    # reduction kernel computes it and the SiLU. `expand` feeds the gate's sigmoid and the
+    # multiply by the image: it stays a library call, so the gate is never rounded to 16 bits.
+    assert [r.reduced for r in reports] == [1]
+    kernels = [k for r in reports for k in r.kernels if k.calls]
+    assert not [f for r in reports for f in r.fallbacks]
+    ops = [k.ir.op_names for k in kernels]
+    assert sum("convolution" in o or "addmm" in o or "mm" in o for o in ops) == 0
+    assert any("sum" in o and "neg" in o for o in ops)  # the reduction and SiLU in one kernel
+    graph_ops = [n.target for n in reports[0].graph_module.graph.nodes if n.op == "call_function"]
+    aten = torch.ops.aten
+    assert {aten.mm.default, aten.addmm.default, aten.convolution.default} & set(graph_ops)
+
+
+def test_float32_wider_images_and_large_products_keep_the_convolution(monkeypatch):
+    from fuselint.backend import squeeze_excite
+
+    torch.manual_seed(0)
+    model = SqueezeExcite().eval()
+    _, reports = _run(model, torch.randn(2, 32, 4, 4))
+    assert [r.reduced for r in reports] == [0]  # float32: cuDNN's and cuBLAS's own
+    conv = nn.Conv2d(32, 8, 1).eval().to(BF16)
+    _, reports = _run(conv, torch.randn(2, 32, 3, 3, dtype=BF16))
+    assert [r.reduced for r in reports] == [0]  # a 3x3 image: an ordinary 1x1 convolution
+    monkeypatch.setattr(squeeze_excite, "MAX_MACS", 2 * 32 * 8 - 1)
+    _, reports = _run(conv, torch.randn(2, 32, 1, 1, dtype=BF16))
+    assert [r.reduced for r in reports] == [0]
+
+
+def test_a_gate_whose_product_feeds_the_next_convolution_is_still_not_rounded():
+    # EfficientNet's and MobileNetV3's gated image goes into the projecting 1x1 convolution:
+    # the chain from `expand` reaches a library call only through the full-size multiply, where
+    # a 16-bit gate would round the image's scale, so `expand` keeps its library call
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.se = SqueezeExcite(64, 16)
+            self.project = nn.Conv2d(64, 32, 1, bias=False)
+
+        def forward(self, x):
+            return self.project(self.se(x))
+
+    torch.manual_seed(0)
+    model = Block().eval().to(BF16)
+    x = torch.randn(2, 64, 4, 4, dtype=BF16)
+    got, reports = _run(model, x)
+    assert [r.reduced for r in reports] == [1]
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x), **tol(BF16))
