@@ -45,6 +45,8 @@ from real_corpus import (  # noqa: E402
     UNTUNED9,
     UNTUNED16,
     UNTUNED17,
+    UNTUNED19,
+    child_env,
     describe_site,
     package_dirs,
     package_of,
@@ -306,6 +308,7 @@ def _halves(rows: list[dict]) -> list[str]:
         ("never tuned on (fixes9 UNTUNED9)", UNTUNED9),
         ("never tuned on (fixes16 UNTUNED16: kornia, torch_geometric's layers)", UNTUNED16),
         ("never tuned on (fixes17 UNTUNED17: transformers families not in the corpus)", UNTUNED17),
+        ("never tuned on (fixes19 UNTUNED19: the rest of UNTUNED17's walk)", UNTUNED19),
     )
     for name, models in groups:
         chosen = [r for r in rows if r["model"] in models]
@@ -313,7 +316,9 @@ def _halves(rows: list[dict]) -> list[str]:
             before = sum(len(r["before"]["sites"]) for r in chosen)
             left = sum(len(r["after"]["sites"]) for r in chosen)
             lines.append(f"- {name}: {before - left} of {before} sites removed over {len(chosen)} entries")
-    others = [r for r in rows if r["model"] not in TUNE + HOLDOUT + UNTUNED9 + UNTUNED16 + UNTUNED17]
+    others = [
+        r for r in rows if r["model"] not in TUNE + HOLDOUT + UNTUNED9 + UNTUNED16 + UNTUNED17 + UNTUNED19
+    ]
     if lines and others:
         before = sum(len(r["before"]["sites"]) for r in others)
         left = sum(len(r["after"]["sites"]) for r in others)
@@ -324,7 +329,7 @@ def _halves(rows: list[dict]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def table(rows: list[dict], fix_summary: str) -> str:
+def table(rows: list[dict], fix_summary: str, own_files: bool = False) -> str:
     import torch
 
     before = sum(len(r["before"]["sites"]) for r in rows)
@@ -333,8 +338,16 @@ def table(rows: list[dict], fix_summary: str) -> str:
     lines = [
         "Fix rate on real break sites: `fuselint check --fix --unsafe-fixes` on a copy of each package,",
         "then dynamo again (tiny configs, random seeded weights, CPU, eval, no_grad).",
+        "Linted: the files that hold the models' break sites"
+        + (
+            ", and each model's own file (the file of the class the entry calls: `--own-files`)."
+            if own_files
+            else "."
+        ),
         f"torch {torch.__version__}, Python {platform.python_version()}; "
-        "command: `PYTHONPATH=. python bench/fix_rate.py --write bench/results/fix_rate.md`",
+        "command: `PYTHONPATH=. python bench/fix_rate.py"
+        + (" --own-files" if own_files else "")
+        + " --write bench/results/fix_rate.md`",
         "",
         f"**{removed} of {before} break sites removed ({100 * removed / max(before, 1):.0f}%)** over "
         f"{len(rows)} models from {len({r['package'] for r in rows})} packages. fuselint said: {fix_summary}",
@@ -385,6 +398,19 @@ def same_imports(row: dict, fixed: Path, earlier: Path) -> bool:
     return True
 
 
+def model_files(models: list[str]) -> list[str]:
+    """Each model's own file (`real_corpus.own_file`), from one process that builds them all."""
+    done = subprocess.run(
+        [sys.executable, str(HERE), "--own-files", ",".join(models)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        check=True,
+    )
+    found = json.loads(done.stdout.splitlines()[-1])
+    return sorted({f for f in found.values() if f})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated subset of bench/real_corpus.py's models")
@@ -395,6 +421,11 @@ def main() -> None:
         "--reuse",
         help="an earlier run's --keep folder: its traces before the fix, and its rows for the models "
         "of packages whose fixed files come out byte-identical (the others are traced again)",
+    )
+    parser.add_argument(
+        "--own-files",
+        action="store_true",
+        help="also lint each model's own file (real_corpus.own_file: the file of the class the entry calls)",
     )
     args = parser.parse_args()
     models = args.models.split(",") if args.models else list(MODELS)
@@ -414,6 +445,8 @@ def main() -> None:
             before[model] = run_child(model, outputs=str(before_pt[model]))
         print(f"{model}: {len(before[model]['sites'])} sites before", file=sys.stderr)
     files = sorted({s["file"] for r in before.values() for s in r["sites"]})
+    if args.own_files:
+        files = sorted(set(files) | set(model_files(models)))
     packages = {p: d for p, d in package_dirs().items() if any(f.startswith(d + "/") for f in files)}
     fixed = work / "fixed"
     if fixed.exists():
@@ -452,7 +485,7 @@ def main() -> None:
             f" Rows of {kept} more models taken from an earlier run: every corpus file their fixed trace "
             "imported is byte-identical to this run's."
         )
-    text = table(rows, summary)
+    text = table(rows, summary, args.own_files)
     print(text)
     if args.write:
         Path(args.write).write_text(text)
