@@ -263,6 +263,30 @@ NO_FIX = {
     ("modeling_fastspeech2_conformer.py", "torch.repeat_interleave(encoded_embedding, target_duration"): (
         "(untuned17) each phoneme repeated by its predicted duration: a data-dependent length (the line above)"
     ),
+    # fixes19: UNTUNED19 (the rest of fixes17's walk), each line read; the numbers are
+    # `PYTHONPATH=. python bench/untuned19_checks.py` (the entry's own modules, 20 random row subsets)
+    ("modeling_higgs_audio_v2.py", "hidden_states = hidden_states.masked_scatter("): "(untuned19) the "
+    "decoder layer norms only the rows the audio-token mask selects and scatters them back; "
+    "`torch.where(mask[..., None], norm(x), x)` is the same for a row-wise norm (its RMSNorms: 0 of 20 row "
+    "subsets differ from all rows then indexed), but the same layer's MLPs run on the selected rows too "
+    "(the lines below), whose dense form is not bit-equal, so the layer keeps its dynamic shapes; the "
+    "masked_scatter-of-a-norm form is this family's alone in the five packages (grep), not written",
+    ("modeling_higgs_audio_v2.py", "layernorm(hidden_states[audio_token_mask])"): "(untuned19) the "
+    "selected rows of the line above: the number of audio tokens in the input",
+    ("modeling_higgs_audio_v2.py", "layernorm(hidden_states[~audio_token_mask])"): "(untuned19) the "
+    "text rows (see the masked_scatter line)",
+    ("modeling_higgs_audio_v2.py", "hidden_states[~audio_token_mask] +="): "(untuned19) the text MLP's "
+    "output added to the text rows; the MLP on every row, then selected, is not bit-equal (3 of 20 row "
+    "subsets differ: a Linear on a subset of rows, MoE's reason)",
+    ("modeling_higgs_audio_v2.py", "hidden_states[audio_token_mask] +="): "(untuned19) the audio MLP's "
+    "output added to the audio rows (the line above: 3 of 20 row subsets differ)",
+    ("modeling_jetmoe.py", "expert_size = expert_size.tolist()"): "(untuned19) tokens per expert size "
+    "the split of the sorted tokens: the MoE's routing (switch_transformers' reason: a dense form runs "
+    "every expert on every token and is not bit-equal)",
+    ("modeling_openai_privacy_filter.py", ".nonzero()"): "(untuned19) the experts hit by the routing "
+    "(switch_transformers' reason)",
+    ("modeling_openai_privacy_filter.py", "if expert_idx == self.num_experts:"): "(untuned19) a loop "
+    "over the hit experts (the line above) with a test on each one's index",
 }
 
 
