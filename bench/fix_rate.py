@@ -365,11 +365,7 @@ def table(rows: list[dict], fix_summary: str, own_files: bool = True) -> str:
         "Fix rate on real break sites: `fuselint check --fix --unsafe-fixes` on a copy of each package,",
         "then dynamo again (tiny configs, random seeded weights, CPU, eval, no_grad).",
         "Linted: the files that hold the models' break sites"
-        + (
-            ", and each model's own file (the file of the class the entry calls: `--own-files`)."
-            if own_files
-            else "."
-        ),
+        + (", and each model's own file (the file of the class the entry calls)." if own_files else "."),
         f"torch {torch.__version__}, Python {platform.python_version()}; "
         "command: `PYTHONPATH=. python bench/fix_rate.py"
         + ("" if own_files else " --sites-only")

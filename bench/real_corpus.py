@@ -980,7 +980,7 @@ def own_file(model, roots: tuple[str, ...]) -> str | None:
     """The corpus file that defines the model itself: the class, in a corpus package, of the first
     object met breadth-first from the built entry through the closure of its class's `forward`, its
     submodules and its other attributes (the corpus's wrappers hold the model, scheduler or pipeline
-    they call). fix_rate's `--own-files` lints it with the files that hold the break sites."""
+    they call). fix_rate lints it with the files that hold the break sites."""
     import inspect
 
     queue, seen = [model], set()

@@ -58,3 +58,30 @@ def test_kept_rows_are_fixes17s_54_rows_past_its_cut_none_breaking():
     kept = select.kept_rows(select.PAST_CUT)
     assert len(kept) == 54
     assert not any(row.get("sites") for row in kept.values())
+
+
+def test_own_file_is_the_called_objects_class_file_closure_first():
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import real_corpus
+
+    roots = (str(Path(torch.nn.__file__).resolve().parent) + "/",)
+    called = torch.nn.ReLU()
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.held = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return called(x)
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.held = torch.nn.Linear(2, 2)
+
+    assert real_corpus.own_file(Wrapper(), roots).endswith("modules/activation.py")
+    assert real_corpus.own_file(Plain(), roots).endswith("modules/linear.py")
+    assert real_corpus.own_file(Plain(), ("/nowhere/",)) is None
