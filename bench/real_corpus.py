@@ -681,13 +681,27 @@ UNTUNED17_FAMILIES = {
 }
 
 
+# fixes19: UNTUNED19, the families of the same rule's walk past fixes17's cut (bench/untuned19_select.py,
+# its amendment committed before any of them was traced), measured blind.
+UNTUNED19_FAMILIES = {
+    "hf19_higgs_audio_v2": "higgs_audio_v2",
+    "hf19_jetmoe": "jetmoe",
+    "hf19_longt5": "longt5",
+    "hf19_openai_privacy_filter": "openai_privacy_filter",
+    "hf19_rt_detr_v2": "rt_detr_v2",
+    "hf19_seamless_m4t": "seamless_m4t",
+    "hf19_seamless_m4t_v2": "seamless_m4t_v2",
+}
+_FAMILIES = {**UNTUNED17_FAMILIES, **UNTUNED19_FAMILIES}
+
+
 def _family17(model_name: str):
-    """A family UNTUNED17's rule chose, built and fed as the rule builds and feeds it (its keyword
-    inputs passed in order by a wrapper: the corpus calls `model(*args)`)."""
+    """A family UNTUNED17's (or UNTUNED19's) rule chose, built and fed as the rule builds and feeds it
+    (its keyword inputs passed in order by a wrapper: the corpus calls `model(*args)`)."""
     import torch
     import untuned17_select as rule
 
-    model = rule.build(rule.base_type(UNTUNED17_FAMILIES[model_name]))
+    model = rule.build(rule.base_type(_FAMILIES[model_name]))
     _kind, feed = rule.inputs(model)
 
     class ByName(torch.nn.Module):
@@ -767,6 +781,8 @@ MODELS = {
     "pyg_mf": "torch_geometric",
     # fixes17: never tuned on (UNTUNED17, bench/untuned17_select.py's rule)
     **dict.fromkeys(UNTUNED17_FAMILIES, "transformers"),
+    # fixes19: never tuned on (UNTUNED19, bench/untuned19_select.py: the rest of fixes17's walk)
+    **dict.fromkeys(UNTUNED19_FAMILIES, "transformers"),
 }
 
 # fixes14: codecs that copy EnCodec's 0-d int buffers, measured on their own (not in the corpus's count):
@@ -795,6 +811,8 @@ UNTUNED16 = tuple(m for m in MODELS if m.startswith("kn_")) + (
 )
 # fixes17: the transformers families of bench/untuned17_select.py's rule, in its walk order
 UNTUNED17 = tuple(UNTUNED17_FAMILIES)
+# fixes19: the rest of that walk (bench/untuned19_select.py), in its order
+UNTUNED19 = tuple(UNTUNED19_FAMILIES)
 _FIXES5 = sorted(
     m for m in MODELS if m.startswith("df_") and m not in ("df_ddpm_step", "df_euler_step", *UNTUNED9)
 )
@@ -809,7 +827,7 @@ def build(model_name: str, scale: int = 1):
     if model_name not in MODELS and model_name not in INT_BUFFER_CHECKS:
         raise KeyError(f"unknown model {model_name!r}; known: {', '.join(MODELS)}")
     torch.manual_seed(0)
-    if model_name in UNTUNED17_FAMILIES:
+    if model_name in _FAMILIES:
         return _family17(model_name)
     return globals()[model_name](scale)
 
@@ -958,6 +976,39 @@ def imported_files() -> list[str]:
     return sorted(found)
 
 
+def own_file(model, roots: tuple[str, ...]) -> str | None:
+    """The corpus file that defines the model itself: the class, in a corpus package, of the first
+    object met breadth-first from the built entry through the closure of its class's `forward`, its
+    submodules and its other attributes (the corpus's wrappers hold the model, scheduler or pipeline
+    they call). fix_rate lints it with the files that hold the break sites."""
+    import inspect
+
+    queue, seen = [model], set()
+    while queue:
+        obj = queue.pop(0)
+        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
+            continue
+        seen.add(id(obj))
+        try:
+            path = str(Path(inspect.getsourcefile(type(obj)) or "").resolve())
+        except TypeError:
+            path = ""
+        if path.startswith(roots):
+            return path
+        forward = getattr(type(obj), "forward", None)
+        queue += [cell.cell_contents for cell in getattr(forward, "__closure__", None) or ()]
+        attributes = getattr(obj, "__dict__", {})
+        queue += list(attributes.get("_modules", {}).values())
+        queue += [v for k, v in attributes.items() if not k.startswith("_")]
+    return None
+
+
+def own_files(models: list[str]) -> dict[str, str | None]:
+    """`own_file` of each model, built in this process."""
+    roots = tuple(d + os.sep for d in package_dirs().values())
+    return {m: own_file(build(m)[0], roots) for m in models}
+
+
 def child_env(pythonpath: str = "") -> dict[str, str]:
     """The environment of a child process: `pythonpath` (a fixed copy of the packages) first, then fuselint."""
     env = dict(os.environ)
@@ -1005,7 +1056,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--outputs", help="save the eager outputs' tensors here (torch.save)")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--own-files", help="comma-separated models: print each one's `own_file` as JSON")
     args = parser.parse_args()
+    if args.own_files:
+        print(json.dumps(own_files(args.own_files.split(","))))
+        return
     if args.list or not args.model:
         print("\n".join(f"{m}\t{p}" for m, p in MODELS.items()))
         return

@@ -61,7 +61,7 @@ def test_the_pipeline_loop_makes_the_step_read_a_computed_index(tree):
 
 def test_a_run_naming_only_the_three_files_resolves_the_scheduler_through_its_package(tree):
     # `from ..schedulers import StepScheduler`: the package's `__init__` re-exports it; the run
-    # names neither `__init__`, as bench/fix_rate.py names only the files that hold break sites.
+    # names neither `__init__`, as bench/fix_rate.py names only site files and models' own files.
     config = Config(root=tree, traced_functions=("*Pipeline.__call__",), select=("FL101", "FL102"))
     files = [tree / "steps" / f for f in FILES.values()]
     findings = lint_tree(files, CATALOG, config, jobs=1).findings
