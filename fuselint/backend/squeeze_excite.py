@@ -6,8 +6,9 @@ cuDNN or cuBLAS computes in a few microseconds of GPU time but which costs a hos
 15-20 µs (bench/results/h200-s12/hl-eff.txt: EfficientNet-B0's 81 convolutions take 1588 of the
 2507 µs its call issues), and the bias and activation between them a launch of their own.
 
-:func:`reduce_pooled_convolutions` writes each such convolution, in an inference graph on a
-16-bit float image, as what it computes:
+:func:`reduce_pooled_convolutions` writes such a convolution, in an inference graph on a 16-bit
+float image, where its readers end in another library call (see :func:`_ends_in_library`: the
+gate's first convolution, not the one whose sigmoid scales the image), as what it computes:
 
     out[n, o] = sum_c float(x[n, c]) * float(w[o, c])  (+ float(bias[o]))   in float32, rounded once
 
@@ -17,8 +18,9 @@ that is ``(x.view(N, 1, C).float() * w.view(1, O, C).float()).sum(-1)``, viewed 
 The products of 16-bit numbers are exact in float32, and the sum accumulates in float32, as the
 GEMM's does (in another order); the bias is added before the one rounding, where the
 convolution's result was rounded before its bias was added. Only small products are rewritten
-(``MAX_MACS``), where one reduction kernel costs no more GPU time than the library's. Such a
-convolution of few channels is not a patch convolution here (patchify's GEMM is a library call).
+(``MAX_MACS``): on an H200, EfficientNet-B0's summed GPU time per call was 1971 µs with its gate
+convolutions reduced against 2069 µs with them in cuDNN and cuBLAS. Such a convolution of few
+channels is not a patch convolution here (patchify's GEMM is a library call).
 """
 
 from __future__ import annotations
