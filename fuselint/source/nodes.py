@@ -8,7 +8,7 @@ third of a cold lint. These read `_fields` in one loop and queue children in a l
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -16,8 +16,18 @@ _AST = ast.AST
 T = TypeVar("T")
 
 
-def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """The direct children of `node`, as `ast.iter_child_nodes` yields them."""
+def child_nodes(node: ast.AST) -> Sequence[ast.AST]:
+    """The direct children of `node`, as `ast.iter_child_nodes` yields them. Within
+    `remembered_walks` each node's are listed once and shared: a caller never changes them."""
+    if _CHILDREN is None:
+        return _children(node)
+    found = _CHILDREN.get(node)
+    if found is None:
+        found = _CHILDREN[node] = _children(node)
+    return found
+
+
+def _children(node: ast.AST) -> tuple[ast.AST, ...]:
     children: list[ast.AST] = []
     push = children.append
     for name in node._fields:
@@ -28,13 +38,16 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
             for item in value:
                 if isinstance(item, _AST):
                     push(item)
-    return children
+    return tuple(children)
 
 
 # Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
 # checks walk the same methods and classes again and again: each attribute scan, each rule),
 # and a module's statements (`imports.iter_statements`).
 _REMEMBERED: dict[tuple[str, Hashable], Any] | None = None
+# Within `remembered_walks`, each node's children: a method's nodes are walked for its module,
+# its class and itself, and the checks' own walks (scopes, statements) list them again.
+_CHILDREN: dict[ast.AST, tuple[ast.AST, ...]] | None = None
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
@@ -42,13 +55,13 @@ _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 def remembered_walks():
     """Inside, a function's, class's or module's walk is made once and then replayed: for the
     analysis of one parsed file, which reads its tree and never changes it."""
-    global _REMEMBERED
-    outer = _REMEMBERED
-    _REMEMBERED = {}
+    global _REMEMBERED, _CHILDREN
+    outer = _REMEMBERED, _CHILDREN
+    _REMEMBERED, _CHILDREN = {}, {}
     try:
         yield
     finally:
-        _REMEMBERED = outer
+        _REMEMBERED, _CHILDREN = outer
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:
@@ -82,16 +95,9 @@ def made_once(what: str, key: Hashable, make: Callable[[Any], T]) -> T:
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
     queue = [node]
-    push = queue.append
+    push = queue.extend
     for current in queue:  # the loop reads what it appends: breadth first
-        for name in current._fields:
-            value = getattr(current, name, None)
-            if isinstance(value, _AST):
-                push(value)
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, _AST):
-                        push(item)
+        push(child_nodes(current))
         yield current
 
 

@@ -346,12 +346,11 @@ def _nested_defs(fn: FunctionNode) -> list[FunctionNode]:
 def own_nodes(fn: FunctionNode) -> list[ast.AST]:
     """The nodes of `fn`'s body, the defs nested in it included but not their insides."""
     out: list[ast.AST] = []
-    todo: list[ast.AST] = list(fn.body)
-    while todo:
-        node = todo.pop(0)
+    for node in fn.body:
         out.append(node)
+    for node in out:  # the loop reads what it appends: breadth first
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(child_nodes(node))
+            out.extend(child_nodes(node))
     return out
 
 

@@ -282,10 +282,12 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
     retries = "TypeError" in sf.text  # each check below walks every function: skip it when it cannot fire
     draws = "random" in sf.text
+    compiling = "compiling" in sf.text  # every test `_is_compiling_call` knows spells the word
     updates = any(word in sf.text for word in (".step(", ".zero_grad(", ".backward("))
     buffers: dict[int, dict] = {}  # the `nn.Buffer` attributes of each class
     for flow in flows(functions, sf.imports):
-        yield from compile_only_defaults(sf, flow.fn.node, rule)
+        if compiling:
+            yield from compile_only_defaults(sf, flow.fn.node, rule)
         yield from comprehension_frames(sf, flow, rule)
         cls = flow.fn.cls
         if id(cls) not in rnns:
