@@ -70,7 +70,9 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
     As in `ast.walk`, a node's children are queued before the node is yielded.
     """
     if isinstance(node, _BIG):
-        return remembered("walk", node, _walk)
+        if _REMEMBERED is None:
+            return _walk(node)
+        return iter(made_once("walk", node, _walk_list))
     return _walk(node)
 
 
@@ -91,6 +93,20 @@ def made_once(what: str, key: Hashable, make: Callable[[Any], T]) -> T:
     if found is None:
         found = _REMEMBERED[what, key] = make(key)
     return found
+
+
+def _walk_list(node: ast.AST) -> list[ast.AST]:
+    """`list(_walk(node))` within `remembered_walks`: the queue is the walk."""
+    assert _CHILDREN is not None
+    memo = _CHILDREN
+    queue = [node]
+    push = queue.extend
+    for current in queue:
+        found = memo.get(current)
+        if found is None:
+            found = memo[current] = _children(current)
+        push(found)
+    return queue
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:

@@ -42,7 +42,24 @@ def test_walk_yields_the_same_nodes_in_the_same_order():
 def test_child_nodes_are_the_standard_children():
     for tree in _trees():
         for node in ast.walk(tree):
-            assert child_nodes(node) == list(ast.iter_child_nodes(node))
+            assert list(child_nodes(node)) == list(ast.iter_child_nodes(node))
+
+
+def test_within_remembered_walks_children_are_listed_once_and_walks_match_the_standard_ones():
+    from fuselint.source import nodes
+
+    for tree in _trees():
+        with nodes.remembered_walks():
+            # Statements first, so that the module's walk below reads children listed by others.
+            for node in ast.walk(tree):
+                if isinstance(node, ast.stmt):
+                    assert list(walk(node)) == list(ast.walk(node))
+            assert list(walk(tree)) == list(ast.walk(tree))
+            for node in ast.walk(tree):
+                first = child_nodes(node)
+                assert list(first) == list(ast.iter_child_nodes(node))
+                assert child_nodes(node) is first and isinstance(first, tuple)
+        assert nodes._CHILDREN is None
 
 
 def test_walk_queues_children_before_yielding():
