@@ -95,6 +95,36 @@ def made_once(what: str, key: Hashable, make: Callable[[Any], T]) -> T:
     return found
 
 
+def grouped(node: ast.AST) -> dict[type, list[ast.AST]]:
+    """The nodes of `walk(node)` by their exact type, each group in walk order: one pass that the
+    class scans share (a method's stored names, assignments and calls), made once per
+    `remembered_walks`."""
+    return made_once("grouped", node, _grouped)
+
+
+def _grouped(node: ast.AST) -> dict[type, list[ast.AST]]:
+    groups: dict[type, list[ast.AST]] = {}
+    for current in walk(node):
+        found = groups.get(type(current))
+        if found is None:
+            groups[type(current)] = [current]
+        else:
+            found.append(current)
+    return groups
+
+
+def of_types(node: ast.AST, *kinds: type) -> list[ast.AST]:
+    """The nodes of `walk(node)` of the exact `kinds`, group after group (walk order within each)."""
+    groups = grouped(node)
+    return [n for kind in kinds for n in groups.get(kind, ())]
+
+
+def stored_names(node: ast.AST) -> set[str]:
+    """The names `node` binds as `ast.Name` stores (targets, loop variables, walrus), nested
+    scopes included: a copy, the caller's to keep."""
+    return {n.id for n in grouped(node).get(ast.Name, ()) if isinstance(n.ctx, ast.Store)}
+
+
 def _walk_list(node: ast.AST) -> list[ast.AST]:
     """`list(_walk(node))` within `remembered_walks`: the queue is the walk."""
     assert _CHILDREN is not None

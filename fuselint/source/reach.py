@@ -638,13 +638,12 @@ def _attribute_aliases(flow) -> dict[str, ast.Attribute]:
             values.setdefault(stmt.targets[0].id, []).append(stmt.value)
     found = {}
     for name, exprs in values.items():
-        spelled = {ast.dump(e) for e in exprs}
         first = exprs[0]
         if (
-            len(spelled) == 1
-            and len(exprs) == flow.assigned.get(name)
-            and isinstance(first, ast.Attribute)
+            isinstance(first, ast.Attribute)
             and _self_attr(first.value) is not None
+            and len(exprs) == flow.assigned.get(name)
+            and len({ast.dump(e) for e in exprs}) == 1
         ):
             found[name] = first
     return found
