@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
-from fuselint.source.nodes import child_nodes, made_once, walk
+from fuselint.source.nodes import child_nodes, grouped, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.scope import MODULE_ENTRIES, MODULE_ROOT, STARRED, Reached, module_classes
 
@@ -276,12 +276,21 @@ def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.Return
     return made_once("own returns", fn, _returns_of)
 
 
+_INNER_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
 def _returns_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.Return, ...] | None:
+    groups = grouped(fn)
+    nested = sum(len(groups.get(kind, ())) for kind in _INNER_SCOPES) - 1  # `fn` is in its own walk
+    if not nested and ast.Yield not in groups and ast.YieldFrom not in groups:
+        # Every return of the walk is the function's own (a return is a statement: none sits in
+        # a decorator or default). Callers read them as a set, in any order.
+        return tuple(groups.get(ast.Return, ()))
     found: list[ast.Return] = []
     todo: list[ast.AST] = list(fn.body)
     while todo:
         node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        if isinstance(node, _INNER_SCOPES):
             continue
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return None
