@@ -33,7 +33,7 @@ from functools import cached_property
 
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
-from fuselint.source.nodes import child_nodes, made_once, walk
+from fuselint.source.nodes import child_nodes, made_once, of_types, stored_names, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.paths import branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
@@ -159,7 +159,9 @@ def _host_param_name(name: str) -> bool:
 def annotation_kind(annotation: ast.expr) -> str | None:
     """`torch.Tensor`, `Optional[torch.Tensor]` -> tensor; tuples of tensors -> tuple; else None."""
     quoted = isinstance(annotation, ast.Constant) and isinstance(annotation.value, str)
-    text = annotation.value if quoted else ast.unparse(annotation)  # "int | torch.Tensor" too
+    # "int | torch.Tensor" too; unparsed once per file's analysis (each function's parameters
+    # are read by several checks)
+    text = annotation.value if quoted else made_once("unparsed", annotation, ast.unparse)
     if "Tensor" not in text and "Parameter" not in text:
         return None
     head = text.replace("typing.", "")
@@ -410,27 +412,27 @@ def _string_attributes(cls: ast.ClassDef | None) -> frozenset[str]:
             *zip(reversed(positional), reversed(args.defaults), strict=False),
             *zip(args.kwonlyargs, args.kw_defaults, strict=True),
         ]
-        rebound = {n.id for n in walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        rebound = stored_names(top)
         options = {a.arg for a, d in pairs if _str_constant(d) and a.arg not in rebound}
-        for node in walk(top):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for t in walk(target):
-                        if (attr := _self_attr(t)) is None:
-                            continue
-                        value = node.value if t is target and not isinstance(node, ast.AugAssign) else None
-                        text = _str_constant(value) or (isinstance(value, ast.Name) and value.id in options)
-                        sources[attr] = sources.get(attr, True) and text
-            elif isinstance(node, ast.Call):
-                func = node.func
-                named = None
-                if isinstance(func, ast.Attribute) and func.attr == "__setattr__" and node.args:
-                    named = node.args[0]
-                elif isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) > 1:
-                    named = node.args[1]
-                if named is not None and _str_constant(named):
-                    sources[named.value] = False
+        # an attribute's verdict is an `and` over its stores: their order does not matter
+        for node in of_types(top, ast.Assign, ast.AnnAssign, ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in walk(target):
+                    if (attr := _self_attr(t)) is None:
+                        continue
+                    value = node.value if t is target and not isinstance(node, ast.AugAssign) else None
+                    text = _str_constant(value) or (isinstance(value, ast.Name) and value.id in options)
+                    sources[attr] = sources.get(attr, True) and text
+        for node in of_types(top, ast.Call):
+            func = node.func
+            named = None
+            if isinstance(func, ast.Attribute) and func.attr == "__setattr__" and node.args:
+                named = node.args[0]
+            elif isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) > 1:
+                named = node.args[1]
+            if named is not None and _str_constant(named):
+                sources[named.value] = False
     return frozenset(attr for attr, text in sources.items() if text)
 
 
@@ -1848,55 +1850,48 @@ def tensor_attributes(cls: ast.ClassDef, imports: ImportTable) -> frozenset[str]
     sources: dict[str, list] = defaultdict(list)
     for top in cls.body:
         method = top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-        stored: set[str] = (
-            set()
-        )  # the names the method assigns (a parameter it never rebinds is no local tensor)
+        # the names the method assigns (a parameter it never rebinds is no local tensor)
+        stored = stored_names(top)
         pending: list[tuple[list, int, ast.Assign]] = []
-        for node in walk(top):
+        # Each attribute's list of kinds is read as a whole (any, all, None in it): the order of
+        # its entries does not matter, so assignments and calls are read group by group.
+        for node in of_types(top, ast.Assign, ast.AnnAssign, ast.AugAssign):
             kind = type(node)
-            if kind is ast.Name:
-                if isinstance(node.ctx, ast.Store):
-                    stored.add(node.id)
-            elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
-                targets = node.targets if kind is ast.Assign else [node.target]
-                for target in targets:
-                    if (
-                        isinstance(target, ast.Attribute)
-                        and target.attr == "data"
-                        and _self_attr(target.value)
-                    ):
-                        continue  # `self.X.data = ...` swaps a tensor's data: X stays a tensor
-                    stored_into = _item_store_base(target)
-                    for t in walk(target):
-                        if _self_attr(t) is None:
-                            continue
-                        kinds = sources[t.attr]
-                        if t is target and kind is ast.AugAssign:
-                            continue  # `self.X += 1`: an in-place op keeps a tensor a tensor
-                        if t is stored_into:
-                            continue  # `self.X[idx] = 0`: an item store into X keeps a tensor a tensor
-                        # Unpacking: the value is not the attribute's own.
-                        if t is not target or node.value is None:
-                            kinds.append(None)
-                            continue
-                        value = node.value
-                        base = _cast_base(value)
-                        if _is_none(value):
-                            kinds.append("none")
-                        elif _makes_tensor(value, imports):
-                            kinds.append("made")
-                        elif _self_attr(base) is not None:
-                            kinds.append("attr:" + _self_attr(base))
-                        elif (operand := _number_arithmetic_of(value)) is not None:
-                            kinds.append("attr:" + operand)
-                        elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
-                            kinds.append(None)  # resolved below, once the method's stores are known
-                            pending.append((kinds, len(kinds) - 1, node))
-                        else:
-                            kinds.append(None)
-            elif (
-                kind is ast.Call
-                and isinstance(node.func, ast.Attribute)
+            targets = node.targets if kind is ast.Assign else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == "data" and _self_attr(target.value):
+                    continue  # `self.X.data = ...` swaps a tensor's data: X stays a tensor
+                stored_into = _item_store_base(target)
+                for t in walk(target):
+                    if _self_attr(t) is None:
+                        continue
+                    kinds = sources[t.attr]
+                    if t is target and kind is ast.AugAssign:
+                        continue  # `self.X += 1`: an in-place op keeps a tensor a tensor
+                    if t is stored_into:
+                        continue  # `self.X[idx] = 0`: an item store into X keeps a tensor a tensor
+                    # Unpacking: the value is not the attribute's own.
+                    if t is not target or node.value is None:
+                        kinds.append(None)
+                        continue
+                    value = node.value
+                    base = _cast_base(value)
+                    if _is_none(value):
+                        kinds.append("none")
+                    elif _makes_tensor(value, imports):
+                        kinds.append("made")
+                    elif _self_attr(base) is not None:
+                        kinds.append("attr:" + _self_attr(base))
+                    elif (operand := _number_arithmetic_of(value)) is not None:
+                        kinds.append("attr:" + operand)
+                    elif isinstance(base, ast.Name) and method is not None and kind is ast.Assign:
+                        kinds.append(None)  # resolved below, once the method's stores are known
+                        pending.append((kinds, len(kinds) - 1, node))
+                    else:
+                        kinds.append(None)
+        for node in of_types(top, ast.Call):
+            if (
+                isinstance(node.func, ast.Attribute)
                 and node.func.attr == "register_buffer"
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
@@ -1992,27 +1987,25 @@ def option_attributes(cls: ast.ClassDef) -> frozenset[str]:
         if not isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         options = _option_parameters(top)
-        # one walk: the names the method rebinds, and what it stores in attributes (judged after)
-        rebound: set[str] = set()
+        # the names the method rebinds, and what it stores in attributes (judged after); an
+        # attribute's verdict is an `and` over its stores, so their order does not matter
+        rebound = stored_names(top)
         stores: list[tuple[str, ast.expr | None]] = []
-        for node in walk(top):
-            if isinstance(node, ast.Name):
-                if isinstance(node.ctx, ast.Store):
-                    rebound.add(node.id)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for t in walk(target):
-                        if (attr := _self_attr(t)) is not None:
-                            stores.append((attr, node.value if t is target else None))
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        for node in of_types(top, ast.Assign, ast.AnnAssign, ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in walk(target):
+                    if (attr := _self_attr(t)) is not None:
+                        stores.append((attr, node.value if t is target else None))
+        for node in of_types(top, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.args:
                 if node.func.attr in ("register_buffer", "register_parameter", "__setattr__") or (
                     isinstance(node.func.value, ast.Name) and node.func.attr == "setattr"
                 ):
                     name = node.args[0]
                     if isinstance(name, ast.Constant) and isinstance(name.value, str):
                         sources[name.value] = False
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            elif isinstance(node.func, ast.Name) and node.func.id == "setattr":
                 if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
                     sources[str(node.args[1].value)] = False
         for attr, value in stores:

@@ -8,7 +8,7 @@ third of a cold lint. These read `_fields` in one loop and queue children in a l
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -16,8 +16,18 @@ _AST = ast.AST
 T = TypeVar("T")
 
 
-def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """The direct children of `node`, as `ast.iter_child_nodes` yields them."""
+def child_nodes(node: ast.AST) -> Sequence[ast.AST]:
+    """The direct children of `node`, as `ast.iter_child_nodes` yields them. Within
+    `remembered_walks` each node's are listed once and shared: a caller never changes them."""
+    if _CHILDREN is None:
+        return _children(node)
+    found = _CHILDREN.get(node)
+    if found is None:
+        found = _CHILDREN[node] = _children(node)
+    return found
+
+
+def _children(node: ast.AST) -> tuple[ast.AST, ...]:
     children: list[ast.AST] = []
     push = children.append
     for name in node._fields:
@@ -28,13 +38,16 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
             for item in value:
                 if isinstance(item, _AST):
                     push(item)
-    return children
+    return tuple(children)
 
 
 # Within `remembered_walks`, by (what, node): the walk of each function, class and module (the
 # checks walk the same methods and classes again and again: each attribute scan, each rule),
 # and a module's statements (`imports.iter_statements`).
 _REMEMBERED: dict[tuple[str, Hashable], Any] | None = None
+# Within `remembered_walks`, each node's children: a method's nodes are walked for its module,
+# its class and itself, and the checks' own walks (scopes, statements) list them again.
+_CHILDREN: dict[ast.AST, tuple[ast.AST, ...]] | None = None
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
@@ -42,13 +55,13 @@ _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 def remembered_walks():
     """Inside, a function's, class's or module's walk is made once and then replayed: for the
     analysis of one parsed file, which reads its tree and never changes it."""
-    global _REMEMBERED
-    outer = _REMEMBERED
-    _REMEMBERED = {}
+    global _REMEMBERED, _CHILDREN
+    outer = _REMEMBERED, _CHILDREN
+    _REMEMBERED, _CHILDREN = {}, {}
     try:
         yield
     finally:
-        _REMEMBERED = outer
+        _REMEMBERED, _CHILDREN = outer
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:
@@ -57,7 +70,9 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
     As in `ast.walk`, a node's children are queued before the node is yielded.
     """
     if isinstance(node, _BIG):
-        return remembered("walk", node, _walk)
+        if _REMEMBERED is None:
+            return _walk(node)
+        return iter(made_once("walk", node, _walk_list))
     return _walk(node)
 
 
@@ -80,18 +95,55 @@ def made_once(what: str, key: Hashable, make: Callable[[Any], T]) -> T:
     return found
 
 
+def grouped(node: ast.AST) -> dict[type, list[ast.AST]]:
+    """The nodes of `walk(node)` by their exact type, each group in walk order: one pass that the
+    class scans share (a method's stored names, assignments and calls), made once per
+    `remembered_walks`."""
+    return made_once("grouped", node, _grouped)
+
+
+def _grouped(node: ast.AST) -> dict[type, list[ast.AST]]:
+    groups: dict[type, list[ast.AST]] = {}
+    for current in walk(node):
+        found = groups.get(type(current))
+        if found is None:
+            groups[type(current)] = [current]
+        else:
+            found.append(current)
+    return groups
+
+
+def of_types(node: ast.AST, *kinds: type) -> list[ast.AST]:
+    """The nodes of `walk(node)` of the exact `kinds`, group after group (walk order within each)."""
+    groups = grouped(node)
+    return [n for kind in kinds for n in groups.get(kind, ())]
+
+
+def stored_names(node: ast.AST) -> set[str]:
+    """The names `node` binds as `ast.Name` stores (targets, loop variables, walrus), nested
+    scopes included: a copy, the caller's to keep."""
+    return {n.id for n in grouped(node).get(ast.Name, ()) if isinstance(n.ctx, ast.Store)}
+
+
+def _walk_list(node: ast.AST) -> list[ast.AST]:
+    """`list(_walk(node))` within `remembered_walks`: the queue is the walk."""
+    assert _CHILDREN is not None
+    memo = _CHILDREN
+    queue = [node]
+    push = queue.extend
+    for current in queue:
+        found = memo.get(current)
+        if found is None:
+            found = memo[current] = _children(current)
+        push(found)
+    return queue
+
+
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
     queue = [node]
-    push = queue.append
+    push = queue.extend
     for current in queue:  # the loop reads what it appends: breadth first
-        for name in current._fields:
-            value = getattr(current, name, None)
-            if isinstance(value, _AST):
-                push(value)
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, _AST):
-                        push(item)
+        push(child_nodes(current))
         yield current
 
 

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
-from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import child_nodes, grouped, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.scope import MODULE_ENTRIES, MODULE_ROOT, STARRED, Reached, module_classes
 
@@ -256,7 +256,7 @@ def tuple_items(
             return []  # `tuple[A, ...]`: no position is known
         found = [(i, tuple(sorted(set(_annotated_classes(e, summary))))) for i, e in enumerate(items)]
         return [(i, classes) for i, classes in found if classes]
-    returns = _own_returns(fn) or []
+    returns = _own_returns(fn) or ()
     if not returns or not all(isinstance(r.value, ast.Tuple) for r in returns):
         return []
     if len({len(r.value.elts) for r in returns}) != 1:
@@ -269,21 +269,35 @@ def tuple_items(
     return out
 
 
-def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return] | None:
+def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.Return, ...] | None:
     """The function's own `return` statements (a nested definition's returns are its own); None
-    for a generator, whose call returns no value of its `return`s."""
+    for a generator, whose call returns no value of its `return`s. Listed once per file's
+    analysis: a summary asks for them three times per function."""
+    return made_once("own returns", fn, _returns_of)
+
+
+_INNER_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _returns_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.Return, ...] | None:
+    groups = grouped(fn)
+    nested = sum(len(groups.get(kind, ())) for kind in _INNER_SCOPES) - 1  # `fn` is in its own walk
+    if not nested and ast.Yield not in groups and ast.YieldFrom not in groups:
+        # Every return of the walk is the function's own (a return is a statement: none sits in
+        # a decorator or default). Callers read them as a set, in any order.
+        return tuple(groups.get(ast.Return, ()))
     found: list[ast.Return] = []
     todo: list[ast.AST] = list(fn.body)
     while todo:
         node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        if isinstance(node, _INNER_SCOPES):
             continue
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return None
         if isinstance(node, ast.Return):
             found.append(node)
         todo.extend(child_nodes(node))
-    return found
+    return tuple(found)
 
 
 def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
@@ -433,7 +447,7 @@ def _stores_keywords(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     kwargs = method.args.kwarg.arg if method.args.kwarg is not None else None
     if kwargs is None:
         return False
-    for loop in ast.walk(method):
+    for loop in walk(method):
         if not (
             isinstance(loop, ast.For)
             and isinstance(loop.target, ast.Tuple)
@@ -448,7 +462,7 @@ def _stores_keywords(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         ):
             continue
         key, value = (e.id for e in loop.target.elts)
-        for node in ast.walk(loop):
+        for node in walk(loop):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
@@ -633,13 +647,12 @@ def _attribute_aliases(flow) -> dict[str, ast.Attribute]:
             values.setdefault(stmt.targets[0].id, []).append(stmt.value)
     found = {}
     for name, exprs in values.items():
-        spelled = {ast.dump(e) for e in exprs}
         first = exprs[0]
         if (
-            len(spelled) == 1
-            and len(exprs) == flow.assigned.get(name)
-            and isinstance(first, ast.Attribute)
+            isinstance(first, ast.Attribute)
             and _self_attr(first.value) is not None
+            and len(exprs) == flow.assigned.get(name)
+            and len({ast.dump(e) for e in exprs}) == 1
         ):
             found[name] = first
     return found

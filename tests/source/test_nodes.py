@@ -42,7 +42,24 @@ def test_walk_yields_the_same_nodes_in_the_same_order():
 def test_child_nodes_are_the_standard_children():
     for tree in _trees():
         for node in ast.walk(tree):
-            assert child_nodes(node) == list(ast.iter_child_nodes(node))
+            assert list(child_nodes(node)) == list(ast.iter_child_nodes(node))
+
+
+def test_within_remembered_walks_children_are_listed_once_and_walks_match_the_standard_ones():
+    from fuselint.source import nodes
+
+    for tree in _trees():
+        with nodes.remembered_walks():
+            # Statements first, so that the module's walk below reads children listed by others.
+            for node in ast.walk(tree):
+                if isinstance(node, ast.stmt):
+                    assert list(walk(node)) == list(ast.walk(node))
+            assert list(walk(tree)) == list(ast.walk(tree))
+            for node in ast.walk(tree):
+                first = child_nodes(node)
+                assert list(first) == list(ast.iter_child_nodes(node))
+                assert child_nodes(node) is first and isinstance(first, tuple)
+        assert nodes._CHILDREN is None
 
 
 def test_walk_queues_children_before_yielding():
@@ -204,3 +221,22 @@ def test_an_if_tests_class_by_lines_is_its_owning_class():
     sf = SourceFile.parse("t.py", nested)
     tests = sorted((n.test for n in ast.walk(sf.tree) if isinstance(n, ast.If)), key=lambda t: t.lineno)
     assert [_enclosing_class(sf, t).name for t in tests] == ["B", "A"]
+
+
+def test_nodes_grouped_by_type_keep_the_walk_order_within_each_type():
+    from fuselint.source import nodes
+
+    for tree in _trees():
+        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        with nodes.remembered_walks():
+            for node in [tree, *functions]:
+                everything = list(ast.walk(node))
+                kinds = (ast.Assign, ast.AugAssign, ast.Call)
+                assert nodes.of_types(node, *kinds) == [
+                    n for kind in kinds for n in everything if type(n) is kind
+                ]
+                assert nodes.stored_names(node) == {
+                    n.id for n in everything if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                }
+                assert sum(map(len, nodes.grouped(node).values())) == len(everything)
+    assert nodes.stored_names(ast.parse("a, (b, c) = d\nfor e in f: g = h")) == {"a", "b", "c", "e", "g"}

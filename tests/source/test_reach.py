@@ -354,3 +354,45 @@ def test_a_file_linted_again_for_new_roots_reuses_its_pattern_findings(tree, mon
     log1p = [f for f in found if f.code == "FL211"]
     assert [(Path(f.span.path).name, f.span.line) for f in log1p] == [("boxes.py", 17)]
     assert "reached from" in log1p[0].message
+
+
+def test_a_functions_own_returns_leave_out_nested_scopes_and_generators():
+    import ast
+
+    from fuselint.source import nodes
+    from fuselint.source.reach import _own_returns
+
+    def reference(fn):
+        found, todo = [], list(fn.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(node, (ast.Yield, ast.YieldFrom)):
+                return None
+            if isinstance(node, ast.Return):
+                found.append(node)
+            todo.extend(ast.iter_child_nodes(node))
+        return {id(r) for r in found}
+
+    text = (
+        "def plain(x):\n    if x:\n        return 1\n    return 2\n"
+        "def nested(x):\n    def inner():\n        return 3\n    return inner\n"
+        "def gen(x):\n    yield x\n    return 4\n"
+        "def outer():\n    @deco((yield))\n    def inner():\n        return 5\n"
+        "async def lam(f=lambda: 6):\n    return [k for k in f()]\n"
+    )
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures"
+    texts = [text, *(p.read_text(encoding="utf-8") for p in sorted(fixtures.rglob("*.py"))[:40])]
+    checked = 0
+    for source in texts:
+        tree = ast.parse(source)
+        with nodes.remembered_walks():
+            for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                got = _own_returns(fn)
+                assert (None if got is None else {id(r) for r in got}) == reference(fn)
+                checked += 1
+    assert checked > 40
+    funcs = {f.name: f for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef)}
+    assert _own_returns(funcs["gen"]) is None and len(_own_returns(funcs["plain"])) == 2
+    assert len(_own_returns(funcs["nested"])) == 1

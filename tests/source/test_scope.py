@@ -148,3 +148,32 @@ def test_helpers_called_only_where_dynamo_never_traces_are_not_linted():
         """
     )
     assert [line for code, line in _codes(source, Config()) if code == "FL101"] == [13]
+
+
+def test_the_compile_call_search_matches_where_the_word_bounded_regex_does():
+    import re
+
+    from fuselint.source.scope import _mentions_compile_call
+
+    bounded = re.compile(r"\b(?:compile|script)\s*\(")
+    texts = [
+        "torch.compile(f)",
+        "compile (f)",
+        "recompile(f)",
+        "is_compiling()",
+        "x_script(f)",
+        "éscript(f)",
+        "a\nscript\n(f)",
+        "compile",
+        "",
+        "recompile(f) + torch.jit.script(g)",
+        "1compile(f)",
+    ]
+    for text in texts:
+        assert _mentions_compile_call(text) == bool(bounded.search(text)), text
+    assert [t for t in texts if _mentions_compile_call(t)] == [
+        "torch.compile(f)",
+        "compile (f)",
+        "a\nscript\n(f)",
+        "recompile(f) + torch.jit.script(g)",
+    ]

@@ -282,10 +282,12 @@ def untraceable_construct(sf: SourceFile, functions: list[ModelFunction], rule: 
     mentions_rnn = any(word in sf.text for word in ("LSTM", "GRU", "RNN"))
     retries = "TypeError" in sf.text  # each check below walks every function: skip it when it cannot fire
     draws = "random" in sf.text
+    compiling = "compiling" in sf.text  # every test `_is_compiling_call` knows spells the word
     updates = any(word in sf.text for word in (".step(", ".zero_grad(", ".backward("))
     buffers: dict[int, dict] = {}  # the `nn.Buffer` attributes of each class
     for flow in flows(functions, sf.imports):
-        yield from compile_only_defaults(sf, flow.fn.node, rule)
+        if compiling:
+            yield from compile_only_defaults(sf, flow.fn.node, rule)
         yield from comprehension_frames(sf, flow, rule)
         cls = flow.fn.cls
         if id(cls) not in rnns:
@@ -752,18 +754,24 @@ def comprehension_frames(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iter
     first iterable; when it can see a module or a tensor (through `self`, an argument, a local,
     or `torch`), dynamo tries to start that frame and breaks again (gb4347, "Missing
     tp_iternext"): it takes no iterator as a frame's input but a tuple's or a range's."""
+    comprehensions = flow.of(*_COMPREHENSIONS)
+    if not comprehensions:
+        return
     fn = flow.fn.node
     nodes = own_nodes(fn)  # a nested def is a frame of its own, with its own `try`s
+    tries = [t for t in nodes if isinstance(t, _TRY)]
+    if not tries:
+        return
     bound = _bound_names(fn, nodes)
     module_level = {name for stmt in sf.tree.body for name in _top_names(stmt)}
     loaded = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     handed = params | {n for n in loaded - bound - module_level if n not in _BUILTINS}
-    if not any(isinstance(t, _TRY) and _calls_what_it_is_handed(t, handed) for t in nodes):
+    if not any(_calls_what_it_is_handed(t, handed) for t in tries):
         return
     visible = bound | {sf.imports.local_name_for("torch") or "torch"}
     own = {id(n) for n in nodes}
-    for site in flow.of(*_COMPREHENSIONS):
+    for site in comprehensions:
         comp = site.node
         if id(comp) not in own:
             continue
