@@ -22,12 +22,12 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from fuselint.backend.ops import HALF
 from fuselint.backend.runtime import can_generate_for
 from fuselint.graph.layout import fake_value, rewrite_each, same_layout, value_with
 
 aten = torch.ops.aten
 
-_HALF = (torch.bfloat16, torch.float16)
 
 # Views that mean the same applied to a stride-0 (expanded) tensor as to a dense one.
 VIEWS = {
@@ -72,7 +72,7 @@ def _candidate(n: torch.fx.Node) -> tuple[list, list] | None:
     if n.op != "call_function" or n.target is not aten.addmm.default or n.kwargs or len(n.args) != 3:
         return None
     val = n.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dtype in _HALF or not val.dtype.is_floating_point:
+    if not isinstance(val, torch.Tensor) or val.dtype in HALF or not val.dtype.is_floating_point:
         return None
     if not can_generate_for(val.device) or val.dim() != 2 or not n.users:
         return None

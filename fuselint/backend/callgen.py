@@ -41,6 +41,7 @@ import torch
 import torch.fx
 
 from fuselint.backend import runtime
+from fuselint.backend.ops import HALF
 from fuselint.backend.runtime import FusedKernel
 from fuselint.graph.op_facts import SILENT_ALIASES
 
@@ -213,7 +214,6 @@ def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
 
 _CONV = torch.ops.aten.convolution.default
 _CUDNN_CONV = torch.ops.aten.cudnn_convolution.default
-_HALF = (torch.bfloat16, torch.float16)
 
 
 def _plain_ints(seq: object) -> bool:
@@ -235,7 +235,7 @@ def _direct_cudnn(n: torch.fx.Node) -> tuple | None:
     for v in (xv, wv):
         if not isinstance(v, torch.Tensor) or v.dim() != 4 or v.device.type != "cuda":
             return None
-        if v.dtype not in _HALF or v.dtype != xv.dtype or not _plain_ints(v.shape):
+        if v.dtype not in HALF or v.dtype != xv.dtype or not _plain_ints(v.shape):
             return None
     if (
         not all(_plain_ints(a) for a in (stride, padding, dilation, output_padding))

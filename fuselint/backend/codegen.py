@@ -38,7 +38,7 @@ import torch
 
 from fuselint.backend.heuristics import LaunchConfig
 from fuselint.backend.lowering import KernelIR, Store, Value
-from fuselint.backend.ops import TL_DTYPES
+from fuselint.backend.ops import HALF, TL_DTYPES
 
 _NEUTRAL = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
 # max and min keep a NaN, as torch's reductions do (tl.max, tl.maximum and tl.minimum drop it:
@@ -66,9 +66,6 @@ def _reduce_rows(op: str, tile: str) -> str:
     if op == "sum":
         return f"tl.sum({tile}, axis=1)[:, None]"
     return f"tl.reduce({tile}, 1, _{op}_nan)[:, None]"
-
-
-_HALF = (torch.float16, torch.bfloat16)
 
 
 def index_expr(space: tuple[int, ...], dims: tuple[int, ...], strides: tuple[int, ...], lin: str) -> str:
@@ -235,7 +232,7 @@ class _KernelWriter:
             offs = " + ".join(t for t in terms if t) or "0"
             other = ", other=0.0" if u.ctype == "f" else ", other=0"
             expr = f"tl.load(in{u.input_index} + ({offs}), mask={tap.mask}{other})"
-            if u.dtype in _HALF:
+            if u.dtype in HALF:
                 expr += ".to(tl.float32)"
         else:
             expr = u.expr.format(*[self._tap(a, names, tap, scope) for a in u.args])
@@ -259,7 +256,7 @@ class _KernelWriter:
         offs = f"{idx}.to(tl.int64) * {row_stride}" + (f" + ({inner})" if inner else "")
         other = ", other=0.0" if v.ctype == "f" else ", other=0"
         expr = f"tl.load(in{v.input_index} + ({offs}), mask={mask}{other})"
-        return expr + ".to(tl.float32)" if v.dtype in _HALF else expr
+        return expr + ".to(tl.float32)" if v.dtype in HALF else expr
 
     def _load_expr(self, v: Value) -> str:
         strides = list(v.strides)
@@ -289,7 +286,7 @@ class _KernelWriter:
         other = ", other=0.0" if v.ctype == "f" else (", other=0" if v.ctype == "i" else "")
         expr = f"tl.load({ptr}, mask={mask}{other})" if mask else f"tl.load({ptr})"
         # fp32 math throughout: half types convert right after the load.
-        return expr + ".to(tl.float32)" if v.dtype in _HALF else expr
+        return expr + ".to(tl.float32)" if v.dtype in HALF else expr
 
     def store(self, s: Store, scope: _Scope) -> None:
         x, r = self._offsets(s.strides)
@@ -306,7 +303,7 @@ class _KernelWriter:
             val = f"tl.full({shape}, {s.value.expr}, {tl_dtype})"
         else:
             val = self.ref(s.value, scope)
-            if s.dtype in _HALF or (s.dtype != torch.float32 and s.dtype != torch.bool):
+            if s.dtype in HALF or (s.dtype != torch.float32 and s.dtype != torch.bool):
                 val = f"{val}.to({tl_dtype})"
         scope.add(f"tl.store({s.pointer} + ({offs}), {val}, mask={mask})")
 

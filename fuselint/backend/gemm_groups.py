@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from fuselint.backend.ops import HALF
 from fuselint.backend.patchify import views_reading
 from fuselint.backend.views import written_storages
 from fuselint.graph.layout import NewNodes, rewrite_each
@@ -40,9 +41,6 @@ aten = torch.ops.aten
 # One wave of cuBLAS's largest bf16 tiles (256 x 128) on the 132 SMs of an H100/H200: a GEMM
 # whose result is larger fills the GPU on its own.
 MAX_JOINED_RESULT = 132 * 256 * 128
-# Where it was measured to gain: 16-bit tensor-core GEMMs. A float32 GEMM (no TF32) runs in
-# smaller tiles, so the same shapes already fill the GPU (bench/gemm_join.py).
-HALF = (torch.bfloat16, torch.float16)
 # The most weight memory a graph holds a second copy of.
 MAX_JOINED_BYTES = 64 << 20
 
@@ -117,6 +115,8 @@ def _member(n: torch.fx.Node, params: dict) -> tuple | None:
     val = n.meta.get("val")
     if w is None or not isinstance(val, torch.Tensor) or val.numel() > MAX_JOINED_RESULT:
         return None
+    # joined only where it was measured to gain: 16-bit tensor-core GEMMs; a float32 GEMM (no
+    # TF32) runs in smaller tiles, so the same shapes already fill the GPU (bench/gemm_join.py)
     if params[w].dim() != 2 or params[w].dtype not in HALF:
         return None
     if bias is not None and params[bias].dtype != params[w].dtype:

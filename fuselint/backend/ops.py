@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 Lower = Callable[["Lowering", list, dict], "Value"]
 
+# The 16-bit float types: tensor-core GEMM operands, and values a kernel computes in float32.
+HALF = (torch.bfloat16, torch.float16)
 NAN_ALL = "propagate_nan=tl.PropagateNan.ALL"
 
 

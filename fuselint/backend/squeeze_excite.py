@@ -28,13 +28,14 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from fuselint.backend.ops import HALF
 from fuselint.backend.runtime import can_generate_for
+from fuselint.graph.fusion_graph import op_kind
 from fuselint.graph.layout import NewNodes, rewrite_each
 
 aten = torch.ops.aten
 prims = torch.ops.prims
 
-HALF = (torch.bfloat16, torch.float16)
 # The largest product rewritten, in multiply-adds: EfficientNet-B0's largest squeeze-excite
 # convolution at batch 64 is 64 x 1152 x 48 = 3.5M.
 MAX_MACS = 1 << 23
@@ -61,15 +62,11 @@ def pooled_convolution(n: torch.fx.Node) -> bool:
     return batch * channels * wv.shape[0] <= MAX_MACS and can_generate_for(xv.device) and _ends_in_library(n)
 
 
-_LIBRARY = (aten.convolution.default, aten.mm.default, aten.addmm.default, aten.bmm.default)
-_ELEMENTWISE = (aten.clone.default, prims.convert_element_type.default)
-
-
 def _ends_in_library(conv: torch.fx.Node) -> bool:
     """Do the convolution's readers, through pointwise ops and views of its own size, end only
-    in library calls (the next convolution of the gate)? Those read 16-bit operands, so the values on the way are
-    rounded to 16 bits there anyway, and the reduction, which rounds once after its pointwise
-    readers, is at least as exact. A chain that ends elsewhere keeps the convolution: the gate's
+    in library calls (the next convolution of the gate)? Those read 16-bit operands, so the
+    values on the way are rounded to 16 bits there anyway, and the reduction, which rounds once
+    after its pointwise readers, is at least as exact. A chain that ends elsewhere keeps the convolution: the gate's
     sigmoid, computed by the reduction and stored in 16 bits, would multiply the image rounded,
     where after a library convolution the gate's kernel computes it in float32 (MobileNetV3's
     maximum error against float32 over 12 batches 0.171 against 0.125, bench/results/h200-s12/)."""
@@ -81,12 +78,10 @@ def _ends_in_library(conv: torch.fx.Node) -> bool:
             if user in seen:
                 continue
             seen.add(user)
-            target = user.target
-            if target in _LIBRARY:  # reads its operands as stored, in 16 bits
+            kind = op_kind(user)
+            if kind in ("matmul", "conv"):  # a library call: reads its operands as stored, in 16 bits
                 continue
-            if user.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
-                return False
-            if not (target in _ELEMENTWISE or target.is_view or torch.Tag.pointwise in target.tags):
+            if kind not in ("pointwise", "view"):
                 return False
             val = user.meta.get("val")
             if not isinstance(val, torch.Tensor) or val.numel() != size:
