@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 12's whole suite on one commit, in the parts one device call can hold (10 minutes each):
 #   bash bench/gpu_suite.sh hf       # GPT-2, LLaMA, BERT, T5, ViT: bf16, the five backends
-#   bash bench/gpu_suite.sh timm     # ResNet-50, ConvNeXt, EfficientNet, MobileNetV3: the same
+#   bash bench/gpu_suite.sh timm     # ResNet-50, ConvNeXt, EfficientNet, MobileNetV3: the same; then
+#                                    # the training steps (GPT-2, ResNet-50): eager, fuselint, Inductor
+#   bash bench/gpu_suite.sh rest     # the memory-bound patterns, then issue 10's gain of removed breaks
 #   bash bench/gpu_suite.sh fp32     # float32 inference of the nine: eager, fuselint, Inductor
-#   bash bench/gpu_suite.sh rest     # the training steps (GPT-2, ResNet-50) and the memory-bound patterns
 #   python bench/models.py --merge $OUT/hf.json,$OUT/timm.json --md models-bf16.md   # the table, no GPU
 # Writes under $OUT. Each stage has its own time limit, so that one hung compile costs one stage.
 # On the device image: libcst from the carried wheels (.whl/), the checkout on PYTHONPATH.
@@ -12,8 +13,8 @@ part="${1:?hf, timm, fp32 or rest}"
 case "$part" in hf|timm|fp32|rest) ;; *) echo "unknown part: $part (hf, timm, fp32 or rest)" >&2; exit 2 ;; esac
 out="${OUT:-/tmp/fuselint-gpu}"
 mkdir -p "$out"
-if ls .whl/libcst*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/libcst*.whl
+if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for fix_gain) are not on the image
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
   export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
@@ -22,17 +23,19 @@ five=eager,fuselint,inductor,fuselint-cudagraphs,inductor-reduce-overhead
 case "$part" in
   hf)
     timeout 560 python3 bench/models.py --models gpt2,llama,bert,t5enc,vit --backends "$five" \
-      --rounds 8 --rep 10 --budget 480 --json "$out/hf.json" --md "$out/hf.md" > "$out/hf.log" 2>&1 ;;
+      --rounds 8 --rep 10 --budget 390 --json "$out/hf.json" --md "$out/hf.md" > "$out/hf.log" 2>&1 ;;
   timm)
-    timeout 560 python3 bench/models.py --models resnet50,convnext,efficientnet,mobilenetv3 --backends "$five" \
-      --rounds 8 --rep 10 --budget 480 --json "$out/timm.json" --md "$out/timm.md" > "$out/timm.log" 2>&1 ;;
+    timeout 330 python3 bench/models.py --models resnet50,convnext,efficientnet,mobilenetv3 --backends "$five" \
+      --rounds 8 --rep 10 --budget 300 --json "$out/timm.json" --md "$out/timm.md" > "$out/timm.log" 2>&1
+    timeout 240 python3 bench/models.py --dtypes "" --train gpt2,resnet50 --backends eager,fuselint,inductor \
+      --rounds 8 --rep 20 --budget 190 --json "$out/train.json" --md "$out/train.md" > "$out/train.log" 2>&1 ;;
   fp32)
     timeout 560 python3 bench/models.py --dtypes float32 --backends eager,fuselint,inductor \
       --rounds 6 --rep 10 --budget 480 --json "$out/fp32.json" --md "$out/fp32.md" > "$out/fp32.log" 2>&1 ;;
   rest)
-    timeout 300 python3 bench/models.py --dtypes "" --train gpt2,resnet50 --backends eager,fuselint,inductor \
-      --rounds 10 --rep 20 --budget 260 --json "$out/train.json" --md "$out/train.md" > "$out/train.log" 2>&1
-    timeout 250 python3 bench/backend.py --budget 200 --no-cold --json "$out/backend.json" --md "$out/backend.md" \
-      > "$out/backend.log" 2>&1 ;;
+    timeout 200 python3 bench/backend.py --budget 150 --no-cold --json "$out/backend.json" --md "$out/backend.md" \
+      > "$out/backend.log" 2>&1
+    timeout 350 python3 bench/fix_gain.py --device cuda --budget 300 --md "$out/fix_gain.md" --json "$out/fix_gain.json" \
+      > "$out/fix_gain.log" 2>&1 ;;
 esac
 tail -n 12 "$out"/*.md
