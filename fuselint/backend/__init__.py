@@ -28,6 +28,7 @@ from fuselint.backend.compiler import (
 )
 from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
 from fuselint.backend.gemm_groups import joined_weights
+from fuselint.backend.precompile import start_workers_for
 
 __all__ = [
     "OPTIONS",
@@ -136,6 +137,7 @@ def fuselint_backend(
     ``options={"cudagraphs": True}`` replays each compiled graph as a CUDA graph
     (:mod:`fuselint.backend.cudagraphs`)."""
     cudagraphs = bool(_options(options)["cudagraphs"])
+    start_workers_for(example_inputs)  # they load while AOTAutograd traces and the graph is planned
     # Some of Inductor's decompositions (max_pool2d's) call into its lowering module.
     import torch._inductor.lowering  # noqa: F401
     from torch._dynamo.backends.common import aot_autograd

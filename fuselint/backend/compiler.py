@@ -33,7 +33,7 @@ from fuselint.backend.ops import REDUCTIONS
 from fuselint.backend.pads import sink_pads
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.patchify import patchify_convolutions
-from fuselint.backend.precompile import precompile
+from fuselint.backend.precompile import precompile, start_workers_for
 from fuselint.backend.random import seed_random
 from fuselint.backend.repeats import repeats_as_cats
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
@@ -76,6 +76,7 @@ class CompileReport:
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
     runner: object | None = None  # its GraphRunner (the generated call function, once built)
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
+    worker_compiled: int = 0  # of them, compiled by the worker processes (found in Triton's cache)
 
 
 # Why a group (or a node alone) is no kernel when all its values are read inside it, or
@@ -572,6 +573,7 @@ def compile_graph(
         )
         report.graph_module = gm
         return gm
+    start_workers_for(example_inputs)
     take_input_strides(gm, example_inputs)
     report.merged = merge_duplicates(gm)
     seed_random(gm)
@@ -607,7 +609,7 @@ def compile_graph(
     report.kernels = [k for k in report.kernels if id(k) in live]
     report.graph_module = new_gm
     try:
-        report.precompiled = precompile(report.kernels)
+        report.precompiled, report.worker_compiled = precompile(report.kernels)
     except Exception as exc:  # a head start only: each kernel still compiles at its first launch
         log.warning("fuselint: parallel compile skipped (%s: %s)", type(exc).__name__, exc)
     return new_gm

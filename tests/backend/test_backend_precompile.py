@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from fuselint.backend import precompile as pc
@@ -58,8 +61,91 @@ def test_broken_kernels_are_not_warmed():
 def test_thread_count_from_the_environment(monkeypatch):
     monkeypatch.setenv("FUSELINT_COMPILE_THREADS", "0")
     assert pc.threads() == 0
-    assert pc.precompile([_kernel(object()), _kernel(object())]) == 0
+    assert pc.precompile([_kernel(object()), _kernel(object())]) == (0, 0)
     monkeypatch.setenv("FUSELINT_COMPILE_THREADS", "six")
     assert pc.threads() == 0
     monkeypatch.delenv("FUSELINT_COMPILE_THREADS")
     assert 1 <= pc.threads() <= 32
+
+
+def test_worker_count_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FUSELINT_COMPILE_WORKERS", "3")
+    assert pc.worker_count() == 3
+    monkeypatch.setenv("FUSELINT_COMPILE_WORKERS", "many")
+    assert pc.worker_count() == 0
+
+
+def test_no_workers_for_cpu_graphs():
+    assert pc.start_workers(torch.device("cpu")) is None
+
+
+def _nvidia_compiler() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return Path(get_ptxas(90).path).exists()
+    except Exception:
+        return False
+
+
+ADD = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x, y, out, N: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < N
+    tl.store(out + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
+"""
+
+
+@pytest.mark.skipif(not _nvidia_compiler(), reason="Triton's NVIDIA compiler (ptxas) is not installed")
+def test_workers_compile_into_tritons_cache_and_the_parent_only_loads(tmp_path, monkeypatch):
+    """Two worker processes and this one share the jobs; the workers compile theirs for an H100
+    without a GPU, and compiling the same launch here afterwards finds each one in Triton's
+    cache (its code generator never runs); a job that cannot compile is answered, not fatal."""
+    import triton.compiler.compiler as tc
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    from fuselint.backend.compile_worker import TargetOnly
+    from fuselint.backend.runtime import load_kernel
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("FUSELINT_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setenv("FUSELINT_CACHE", "1")
+    fn = load_kernel(ADD, "add_kernel", interpret=False)
+    launches = [
+        (fn, (torch.float32,) * 3, (1,), 4, {"N": 100, "BLOCK": 128}),
+        (fn, (torch.bfloat16,) * 3, (1,), 4, {"N": 100, "BLOCK": 256}),
+    ]
+    jobs = [pc._job(i, *launch) for i, launch in enumerate(launches)]
+    jobs.append(dict(jobs[0], id=9, fn="no_such_kernel"))
+    workers = pc.CompileWorkers(2, ["cuda", 90, 32])
+    taken_here = []
+
+    def compile_here(job):  # this process takes its share too; here it only notes which
+        taken_here.append(job["id"])
+        time.sleep(0.5)
+
+    try:
+        assert all(w.ready.wait(240) for w in workers.workers)
+        by_workers = workers.share(jobs, compile_here, wait_s=240)
+        assert len(workers.alive()) == 2  # the failed job left its worker serving
+    finally:
+        workers.close()
+    assert workers.alive() == []
+    by_them = {0, 1, 9} - set(taken_here)
+    assert len(taken_here) == len(set(taken_here)) and by_them  # each job taken once; workers took some
+    assert by_workers == len(by_them - {9})
+
+    def no_codegen(*args, **kwargs):
+        raise AssertionError("compiled again instead of loading from Triton's cache")
+
+    monkeypatch.setattr(tc.ASTSource, "make_ir", no_codegen)
+    monkeypatch.setattr(driver, "_active", TargetOnly(GPUTarget("cuda", 90, 32)))  # what was there comes back
+    for fn_, dtypes, grid, warps, consts in (launches[i] for i in sorted(by_them - {9})):
+        kernel = fn_.warmup(*dtypes, grid=grid, num_warps=warps, **consts)
+        assert kernel.metadata.name == "add_kernel"
