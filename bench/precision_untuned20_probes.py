@@ -17,10 +17,9 @@ import inspect
 import sys
 
 import torch
-from break_probe import compile_run, listen, package_site, probe_header, probe_rows, write_sites
+from break_probe import probe_main
 
 PACKAGES = ("pytorch_forecasting",)
-SCRIPT = "precision_untuned20_probes.py"
 CLASSWISE = ("CrossEntropy",)
 
 
@@ -63,18 +62,5 @@ def _failing(exc: Exception):
     return build
 
 
-def run(label, fn, args, breaks, kwargs=None):
-    """`compile_run`, with no sites for a call that failed (a base class's NotImplementedError, a
-    metric that needs arguments the table does not give): the rule drops an entry whose call fails."""
-    row, sites = compile_run(
-        label, fn, args, breaks, lambda path: package_site(path, PACKAGES, SCRIPT), kwargs
-    )
-    return row, [] if "compile ERROR" in row else sites
-
-
 if __name__ == "__main__":
-    out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
-    breaks = listen()
-    torch.manual_seed(0)
-    probe_header()
-    write_sites(out, probe_rows(runs(), run, PACKAGES, breaks, build=True))
+    probe_main(runs, PACKAGES, "precision_untuned20_probes.py", sys.argv, drop_failed=True)

@@ -20,15 +20,38 @@ from fuselint.graph.breaks_log import parse_break
 from fuselint.graph.capture import _listening_to_breaks
 
 HEAD = "import contextlib, logging, torch\n\n"
-
-TOYS = {
-    # A plain object built in the frame is the receiver of the call whose callee breaks.
-    "object_receiver": """
-class K:
+# Pieces several toys share, written `<NAME>` in a toy's source.
+K_SMOOTH = """class K:
     def __init__(self, s):
         self.s = s
     def smooth(self, x):
         return x * self.s, (x.sum() > 0).item()
+"""
+
+K_PLAIN = """class K:
+    def __init__(self, s):
+        self.s = s
+"""
+
+BRK_PAIR = """def brk(x):
+    return x * 2, (x.sum() > 0).item()
+"""
+
+BRK = """def brk(x):
+    return (x.sum() > 0).item()
+"""
+
+CM_CLASS = """class CM:
+    def __enter__(self):
+        return self
+    def __exit__(self, *a):
+        return False
+"""
+
+TOYS = {
+    # A plain object built in the frame is the receiver of the call whose callee breaks.
+    "object_receiver": """
+<K_SMOOTH>
 
 def entry(x):
     k = K(2.0)
@@ -37,9 +60,7 @@ def entry(x):
 """,
     # The same object, built in the frame, passed as an argument.
     "object_argument": """
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
 
 def smooth(k, x):
     return x * k.s, (x.sum() > 0).item()
@@ -51,12 +72,9 @@ def entry(x):
 """,
     # Built in the frame, not in the call, but read after it (a live local).
     "object_live_after": """
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
 
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     k = K(2.0)
@@ -65,12 +83,9 @@ def entry(x):
 """,
     # Built in the frame, dead at the call.
     "object_dead": """
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
 
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     k = K(2.0)
@@ -80,8 +95,7 @@ def entry(x):
 """,
     # No object at all: the plain nested break.
     "plain_call": """
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     y, flag = brk(x)
@@ -89,11 +103,7 @@ def entry(x):
 """,
     # The object comes from outside the frame (self's attribute): it has a source.
     "object_from_self": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 class M(torch.nn.Module):
     def __init__(self):
@@ -109,11 +119,7 @@ def entry(x):
 """,
     # The object is built in forward of a module (entry through nn.Module.__call__).
     "module_forward_object": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 class M(torch.nn.Module):
     def forward(self, x):
@@ -169,8 +175,7 @@ def entry(x):
 """,
     # A lambda kept in a local.
     "lambda_local": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     f = lambda t: t * 2
@@ -179,8 +184,7 @@ def entry(x):
 """,
     # A with block of a supported context manager around a breaking call.
     "with_no_grad": """
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     with torch.no_grad():
@@ -193,8 +197,7 @@ def entry(x):
 def cm():
     yield
 
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     with cm():
@@ -203,14 +206,9 @@ def entry(x):
 """,
     # A with block of a user class context manager.
     "with_user_class_cm": """
-class CM:
-    def __enter__(self):
-        return self
-    def __exit__(self, *a):
-        return False
+<CM_CLASS>
 
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     with CM():
@@ -219,11 +217,7 @@ def entry(x):
 """,
     # A direct break inside a with block (no call).
     "with_direct": """
-class CM:
-    def __enter__(self):
-        return self
-    def __exit__(self, *a):
-        return False
+<CM_CLASS>
 
 def entry(x):
     with CM():
@@ -232,8 +226,7 @@ def entry(x):
 """,
     # A try block around a breaking call.
     "try_call": """
-def brk(x):
-    return x * 2, (x.sum() > 0).item()
+<BRK_PAIR>
 
 def entry(x):
     try:
@@ -253,8 +246,7 @@ def entry(x):
 """,
     # A generator alive in the frame across the breaking call.
     "generator_live": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     g = (x * i for i in range(3))
@@ -264,8 +256,7 @@ def entry(x):
 """,
     # A breaking call inside a generator expression consumed by sum.
     "call_in_genexpr": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     n = sum(brk(x * i) for i in range(2))
@@ -273,8 +264,7 @@ def entry(x):
 """,
     # A breaking call in a list comprehension.
     "call_in_listcomp": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     n = [brk(x * i) for i in range(2)]
@@ -282,11 +272,7 @@ def entry(x):
 """,
     # Two levels: entry -> mid (builds an object) -> brk.
     "two_levels_object_mid": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 def mid(x):
     k = K(2.0)
@@ -299,9 +285,7 @@ def entry(x):
 """,
     # Two levels, the object in the entry frame and the break two calls down.
     "two_levels_object_top": """
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
 
 def inner(x):
     return (x.sum() > 0).item()
@@ -316,9 +300,7 @@ def entry(x):
 """,
     # The object is built in the frame and its method breaks directly (no helper inside).
     "object_method_direct_break": """
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
     def check(self, x):
         if x.sum() > 0:
             return x * self.s
@@ -330,8 +312,7 @@ def entry(x):
 """,
     # A list of tensors built in the frame, alive across the call.
     "list_live": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     acc = [x * 2]
@@ -341,8 +322,7 @@ def entry(x):
 """,
     # An object of a class from torch.distributions built in the frame.
     "distribution_object": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     d = torch.distributions.Normal(x, 1.0)
@@ -351,11 +331,7 @@ def entry(x):
 """,
     # The receiver is what a function returned (an object built in the callee).
     "receiver_from_call": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 def make(s):
     return K(s)
@@ -367,11 +343,7 @@ def entry(x):
 """,
     # A chained call on a fresh object.
     "receiver_chain": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 def entry(x):
     y, flag = K(2.0).smooth(x)
@@ -379,12 +351,9 @@ def entry(x):
 """,
     # The receiver's method breaks two calls down.
     "receiver_deep_break": """
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
     def smooth(self, x):
         return x * self.s, brk(x)
 
@@ -459,14 +428,11 @@ def entry(x):
 """,
     # A fresh object's method that does not break, then a break elsewhere.
     "receiver_no_break": """
-class K:
-    def __init__(self, s):
-        self.s = s
+<K_PLAIN>
     def smooth(self, x):
         return x * self.s
 
-def brk(x):
-    return (x.sum() > 0).item()
+<BRK>
 
 def entry(x):
     k = K(2.0)
@@ -476,11 +442,7 @@ def entry(x):
 """,
     # The fresh object's class method called through the class with the object as argument.
     "unbound_call": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 def entry(x):
     k = K(2.0)
@@ -489,11 +451,7 @@ def entry(x):
 """,
     # A fresh object's method stored first in a local.
     "bound_method_local": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 def entry(x):
     f = K(2.0).smooth
@@ -532,11 +490,7 @@ def entry(x):
 """,
     # Two calls on fresh objects in a row, both callees break: is the second logged too?
     "two_fresh_calls": """
-class K:
-    def __init__(self, s):
-        self.s = s
-    def smooth(self, x):
-        return x * self.s, (x.sum() > 0).item()
+<K_SMOOTH>
 
 def entry(x):
     k = K(2.0)
@@ -548,8 +502,13 @@ def entry(x):
 }
 
 
+PIECES = {name: text for name, text in globals().items() if name.isupper() and name not in ("HEAD", "TOYS")}
+
+
 def run(name: str, source: str, workdir: Path) -> list[str]:
     path = workdir / f"toy_{name}.py"
+    for name_, piece in PIECES.items():
+        source = source.replace(f"<{name_}>\n", piece)
     path.write_text(HEAD + textwrap.dedent(source))
     spec = importlib.util.spec_from_file_location(f"toy_{name}", path)
     module = importlib.util.module_from_spec(spec)
