@@ -192,13 +192,23 @@ class CallWith(nn.Module):
         return self.fn(self.module, *args)
 
 
-def probe_main(runs: Callable[[], list], packages: tuple[str, ...], script: str, argv: list[str]) -> None:
+def probe_main(
+    runs: Callable[[], list],
+    packages: tuple[str, ...],
+    script: str,
+    argv: list[str],
+    drop_failed: bool = False,
+) -> None:
     """A probe file's main: its table on stdout and, with `--json OUT`, its sites. Breaks are
-    named by the package line they sit on, or by a line of `script` (the probe file's name)."""
+    named by the package line they sit on, or by a line of `script` (the probe file's name).
+    `drop_failed`: a call that fails (a compile ERROR row) gives no sites."""
     out = argv[argv.index("--json") + 1] if "--json" in argv else None
 
     def run(label, fn, args, breaks, kwargs=None):
-        return compile_run(label, fn, args, breaks, lambda path: package_site(path, packages, script), kwargs)
+        row, sites = compile_run(
+            label, fn, args, breaks, lambda path: package_site(path, packages, script), kwargs
+        )
+        return row, [] if drop_failed and "compile ERROR" in row else sites
 
     breaks = listen()
     torch.manual_seed(0)

@@ -43,6 +43,8 @@ from fuselint.source.reach import (
 )
 from fuselint.source.scope import ModelFunction, Reached, model_functions
 from fuselint.source.sites import in_site, site_codes
+from fuselint.source.unresumable import CODE as UNRESUMABLE
+from fuselint.source.unresumable import BrokenPath, FreshCall, broken_paths, fresh_calls, unresumable
 
 # A bare noqa silences every rule; "noqa: FL101, FL2" those codes or prefixes. A code is letters
 # then digits, as ruff reads them, so words after the list ("noqa: FL101 reason") are not codes;
@@ -324,6 +326,10 @@ class FileResult:
     # What the pattern rules found before reach notes and noqa, and the codes they could not
     # finish. Roots do not change it: a file linted again for new roots in the same run reuses it.
     patterns: PatternResult | None = None
+    # Method calls on objects the caller builds, and the paths to this file's breaks: joined over
+    # the tree (`unresumable`), a call whose method reaches a break is a site of its own.
+    fresh: tuple[FreshCall, ...] = ()
+    broken: tuple[BrokenPath, ...] = ()
 
 
 PatternResult = tuple[tuple[Finding, ...], tuple[str, ...]]
@@ -397,8 +403,8 @@ def _lint_unit(
         )
     if summary is None:
         summary = summarize(sf.tree, *module_name(path))
-    findings, calls, local, patterns = _check(sf, catalog, config, reached, summary, patterns)
-    return FileResult(tuple(findings), summary, calls, reached, local, patterns)
+    findings, calls, local, patterns, joins = _check(sf, catalog, config, reached, summary, patterns)
+    return FileResult(tuple(findings), summary, calls, reached, local, patterns, *joins)
 
 
 def _check(
@@ -408,15 +414,18 @@ def _check(
     reached: tuple[Reached, ...],
     summary: FileSummary,
     patterns: PatternResult | None,
-) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult | None]:
+) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult | None, tuple]:
     enabled = [r for r in catalog if config.enabled(r.code, sf.path)]
     if not enabled:
-        return [], (), frozenset(), None
+        return [], (), frozenset(), None, ()
     findings: list[Finding] = []
     calls: tuple[Call, ...] = ()
     local: frozenset[str] = frozenset()
+    functions: list[ModelFunction] = []
     if sf.imports.imports_torch() or reached:
-        findings, calls, local, patterns = _rule_findings(sf, enabled, config, reached, summary, patterns)
+        findings, calls, local, patterns, functions = _rule_findings(
+            sf, enabled, config, reached, summary, patterns
+        )
     else:
         patterns = None
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
@@ -432,7 +441,11 @@ def _check(
             if not suppressed(f, notes, codes.get((f.span.path, f.span.line)) if in_site(f) else None)
         ]
     unique = {(f.code, f.span): f for f in findings}
-    return sorted(unique.values(), key=lambda f: f.sort_key), calls, local, patterns
+    joins = ()
+    if functions:
+        fresh = fresh_calls(sf, functions, summary) if config.enabled(UNRESUMABLE, sf.path) else ()
+        joins = (fresh, broken_paths(sf.path, unique.values(), functions))
+    return sorted(unique.values(), key=lambda f: f.sort_key), calls, local, patterns, joins
 
 
 def _rule_findings(
@@ -442,7 +455,7 @@ def _rule_findings(
     reached: tuple[Reached, ...],
     summary: FileSummary,
     patterns: PatternResult | None,
-) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult]:
+) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult, list[ModelFunction]]:
     functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions, reached)
     checks = load_checks()
     findings: list[Finding] = []
@@ -473,7 +486,7 @@ def _rule_findings(
         except RecursionError:
             calls = ()
     local = frozenset(m.chain[-1] for m in functions if m.via is None and m.chain)
-    return _with_reach_notes(findings, functions), calls, local, patterns
+    return _with_reach_notes(findings, functions), calls, local, patterns, functions
 
 
 def _pattern_result(sf: SourceFile, rules: list) -> PatternResult:
@@ -863,10 +876,13 @@ class TreeLint:
     results: dict[str, FileResult]
     outside: dict[str, FileResult] = field(default_factory=dict)
     summaries: dict[str, FileSummary] = field(default_factory=dict)
+    # Findings that join files' results once reach has settled (`unresumable`).
+    joined: tuple[Finding, ...] = ()
 
     @property
     def findings(self) -> list[Finding]:
-        return sorted((f for r in self.results.values() for f in r.findings), key=lambda f: f.sort_key)
+        found = (f for r in self.results.values() for f in r.findings)
+        return sorted((*found, *self.joined), key=lambda f: f.sort_key)
 
     def lint_text(self, path: str, text: str) -> list[Finding]:
         """`lint_text` for a new text of one file of the tree, with the roots it had."""
@@ -946,7 +962,22 @@ def lint_tree(
                 changed = True
         if changed:
             cache.save(entries)
-    return TreeLint(catalog, config, results, outside, summaries)
+    return TreeLint(catalog, config, results, outside, summaries, _joined(results, outside, index))
+
+
+def _joined(
+    results: dict[str, FileResult], outside: dict[str, FileResult], index: Index
+) -> tuple[Finding, ...]:
+    """Calls on objects the caller builds whose method reaches a break (`unresumable`), less those
+    a `# noqa` silences and those a file's own findings already hold. The breaks of files the
+    cache knows outside this run count too (a pre-commit run names only the staged files)."""
+    fresh = {name: r.fresh for name, r in results.items() if r.fresh}
+    if not fresh:
+        return ()
+    broken = (b for r in (*results.values(), *outside.values()) for b in r.broken)
+    found = unresumable((c for calls in fresh.values() for c in calls), broken, index)
+    known = {(f.code, f.span) for name in fresh for f in results[name].findings}
+    return tuple(without_suppressed(f for f in found if (f.code, f.span) not in known))
 
 
 def _package_summaries(

@@ -37,7 +37,14 @@ from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, grouped, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attr
-from fuselint.source.scope import MODULE_ENTRIES, MODULE_ROOT, STARRED, Reached, module_classes
+from fuselint.source.scope import (
+    MODULE_ENTRIES,
+    MODULE_ROOT,
+    STARRED,
+    Reached,
+    framework_classes,
+    module_classes,
+)
 
 # Packages that are never part of a linted model tree: calls into them are not worth recording.
 _OUTSIDE = frozenset(
@@ -83,6 +90,9 @@ class ClassSummary(NamedTuple):
     properties: frozenset[str] = frozenset()  # methods read as attributes (`@property`)
     unbound: frozenset[str] = frozenset()  # static and class methods: `C.m(x)` passes no self
     module: bool = False  # an nn.Module by its own file's evidence (a torch.nn base, a local one...)
+    # Methods a framework base of another package runs (`scope.FRAMEWORK_ENTRIES`: a torchmetrics
+    # `Metric`'s `update` and `compute`), by its own file's evidence
+    entries: frozenset[str] = frozenset()
     # Methods that store each keyword argument on `self` under its name (`setattr(self, k, v)` for
     # `k, v in kwargs.items()`: diffusers' `register_modules`), and the calls `self.m(X=v)` of its
     # methods with the classes each keyword's value may be: (m, X, classes). `Index` joins them
@@ -184,9 +194,13 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
     # The instances a class stores on `self` may be of the file's own classes (`self.u = Updater()`).
     named = {name: ClassSummary((), frozenset()) for name in class_nodes}
     local = FileSummary(module, package, bindings, frozenset(functions), named)
-    modules = module_classes(tree, ImportTable.of(tree)) if class_nodes else set()
+    imports = ImportTable.of(tree) if class_nodes else None
+    modules = module_classes(tree, imports) if imports is not None else set()
+    frameworks = framework_classes(tree, imports) if imports is not None else {}
     classes = {
-        name: _class_summary(node, summary, local)._replace(module=name in modules)
+        name: _class_summary(node, summary, local)._replace(
+            module=name in modules, entries=frameworks.get(name, frozenset())
+        )
         for name, node in sorted(class_nodes.items())
     }
     summary = FileSummary(module, package, bindings, frozenset(functions), classes)
@@ -1403,19 +1417,41 @@ def inherited_modules(index: Index, paths: Iterable[str] | None = None) -> dict[
     """Classes that are nn.Modules only through a base of another file (nflows' `class
     ActNorm(Transform)`, `Transform(nn.Module)` in its own file): per file, a `^Class` root naming
     each, with the base that makes it one, so that its `forward` is an entry like any module's.
+    Likewise a framework's metric through a base of another file (pytorch-forecasting's `class
+    MASE(MultiHorizonMetric)`): roots for the methods the framework runs (`_framework_roots`).
     `paths`: only these files' (of the index's)."""
+    paths = None if paths is None else set(paths)
     roots: dict[str, list[Reached]] = {}
-    for path in sorted(index.summaries if paths is None else set(paths) & index.summaries.keys()):
+    for path in sorted(index.summaries if paths is None else paths & index.summaries.keys()):
         for name, cls in index.summaries[path].classes.items():
-            if cls.module or not MODULE_ENTRIES & set(cls.methods):
+            if not cls.module and MODULE_ENTRIES & set(cls.methods):
+                for base_path, base in index.classes_of(path, name)[1:]:
+                    if index.summaries[base_path].classes[base].module:
+                        roots.setdefault(path, []).append(
+                            Reached(f"{MODULE_ROOT}{name}", (f"{base_path}:{base}",))
+                        )
+                        break
+            if not cls.entries:
+                _framework_roots(index, path, name, roots)
+    return {path: tuple(found) for path, found in roots.items() if paths is None or path in paths}
+
+
+def _framework_roots(index: Index, path: str, name: str, roots: dict[str, list[Reached]]) -> None:
+    """A framework's metric through a base of another file: the definitions its instances run of
+    the methods the framework calls (its own, a mixin's: `class SCODAURC(_Mixin, AURC)` runs
+    `_Mixin.update`), as roots of their files, unless a framework class's own file enters them."""
+    for base_path, base in index.classes_of(path, name)[1:]:
+        entries = index.summaries[base_path].classes[base].entries
+        if not entries:
+            continue
+        for method in sorted(entries):
+            hit = index.method(path, name, method)
+            if hit is None or index.summaries[hit[0]].classes[hit[1].split(".")[0]].entries:
                 continue
-            for base_path, base in index.classes_of(path, name)[1:]:
-                if index.summaries[base_path].classes[base].module:
-                    roots.setdefault(path, []).append(
-                        Reached(f"{MODULE_ROOT}{name}", (f"{base_path}:{base}",))
-                    )
-                    break
-    return {path: tuple(found) for path, found in roots.items()}
+            found = roots.setdefault(hit[0], [])
+            if all(r.name != hit[1] for r in found):
+                found.append(Reached(hit[1], (f"{base_path}:{base}",)))
+        return
 
 
 def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> dict[str, tuple[Reached, ...]]:

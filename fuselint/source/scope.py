@@ -2,7 +2,9 @@
 
 A function is in scope when it is `forward` of an nn.Module subclass, one of the methods that
 torch.distributions calls on a `Distribution` or `Transform` subclass (`log_prob`, `rsample`,
-`_inverse`, ...: `DISTRIBUTION_ENTRIES`), is decorated
+`_inverse`, ...: `DISTRIBUTION_ENTRIES`), one of the methods a framework base class of another
+package runs from its own `forward` (torchmetrics' `Metric` runs `update` and `compute`:
+`FRAMEWORK_ENTRIES`), is decorated
 with or passed to `torch.compile` (`torch.compile(fn)`, `torch.compile(obj.method)`), is
 named by the project's `traced-functions` (a scheduler's `step` for users who compile their
 whole sampling loop), or is called from an in-scope function of the same file
@@ -60,7 +62,7 @@ class ModelFunction:
 
     node: FunctionNode
     cls: ast.ClassDef | None
-    reason: str  # "forward", "distribution", "compiled", "configured", "called", "reached"
+    reason: str  # "forward", "distribution", "framework", "compiled", "configured", "called", "reached"
     # For a function in scope only because an entry of another file reaches it: the path from
     # that entry ("pkg/m.py:Model.forward", "helper"); None when this file's own entries reach it.
     via: tuple[str, ...] | None = None
@@ -148,6 +150,37 @@ DISTRIBUTION_ENTRIES = frozenset(
 )
 
 
+# Base classes of packages outside the linted tree whose own `forward` runs named methods of the
+# subclass: `torch.compile(metric)` traces those. torchmetrics 1.9.0's `Metric.forward` (metric.py:287)
+# calls `_forward_full_state_update` or `_forward_reduce_state_update`, and each runs
+# `self.update(*args, **kwargs)` and `self.compute()` (metric.py:328, 344-345, 384-385). Every class
+# the package exports is a `Metric` except the two containers named here (checked on 1.9.0).
+FRAMEWORK_ENTRIES = {"torchmetrics": frozenset({"update", "compute"})}
+_FRAMEWORK_NON_ENTRIES = frozenset({"MetricCollection", "MetricTracker"})
+_FRAMEWORK_HELPERS = frozenset({"utilities", "functional"})  # submodules whose classes are no metrics
+
+
+def framework_classes(tree: ast.Module, imports: ImportTable) -> dict[str, frozenset[str]]:
+    """Classes of the file that subclass a class of a package in `FRAMEWORK_ENTRIES` (resolved
+    through the file's imports), directly or through a local base: class name -> the methods the
+    package's `forward` runs."""
+    found: dict[str, frozenset[str]] = {}
+    for package, entries in FRAMEWORK_ENTRIES.items():
+
+        def framework_base(base: ast.expr, _classes, package=package) -> bool:
+            parts = (imports.qualname(base) or "").split(".")
+            return (
+                len(parts) > 1
+                and parts[0] == package
+                and parts[-1] not in _FRAMEWORK_NON_ENTRIES
+                and not _FRAMEWORK_HELPERS.intersection(parts[1:-1])
+            )
+
+        for name in local_subclasses(tree, framework_base):
+            found[name] = found.get(name, frozenset()) | entries
+    return found
+
+
 def distribution_classes(tree: ast.Module, imports: ImportTable) -> set[str]:
     """Names of classes in the file that subclass a `torch.distributions` class (`Distribution`,
     `Transform`, `TransformedDistribution`, ...), directly or through a local base."""
@@ -192,11 +225,14 @@ def model_functions(
             work.append(found[id(fn)])
 
     distributions = distribution_classes(tree, imports) if methods else set()
+    frameworks = framework_classes(tree, imports) if methods else {}
     for (cls_name, name), (fn, cls) in methods.items():
         if name in MODULE_ENTRIES and cls_name in modules:
             add(fn, cls, "forward")
         elif name in DISTRIBUTION_ENTRIES and cls_name in distributions:
             add(fn, cls, "distribution")
+        elif name in frameworks.get(cls_name, ()):
+            add(fn, cls, "framework")
     for fn, cls in [*((f, None) for f in free.values()), *methods.values()]:
         if any(_is_torch_compile(d, imports) for d in fn.decorator_list):
             add(fn, cls, "compiled")

@@ -123,11 +123,10 @@ def frames_over_inputs(module, inputs: list[tuple]) -> int:
     return counter.frame_count
 
 
-def logged_break_lines(fn, *args, filename: str) -> set[int]:
-    """The lines of `filename` where dynamo logs a graph break compiling `fn` on `args`: for each
-    logged break, the innermost frame in that file. Read from the `graph_breaks` log, which names
-    breaks that `explain` and the counters miss (`torch._dynamo.graph_break()` inside a library
-    call such as an optimizer's step)."""
+def logged_breaks(fn, *args) -> list:
+    """Every break dynamo logs compiling `fn` on `args` (`RawBreak`s, in order), read from the
+    `graph_breaks` log, which names breaks that `explain` and the counters miss
+    (`torch._dynamo.graph_break()` inside a library call such as an optimizer's step)."""
     torch = pytest.importorskip("torch")
     from fuselint.graph.breaks_log import parse_break
 
@@ -153,11 +152,14 @@ def logged_break_lines(fn, *args, filename: str) -> set[int]:
         logger.removeHandler(handler)
         logger.propagate = propagate
         torch._logging.set_logs()
+    return [parsed for text in handler.texts if (parsed := parse_break(text)) is not None]
+
+
+def logged_break_lines(fn, *args, filename: str) -> set[int]:
+    """The lines of `filename` where dynamo logs a graph break compiling `fn` on `args`: for each
+    logged break (`logged_breaks`), the innermost frame in that file."""
     found = set()
-    for text in handler.texts:
-        parsed = parse_break(text)
-        if parsed is None:
-            continue
+    for parsed in logged_breaks(fn, *args):
         frames = [(f, n) for f, n, _ in parsed.frames] + [(parsed.file, parsed.line)]
         found.update(next(([n] for f, n in reversed(frames) if f == filename), []))
     return found

@@ -1,0 +1,189 @@
+"""Calls dynamo cannot resume after: the caller's line of a callee's graph break is a site too.
+
+When a callee breaks the graph, dynamo (torch 2.13) compiles the caller up to the call, runs the
+call in eager and resumes the caller after it; for that it rebuilds the values the call needs.
+It cannot rebuild the bound method of an object the compiled code itself built ("Reconstruction
+failure", gb0092), so the call's own line is logged as a break beside the callee's. Measured on
+toys (`bench/reach20_toys.py`): `k = K(2.0); k.smooth(x)`, `K(2.0).smooth(x)`, a module built in
+the frame (`k = M(); k.helper(x)`), a static method called on such an object, and the same call in
+a helper that the entry calls all give gb0092 at the call; `smooth(k, x)`, `K.smooth(k, x)`,
+`k(x)`, a property read, a breaking constructor, `self.k.smooth(x)`, `super().forward(x)`, and a
+`with` or `try` around the call do not.
+
+Per file, `fresh_calls` lists the method calls on objects the calling function builds itself
+(every assignment of the receiver is `C(...)`, or the receiver is the call `C(...)`), and
+`broken_paths` the paths from the entry (`ModelFunction.chain`) of the functions holding a break
+finding. `unresumable` joins them over the tree once reach has settled: a call whose method,
+resolved through the `Index`, starts a path that ends at a break is reported on the caller's line
+(FL108), naming that break.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from fuselint.findings import Finding, Span
+from fuselint.source.module import SourceFile
+from fuselint.source.paths import PATH_KEY, off_path, path_note
+from fuselint.source.reach import FileSummary, Index
+from fuselint.source.scope import ModelFunction, own_nodes
+from fuselint.source.sites import SITE_PRIORITY, in_site
+
+CODE = "FL108"
+
+
+class FreshCall(NamedTuple):
+    """`recv.attr(...)` where `recv` is an instance of class `cls` that the caller builds."""
+
+    span: Span
+    source_line: str
+    receiver: str  # as written: `kernel`, or `K(...)` for the call that builds it
+    cls: str  # qualified name of the class built (one call per class when branches build others)
+    attr: str
+    via: tuple[str, ...]  # the path from the entry to the caller, caller included (as `reach.Call`)
+
+
+class BrokenPath(NamedTuple):
+    """A function holding a break finding, with the path that reaches it from its entry."""
+
+    chain: tuple[str, ...]
+    path: str
+    line: int
+    code: str
+    side: str = ""  # the side road the break sits on (`fuselint.source.paths`), "" on the normal path
+
+
+def _path_of(path: str, fn: ModelFunction) -> tuple[str, ...]:
+    """The path from the entry as `reach.outgoing_calls` writes it: the entry named with its file."""
+    chain = fn.chain or ((f"{fn.cls.name}.{fn.node.name}" if fn.cls is not None else fn.node.name),)
+    return (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
+
+
+def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) -> dict[str, list[str]]:
+    """Locals of `fn` that every assignment builds (`k = C(...)`, in each branch its own class):
+    name -> the qualified names of what the assignments call."""
+    args = fn.node.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    built: dict[str, set[str | None]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        alone = target is name and isinstance(node.value, ast.Call)
+                        built.setdefault(name.id, set()).add(
+                            summary.qualify(node.value.func) if alone else None
+                        )
+        elif isinstance(
+            node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)
+        ):
+            target = node.optional_vars if isinstance(node, ast.withitem) else node.target
+            for name in ast.walk(target) if target is not None else ():
+                if isinstance(name, ast.Name):
+                    value = node.value if isinstance(node, ast.AnnAssign) else None
+                    qual = summary.qualify(value.func) if isinstance(value, ast.Call) else None
+                    built.setdefault(name.id, set()).add(qual)
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete)):
+            for name in ast.walk(node):
+                if isinstance(name, ast.alias):
+                    built.setdefault((name.asname or name.name).split(".")[0], set()).add(None)
+                elif isinstance(name, ast.Name):
+                    built.setdefault(name.id, set()).add(None)
+    return {name: sorted(quals) for name, quals in built.items() if name not in params and None not in quals}
+
+
+def fresh_calls(
+    sf: SourceFile, functions: Iterable[ModelFunction], summary: FileSummary
+) -> tuple[FreshCall, ...]:
+    """The method calls of the file's in-scope functions on objects the function builds."""
+    found: set[FreshCall] = set()
+    for fn in functions:
+        nodes = own_nodes(fn.node)
+        built = _built_names(fn, nodes, summary)
+        for node in nodes:
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            recv = node.func.value
+            if isinstance(recv, ast.Name) and recv.id in built:
+                classes = built[recv.id]
+            elif isinstance(recv, ast.Call) and (qual := summary.qualify(recv.func)) is not None:
+                classes = [qual]
+            else:
+                continue
+            line = sf.line_text(node.lineno).strip()
+            via = _path_of(sf.path, fn)
+            shown = ast.unparse(recv) if isinstance(recv, ast.Name) else f"{ast.unparse(recv.func)}(...)"
+            for cls in classes:
+                found.add(FreshCall(sf.span(node), line, shown, cls, node.func.attr, via))
+    return tuple(sorted(found))
+
+
+def broken_paths(
+    path: str, findings: Iterable[Finding], functions: list[ModelFunction]
+) -> tuple[BrokenPath, ...]:
+    """For each break finding, the path from the entry of the innermost in-scope function around it."""
+    found: set[BrokenPath] = set()
+    for f in findings:
+        if not in_site(f) or f.span.path != path:
+            continue
+        line = f.span.line
+        around = [m for m in functions if m.node.lineno <= line <= (m.node.end_lineno or m.node.lineno)]
+        inner = max(around, key=lambda m: m.node.lineno, default=None)
+        if inner is not None:
+            found.add(BrokenPath(_path_of(path, inner), path, line, f.code, off_path(f) or ""))
+    return tuple(sorted(found))
+
+
+def unresumable(
+    fresh: Iterable[FreshCall],
+    broken: Iterable[BrokenPath],
+    index: Index,
+) -> list[Finding]:
+    """FL108 at each fresh call whose resolved method starts a path to a break finding."""
+    # A path from an entry is a chain of calls: each function on it after the entry reaches the
+    # break at its end. Functions are named as the paths name them ("Class.method"); the last one's
+    # file is known, so a method of that name in another file does not take its break.
+    through: dict[str, list[BrokenPath]] = {}
+    for b in broken:
+        for name in b.chain[1:]:
+            through.setdefault(name, []).append(b)
+    out: list[Finding] = []
+    for call in sorted(fresh):
+        owner = index._class(call.cls)
+        method = index.method(owner[0], owner[1], call.attr) if owner is not None else None
+        if method is None:
+            continue
+        defined = index.summaries[method[0]].classes[method[1].split(".")[0]]
+        if call.attr in defined.properties:
+            continue
+        hits = [b for b in through.get(method[1], ()) if b.chain[-1] != method[1] or b.path == method[0]]
+        if not hits:
+            continue
+        # Name a break on the normal path if there is one, the fewest calls below the method, of
+        # the kind dynamo stops at first (`SITE_PRIORITY`: a host read before a warning).
+        first = min(
+            hits,
+            key=lambda b: (
+                b.side != "",
+                len(b.chain) - b.chain.index(method[1]),
+                SITE_PRIORITY.index(b.code),
+                b.path != method[0],
+                b.path,
+                b.line,
+            ),
+        )
+        message = (
+            f"`{call.receiver}.{call.attr}(...)` is a graph break of its own: `{method[1]}` breaks the "
+            f"graph ({first.code} at {first.path}:{first.line}), and dynamo cannot resume this function "
+            f"after the call, since it cannot rebuild the bound method of an object built here "
+            f"(gb0092); build it outside the compiled code or fix the break in `{method[1]}`"
+        )
+        details: tuple[tuple[str, str], ...] = ()
+        if first.side:  # every break it reaches sits on a side road: so does the call's
+            message, details = f"{message} ({path_note(first.side)})", ((PATH_KEY, first.side),)
+        out.append(
+            Finding(code=CODE, message=message, span=call.span, source_line=call.source_line, details=details)
+        )
+    return out
