@@ -820,6 +820,23 @@ class _Linter:
             self.pool = None
 
 
+class _RoundIndex(Index):
+    """An `Index` that resolves each call target once: reach asks for the targets of every
+    file's calls in every round, and most calls are alike (a target depends only on the call's
+    form, qualified name and attribute)."""
+
+    def __init__(self, summaries: dict[str, FileSummary]):
+        super().__init__(summaries)
+        self._targets: dict[tuple[str, str, str], list[tuple[str, str, bool | str]]] = {}
+
+    def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
+        key = (call.form, call.qualname, call.attr)
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = super().targets(call)
+        return list(found)
+
+
 def _settle(
     names: list[str],
     results: dict[str, FileResult],
@@ -828,10 +845,14 @@ def _settle(
     lint: _Linter,
 ) -> Index:
     """Re-lint files whose roots changed until no file's roots change; returns the final index."""
+    index: Index | None = None
     for _round in range(MAX_ROUNDS):
         known = dict(summaries)
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
-        index = Index(known)
+        # A file linted again for new roots keeps its summary: the index, and what it has
+        # resolved, serve the next round (reach ran over every file's calls afresh each round).
+        if index is None or index.summaries != known:
+            index = _RoundIndex(known)
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
         for n, extra in inherited_modules(index, names).items():
             found[n] = (*extra, *found.get(n, ()))

@@ -11,6 +11,7 @@ from test_reach import CATALOG, FIXTURE
 from fuselint.config import Config
 from fuselint.source import lint
 from fuselint.source.lint import discover, lint_tree
+from fuselint.source.reach import Index
 
 
 @pytest.fixture
@@ -40,3 +41,46 @@ def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch)
     assert {n: r.summary for n, r in again.results.items()} == {
         n: r.summary for n, r in plain.results.items()
     }
+
+
+def test_the_rounds_share_one_index_whose_targets_are_a_fresh_indexs(tree, monkeypatch):
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    built: list[lint._RoundIndex] = []
+    init = lint._RoundIndex.__init__
+
+    def counted(self, summaries):
+        built.append(self)
+        init(self, summaries)
+
+    monkeypatch.setattr(lint._RoundIndex, "__init__", counted)
+    before = lint.PARSED["files"]
+    result = lint_tree(files, CATALOG, config, jobs=1)
+    assert lint.PARSED["files"] - before > len(files)  # more than one round ran
+    assert len(built) == 1
+    fresh = Index({n: r.summary for n, r in result.results.items() if r.summary is not None})
+    calls = [c for r in result.results.values() for c in r.calls]
+    assert any(built[0].targets(c) for c in calls)
+    assert [built[0].targets(c) for c in calls] == [fresh.targets(c) for c in calls]
+
+
+def test_relint_resolves_through_the_changed_files_new_summary(tree, monkeypatch):
+    # `relint` lints the changed text without its summary: a function added to it must resolve.
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    first = lint_tree(files, CATALOG, config, jobs=1)
+    processors = str(tree / "pkg" / "processors.py")
+    text = (tree / "pkg" / "processors.py").read_text() + "\n\ndef added(x):\n    return x\n"
+    built: list[lint._RoundIndex] = []
+    init = lint._RoundIndex.__init__
+
+    def counted(self, summaries):
+        built.append(self)
+        init(self, summaries)
+
+    monkeypatch.setattr(lint._RoundIndex, "__init__", counted)
+    found = first.relint({processors: text})
+    assert "added" in built[-1].summaries[processors].functions
+    (tree / "pkg" / "processors.py").write_text(text)
+    again = lint_tree(files, CATALOG, config, jobs=1)
+    assert found == [f for f in again.findings if f.span.path == processors]
