@@ -84,3 +84,20 @@ def test_relint_resolves_through_the_changed_files_new_summary(tree, monkeypatch
     (tree / "pkg" / "processors.py").write_text(text)
     again = lint_tree(files, CATALOG, config, jobs=1)
     assert found == [f for f in again.findings if f.span.path == processors]
+
+
+def test_the_process_pool_lints_as_one_process_does_and_keeps_the_files_order(tree):
+    # 10 files of the reach fixture and 12 model files: enough for the pool (16 files or more).
+    models = tree / "models"
+    models.mkdir()
+    for source in sorted(FIXTURE.parent.glob("*.py")):
+        shutil.copy(source, models / source.name)
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    assert len(files) >= 16
+    one = lint_tree(files, CATALOG, config, jobs=1)
+    two = lint_tree(files, CATALOG, config, jobs=2)
+    assert two.findings == one.findings
+    assert list(two.results) == [str(f) for f in files]
+    assert two.results == one.results
+    assert any(f.span.path.startswith(str(models)) for f in two.findings)
