@@ -43,9 +43,8 @@ def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch)
     }
 
 
-def test_the_rounds_share_one_index_whose_targets_are_a_fresh_indexs(tree, monkeypatch):
-    config = Config(root=tree)
-    files = discover([str(tree)], config)
+def _indexes_built(monkeypatch) -> list[lint._RoundIndex]:
+    """The indexes the rounds build from here on, in order."""
     built: list[lint._RoundIndex] = []
     init = lint._RoundIndex.__init__
 
@@ -54,6 +53,13 @@ def test_the_rounds_share_one_index_whose_targets_are_a_fresh_indexs(tree, monke
         init(self, summaries)
 
     monkeypatch.setattr(lint._RoundIndex, "__init__", counted)
+    return built
+
+
+def test_the_rounds_share_one_index_whose_targets_are_a_fresh_indexs(tree, monkeypatch):
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    built = _indexes_built(monkeypatch)
     before = lint.PARSED["files"]
     result = lint_tree(files, CATALOG, config, jobs=1)
     assert lint.PARSED["files"] - before > len(files)  # more than one round ran
@@ -71,14 +77,7 @@ def test_relint_resolves_through_the_changed_files_new_summary(tree, monkeypatch
     first = lint_tree(files, CATALOG, config, jobs=1)
     processors = str(tree / "pkg" / "processors.py")
     text = (tree / "pkg" / "processors.py").read_text() + "\n\ndef added(x):\n    return x\n"
-    built: list[lint._RoundIndex] = []
-    init = lint._RoundIndex.__init__
-
-    def counted(self, summaries):
-        built.append(self)
-        init(self, summaries)
-
-    monkeypatch.setattr(lint._RoundIndex, "__init__", counted)
+    built = _indexes_built(monkeypatch)
     found = first.relint({processors: text})
     assert "added" in built[-1].summaries[processors].functions
     (tree / "pkg" / "processors.py").write_text(text)
