@@ -818,19 +818,49 @@ class _Linter:
                 self.pool = ProcessPoolExecutor(
                     self.jobs, initializer=_init_worker, initargs=(self.config.extra_rules, self.config)
                 )
-            batches = [on_disk[i :: self.jobs * 4] for i in range(self.jobs * 4)]
+            # The largest files first, in small batches that a worker takes as it gets free: the
+            # workers end a round together (with a few large batches, one idled for seconds
+            # while the other linted its last).
+            ordered = sorted(on_disk, key=lambda item: _size(item[0]), reverse=True)
+            step = -(-len(ordered) // (self.jobs * 32))
             with collector_paused():  # this process only unpickles the workers' results meanwhile
-                for batch in self.pool.map(_lint_batch, [b for b in batches if b]):
+                for batch in self.pool.map(
+                    _lint_batch, [ordered[i : i + step] for i in range(0, len(ordered), step)]
+                ):
                     out.update(batch)
         else:
             for name, *rest in on_disk:
                 out[name] = lint_file(Path(name), self.catalog, self.config, *rest)
-        return out
+        return {name: out[name] for name, *_rest in items}  # in the order asked
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown()
             self.pool = None
+
+
+def _size(name: str) -> int:
+    try:
+        return os.stat(name).st_size
+    except OSError:
+        return 0
+
+
+class _RoundIndex(Index):
+    """An `Index` that resolves each call target once: reach asks for the targets of every
+    file's calls in every round, and most calls are alike (a target depends only on the call's
+    form, qualified name and attribute)."""
+
+    def __init__(self, summaries: dict[str, FileSummary]):
+        super().__init__(summaries)
+        self._targets: dict[tuple[str, str, str], list[tuple[str, str, bool | str]]] = {}
+
+    def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
+        key = (call.form, call.qualname, call.attr)
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = super().targets(call)
+        return list(found)
 
 
 def _settle(
@@ -841,10 +871,14 @@ def _settle(
     lint: _Linter,
 ) -> Index:
     """Re-lint files whose roots changed until no file's roots change; returns the final index."""
+    index: Index | None = None
     for _round in range(MAX_ROUNDS):
         known = dict(summaries)
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
-        index = Index(known)
+        # A file linted again for new roots keeps its summary: the index, and what it has
+        # resolved, serve the next round (reach ran over every file's calls afresh each round).
+        if index is None or index.summaries != known:
+            index = _RoundIndex(known)
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
         for n, extra in inherited_modules(index, names).items():
             found[n] = (*extra, *found.get(n, ()))
