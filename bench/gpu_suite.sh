@@ -3,14 +3,16 @@
 #   bash bench/gpu_suite.sh hf       # GPT-2, LLaMA, BERT, T5, ViT: bf16, the five backends
 #   bash bench/gpu_suite.sh timm     # ResNet-50, ConvNeXt, EfficientNet, MobileNetV3: the same; then
 #                                    # the training steps (GPT-2, ResNet-50): eager, fuselint, Inductor
-#   bash bench/gpu_suite.sh rest     # the memory-bound patterns, then issue 10's gain of removed breaks
+#   bash bench/gpu_suite.sh rest     # the memory-bound patterns
+#   bash bench/gpu_suite.sh fixgain  # issue 10's gain of removed breaks (fuselint and Inductor; Inductor's
+#                                    # cold compile of big_bird's 13 graphs alone takes 66-76 s)
 #   bash bench/gpu_suite.sh fp32     # float32 inference of the nine: eager, fuselint, Inductor
 #   python bench/models.py --merge $OUT/hf.json,$OUT/timm.json --md models-bf16.md   # the table, no GPU
 # Writes under $OUT. Each stage has its own time limit, so that one hung compile costs one stage.
 # On the device image: libcst from the carried wheels (.whl/), the checkout on PYTHONPATH.
 set -uo pipefail
-part="${1:?hf, timm, fp32 or rest}"
-case "$part" in hf|timm|fp32|rest) ;; *) echo "unknown part: $part (hf, timm, fp32 or rest)" >&2; exit 2 ;; esac
+part="${1:?hf, timm, rest, fixgain or fp32}"
+case "$part" in hf|timm|rest|fixgain|fp32) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain or fp32)" >&2; exit 2 ;; esac
 out="${OUT:-/tmp/fuselint-gpu}"
 mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for fix_gain) are not on the image
@@ -19,7 +21,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for f
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 five=eager,fuselint,inductor,fuselint-cudagraphs,inductor-reduce-overhead
-{ git log --oneline -1 2>/dev/null; nvidia-smi --query-gpu=name --format=csv,noheader; uptime; } > "$out/env-$part.txt"
+# The code's fingerprint (the device's copy of .git may be older than the working tree it copies):
+# the same command on a checkout names the commit that ran.
+{ echo "code $(find fuselint bench -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)"
+  nvidia-smi --query-gpu=name --format=csv,noheader; uptime; } > "$out/env-$part.txt"
 case "$part" in
   hf)
     timeout 560 python3 bench/models.py --models gpt2,llama,bert,t5enc,vit --backends "$five" \
@@ -34,8 +39,9 @@ case "$part" in
       --rounds 6 --rep 10 --budget 480 --json "$out/fp32.json" --md "$out/fp32.md" > "$out/fp32.log" 2>&1 ;;
   rest)
     timeout 200 python3 bench/backend.py --budget 150 --no-cold --json "$out/backend.json" --md "$out/backend.md" \
-      > "$out/backend.log" 2>&1
-    timeout 350 python3 bench/fix_gain.py --device cuda --budget 300 --md "$out/fix_gain.md" --json "$out/fix_gain.json" \
-      > "$out/fix_gain.log" 2>&1 ;;
+      > "$out/backend.log" 2>&1 ;;
+  fixgain)
+    timeout 570 python3 bench/fix_gain.py --device cuda --budget 530 --backends fuselint,inductor \
+      --md "$out/fix_gain.md" --json "$out/fix_gain.json" > "$out/fix_gain.log" 2>&1 ;;
 esac
 tail -n 12 "$out"/*.md
