@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from fuselint.findings import Finding, Span
 from fuselint.source.module import SourceFile
-from fuselint.source.paths import PATH_KEY, off_path, path_note
+from fuselint.source.paths import PATH_KEY, branch_path, handler_path, off_path, path_note
 from fuselint.source.reach import FileSummary, Index
 from fuselint.source.scope import ModelFunction, own_nodes
 from fuselint.source.sites import SITE_PRIORITY, in_site
@@ -43,6 +43,7 @@ class FreshCall(NamedTuple):
     cls: str  # qualified name of the class built (one call per class when branches build others)
     attr: str
     via: tuple[str, ...]  # the path from the entry to the caller, caller included (as `reach.Call`)
+    side: str = ""  # the side road the call itself sits on (an `except` block...), "" on the normal path
 
 
 class BrokenPath(NamedTuple):
@@ -59,6 +60,45 @@ def _path_of(path: str, fn: ModelFunction) -> tuple[str, ...]:
     """The path from the entry as `reach.outgoing_calls` writes it: the entry named with its file."""
     chain = fn.chain or ((f"{fn.cls.name}.{fn.node.name}" if fn.cls is not None else fn.node.name),)
     return (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
+
+
+def side_at(node: ast.AST, target: ast.AST, path: str | None = None) -> tuple[bool, str | None]:
+    """Whether `target` lies under `node`, and the side road it sits on there, as the data flow
+    tags a statement's (`fuselint.source.paths`): the outermost `if` branch or `except` block that
+    is one. Another scope's body (a nested def, a lambda) is left out."""
+    if node is target:
+        return True, path
+    if isinstance(node, ast.If):
+        parts = [
+            (node.test, path),
+            *((s, path or branch_path(node.test, node.body)) for s in node.body),
+            *((s, path or branch_path(None, node.orelse, node.body)) for s in node.orelse),
+        ]
+    elif isinstance(node, ast.ExceptHandler):
+        inner = path or handler_path(node)
+        parts = [(s, inner) for s in node.body]
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        parts = []
+    else:
+        parts = [(child, path) for child in ast.iter_child_nodes(node)]
+    line = target.lineno
+    for child, child_path in parts:
+        first = getattr(child, "lineno", None)
+        if first is not None and not first <= line <= (child.end_lineno or first):
+            continue
+        found, side = side_at(child, target, child_path)
+        if found:
+            return True, side
+    return False, None
+
+
+def _side_in(fn: ast.AST, target: ast.AST) -> str:
+    """The side road `target`, a node of function `fn`'s own body, sits on ("" on the normal path)."""
+    for stmt in fn.body:
+        found, side = side_at(stmt, target)
+        if found:
+            return side or ""
+    return ""
 
 
 def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) -> dict[str, list[str]]:
@@ -114,9 +154,10 @@ def fresh_calls(
                 continue
             line = sf.line_text(node.lineno).strip()
             via = _path_of(sf.path, fn)
+            side = _side_in(fn.node, node)
             shown = ast.unparse(recv) if isinstance(recv, ast.Name) else f"{ast.unparse(recv.func)}(...)"
             for cls in classes:
-                found.add(FreshCall(sf.span(node), line, shown, cls, node.func.attr, via))
+                found.add(FreshCall(sf.span(node), line, shown, cls, node.func.attr, via, side))
     return tuple(sorted(found))
 
 
@@ -181,8 +222,10 @@ def unresumable(
             f"(gb0092); build it outside the compiled code or fix the break in `{method[1]}`"
         )
         details: tuple[tuple[str, str], ...] = ()
-        if first.side:  # every break it reaches sits on a side road: so does the call's
-            message, details = f"{message} ({path_note(first.side)})", ((PATH_KEY, first.side),)
+        # The call sits on a side road (an `except` block...), or every break it reaches does.
+        side = call.side or first.side
+        if side:
+            message, details = f"{message} ({path_note(side)})", ((PATH_KEY, side),)
         out.append(
             Finding(code=CODE, message=message, span=call.span, source_line=call.source_line, details=details)
         )

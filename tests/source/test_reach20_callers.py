@@ -105,3 +105,38 @@ def test_dynamo_breaks_in_update_and_compute_through_the_metrics_forward(monkeyp
         key for key, f in _findings(FIXTURES, "metric_pkg").items() if key[0] != "metrics.py" or key[1] != 30
     }
     assert lines == found
+
+
+def test_a_caller_line_in_an_except_block_says_it_sits_on_an_error_path(tmp_path):
+    """pytorch-forecasting retries `metric.update(...)` under `except TypeError`: the call breaks only
+    where the first try failed, so `--paths normal` leaves it out, as it leaves out any finding of an
+    `except` block; the same call on the normal path stays untagged."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    shutil.copy(FIXTURES / "fresh_pkg" / "kernels.py", package / "kernels.py")
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(
+        "import torch\n"
+        "\n"
+        "from .kernels import Smoother\n"
+        "\n"
+        "\n"
+        "class Retry(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        try:\n"
+        "            y = x * 2\n"
+        "        except TypeError:\n"
+        "            kernel = Smoother(0.5)\n"
+        "            y = kernel.smooth(x)\n"
+        "        return y\n"
+        "\n"
+        "\n"
+        "class Normal(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        kernel = Smoother(0.5)\n"
+        "        return kernel.smooth(x)\n"
+    )
+    found = _findings(tmp_path, "pkg")
+    assert dict(found[("model.py", 12)].details).get("path") == "error"
+    assert "error path" in found[("model.py", 12)].message
+    assert found[("model.py", 19)].code == "FL108" and found[("model.py", 19)].details == ()
