@@ -11,9 +11,10 @@ outside the GIL for much of their time.
 
 Triton's code generator itself is Python and holds the GIL, so threads alone compile about
 one kernel at a time. Before the threads, worker processes (``compile_worker.py``, started
-when a graph's compile begins and kept for the process's later graphs) compile the same
-launches into Triton's on-disk cache, side by side; the threads' compile of each launch then
-finds it there and only loads it, and builds its launcher.
+when the backend is first called and kept for the process's later graphs) and this process
+share the launches, each taking the next one when free (a worker only once it has loaded);
+a worker compiles into Triton's on-disk cache, so the threads' compile of its launches finds
+them there and only loads them, and builds their launchers.
 
 It is only a head start: a kernel that fails here, or whose real arguments specialize
 differently (a pointer not 16-byte aligned), compiles at its first launch as before, and a
