@@ -120,8 +120,8 @@ class FileSummary:
     # function (or `function[i]`) -> the classes of the tree its result is an instance of
     # (`result_classes`)
     returns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # function or "Class.method" -> the classes every one of its `return`s builds, whatever its
-    # annotation says (`built_returns`): its result is an object the caller's compiled code built
+    # function or "Class.method" -> what every one of its `return`s calls, whatever its annotation
+    # says (`built_returns`): when all are classes, its result is an object the compiled code built
     built: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
@@ -233,16 +233,21 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
     return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns, built)
 
 
+_UNBOUND = ("staticmethod", "classmethod")
+
+
 def built_returns(
     fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary, own: str | None = None
 ) -> tuple[str, ...]:
-    """The classes of the tree that every `return` of `fn` builds, sorted, its annotation left
-    aside: `return C(...)`, `return A(...) if x else B(...)`, a local every assignment of which
-    builds (`out = C(...); return out`), and in a class method `own`, the class `cls(...)`. () when
-    any return gives something else (`return self`, a stored object, an argument). Dynamo
-    (bench/reach21_toys.py) treats such a result as an object the compiled code built."""
+    """What every `return` of `fn` calls, sorted, its annotation left aside: `return C(...)`,
+    `return A(...) if x else B(...)`, a local every assignment of which is such a call (`out =
+    C(...); return out`), and in a class method `own`, the class `cls(...)`. () when any return
+    gives something else (`return self`, a stored object, an argument) or a decorator wraps `fn`.
+    When all are classes of the tree (`unresumable` asks the `Index`), dynamo treats the result as
+    an object the compiled code built (bench/reach21_toys.py)."""
     returns = _own_returns(fn)
-    if not returns:
+    others = [d for d in fn.decorator_list if not (isinstance(d, ast.Name) and d.id in _UNBOUND)]
+    if not returns or others:  # a decorator may hand back what it keeps (`functools.cache`)
         return ()
     first = (*fn.args.posonlyargs, *fn.args.args)[:1]
     maker = first[0].arg if own and first else None
@@ -467,7 +472,7 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
                 stored.setdefault(attr, set()).update(args[position])
 
     properties = frozenset(m.name for m in methods if _decorated(m, "property"))
-    unbound = frozenset(m.name for m in methods if _decorated(m, "staticmethod", "classmethod"))
+    unbound = frozenset(m.name for m in methods if _decorated(m, *_UNBOUND))
     return ClassSummary(
         bases,
         frozenset(m.name for m in methods),
