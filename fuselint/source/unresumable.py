@@ -104,13 +104,21 @@ def _side_in(fn: ast.AST, target: ast.AST) -> str:
 def _maker(call: ast.Call, fn: ModelFunction, summary: FileSummary) -> str | None:
     """What a call that may build an object names, for `unresumable` to resolve through the `Index`:
     a class (`C(...)`), a function or class method whose returns may build one (`make(...)`,
-    `C.create(...)`), a method of the caller's own class (`self.m(...)` as `module.Class.m`) or of
-    a class built in the call (`C(...).m(...)` as `C.m`)."""
+    `C.create(...)`), a method of the caller's own class (`self.m(...)` as `module.Class.m`), of
+    what it stores (`self.k.m(...)` as `module.Class.k.m`) or of a class built in the call
+    (`C(...).m(...)` as `C.m`)."""
     func = call.func
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and fn.cls is not None:
-        first = (*fn.node.args.posonlyargs, *fn.node.args.args)[:1]
-        if first and func.value.id == first[0].arg and func.value.id == "self":
+    first = (*fn.node.args.posonlyargs, *fn.node.args.args)[:1]
+    if fn.cls is not None and first and first[0].arg == "self" and isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
             return f"{summary.module}.{fn.cls.name}.{func.attr}"
+        inner = func.value
+        if (
+            isinstance(inner, ast.Attribute)
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id == "self"
+        ):
+            return f"{summary.module}.{fn.cls.name}.{inner.attr}.{func.attr}"  # `self.k.m(...)`
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
         owner = summary.qualify(func.value.func)
         return f"{owner}.{func.attr}" if owner is not None else None
@@ -256,20 +264,27 @@ def unresumable(
 def _receiver_classes(index: Index, maker: str) -> tuple[list[tuple[str, str]], bool]:
     """The classes of the tree an object made by `maker` (`_maker`) is, and whether a call returned
     it: the class it names, or those every return of the function or method it names builds
-    (`FileSummary.built`); none when a return may give anything else, or a class out of the tree."""
+    (`FileSummary.built`: a method of each class its owner may be, `Index.instance_classes`, which
+    reads `module.Class.attr` as the classes stored on `self.attr`); none when a return may give
+    anything else, or a class out of the tree."""
     owner = index._class(maker)
     if owner is not None:
         return [owner], False
     found = index.lookup(maker)
-    if found is None:
-        return [], False
-    path, head, member = found
-    if member is None:
-        made = index.summaries[path].built.get(head, ()) if head in index.summaries[path].functions else ()
+    made: set[str] = set()
+    if found is not None and found[2] is None:
+        path, head = found[0], found[1]
+        if head not in index.summaries[path].functions or head not in index.summaries[path].built:
+            return [], False
+        made.update(index.summaries[path].built[head])
     else:
-        hit = index.method(path, head, member)
-        made = index.summaries[hit[0]].built.get(hit[1], ()) if hit is not None else ()
-    classes = [index._class(q) for q in made]
+        prefix, _, attr = maker.rpartition(".")
+        for cls in index.instance_classes(prefix) if prefix else ():
+            hit = index.method(*cls, attr)
+            if hit is None or hit[1] not in index.summaries[hit[0]].built:
+                return [], False
+            made.update(index.summaries[hit[0]].built[hit[1]])
+    classes = [index._class(q) for q in sorted(made)]
     if not classes or None in classes:
         return [], False
     return sorted(set(classes)), True
