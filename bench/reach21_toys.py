@@ -41,170 +41,73 @@ BASE = K(1.0)
 BASE.inner = K(3.0)
 """
 
-TOYS = {
+# Each toy: definitions beside KR, and the expression that gives `entry` its receiver `k`.
+ENTRY = """
+def entry(x):
+    k = {receiver}
+    y, flag = k.smooth(x)
+    return y + 1
+"""
+
+MODULE = """
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = K(1.0)
+    def forward(self, x):
+        k = {receiver}
+        y, flag = k.smooth(x)
+        return y + 1
+
+MOD = M()
+"""
+
+PICK = """
+def pick(k, a):
+    if a != 1.0:
+        return k.scaled(a)
+    return k
+"""
+
+CASES = {
     # A function that builds the object and returns it (reach20's receiver_from_call again).
-    "function_returns_new": """
-<KR>
-
-def make(s):
-    return K(s)
-
-def entry(x):
-    k = make(2.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
+    "function_returns_new": ("def make(s):\n    return K(s)\n", "make(2.0)"),
     # A method of a global object that returns a new object of its class.
-    "method_returns_new": """
-<KR>
-
-def entry(x):
-    k = BASE.scaled(2.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
+    "method_returns_new": ("", "BASE.scaled(2.0)"),
     # The same, the new object held in a local of the method before it returns it.
-    "method_returns_new_local": """
-<KR>
+    "method_returns_new_local": ("", "BASE.scaled_via_local(2.0)"),
+    # Two fresh steps (like `x.cholesky().to_dense()` on a built operator).
+    "method_returns_new_twice": ("", "BASE.scaled(2.0).scaled(3.0)"),
+    # A classmethod constructor: `K.create(2.0)` returns `cls(s)`.
+    "classmethod_returns_new": ("", "K.create(2.0)"),
+    # A method that returns `self`.
+    "method_returns_self": ("", "BASE.same()"),
+    # A method that returns a stored attribute.
+    "method_returns_attribute": ("", "BASE.held()"),
+    # A function that returns a global object.
+    "function_returns_global": ("def get():\n    return BASE\n", "get()"),
+    # A function that returns its argument.
+    "function_returns_argument": ("def ident(k):\n    return k\n", "ident(BASE)"),
+    # A function that returns a new object on one branch and its argument on the other: each taken.
+    "method_returns_new_or_self": (PICK, "pick(BASE, 2.0)"),
+    "method_returns_self_or_new": (PICK, "pick(BASE, 1.0)"),
+}
 
-def entry(x):
-    k = BASE.scaled_via_local(2.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # The same chained: `BASE.scaled(2.0).smooth(x)`.
-    "method_returns_new_chain": """
+TOYS = {name: f"<KR>\n{defs}\n{ENTRY.format(receiver=receiver)}" for name, (defs, receiver) in CASES.items()}
+# The receiver's call chained: `BASE.scaled(2.0).smooth(x)`.
+TOYS["method_returns_new_chain"] = """
 <KR>
 
 def entry(x):
     y, flag = BASE.scaled(2.0).smooth(x)
     return y + 1
-""",
-    # Two fresh steps: `BASE.scaled(2.0).scaled(3.0)` then the breaking call (like `x.cholesky().to_dense()`).
-    "method_returns_new_twice": """
-<KR>
-
-def entry(x):
-    k = BASE.scaled(2.0).scaled(3.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # A classmethod constructor: `K.create(2.0)` returns `cls(s)`.
-    "classmethod_returns_new": """
-<KR>
-
-def entry(x):
-    k = K.create(2.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # A module's forward: `self.k.scaled(2.0)` then the call (the gpytorch shape: `prior_covar.mul(-1)`).
-    "module_method_returns_new": """
-<KR>
-
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.k = K(1.0)
-    def forward(self, x):
-        k = self.k.scaled(2.0)
-        y, flag = k.smooth(x)
-        return y + 1
-
-MOD = M()
-
-def entry(x):
-    return MOD(x)
-""",
-    # A method that returns `self`.
-    "method_returns_self": """
-<KR>
-
-def entry(x):
-    k = BASE.same()
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # A method that returns a stored attribute.
-    "method_returns_attribute": """
-<KR>
-
-def entry(x):
-    k = BASE.held()
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # A function that returns a global object.
-    "function_returns_global": """
-<KR>
-
-def get():
-    return BASE
-
-def entry(x):
-    k = get()
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # A function that returns its argument.
-    "function_returns_argument": """
-<KR>
-
-def ident(k):
-    return k
-
-def entry(x):
-    k = ident(BASE)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # A module's forward: `self.k.same()` then the call.
-    "module_method_returns_self": """
-<KR>
-
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.k = K(1.0)
-    def forward(self, x):
-        k = self.k.same()
-        y, flag = k.smooth(x)
-        return y + 1
-
-MOD = M()
-
-def entry(x):
-    return MOD(x)
-""",
-    # A method that returns a new object on one branch and `self` on the other (the new one taken).
-    "method_returns_new_or_self": """
-<KR>
-
-def pick(k, a):
-    if a != 1.0:
-        return k.scaled(a)
-    return k
-
-def entry(x):
-    k = pick(BASE, 2.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-    # The same, the existing object taken.
-    "method_returns_self_or_new": """
-<KR>
-
-def pick(k, a):
-    if a != 1.0:
-        return k.scaled(a)
-    return k
-
-def entry(x):
-    k = pick(BASE, 1.0)
-    y, flag = k.smooth(x)
-    return y + 1
-""",
-}
+"""
+# In a module's forward, on what it stores: the gpytorch shape (`prior_covar.mul(-1)`), and `same()`.
+for name, receiver in (
+    ("module_method_returns_new", "self.k.scaled(2.0)"),
+    ("module_method_returns_self", "self.k.same()"),
+):
+    TOYS[name] = f"<KR>\n{MODULE.format(receiver=receiver)}\ndef entry(x):\n    return MOD(x)\n"
 
 
 def main(names: list[str]) -> None:
