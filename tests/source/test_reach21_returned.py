@@ -66,3 +66,18 @@ def test_built_returns_needs_every_return_to_build():
         "Smoother.widened": smoother,
         "Smoother.create": smoother,
     }
+
+
+def test_dynamo_logs_reach17s_solver_line_on_an_operator_a_function_built(monkeypatch):
+    # `as_operator(x).solve(rhs)` (solver.py:18): `as_operator` returns `Operator(x)`. Line 20's
+    # `d.inverse_diag()` is not logged in the same frame: after the first such call dynamo runs the
+    # rest of forward in eager (reach20's toys).
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(FIXTURES.parent / "reach17"))
+    from operators_pkg.solver import Solver
+
+    x = torch.rand(3, 3) + torch.eye(3)
+    logged = {
+        (Path(b.file).name, b.line) for b in logged_breaks(Solver(), x, torch.ones(3)) if b.gb_id == "gb0092"
+    }
+    assert logged == {("solver.py", 18)}
