@@ -634,7 +634,7 @@ def excluded_anywhere(path: Path, config: Config) -> bool:
 
 # The cache file's layout (a dict of `CacheEntry`); part of its name, so that a build reading
 # another layout never finds that file.
-CACHE_FORMAT = "entries-3"
+CACHE_FORMAT = "entries-4"
 
 
 @dataclass

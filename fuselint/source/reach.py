@@ -120,6 +120,9 @@ class FileSummary:
     # function (or `function[i]`) -> the classes of the tree its result is an instance of
     # (`result_classes`)
     returns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # function or "Class.method" -> what every one of its `return`s calls, whatever its annotation
+    # says (`built_returns`): when all are classes, its result is an object the compiled code built
+    built: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
         """`C`, `m.f`, `pkg.mod.C` as an absolute qualified name, or None."""
@@ -215,10 +218,69 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
             if found:
                 tables[stmt.name] = found
     returns = {}
+    built = {}
     for stmt in _top_statements(tree):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             returns.update(result_classes(stmt, local))
-    return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns)
+            if found := built_returns(stmt, local):
+                built[stmt.name] = found
+    for name, node in sorted(class_nodes.items()):
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                own = f"{module}.{name}" if _decorated(stmt, "classmethod") else None
+                if found := built_returns(stmt, local, own):
+                    built[f"{name}.{stmt.name}"] = found
+    return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns, built)
+
+
+_UNBOUND = ("staticmethod", "classmethod")
+
+
+def built_returns(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary, own: str | None = None
+) -> tuple[str, ...]:
+    """What every `return` of `fn` calls, sorted, its annotation left aside: `return C(...)`,
+    `return A(...) if x else B(...)`, a local every assignment of which is such a call (`out =
+    C(...); return out`), and in a class method `own`, the class `cls(...)`. () when any return
+    gives something else (`return self`, a stored object, an argument) or a decorator wraps `fn`.
+    When all are classes of the tree (`unresumable` asks the `Index`), dynamo treats the result as
+    an object the compiled code built (bench/reach21_toys.py)."""
+    returns = _own_returns(fn)
+    others = [d for d in fn.decorator_list if not (isinstance(d, ast.Name) and d.id in _UNBOUND)]
+    if not returns or others:  # a decorator may hand back what it keeps (`functools.cache`)
+        return ()
+    first = (*fn.args.posonlyargs, *fn.args.args)[:1]
+    maker = first[0].arg if own and first else None
+
+    def made(expr: ast.expr | None, local: dict[str, list[str]]) -> list[str]:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == maker:
+            return [own]
+        if isinstance(expr, ast.IfExp):  # both arms must build
+            body, orelse = made(expr.body, local), made(expr.orelse, local)
+            return body + orelse if body and orelse else []
+        return _constructed(expr, summary, local)
+
+    assigned: dict[str, list[str]] = {}  # local -> the classes its assignments build
+    poisoned: set[str] = set()  # locals bound otherwise at least once
+    for node in iter_statements(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            built = made(node.value, {}) if isinstance(node.value, ast.Call) else []
+            if built:
+                assigned.setdefault(node.targets[0].id, []).extend(built)
+            else:
+                poisoned.add(node.targets[0].id)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With)):
+            for target in ast.walk(node):
+                if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
+                    poisoned.add(target.id)
+    local = {name: built for name, built in assigned.items() if name not in poisoned}
+    found: set[str] = set()
+    for node in returns:
+        built = made(node.value, local)
+        if not built or any(outside(q) for q in built):
+            return ()
+        found.update(built)
+    return tuple(sorted(found))
 
 
 def returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSummary) -> tuple[str, ...]:
@@ -357,6 +419,10 @@ def _constructed(expr: ast.expr | None, summary: FileSummary, local: dict[str, l
     return []
 
 
+def _decorated(method: ast.FunctionDef | ast.AsyncFunctionDef, *names: str) -> bool:
+    return any(isinstance(d, ast.Name) and d.id in names for d in method.decorator_list)
+
+
 def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary | None = None) -> ClassSummary:
     """Bases, methods, and the classes of the callables the class stores on `self`, directly
     (`self.p = Proc()`) or through a setter (`self.set_processor(Proc())` storing its argument).
@@ -405,11 +471,8 @@ def _class_summary(cls: ast.ClassDef, summary: FileSummary, local: FileSummary |
             if position < len(args) and args[position]:
                 stored.setdefault(attr, set()).update(args[position])
 
-    def decorated(method, *names: str) -> bool:
-        return any(isinstance(d, ast.Name) and d.id in names for d in method.decorator_list)
-
-    properties = frozenset(m.name for m in methods if decorated(m, "property"))
-    unbound = frozenset(m.name for m in methods if decorated(m, "staticmethod", "classmethod"))
+    properties = frozenset(m.name for m in methods if _decorated(m, "property"))
+    unbound = frozenset(m.name for m in methods if _decorated(m, *_UNBOUND))
     return ClassSummary(
         bases,
         frozenset(m.name for m in methods),

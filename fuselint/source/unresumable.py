@@ -101,6 +101,30 @@ def _side_in(fn: ast.AST, target: ast.AST) -> str:
     return ""
 
 
+def _maker(call: ast.Call, fn: ModelFunction, summary: FileSummary) -> str | None:
+    """What a call that may build an object names, for `unresumable` to resolve through the `Index`:
+    a class (`C(...)`), a function or class method whose returns may build one (`make(...)`,
+    `C.create(...)`), a method of the caller's own class (`self.m(...)` as `module.Class.m`), of
+    what it stores (`self.k.m(...)` as `module.Class.k.m`) or of a class built in the call
+    (`C(...).m(...)` as `C.m`)."""
+    func = call.func
+    first = (*fn.node.args.posonlyargs, *fn.node.args.args)[:1]
+    if fn.cls is not None and first and first[0].arg == "self" and isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            return f"{summary.module}.{fn.cls.name}.{func.attr}"
+        inner = func.value
+        if (
+            isinstance(inner, ast.Attribute)
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id == "self"
+        ):
+            return f"{summary.module}.{fn.cls.name}.{inner.attr}.{func.attr}"  # `self.k.m(...)`
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+        owner = summary.qualify(func.value.func)
+        return f"{owner}.{func.attr}" if owner is not None else None
+    return summary.qualify(func)
+
+
 def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) -> dict[str, list[str]]:
     """Locals of `fn` that every assignment builds (`k = C(...)`, in each branch its own class):
     name -> the qualified names of what the assignments call."""
@@ -114,7 +138,7 @@ def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) 
                     if isinstance(name, ast.Name):
                         alone = target is name and isinstance(node.value, ast.Call)
                         built.setdefault(name.id, set()).add(
-                            summary.qualify(node.value.func) if alone else None
+                            _maker(node.value, fn, summary) if alone else None
                         )
         elif isinstance(
             node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)
@@ -123,7 +147,7 @@ def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) 
             for name in ast.walk(target) if target is not None else ():
                 if isinstance(name, ast.Name):
                     value = node.value if isinstance(node, ast.AnnAssign) else None
-                    qual = summary.qualify(value.func) if isinstance(value, ast.Call) else None
+                    qual = _maker(value, fn, summary) if isinstance(value, ast.Call) else None
                     built.setdefault(name.id, set()).add(qual)
         elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete)):
             for name in ast.walk(node):
@@ -148,7 +172,7 @@ def fresh_calls(
             recv = node.func.value
             if isinstance(recv, ast.Name) and recv.id in built:
                 classes = built[recv.id]
-            elif isinstance(recv, ast.Call) and (qual := summary.qualify(recv.func)) is not None:
+            elif isinstance(recv, ast.Call) and (qual := _maker(recv, fn, summary)) is not None:
                 classes = [qual]
             else:
                 continue
@@ -192,15 +216,19 @@ def unresumable(
             through.setdefault(name, []).append(b)
     out: list[Finding] = []
     for call in sorted(fresh):
-        owner = index._class(call.cls)
-        method = index.method(owner[0], owner[1], call.attr) if owner is not None else None
-        if method is None:
-            continue
-        defined = index.summaries[method[0]].classes[method[1].split(".")[0]]
-        if call.attr in defined.properties:
-            continue
-        hits = [b for b in through.get(method[1], ()) if b.chain[-1] != method[1] or b.path == method[0]]
-        if not hits:
+        owners, returned = _receiver_classes(index, call.cls)
+        method, hits = None, []
+        for owner in owners:  # the first class (by qualified name) whose method reaches a break
+            method = index.method(owner[0], owner[1], call.attr)
+            if method is None:
+                continue
+            defined = index.summaries[method[0]].classes[method[1].split(".")[0]]
+            if call.attr in defined.properties:
+                continue
+            hits = [b for b in through.get(method[1], ()) if b.chain[-1] != method[1] or b.path == method[0]]
+            if hits:
+                break
+        if method is None or not hits:
             continue
         # Name a break on the normal path if there is one, the fewest calls below the method, of
         # the kind dynamo stops at first (`SITE_PRIORITY`: a host read before a warning).
@@ -218,8 +246,9 @@ def unresumable(
         message = (
             f"`{call.receiver}.{call.attr}(...)` is a graph break of its own: `{method[1]}` breaks the "
             f"graph ({first.code} at {first.path}:{first.line}), and dynamo cannot resume this function "
-            f"after the call, since it cannot rebuild the bound method of an object built here "
-            f"(gb0092); build it outside the compiled code or fix the break in `{method[1]}`"
+            f"after the call, since it cannot rebuild the bound method of an object built "
+            f"{'by the call that returns it' if returned else 'here'} (gb0092); build it outside the "
+            f"compiled code or fix the break in `{method[1]}`"
         )
         details: tuple[tuple[str, str], ...] = ()
         # The call sits on a side road (an `except` block...), or every break it reaches does.
@@ -230,3 +259,32 @@ def unresumable(
             Finding(code=CODE, message=message, span=call.span, source_line=call.source_line, details=details)
         )
     return out
+
+
+def _receiver_classes(index: Index, maker: str) -> tuple[list[tuple[str, str]], bool]:
+    """The classes of the tree an object made by `maker` (`_maker`) is, and whether a call returned
+    it: the class it names, or those every return of the function or method it names builds
+    (`FileSummary.built`: a method of each class its owner may be, `Index.instance_classes`, which
+    reads `module.Class.attr` as the classes stored on `self.attr`); none when a return may give
+    anything else, or a class out of the tree."""
+    owner = index._class(maker)
+    if owner is not None:
+        return [owner], False
+    found = index.lookup(maker)
+    made: set[str] = set()
+    if found is not None and found[2] is None:
+        path, head = found[0], found[1]
+        if head not in index.summaries[path].functions or head not in index.summaries[path].built:
+            return [], False
+        made.update(index.summaries[path].built[head])
+    else:
+        prefix, _, attr = maker.rpartition(".")
+        for cls in index.instance_classes(prefix) if prefix else ():
+            hit = index.method(*cls, attr)
+            if hit is None or hit[1] not in index.summaries[hit[0]].built:
+                return [], False
+            made.update(index.summaries[hit[0]].built[hit[1]])
+    classes = [index._class(q) for q in sorted(made)]
+    if not classes or None in classes:
+        return [], False
+    return sorted(set(classes)), True
