@@ -41,7 +41,7 @@ from fuselint.source.reach import (
     reached_note,
     summarize,
 )
-from fuselint.source.scope import ModelFunction, Reached, model_functions
+from fuselint.source.scope import ModelFunction, Reached, innermost_function, model_functions
 from fuselint.source.sites import in_site, site_codes
 from fuselint.source.unresumable import CODE as UNRESUMABLE
 from fuselint.source.unresumable import BrokenPath, FreshCall, broken_paths, fresh_calls, unresumable
@@ -443,7 +443,14 @@ def _check(
     unique = {(f.code, f.span): f for f in findings}
     joins = ()
     if functions:
-        fresh = fresh_calls(sf, functions, summary) if config.enabled(UNRESUMABLE, sf.path) else ()
+        fresh: tuple[FreshCall, ...] = ()
+        if config.enabled(UNRESUMABLE, sf.path):
+            from fuselint.source.dataflow import flows
+
+            try:  # the flows `_rule_findings` made for this file's reach (`flows` keeps them)
+                fresh = fresh_calls(sf, flows(functions, sf.imports), summary)
+            except RecursionError:
+                fresh = ()
         joins = (fresh, broken_paths(sf.path, unique.values(), functions))
     return sorted(unique.values(), key=lambda f: f.sort_key), calls, local, patterns, joins
 
@@ -507,9 +514,7 @@ def _with_reach_notes(findings: list[Finding], functions: list[ModelFunction]) -
         return findings
     out = []
     for finding in findings:
-        line = finding.span.line
-        around = [f for f in functions if f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)]
-        inner = max(around, key=lambda f: f.node.lineno, default=None)
+        inner = innermost_function(functions, finding.span.line)
         if inner is not None and inner.via is not None:
             message = finding.message
             if inner.side is not None and off_path(finding) is None:

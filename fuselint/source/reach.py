@@ -592,6 +592,13 @@ def function_name(fn) -> str:
     return f"{fn.cls.name}.{fn.node.name}" if fn.cls is not None else fn.node.name
 
 
+def entry_path(path: str, fn) -> tuple[str, ...]:
+    """The path from the entry to `fn`, `fn` included: the entry named with its file (`path`) when
+    this file's own entry reaches it, else the path another file's entry took (`fn.chain`)."""
+    chain = fn.chain or (function_name(fn),)
+    return (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
+
+
 def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, ...]:
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
     found: set[Call] = set()
@@ -602,8 +609,7 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
         if fn.cls is not None and id(fn.cls) not in assigned:
             assigned[id(fn.cls)] = _self_assigned(fn.cls)
         values = assigned.get(id(fn.cls), frozenset())
-        chain = fn.chain or (function_name(fn),)
-        via = (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
+        via = entry_path(path, fn)
         owner = f"{summary.module}.{fn.cls.name}" if fn.cls is not None else None
         tables = _local_tables(flow, summary)
         aliases = _local_aliases(flow, summary)

@@ -160,6 +160,12 @@ _FRAMEWORK_NON_ENTRIES = frozenset({"MetricCollection", "MetricTracker"})
 _FRAMEWORK_HELPERS = frozenset({"utilities", "functional"})  # submodules whose classes are no metrics
 
 
+def innermost_function(functions: Iterable[ModelFunction], line: int) -> ModelFunction | None:
+    """The innermost of `functions` whose definition spans `line`."""
+    around = [f for f in functions if f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)]
+    return max(around, key=lambda f: f.node.lineno, default=None)
+
+
 def framework_classes(tree: ast.Module, imports: ImportTable) -> dict[str, frozenset[str]]:
     """Classes of the file that subclass a class of a package in `FRAMEWORK_ENTRIES` (resolved
     through the file's imports), directly or through a local base: class name -> the methods the

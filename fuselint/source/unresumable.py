@@ -25,10 +25,11 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from fuselint.findings import Finding, Span
+from fuselint.source.dataflow import FunctionFlow
 from fuselint.source.module import SourceFile
-from fuselint.source.paths import PATH_KEY, branch_path, handler_path, off_path, path_note
-from fuselint.source.reach import FileSummary, Index
-from fuselint.source.scope import ModelFunction, own_nodes
+from fuselint.source.paths import PATH_KEY, off_path, path_note
+from fuselint.source.reach import FileSummary, Index, entry_path
+from fuselint.source.scope import ModelFunction, innermost_function, own_nodes
 from fuselint.source.sites import SITE_PRIORITY, in_site
 
 CODE = "FL108"
@@ -54,51 +55,6 @@ class BrokenPath(NamedTuple):
     line: int
     code: str
     side: str = ""  # the side road the break sits on (`fuselint.source.paths`), "" on the normal path
-
-
-def _path_of(path: str, fn: ModelFunction) -> tuple[str, ...]:
-    """The path from the entry as `reach.outgoing_calls` writes it: the entry named with its file."""
-    chain = fn.chain or ((f"{fn.cls.name}.{fn.node.name}" if fn.cls is not None else fn.node.name),)
-    return (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
-
-
-def side_at(node: ast.AST, target: ast.AST, path: str | None = None) -> tuple[bool, str | None]:
-    """Whether `target` lies under `node`, and the side road it sits on there, as the data flow
-    tags a statement's (`fuselint.source.paths`): the outermost `if` branch or `except` block that
-    is one. Another scope's body (a nested def, a lambda) is left out."""
-    if node is target:
-        return True, path
-    if isinstance(node, ast.If):
-        parts = [
-            (node.test, path),
-            *((s, path or branch_path(node.test, node.body)) for s in node.body),
-            *((s, path or branch_path(None, node.orelse, node.body)) for s in node.orelse),
-        ]
-    elif isinstance(node, ast.ExceptHandler):
-        inner = path or handler_path(node)
-        parts = [(s, inner) for s in node.body]
-    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-        parts = []
-    else:
-        parts = [(child, path) for child in ast.iter_child_nodes(node)]
-    line = target.lineno
-    for child, child_path in parts:
-        first = getattr(child, "lineno", None)
-        if first is not None and not first <= line <= (child.end_lineno or first):
-            continue
-        found, side = side_at(child, target, child_path)
-        if found:
-            return True, side
-    return False, None
-
-
-def _side_in(fn: ast.AST, target: ast.AST) -> str:
-    """The side road `target`, a node of function `fn`'s own body, sits on ("" on the normal path)."""
-    for stmt in fn.body:
-        found, side = side_at(stmt, target)
-        if found:
-            return side or ""
-    return ""
 
 
 def _maker(call: ast.Call, fn: ModelFunction, summary: FileSummary) -> str | None:
@@ -158,12 +114,13 @@ def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) 
     return {name: sorted(quals) for name, quals in built.items() if name not in params and None not in quals}
 
 
-def fresh_calls(
-    sf: SourceFile, functions: Iterable[ModelFunction], summary: FileSummary
-) -> tuple[FreshCall, ...]:
-    """The method calls of the file's in-scope functions on objects the function builds."""
+def fresh_calls(sf: SourceFile, flows: Iterable[FunctionFlow], summary: FileSummary) -> tuple[FreshCall, ...]:
+    """The method calls of the file's in-scope functions (their data flows) on objects the function
+    builds, each with the side road the data flow found it on."""
     found: set[FreshCall] = set()
-    for fn in functions:
+    for flow in flows:
+        fn = flow.fn
+        side_of = {id(site.node): site.path for site in flow.of(ast.Call)}
         nodes = own_nodes(fn.node)
         built = _built_names(fn, nodes, summary)
         for node in nodes:
@@ -177,8 +134,8 @@ def fresh_calls(
             else:
                 continue
             line = sf.line_text(node.lineno).strip()
-            via = _path_of(sf.path, fn)
-            side = _side_in(fn.node, node)
+            via = entry_path(sf.path, fn)
+            side = side_of.get(id(node)) or ""
             shown = ast.unparse(recv) if isinstance(recv, ast.Name) else f"{ast.unparse(recv.func)}(...)"
             for cls in classes:
                 found.add(FreshCall(sf.span(node), line, shown, cls, node.func.attr, via, side))
@@ -193,11 +150,9 @@ def broken_paths(
     for f in findings:
         if not in_site(f) or f.span.path != path:
             continue
-        line = f.span.line
-        around = [m for m in functions if m.node.lineno <= line <= (m.node.end_lineno or m.node.lineno)]
-        inner = max(around, key=lambda m: m.node.lineno, default=None)
+        inner = innermost_function(functions, f.span.line)
         if inner is not None:
-            found.add(BrokenPath(_path_of(path, inner), path, line, f.code, off_path(f) or ""))
+            found.add(BrokenPath(entry_path(path, inner), path, f.span.line, f.code, off_path(f) or ""))
     return tuple(sorted(found))
 
 
