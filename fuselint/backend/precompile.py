@@ -290,6 +290,18 @@ def _stop_workers() -> None:
         _workers.close()
 
 
+def _warm(launch: tuple) -> object | None:
+    """Triton's `warmup` of one launch (`distinct_launches`): its compiled kernel, or a future of
+    it under `AsyncCompileMode`; None where it fails (it compiles at its first launch, or falls
+    back there, which says why)."""
+    fn, dtypes, grid, warps, consts, _ = launch
+    try:
+        return fn.warmup(*dtypes, grid=grid, num_warps=warps, **consts)
+    except Exception as exc:
+        log.debug("fuselint: no precompile for %s (%s)", fn, exc)
+        return None
+
+
 def precompile(kernels: Iterable[object]) -> tuple[int, int]:
     """Compile and load the kernels' binaries ahead of the first call: (launches warmed on the
     thread pool, of them compiled by the worker processes)."""
@@ -310,24 +322,15 @@ def precompile(kernels: Iterable[object]) -> tuple[int, int]:
         if workers is not None and len(jobs) >= 2:
 
             def compile_here(job: dict) -> None:
-                fn, dtypes, grid, warps, consts, _ = todo[job["id"]]
                 with torch.cuda.device(device):
-                    try:
-                        fn.warmup(*dtypes, grid=grid, num_warps=warps, **consts)
-                    except Exception as exc:  # the thread pool below, or the first launch, says why
-                        log.debug("fuselint: no precompile for %s (%s)", fn, exc)
+                    _warm(todo[job["id"]])
 
             by_workers = workers.share(jobs, compile_here)
     except Exception as exc:  # the threads compile them all, as without workers
         log.warning("fuselint: compile workers skipped (%s: %s)", type(exc).__name__, exc)
-    futures = []
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="fuselint-compile") as pool:
         with torch.cuda.device(device), AsyncCompileMode(pool, ignore_errors=True):
-            for fn, dtypes, grid, warps, consts, _ in todo:
-                try:
-                    futures.append(fn.warmup(*dtypes, grid=grid, num_warps=warps, **consts))
-                except Exception as exc:  # compiles at its first launch, or falls back there
-                    log.debug("fuselint: no precompile for %s (%s)", fn, exc)
+            futures = [_warm(launch) for launch in todo]
         compiled = []
         for f in futures:
             kernel = f.result(ignore_errors=True) if hasattr(f, "result") else f
