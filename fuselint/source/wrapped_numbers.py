@@ -6,6 +6,12 @@ and passes `num_channels_tensor[0]` to `fused_add_tanh_sigmoid_multiply`, which 
 dynamo ends the graph there (gb0124). The number was known before it went into the tensor:
 passing `self.hidden_size` itself gives the helper the same bound and dynamo a constant.
 Measured with torch 2.13 (`tests/source/test_break_fixes.py`, `fixtures/breaks/wrapped_number.py`).
+
+The fix is offered only where the helper is a plain function: transformers 5.17 scripts the same
+helper (`@torch.jit.script`), whose unannotated parameters are typed `Tensor`, so passing the number
+makes every eager call raise ("Unable to cast 16 to Tensor"; under dynamo, which traces the Python
+source, it runs). A decorator may do that or anything else with its arguments' types; the finding
+stays, without a fix.
 """
 
 from __future__ import annotations
@@ -92,6 +98,15 @@ def _element(arg: ast.expr, wrapped: dict[str, list[ast.expr]]) -> ast.expr | No
     return elements[index.value] if -len(elements) <= index.value < len(elements) else None
 
 
+# Decorators that hand the arguments to the function unchanged.
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
+
+
+def _plain(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """No decorator but those that pass the arguments on as they are (module docstring)."""
+    return all(isinstance(d, ast.Name) and d.id in _PLAIN_DECORATORS for d in fn.decorator_list)
+
+
 def _callee(call: ast.Call, flow: FunctionFlow, by_name: dict[tuple[str | None, str], FunctionFlow]):
     """The same-file function a call reaches and how many leading parameters it binds itself."""
     func = call.func
@@ -136,9 +151,11 @@ def wrapped_numbers(sf: SourceFile, all_flows: list[FunctionFlow], rule: Rule) -
                     f"`{describe(arg, 30)}` is the Python number `{describe(number, 30)}` put into a tensor; "
                     f"`{fn.name}` slices with it, an implicit `.item()` that breaks the graph; pass the number"
                 )
-                fix = Fix(
-                    Applicability.UNSAFE,
-                    f"pass `{text}` itself (assumes it is a Python int, which the tensor held unchanged)",
-                    (sf.replace(arg, text),),
-                )
+                fix = None
+                if _plain(fn):
+                    fix = Fix(
+                        Applicability.UNSAFE,
+                        f"pass `{text}` itself (assumes it is a Python int, which the tensor held unchanged)",
+                        (sf.replace(arg, text),),
+                    )
                 yield finding(sf, rule, arg, message, fix, path=site.path)

@@ -186,6 +186,31 @@ def test_wrapped_number_fix_is_offered_for_the_plain_case():
     assert "return helper(x, self.width)" in _fixed(text)
 
 
+@pytest.mark.parametrize("decorator", ["@torch.jit.script", "@functools.lru_cache"])
+def test_wrapped_number_fix_is_not_offered_for_a_decorated_helper(decorator):
+    text = (
+        f"import functools\nimport torch\nfrom torch import nn\n\n{decorator}\ndef helper(x, k):\n"
+        f"    return {SLICES}\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n        n = torch.IntTensor([self.width])\n        return helper(x, n[0])\n"
+    )
+    found = _lint(text, ("FL101",))
+    assert found and all(f.fix is None for f in found)  # the break is still reported
+
+
+def test_a_scripted_helper_rejects_the_python_number_in_eager():
+    """Why a decorated helper gets no fix: transformers 5.17 scripts vits' helper, whose unannotated
+    parameter is then a Tensor, and the number the fix would pass makes the eager call raise."""
+
+    @torch.jit.script
+    def helper(x, k):
+        return x[:, :k]
+
+    x = torch.randn(2, 4)
+    assert torch.equal(helper(x, torch.IntTensor([3])[0]), x[:, :3])
+    with pytest.raises(RuntimeError, match="Unable to cast"):
+        helper(x, 3)
+
+
 def _lint108(text: str):
     return lint_text("example.py", text, CATALOG, Config(select=("FL108",)))
 
