@@ -1128,9 +1128,9 @@ class FunctionFlow:
             receiver = func.value
             if isinstance(receiver, ast.Name) and receiver.id == "self":
                 # self.proj(x) calls a submodule; self.helper(x) a method whose result we don't know.
-                if func.attr in self.methods:
-                    cls = self.fn.cls.name if self.fn.cls is not None else None
-                    return self.helpers.kind((cls, func.attr)) if self.helpers else None
+                key = self._self_method(func.attr)
+                if key is not None:
+                    return self.helpers.kind(key) if self.helpers else None
                 return _host_method_kind(func.attr, call) if func.attr in HOST_METHODS else MAYBE
             rk = self.kind(receiver, env)
             if rk == MODULE:
@@ -1199,12 +1199,20 @@ class FunctionFlow:
             return None
         func = value.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            if func.attr not in self.methods:
-                return None
-            return self.helpers.elements((self.fn.cls.name if self.fn.cls is not None else None, func.attr))
+            key = self._self_method(func.attr)
+            return None if key is None else self.helpers.elements(key)
         if isinstance(func, ast.Name):
             return self.helpers.elements((None, func.id))
         return None
+
+    def _self_method(self, attr: str) -> tuple[str | None, str] | None:
+        """The helper key of the method `self.attr` names: its class's own, or one that a base class
+        of the file defines (Python looks the name up along the bases, so `self._check(x)` in a
+        subclass runs the base's `_check`: a method, not a submodule); None for anything else."""
+        if attr in self.methods:
+            return (self.fn.cls.name if self.fn.cls is not None else None, attr)
+        owner = self.helpers.owner(self.fn.cls, attr) if self.helpers and self.fn.cls is not None else None
+        return None if owner is None else (owner, attr)
 
     def _bind_starred(self, target: ast.Tuple | ast.List, elements: list[ast.expr], env: Env) -> None:
         """`b, n, m, d = *x.shape[:2], mask, x.device`: the elements before the one starred element
@@ -2040,6 +2048,29 @@ class HelperReturns:
 
     def kind(self, key: tuple[str | None, str]) -> str | None:
         return self._once(self.known, key, self._returns)
+
+    @cached_property
+    def _classes(self) -> dict[str, ast.ClassDef]:
+        return {fn.cls.name: fn.cls for fn in self.functions.values() if fn.cls is not None}
+
+    def owner(self, cls: ast.ClassDef, attr: str) -> str | None:
+        """The nearest base class of `cls` in the file (among the classes with in-scope functions)
+        that defines the method `attr`, searched breadth-first along the bases; None if none does."""
+        seen: set[str] = set()
+        todo = list(cls.bases)
+        while todo:
+            base = todo.pop(0)
+            name = base.id if isinstance(base, ast.Name) else None
+            found = self._classes.get(name) if name is not None and name not in seen else None
+            if found is None:
+                continue
+            seen.add(name)
+            if any(
+                isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == attr for s in found.body
+            ):
+                return name
+            todo += found.bases
+        return None
 
     def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
         """The kinds, per position, of the tuple every `return` of the helper builds
