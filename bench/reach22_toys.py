@@ -1,11 +1,9 @@
-"""Toys for reach22: what dynamo (torch 2.13, eager backend) does with the two shapes fixed here and one
+"""Toys for reach22: what dynamo (torch 2.13, eager backend) does with the `in` shape fixed here and one
 left, each `entry(x)` compiled and run once on `torch.randn(4)` (bench/reach20_toys.py's machinery; every
 break in the toy's file printed as `toy: line gbNNNN [stack] source line`):
 
 - `value in tensor` (`Tensor.__contains__` reads `(tensor == value).any().item()`): snntorch's
   spikegen.py:1283 and :1380; the same with a host container does not break;
-- a method that a base class of the file defines, called on `self` from a subclass, returning sizes
-  in a tuple: its numbers are Python ints (snntorch's functional/loss.py, 8 false FL101/FL102);
 - a tensor method whose argument's call breaks: dynamo logs the caller's line too (gb0007), which
   a function or a name bound before does not do (left: see docs/NOTES.md "reach22").
 
@@ -15,7 +13,6 @@ break in the toy's file printed as `toy: line gbNNNN [stack] source line`):
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,36 +71,6 @@ def entry(x):
         return x + table["a"]
     return x
 """,
-    "inherited_sizes": """
-class Base:
-    def __init__(self, rate):
-        self.rate = rate
-
-    def __call__(self, out):
-        return self.compute(out)
-
-    def check(self, out):
-        device = out.device
-        steps = out.size(0)
-        outputs = out.size(-1)
-        return device, steps, outputs
-
-
-class Loss(Base):
-    def compute(self, out):
-        device, steps, outputs = self.check(out)
-        if outputs % 2:
-            return out * 0
-        on = int(steps * self.rate)
-        return out.sum() * on
-
-
-LOSS = Loss(0.5)
-
-
-def entry(x):
-    return LOSS(x.view(2, 2))
-""",
     "method_arg_breaks": """
 def pick(m):
     return m.nonzero().view(-1)
@@ -132,12 +99,5 @@ def entry(x):
 }
 
 
-def main(names: list[str]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in names or list(TOYS):
-            for row in reach20_toys.run(name, TOYS[name], Path(tmp)) or ["   - no break"]:
-                print(f"{name:28s} {row}")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    reach20_toys.main(sys.argv[1:], TOYS)

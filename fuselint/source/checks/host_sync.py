@@ -467,9 +467,14 @@ def _tensor_container(test: ast.Compare, flow: FunctionFlow, env: Env) -> ast.ex
     """The tensor on the right of an `in` / `not in` of `test`: Python runs `Tensor.__contains__`,
     which is `bool((tensor == value).any().item())` for a number or tensor value, so dynamo breaks
     there (gb0124, bench/reach22_toys.py). A parameter taken for a tensor on its name alone counts
-    only where the body calls a tensor-only method on it (`if key in cache:` is a dict far more often)."""
-    for op, right in zip(test.ops, test.comparators, strict=True):
+    only where the body calls a tensor-only method on it (`if key in cache:` is a dict far more often).
+    A string on the left says the right is no tensor: `Tensor.__contains__` raises for one."""
+    for left, op, right in zip((test.left, *test.comparators[:-1]), test.ops, test.comparators, strict=True):
         if not isinstance(op, (ast.In, ast.NotIn)) or not flow.is_tensor(right, env):
+            continue
+        if isinstance(left, ast.JoinedStr) or (
+            isinstance(left, ast.Constant) and isinstance(left.value, str)
+        ):
             continue
         if _only_guessed(right, flow, test) and not _tensor_by_use(right.id, flow):
             continue
