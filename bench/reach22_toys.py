@@ -51,6 +51,19 @@ def entry(x):
         return x + 1
     return x
 """,
+    "contains_in_comprehension": """
+def entry(x):
+    seen = x.round().unique()
+    picked = [x[i] if i in seen else None for i in range(3)]
+    return [p for p in picked if p is not None]
+""",
+    "contains_optional_mask": """
+def entry(x, mask=None):
+    mask = (x > 0).float() if mask is None else mask
+    if mask is not None and 0.0 in mask:
+        return x * mask
+    return x
+""",
     "in_shape": """
 def entry(x):
     if 4 in x.shape:
