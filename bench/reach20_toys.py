@@ -531,10 +531,12 @@ def run(name: str, source: str, workdir: Path) -> list[str]:
     return out
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], toys: dict[str, str] | None = None) -> None:
+    """Run the named toys (all when none is named) of `toys` (this file's by default) and print their breaks."""
+    toys = TOYS if toys is None else toys
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names or list(TOYS):
-            for row in run(name, TOYS[name], Path(tmp)) or ["   - no break"]:
+        for name in names or list(toys):
+            for row in run(name, toys[name], Path(tmp)) or ["   - no break"]:
                 print(f"{name:28s} {row}")
 
 

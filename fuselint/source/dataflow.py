@@ -1131,6 +1131,9 @@ class FunctionFlow:
                 if func.attr in self.methods:
                     cls = self.fn.cls.name if self.fn.cls is not None else None
                     return self.helpers.kind((cls, func.attr)) if self.helpers else None
+                inherited = self._inherited(func.attr)
+                if inherited is not None and (kind := self.helpers.kind(inherited)) is not None:
+                    return kind
                 return _host_method_kind(func.attr, call) if func.attr in HOST_METHODS else MAYBE
             rk = self.kind(receiver, env)
             if rk == MODULE:
@@ -1177,7 +1180,15 @@ class FunctionFlow:
             if elements is not None and any(isinstance(e, ast.Starred) for e in elements):
                 self._bind_starred(target, elements, env)
                 return
+            attr = _self_call(value)
+            inherited = self._inherited(attr) if attr is not None else None
             returned = self._returned_elements(value) if kind is None else None
+            if inherited is not None and kind == MAYBE:
+                # a base class's method, not a submodule: an element every return shows to be a host
+                # value (`out.size(0)`, `out.device`) is one; any other is what the call's kind gives
+                hosts = self.helpers.host_elements(inherited)
+                if hosts is not None and len(hosts) == len(target.elts):
+                    returned = tuple(h or _element_kind(kind, value) for h in hosts)
             if returned is not None and len(returned) == len(target.elts):
                 for element, element_kind in zip(target.elts, returned, strict=True):
                     self.bind(element, element_kind, None, env)
@@ -1199,12 +1210,25 @@ class FunctionFlow:
             return None
         func = value.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            if func.attr not in self.methods:
-                return None
-            return self.helpers.elements((self.fn.cls.name if self.fn.cls is not None else None, func.attr))
+            if func.attr in self.methods:
+                return self.helpers.elements(
+                    (self.fn.cls.name if self.fn.cls is not None else None, func.attr)
+                )
+            inherited = self._inherited(func.attr)
+            return None if inherited is None else self.helpers.elements(inherited)
         if isinstance(func, ast.Name):
             return self.helpers.elements((None, func.id))
         return None
+
+    def _inherited(self, attr: str) -> tuple[str, str] | None:
+        """The helper key of `self.attr` when a base class of the file defines the method and the class
+        does not: Python looks the name up along the bases, so `self._check(x)` in a subclass runs the
+        base's `_check`, a method and no submodule. What it returns is its helper's answer where that
+        is known; a tuple's elements that its returns do not show are unknown, not each a tensor."""
+        if attr in self.methods or self.helpers is None or self.fn.cls is None:
+            return None
+        owner = self.helpers.owner(self.fn.cls, attr)
+        return None if owner is None else (owner, attr)
 
     def _bind_starred(self, target: ast.Tuple | ast.List, elements: list[ast.expr], env: Env) -> None:
         """`b, n, m, d = *x.shape[:2], mask, x.device`: the elements before the one starred element
@@ -1607,6 +1631,19 @@ def _has_dim(call: ast.Call) -> bool:
 
 # Methods of Python lists that tensors lack: `mems.copy()`, `mems.pop(0)` hold no tensor.
 _LIST_METHODS = frozenset({"copy", "pop", "append", "extend", "insert"})
+
+
+# Calls whose result is a host number for a tensor receiver (a size), and tensor metadata attributes.
+_SIZE_READS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride"})
+_METADATA = frozenset({"device", "dtype", "shape", "ndim", "is_cuda", "layout"})
+
+
+def _self_call(value: ast.expr | None) -> str | None:
+    """`m` of a call `self.m(...)`, else None."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if isinstance(value.func.value, ast.Name) and value.func.value.id == "self":
+            return value.func.attr
+    return None
 
 
 def _host_method_kind(method: str, call: ast.Call) -> str | None:
@@ -2037,9 +2074,33 @@ class HelperReturns:
     classes: ClassFacts
     known: dict[int, str | None] = field(default_factory=dict)
     tuples: dict[int, tuple[str | None, ...] | None] = field(default_factory=dict)
+    hosts: dict[int, tuple[str | None, ...] | None] = field(default_factory=dict)
 
     def kind(self, key: tuple[str | None, str]) -> str | None:
         return self._once(self.known, key, self._returns)
+
+    @cached_property
+    def _classes(self) -> dict[str, ast.ClassDef]:
+        return {fn.cls.name: fn.cls for fn in self.functions.values() if fn.cls is not None}
+
+    def owner(self, cls: ast.ClassDef, attr: str) -> str | None:
+        """The nearest base class of `cls` in the file (among the classes with in-scope functions)
+        that defines the method `attr`, searched breadth-first along the bases; None if none does."""
+        seen: set[str] = set()
+        todo = list(cls.bases)
+        while todo:
+            base = todo.pop(0)
+            name = base.id if isinstance(base, ast.Name) else None
+            found = self._classes.get(name) if name is not None and name not in seen else None
+            if found is None:
+                continue
+            seen.add(name)
+            if any(
+                isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == attr for s in found.body
+            ):
+                return name
+            todo += found.bases
+        return None
 
     def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
         """The kinds, per position, of the tuple every `return` of the helper builds
@@ -2057,6 +2118,44 @@ class HelperReturns:
             cache[id(fn.node)] = None  # a recursive call sees "unknown"
             cache[id(fn.node)] = compute(fn)
         return cache[id(fn.node)]
+
+    def host_elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
+        """Per position of the tuple every `return` of the helper builds, SCALAR where each return puts
+        a host value there by its form alone: a size read (`out.size(0)`, `x.dim()`, `x.numel()`) or a
+        tensor's metadata (`out.device`, `x.dtype`, `x.shape`), whatever the receiver; None elsewhere."""
+        return self._once(self.hosts, key, self._host_elements)
+
+    def _host_elements(self, fn: ModelFunction) -> tuple[str | None, ...] | None:
+        returns = [n for n in live_nodes(fn.node) if isinstance(n, ast.Return)]
+        if not returns or not all(isinstance(r.value, ast.Tuple) for r in returns):
+            return None
+        if len({len(r.value.elts) for r in returns}) != 1:
+            return None
+        # what each name is bound to; a binding other than `name = value` (unpacked, augmented, a loop
+        # target) is the target itself, which is no host form
+        assigned: dict[str, list[ast.AST]] = defaultdict(list)
+        plain = set()
+        for node in walk(fn.node):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        assigned[target.id].append(node.value)
+                        plain.add(id(target))
+        for node in walk(fn.node):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in plain:
+                assigned[node.id].append(node)
+
+        def host(expr: ast.expr, seen: frozenset[str] = frozenset()) -> bool:
+            if isinstance(expr, ast.Name):
+                values = assigned.get(expr.id) if expr.id not in seen else None
+                return bool(values) and all(host(v, seen | {expr.id}) for v in values)
+            if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+                return expr.func.attr in _SIZE_READS
+            return isinstance(expr, ast.Attribute) and expr.attr in _METADATA
+
+        columns = zip(*(r.value.elts for r in returns), strict=True)
+        kinds = tuple(SCALAR if all(host(e) for e in column) else None for column in columns)
+        return kinds if any(kinds) else None
 
     def _elements(self, fn: ModelFunction) -> tuple[str | None, ...] | None:
         returns = [n for n in live_nodes(fn.node) if isinstance(n, ast.Return)]

@@ -17,7 +17,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
-from fuselint.source.checks.control_flow import value_dependent
+from fuselint.source.checks.control_flow import _only_guessed, value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
 from fuselint.source.item_asserts import item_assert
 from fuselint.source.module import SourceFile
@@ -456,6 +456,43 @@ def _slice_bound(site: Site, flow: FunctionFlow) -> ast.expr | None:
     return None
 
 
+# Methods that only a tensor has (no list, tuple, dict, set, str or numpy array does): a parameter
+# taken for a tensor on its name alone that the body calls one of them on is surely one.
+_TENSOR_ONLY_METHODS = frozenset(
+    {"numel", "nelement", "dim", "unsqueeze", "detach", "float", "long", "half", "cpu", "cuda"}
+)
+
+
+def _tensor_container(test: ast.Compare, flow: FunctionFlow, env: Env) -> ast.expr | None:
+    """The tensor on the right of an `in` / `not in` of `test`: Python runs `Tensor.__contains__`,
+    which is `bool((tensor == value).any().item())` for a number or tensor value, so dynamo breaks
+    there (gb0124, bench/reach22_toys.py). A parameter taken for a tensor on its name alone counts
+    only where the body calls a tensor-only method on it (`if key in cache:` is a dict far more often).
+    A string on the left says the right is no tensor: `Tensor.__contains__` raises for one."""
+    for left, op, right in zip((test.left, *test.comparators[:-1]), test.ops, test.comparators, strict=True):
+        if not isinstance(op, (ast.In, ast.NotIn)) or not flow.is_tensor(right, env):
+            continue
+        if isinstance(left, ast.JoinedStr) or (
+            isinstance(left, ast.Constant) and isinstance(left.value, str)
+        ):
+            continue
+        if _only_guessed(right, flow, test) and not _tensor_by_use(right.id, flow):
+            continue
+        return right
+    return None
+
+
+def _tensor_by_use(name: str, flow: FunctionFlow) -> bool:
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in _TENSOR_ONLY_METHODS
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == name
+        for n in walk(flow.fn.node)
+    )
+
+
 def _on_a_guess(expr: ast.expr, flow: FunctionFlow, env: Env) -> bool:
     """`expr` is a tensor only through parameters taken for tensors on their name alone (`pad +
     length`): as a slice bound such a parameter is a Python int far more often (the size check
@@ -598,6 +635,17 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
             if what is not None:
                 fix = tensor_check_fix(sf, site.node)
                 yield finding(sf, rule, site.node, f"{what}: {rule.message}", fix, path=site.path)
+        for site in flow.of(ast.Compare):
+            container = _tensor_container(site.node, flow, site.env)
+            if container is not None:
+                yield finding(
+                    sf,
+                    rule,
+                    site.node,
+                    f"`in` on tensor `{describe(container, 30)}` calls `Tensor.__contains__`, which reads "
+                    f"`(tensor == value).any()` on the host (gb0124): {rule.message}",
+                    path=site.path,
+                )
         values = None  # the function's single-assignment names, built on first need
         for site in flow.of(ast.Subscript):
             if _indexes_tensor(site, flow):
