@@ -370,11 +370,11 @@ def lint_unit(
             return parsed
         summary = summary if summary is not None else summarize(parsed.tree, *module_name(path))
         found = _check(parsed, catalog, config, reached, summary, patterns)
-        keeping = _KEPT is not None and _KEPT.put(path, text, parsed, memo)
-    if keeping:
-        # What a kept file's analysis built stays until the worker ends: the collector need
-        # not scan it again (nor the few cycles the analysis left beside it).
-        gc.freeze()
+        if _KEPT is not None and _KEPT.put(path, text, parsed, memo):
+            # What a kept file's analysis built stays until the worker ends: the collector need
+            # never scan it (nor the few cycles the analysis left beside it). Frozen before the
+            # collector runs again, which would otherwise walk all of it once.
+            gc.freeze()
     findings, calls, local, patterns, joins = found
     return FileResult(tuple(findings), summary, calls, reached, local, patterns, *joins)
 
@@ -867,7 +867,9 @@ class _Linter:
             for name, *rest in items
             if name in self.texts
         }
-        if len(on_disk) >= 16 and self.jobs > 1:
+        # A pool pays off from 16 files; once started, it also takes a later round's few files,
+        # which its workers keep.
+        if self.jobs > 1 and (len(on_disk) >= 16 or (self.workers and on_disk)):
             with collector_paused():  # this process only unpickles the workers' results meanwhile
                 out.update(self._spread(on_disk))
         else:
