@@ -28,7 +28,7 @@ from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
-from fuselint.source.nodes import Memo, new_memo, remembered_walks
+from fuselint.source.nodes import Memo, made_once, new_memo, remembered_walks
 from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import (
     Call,
@@ -472,7 +472,7 @@ def _check(
         patterns = None
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
     if (findings or judge_noqa) and _mentions_noqa(sf.text):
-        notes = noqa_map(sf.text)
+        notes = made_once("noqa map", sf.tree, lambda _tree: noqa_map(sf.text))  # kept for a later round
         if judge_noqa:
             findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
         # One site, one finding (`sites`): a noqa of any break rule on the line silences them all.
