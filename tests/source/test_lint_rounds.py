@@ -26,14 +26,7 @@ def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch)
     files = discover([str(tree)], config)
     plain = lint_tree(files, CATALOG, config, jobs=1)
 
-    summarized: Counter[str] = Counter()
-    summarize = lint.summarize
-
-    def counted(module_tree, module, package):
-        summarized[module] += 1
-        return summarize(module_tree, module, package)
-
-    monkeypatch.setattr(lint, "summarize", counted)
+    summarized = _counted_calls(monkeypatch, "summarize", lambda args: args[1])  # by module name
     before = lint.PARSED["files"]
     again = lint_tree(files, CATALOG, config, jobs=1)
     assert lint.PARSED["files"] - before > len(files)  # some files were linted in a later round
@@ -43,6 +36,19 @@ def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch)
     assert {n: r.summary for n, r in again.results.items()} == {
         n: r.summary for n, r in plain.results.items()
     }
+
+
+def _counted_calls(monkeypatch, name: str, key) -> Counter:
+    """Calls of `lint.<name>` from here on, counted by `key(args)`."""
+    counts: Counter = Counter()
+    function = getattr(lint, name)
+
+    def counted(*args):
+        counts[key(args)] += 1
+        return function(*args)
+
+    monkeypatch.setattr(lint, name, counted)
+    return counts
 
 
 def _indexes_built(monkeypatch) -> list[lint._RoundIndex]:
@@ -109,14 +115,7 @@ def test_a_kept_file_is_linted_again_without_a_parse_and_as_a_fresh_one(tree, mo
     config = Config(root=tree)
     files = discover([str(tree)], config)
     plain = lint_tree(files, CATALOG, config, jobs=1)
-    linted: Counter[str] = Counter()
-    lint_unit = lint.lint_unit
-
-    def counted(path, *args):
-        linted[path] += 1
-        return lint_unit(path, *args)
-
-    monkeypatch.setattr(lint, "lint_unit", counted)
+    linted = _counted_calls(monkeypatch, "lint_unit", lambda args: args[0])  # by path
     monkeypatch.setattr(lint, "_KEPT", lint._KeptFiles(10**9))
     before = lint.PARSED["files"]
     kept = lint_tree(files, CATALOG, config, jobs=1)
