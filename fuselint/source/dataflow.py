@@ -30,6 +30,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
@@ -474,7 +475,7 @@ def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | 
     if not names:
         return []
     wanted = set(names)
-    strings = _string_attributes(cls)
+    strings = made_once("string attributes", cls, _string_attributes)  # once per class, not per method
     shown: set[str] = set()
     elements: dict[str, str] = {}  # loop variable -> the parameter it iterates
     for node in walk(fn):
@@ -878,9 +879,11 @@ def _merge_paths(a: Env, b: Env) -> Env:
     return names
 
 
-@dataclass(frozen=True)
-class Site:
-    """An expression node (or statement) of a live statement, with the environment before it."""
+class Site(NamedTuple):
+    """An expression node (or statement) of a live statement, with the environment before it.
+
+    A named tuple, not a frozen dataclass: a function's walk makes one per node, and a frozen
+    dataclass's `__init__` (one `object.__setattr__` per field) cost ~2% of a cold lint."""
 
     node: ast.AST
     env: Env
@@ -2006,11 +2009,16 @@ def _class_facts(cls: ast.ClassDef | None, imports: ImportTable, known: ClassFac
     if cls is None:
         return frozenset(), frozenset(), frozenset()
     if id(cls) not in known:
-        methods = frozenset(
-            s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-        )
-        known[id(cls)] = (methods, tensor_attributes(cls, imports), option_attributes(cls))
+        # Once per file's analysis (a pool worker keeps it for a later round's flows too).
+        known[id(cls)] = made_once("class facts", cls, lambda c: _facts_of(c, imports))
     return known[id(cls)]
+
+
+def _facts_of(
+    cls: ast.ClassDef, imports: ImportTable
+) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    methods = frozenset(s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return methods, tensor_attributes(cls, imports), option_attributes(cls)
 
 
 def option_attributes(cls: ast.ClassDef) -> frozenset[str]:

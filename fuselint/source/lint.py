@@ -28,7 +28,7 @@ from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
-from fuselint.source.nodes import remembered_walks
+from fuselint.source.nodes import Memo, made_once, new_memo, remembered_walks
 from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import (
     Call,
@@ -362,8 +362,61 @@ def lint_unit(
     # One file's analysis allocates millions of objects that die by reference count, and the
     # cyclic collector would scan them over and over (8-13% of a cold lint's CPU on
     # transformers/models); it runs after the file instead, for the cycles the file left.
-    with collector_paused(), remembered_walks():
-        return _lint_unit(path, text, catalog, config, reached, patterns, summary)
+    kept = _KEPT.get(path, text) if _KEPT is not None else None
+    memo = kept[1] if kept is not None else new_memo()
+    with collector_paused(), remembered_walks(memo):
+        parsed = kept[0] if kept is not None else _parse(path, text, config)
+        if isinstance(parsed, FileResult):
+            return parsed
+        summary = summary if summary is not None else summarize(parsed.tree, *module_name(path))
+        found = _check(parsed, catalog, config, reached, summary, patterns)
+        if _KEPT is not None and _KEPT.put(path, text, parsed, memo):
+            # What a kept file's analysis built stays until the worker ends: the collector need
+            # never scan it (nor the few cycles the analysis left beside it). Frozen before the
+            # collector runs again, which would otherwise walk all of it once.
+            gc.freeze()
+    findings, calls, local, patterns, joins = found
+    return FileResult(tuple(findings), summary, calls, reached, local, patterns, *joins)
+
+
+class _KeptFiles:
+    """Parsed files and what their analysis remembered (`nodes.remembered_walks`), kept by a
+    pool worker across the rounds of one run, up to `room` characters of source.
+
+    A file linted again for new roots is then neither parsed nor walked again; and a kept
+    file's tree and memos are never torn down (a worker ends without freeing them), which cost
+    ~5% of a cold lint of transformers/models. That tree (45 M characters) kept whole in one
+    process takes ~2 GB.
+    """
+
+    def __init__(self, room: int):
+        self.room = room
+        self.files: dict[str, tuple[str, SourceFile, Memo]] = {}
+
+    def get(self, path: str, text: str) -> tuple[SourceFile, Memo] | None:
+        found = self.files.get(path)
+        if found is None or found[0] != text:
+            return None
+        return found[1], found[2]
+
+    def put(self, path: str, text: str, sf: SourceFile, memo: Memo) -> bool:
+        """Keep `sf` and its memo; False when there is no room left (then nothing is kept)."""
+        if path not in self.files:
+            if len(text) > self.room:
+                return False
+            self.room -= len(text)
+        # The flows hang on this round's roots (`dataflow.flows` keys them by the functions'
+        # list): a later round makes its own.
+        for key in [k for k in memo[0] if k[0] == "flows"]:
+            del memo[0][key]
+        self.files[path] = (text, sf, memo)
+        return True
+
+
+# Set in a pool worker (`_init_worker`): the files it keeps across rounds.
+_KEPT: _KeptFiles | None = None
+# Characters of source that a run's workers keep in all (shared out among them).
+KEPT_CHARS = 48_000_000
 
 
 @contextmanager
@@ -379,18 +432,11 @@ def collector_paused():
             gc.enable()
 
 
-def _lint_unit(
-    path: str,
-    text: str,
-    catalog: Catalog,
-    config: Config,
-    reached: tuple[Reached, ...],
-    patterns: PatternResult | None,
-    summary: FileSummary | None,
-) -> FileResult:
+def _parse(path: str, text: str, config: Config) -> SourceFile | FileResult:
+    """The parsed file, or the result of a file that does not parse."""
     PARSED["files"] += 1
     try:
-        sf = SourceFile.parse(path, text)
+        return SourceFile.parse(path, text)
     except RecursionError:
         message = "file does not parse: an expression is nested too deeply"
         return FileResult(tuple([_parse_error(path, message)] if config.enabled("FL000", path) else []))
@@ -401,10 +447,6 @@ def _lint_unit(
         return FileResult(
             (_parse_error(path, f"file does not parse: {exc}"),) if config.enabled("FL000", path) else ()
         )
-    if summary is None:
-        summary = summarize(sf.tree, *module_name(path))
-    findings, calls, local, patterns, joins = _check(sf, catalog, config, reached, summary, patterns)
-    return FileResult(tuple(findings), summary, calls, reached, local, patterns, *joins)
 
 
 def _check(
@@ -430,7 +472,7 @@ def _check(
         patterns = None
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
     if (findings or judge_noqa) and _mentions_noqa(sf.text):
-        notes = noqa_map(sf.text)
+        notes = made_once("noqa map", sf.tree, lambda _tree: noqa_map(sf.text))  # kept for a later round
         if judge_noqa:
             findings.extend(unused_noqa(sf.path, sf.text, notes, findings, catalog, config))
         # One site, one finding (`sites`): a noqa of any break rule on the line silences them all.
@@ -778,9 +820,10 @@ def _content_key(path: Path) -> bytes | None:
 _WORKER_STATE: tuple[Catalog, Config] | None = None
 
 
-def _init_worker(extra_rules: tuple[str, ...], config: Config) -> None:
-    global _WORKER_STATE
+def _init_worker(extra_rules: tuple[str, ...], config: Config, keep: int = 0) -> None:
+    global _WORKER_STATE, _KEPT
     _WORKER_STATE = (load_catalog(extra_rules), config)
+    _KEPT = _KeptFiles(keep) if keep > 0 else None
 
 
 # A file to lint: its name, its roots, and the pattern rules' result and summary when a round has them.
@@ -799,7 +842,14 @@ MAX_ROUNDS = 8
 
 
 class _Linter:
-    """Lints batches of (file, roots), in a process pool kept open across rounds when worth it."""
+    """Lints batches of (file, roots), in worker processes kept open across rounds when worth it.
+
+    Each worker keeps the files it linted (`_KeptFiles`), and a file linted again in a later
+    round goes back to the worker that has it, unless that worker is busy while another has
+    nothing left to do."""
+
+    # Batches a worker holds at once: it starts the next while the main process sends another.
+    IN_FLIGHT = 2
 
     def __init__(
         self, catalog: Catalog, config: Config, jobs: int | None, texts: dict[str, str] | None = None
@@ -807,7 +857,8 @@ class _Linter:
         self.catalog, self.config = catalog, config
         self.jobs = jobs or os.cpu_count() or 1
         self.texts = texts or {}
-        self.pool = None
+        self.workers: list = []
+        self.home: dict[str, int] = {}  # file -> the worker that keeps it
 
     def __call__(self, items: list[Item]) -> dict[str, FileResult]:
         on_disk = [item for item in items if item[0] not in self.texts]
@@ -816,32 +867,67 @@ class _Linter:
             for name, *rest in items
             if name in self.texts
         }
-        if len(on_disk) >= 16 and self.jobs > 1:
-            if self.pool is None:
-                from concurrent.futures import ProcessPoolExecutor
-
-                self.pool = ProcessPoolExecutor(
-                    self.jobs, initializer=_init_worker, initargs=(self.config.extra_rules, self.config)
-                )
-            # The largest files first, in small batches that a worker takes as it gets free: the
-            # workers end a round together (with a few large batches, one idled for seconds
-            # while the other linted its last).
-            ordered = sorted(on_disk, key=lambda item: _size(item[0]), reverse=True)
-            step = -(-len(ordered) // (self.jobs * 32))
+        # A pool pays off from 16 files; once started, it also takes a later round's few files,
+        # which its workers keep.
+        if self.jobs > 1 and (len(on_disk) >= 16 or (self.workers and on_disk)):
             with collector_paused():  # this process only unpickles the workers' results meanwhile
-                for batch in self.pool.map(
-                    _lint_batch, [ordered[i : i + step] for i in range(0, len(ordered), step)]
-                ):
-                    out.update(batch)
+                out.update(self._spread(on_disk))
         else:
             for name, *rest in on_disk:
                 out[name] = lint_file(Path(name), self.catalog, self.config, *rest)
         return {name: out[name] for name, *_rest in items}  # in the order asked
 
+    def _spread(self, items: list[Item]) -> dict[str, FileResult]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        if not self.workers:
+            from concurrent.futures import ProcessPoolExecutor
+
+            args = (self.config.extra_rules, self.config, KEPT_CHARS // self.jobs)
+            self.workers = [
+                ProcessPoolExecutor(1, initializer=_init_worker, initargs=args) for _ in range(self.jobs)
+            ]
+        # The largest files first, in small batches that a worker takes as it gets free: the
+        # workers end a round together (with a few large batches, one idled for seconds
+        # while the other linted its last). A worker's own files before any other's.
+        ordered = sorted(items, key=lambda item: _size(item[0]), reverse=True)
+        step = -(-len(ordered) // (self.jobs * 32))
+        queues: list[list[list[Item]]] = [[] for _ in range(self.jobs + 1)]  # the last: files of no worker
+        for owner in range(self.jobs + 1):
+            own = [item for item in ordered if self.home.get(item[0], self.jobs) == owner]
+            queues[owner] = [own[i : i + step] for i in range(0, len(own), step)][::-1]  # popped from the end
+        running: dict = {}
+        out: dict[str, FileResult] = {}
+        while True:
+            for worker in range(self.jobs):
+                while sum(w == worker for w in running.values()) < self.IN_FLIGHT:
+                    batch = self._next(queues, worker)
+                    if batch is None:
+                        break
+                    for name, *_rest in batch:
+                        self.home[name] = worker
+                    running[self.workers[worker].submit(_lint_batch, batch)] = worker
+            if not running:
+                return out
+            done, _pending = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                del running[future]
+                out.update(future.result())
+
+    def _next(self, queues: list[list[list[Item]]], worker: int) -> list[Item] | None:
+        """The next batch for `worker`: its own largest, else one of no worker's, else the smallest
+        left of the worker with the most left."""
+        if queues[worker]:
+            return queues[worker].pop()
+        if queues[-1]:
+            return queues[-1].pop()
+        other = max(range(self.jobs), key=lambda w: len(queues[w]))
+        return queues[other].pop(0) if queues[other] else None
+
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-            self.pool = None
+        for worker in self.workers:
+            worker.shutdown()
+        self.workers = []
 
 
 def _size(name: str) -> int:

@@ -10,7 +10,7 @@ import ast
 import io
 import tokenize
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from fuselint.findings import Edit, Span
 from fuselint.source.imports import ImportTable
@@ -38,10 +38,12 @@ def newline_of(text: str) -> str:
     return "\n"
 
 
-def comment_tokens(text: str) -> tuple[dict[int, tuple[int, str]], set[int]] | None:
+@lru_cache(maxsize=4)
+def comment_tokens(text: str) -> tuple[dict[int, tuple[int, str]], frozenset[int]] | None:
     """The comment on each line, as (0-based column, text), and the lines a comment may end
     (those ending in a newline token or a comment); None when `text` does not tokenize.
-    A `#` inside a string is no comment."""
+    A `#` inside a string is no comment. Tokenized once for the noqa map and the fixes' comment
+    check of the same text (`tokenize` is pure Python); callers never change the result."""
     comments: dict[int, tuple[int, str]] = {}
     ends: set[int] = set()
     try:
@@ -53,7 +55,7 @@ def comment_tokens(text: str) -> tuple[dict[int, tuple[int, str]], set[int]] | N
                 ends.add(token.start[0])
     except (tokenize.TokenError, SyntaxError):
         return None
-    return comments, ends
+    return comments, frozenset(ends)
 
 
 @dataclass

@@ -48,20 +48,27 @@ _REMEMBERED: dict[tuple[str, Hashable], Any] | None = None
 # Within `remembered_walks`, each node's children: a method's nodes are walked for its module,
 # its class and itself, and the checks' own walks (scopes, statements) list them again.
 _CHILDREN: dict[ast.AST, tuple[ast.AST, ...]] | None = None
+Memo = tuple[dict[tuple[str, Hashable], Any], dict[ast.AST, tuple[ast.AST, ...]]]
 _BIG = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
 @contextmanager
-def remembered_walks():
+def remembered_walks(kept: Memo | None = None):
     """Inside, a function's, class's or module's walk is made once and then replayed: for the
-    analysis of one parsed file, which reads its tree and never changes it."""
+    analysis of one parsed file, which reads its tree and never changes it. `kept`: what an
+    earlier analysis of the same tree remembered (`new_memo`), to go on from."""
     global _REMEMBERED, _CHILDREN
     outer = _REMEMBERED, _CHILDREN
-    _REMEMBERED, _CHILDREN = {}, {}
+    _REMEMBERED, _CHILDREN = kept if kept is not None else new_memo()
     try:
         yield
     finally:
         _REMEMBERED, _CHILDREN = outer
+
+
+def new_memo() -> Memo:
+    """An empty memo for `remembered_walks`."""
+    return {}, {}
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from fuselint.source.imports import ImportTable, iter_statements
-from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import child_nodes, made_once, walk
 from fuselint.source.tracing_truth import live_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -397,7 +397,12 @@ def _nested_defs(fn: FunctionNode) -> list[FunctionNode]:
 
 
 def own_nodes(fn: FunctionNode) -> list[ast.AST]:
-    """The nodes of `fn`'s body, the defs nested in it included but not their insides."""
+    """The nodes of `fn`'s body, the defs nested in it included but not their insides: listed
+    once per file's analysis (`nodes.made_once`), the caller never changes the list."""
+    return made_once("own nodes", fn, _own_nodes)
+
+
+def _own_nodes(fn: FunctionNode) -> list[ast.AST]:
     out: list[ast.AST] = []
     for node in fn.body:
         out.append(node)

@@ -11,6 +11,8 @@ from test_reach import CATALOG, FIXTURE
 from fuselint.config import Config
 from fuselint.source import lint
 from fuselint.source.lint import discover, lint_tree
+from fuselint.source.module import SourceFile
+from fuselint.source.nodes import new_memo
 from fuselint.source.reach import Index
 
 
@@ -24,14 +26,7 @@ def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch)
     files = discover([str(tree)], config)
     plain = lint_tree(files, CATALOG, config, jobs=1)
 
-    summarized: Counter[str] = Counter()
-    summarize = lint.summarize
-
-    def counted(module_tree, module, package):
-        summarized[module] += 1
-        return summarize(module_tree, module, package)
-
-    monkeypatch.setattr(lint, "summarize", counted)
+    summarized = _counted_calls(monkeypatch, "summarize", lambda args: args[1])  # by module name
     before = lint.PARSED["files"]
     again = lint_tree(files, CATALOG, config, jobs=1)
     assert lint.PARSED["files"] - before > len(files)  # some files were linted in a later round
@@ -41,6 +36,19 @@ def test_a_file_linted_again_for_new_roots_is_summarized_once(tree, monkeypatch)
     assert {n: r.summary for n, r in again.results.items()} == {
         n: r.summary for n, r in plain.results.items()
     }
+
+
+def _counted_calls(monkeypatch, name: str, key) -> Counter:
+    """Calls of `lint.<name>` from here on, counted by `key(args)`."""
+    counts: Counter = Counter()
+    function = getattr(lint, name)
+
+    def counted(*args):
+        counts[key(args)] += 1
+        return function(*args)
+
+    monkeypatch.setattr(lint, name, counted)
+    return counts
 
 
 def _indexes_built(monkeypatch) -> list[lint._RoundIndex]:
@@ -100,3 +108,45 @@ def test_the_process_pool_lints_as_one_process_does_and_keeps_the_files_order(tr
     assert list(two.results) == [str(f) for f in files]
     assert two.results == one.results
     assert any(f.span.path.startswith(str(models)) for f in two.findings)
+
+
+def test_a_kept_file_is_linted_again_without_a_parse_and_as_a_fresh_one(tree, monkeypatch):
+    # What a pool worker does (`_init_worker`): keep the parsed files and their memos across rounds.
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    plain = lint_tree(files, CATALOG, config, jobs=1)
+    linted = _counted_calls(monkeypatch, "lint_unit", lambda args: args[0])  # by path
+    monkeypatch.setattr(lint, "_KEPT", lint._KeptFiles(10**9))
+    before = lint.PARSED["files"]
+    kept = lint_tree(files, CATALOG, config, jobs=1)
+    assert max(linted.values()) > 1  # some files were linted in a later round
+    assert lint.PARSED["files"] - before == len(files)
+    assert kept.results == plain.results
+    assert kept.findings == plain.findings
+
+
+def test_kept_files_fit_their_room_and_a_changed_text_is_parsed_again(tree):
+    kept = lint._KeptFiles(30)
+    sf = SourceFile.parse("a.py", "x = 1\n")
+    memo = new_memo()
+    memo[0][("flows", 1)] = ([], [])
+    memo[0][("walk", sf.tree)] = [sf.tree]
+    assert kept.put("a.py", sf.text, sf, memo)
+    assert kept.get("a.py", "x = 1\n") == (sf, memo)
+    assert list(memo[0]) == [("walk", sf.tree)]  # the flows hang on one round's roots
+    assert kept.get("a.py", "x = 2\n") is None
+    assert not kept.put("b.py", "y = 1\n" * 5, SourceFile.parse("b.py", "y = 1\n" * 5), new_memo())
+    assert kept.get("b.py", "y = 1\n" * 5) is None
+
+
+def test_a_worker_takes_its_own_files_first_then_anyones_then_the_smallest_of_the_busiest():
+    linter = lint._Linter(CATALOG, Config(), 2)
+    batch = {name: [(name, (), None, None)] for name in ("own0", "own1a", "own1b", "own1c", "free")}
+    # Each queue is popped from its end: largest batches last in the list.
+    queues = [[batch["own0"]], [batch["own1c"], batch["own1b"], batch["own1a"]], [batch["free"]]]
+    assert linter._next(queues, 0) == batch["own0"]
+    assert linter._next(queues, 0) == batch["free"]
+    assert linter._next(queues, 0) == batch["own1c"]  # the smallest left of worker 1's
+    assert linter._next(queues, 1) == batch["own1a"]
+    assert linter._next(queues, 1) == batch["own1b"]
+    assert linter._next(queues, 0) is None
