@@ -58,10 +58,13 @@ TENSORISH = frozenset({TENSOR, BOOL, MAYBE})  # a tensor, or a tuple of them fro
 
 Env = dict[str, str]
 
+# Tensor methods that read a size: their result is a Python number or a shape, whatever tensor they
+# are called on.
+SIZE_READS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride"})
 # Tensor methods whose result lives on the host (a Python number, a shape, a flag).
-HOST_METHODS = frozenset(
+HOST_METHODS = SIZE_READS | frozenset(
     {
-        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride", "storage_offset",
+        "storage_offset",
         "is_contiguous", "is_floating_point", "is_complex", "is_signed", "data_ptr", "get_device",
         "item", "tolist", "numpy", "equal", "allclose", "is_nonzero", "is_pinned", "is_shared",
         "is_set_to", "has_names", "untyped_storage", "storage", "dim_order", "is_inference",
@@ -1211,16 +1214,14 @@ class FunctionFlow:
         `return` of it is a tuple of one length (`return batch, x, edge_src`)."""
         if not (isinstance(value, ast.Call) and self.helpers is not None):
             return None
-        func = value.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            if func.attr in self.methods:
-                return self.helpers.elements(
-                    (self.fn.cls.name if self.fn.cls is not None else None, func.attr)
-                )
-            inherited = self._inherited(func.attr)
+        attr = _self_call(value)
+        if attr in self.methods:
+            return self.helpers.elements((self.fn.cls.name if self.fn.cls is not None else None, attr))
+        if attr is not None:
+            inherited = self._inherited(attr)
             return None if inherited is None else self.helpers.elements(inherited)
-        if isinstance(func, ast.Name):
-            return self.helpers.elements((None, func.id))
+        if isinstance(value.func, ast.Name):
+            return self.helpers.elements((None, value.func.id))
         return None
 
     def _inherited(self, attr: str) -> tuple[str, str] | None:
@@ -1636,8 +1637,7 @@ def _has_dim(call: ast.Call) -> bool:
 _LIST_METHODS = frozenset({"copy", "pop", "append", "extend", "insert"})
 
 
-# Calls whose result is a host number for a tensor receiver (a size), and tensor metadata attributes.
-_SIZE_READS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride"})
+# Tensor metadata attributes: host values (a device, a dtype, a shape).
 _METADATA = frozenset({"device", "dtype", "shape", "ndim", "is_cuda", "layout"})
 
 
@@ -2158,7 +2158,7 @@ class HelperReturns:
                 values = assigned.get(expr.id) if expr.id not in seen else None
                 return bool(values) and all(host(v, seen | {expr.id}) for v in values)
             if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-                return expr.func.attr in _SIZE_READS
+                return expr.func.attr in SIZE_READS
             return isinstance(expr, ast.Attribute) and expr.attr in _METADATA
 
         columns = zip(*(r.value.elts for r in returns), strict=True)

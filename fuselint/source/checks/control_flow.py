@@ -70,7 +70,7 @@ _RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "ber
                      "dropout", "normal", "uniform_", "poisson", "randperm", "exponential_"})  # fmt: skip
 
 
-def _only_guessed(expr: ast.expr, flow: FunctionFlow, at: ast.AST) -> bool:
+def only_guessed(expr: ast.expr, flow: FunctionFlow, at: ast.AST) -> bool:
     """`expr` is a parameter taken for a tensor on its name alone, not rebound before `at`."""
     if not (isinstance(expr, ast.Name) and expr.id in flow.guessed):
         return False
@@ -101,13 +101,13 @@ def _host_comparison(test: ast.Compare, flow: FunctionFlow, env: Env) -> bool:
         for o in operands
     ):
         return True  # a tensor is never equal to a string or an enum member: no tensor op here
-    guessed = [o for o in operands if _only_guessed(o, flow, test)]
+    guessed = [o for o in operands if only_guessed(o, flow, test)]
     return bool(guessed) and all(o in guessed or _host_operand(o, flow, env) for o in operands)
 
 
 def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | None:
     """The part of `test` whose truth depends on tensor values, or None when it is a host value."""
-    if _only_guessed(test, flow, test):
+    if only_guessed(test, flow, test):
         return None  # `if kv_caches:` on an optional argument: a list or None far more often
     if isinstance(test, ast.Compare) and _host_comparison(test, flow, env):
         return None
@@ -777,7 +777,7 @@ def _chained_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule, inside: set[i
         if any(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in pair):
             continue
         if any(
-            (flow.kind(o, site.env) in TENSORS and not _only_guessed(o, flow, node))
+            (flow.kind(o, site.env) in TENSORS and not only_guessed(o, flow, node))
             or _syncs(o, flow, site.env)
             for o in pair
         ):

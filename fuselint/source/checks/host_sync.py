@@ -17,7 +17,7 @@ from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
-from fuselint.source.checks.control_flow import _only_guessed, value_dependent
+from fuselint.source.checks.control_flow import only_guessed, value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows
 from fuselint.source.item_asserts import item_assert
 from fuselint.source.module import SourceFile
@@ -476,7 +476,7 @@ def _tensor_container(test: ast.Compare, flow: FunctionFlow, env: Env) -> ast.ex
             isinstance(left, ast.Constant) and isinstance(left.value, str)
         ):
             continue
-        if _only_guessed(right, flow, test) and not _tensor_by_use(right.id, flow):
+        if only_guessed(right, flow, test) and not _tensor_by_use(right.id, flow):
             continue
         return right
     return None
