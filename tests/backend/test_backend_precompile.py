@@ -149,3 +149,76 @@ def test_workers_compile_into_tritons_cache_and_the_parent_only_loads(tmp_path, 
     for fn_, dtypes, grid, warps, consts in (launches[i] for i in sorted(by_them - {9})):
         kernel = fn_.warmup(*dtypes, grid=grid, num_warps=warps, **consts)
         assert kernel.metadata.name == "add_kernel"
+
+
+class _LoadingWorker:
+    def __init__(self, ready: bool) -> None:
+        import threading
+
+        self.ready = threading.Event()
+        if ready:
+            self.ready.set()
+
+
+class _FakeWorkers:
+    """Stands in for CompileWorkers: its share hands every job to this process, as when the
+    workers are busy, so that what `_share` keeps running here can be watched."""
+
+    def __init__(self, ready: bool) -> None:
+        self.workers = [_LoadingWorker(ready)]
+        self.shared: list[int] = []
+
+    def alive(self):
+        return self.workers
+
+    def share(self, jobs, compile_here, wait_s=pc.WORKER_WAIT_S):
+        for job in jobs:
+            self.shared.append(job["id"])
+            compile_here(job)
+        return 0
+
+
+def _launches(n: int) -> list[tuple]:
+    return [(object(), (torch.float32,), (1,), 4, {"N": i}, torch.device("cuda")) for i in range(n)]
+
+
+def test_workers_still_loading_take_no_launches_and_nothing_is_compiled_here_one_by_one(monkeypatch):
+    """A process's first graph, its workers still importing torch: `_share` gives them nothing
+    and starts nothing, so that the pool compiles every launch (the caller's path without workers)."""
+    workers = _FakeWorkers(ready=False)
+    monkeypatch.setattr(pc, "start_workers", lambda device: workers)
+    monkeypatch.setattr(pc, "_job", lambda i, *launch: {"id": i, "fn": "k"})
+    monkeypatch.setattr(pc, "_warm", lambda launch: pytest.fail("compiled here while the workers load"))
+    warmed: dict[int, object] = {}
+    assert pc._share(torch.device("cuda"), _launches(5), warmed) == 0
+    assert warmed == {} and workers.shared == []
+
+
+def test_this_process_keeps_a_bounded_number_of_launches_on_its_pool_while_workers_serve(monkeypatch):
+    """With a worker loaded, each launch this process takes goes to its pool (a future), and it
+    takes the next only once fewer than HERE_IN_FLIGHT of its own are still compiling: the rest
+    stay queued for the workers instead of all landing on this process's GIL."""
+    import threading
+    from concurrent.futures import Future
+
+    workers = _FakeWorkers(ready=True)
+    monkeypatch.setattr(pc, "start_workers", lambda device: workers)
+    monkeypatch.setattr(pc, "_job", lambda i, *launch: {"id": i, "fn": "k"})
+    started: list[Future] = []
+    most_running = []
+
+    def warm(launch):
+        future = Future()
+        started.append(future)
+        most_running.append(sum(not f.done() for f in started))
+        threading.Timer(0.05, future.set_result, args=(launch,)).start()
+        return SimpleNamespace(future=future)
+
+    monkeypatch.setattr(pc, "_warm", warm)
+    launches = _launches(7)
+    warmed: dict[int, object] = {}
+    assert pc._share(torch.device("cuda"), launches, warmed) == 0
+    assert sorted(warmed) == list(range(7)) and workers.shared == list(range(7))
+    assert max(most_running) == pc.HERE_IN_FLIGHT  # never more of its own at once
+    for f in started:
+        f.result(timeout=5)
