@@ -193,13 +193,14 @@ def _argument_breaks(call: ast.Call, dynamic: dict[int, ast.AST]) -> list[ast.AS
 def resumed_method_calls(
     sf: SourceFile, flow: FunctionFlow, dynamic: dict[int, ast.AST], rule: Rule
 ) -> Iterable[Finding]:
-    """A tensor's method called with a data-dependent op in its arguments, on a later line:
-    `h = h.masked_scatter(\n  m, norm(h[m]))`. Python loads the bound method before it evaluates
-    the arguments; dynamo breaks at the op, and the resumed frame finds that builtin method on its
-    stack and cannot call it: a second break at the method's line (gb0007, "Attempted to call
-    function marked as skipped"; torch 2.13, transformers' higgs_audio_v2 decoder layer). A call on
-    the op's own line is the same site; a method written in Python is inlined; a call in a loop or
-    a `try` is never resumed (the frame falls back to eager at the first break)."""
+    """A tensor's method called with a data-dependent op in its arguments, on a later line
+    (`h = h.masked_scatter(` with `norm(h[m])` on a line below it). Python loads the bound method
+    before it evaluates the arguments; dynamo breaks at the op, and the resumed frame finds that
+    builtin method on its stack and cannot call it: a second break at the method's line (gb0007,
+    "Attempted to call function marked as skipped"; torch 2.13, transformers' higgs_audio_v2
+    decoder layer). A call on the op's own line is the same site; a method written in Python is
+    inlined; a call in a loop or a `try` is never resumed (the frame falls back to eager at the
+    first break)."""
     skipping: set[int] | None = None
     for site in flow.of(ast.Call):
         call = site.node
