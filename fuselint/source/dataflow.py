@@ -1066,7 +1066,11 @@ class FunctionFlow:
             return None
         if left in TENSORISH or right in TENSORISH:
             bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
-            return BOOL if bitwise and left == BOOL and right in (BOOL, None) else TENSOR
+            if bitwise and left == BOOL and right in (BOOL, None):
+                return BOOL
+            # two boolean tensors multiplied or added stay boolean (torch 2.13: `a * b` is `a & b`,
+            # kornia's SOLD2 `detection_results * detection_results_inlier` then indexes with it)
+            return BOOL if isinstance(expr.op, (ast.Mult, ast.Add)) and left == right == BOOL else TENSOR
         if NUMPY in (left, right):
             return NUMPY if {left, right} <= {*_NUMBERS, NUMPY} else None
         return SCALAR if left in _NUMBERS and right in _NUMBERS else None

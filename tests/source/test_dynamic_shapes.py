@@ -48,3 +48,90 @@ def test_dynamic_shape_ops_are_flagged():
 
 def test_static_shape_look_alikes_are_not_flagged():
     assert [line for line in lines(SRC, "FL106") if line > 20] == []
+
+
+RESUMED = """
+import torch
+from torch import nn
+
+
+def resumed(x, scores):
+    keep = scores > 0.5
+    return x.masked_scatter(
+        keep.unsqueeze(-1),
+        torch.relu(x[keep]),
+    )
+
+
+def resumed_index(x, scores):
+    y = x.index_select(0,
+        (scores > 0.5).nonzero().flatten())
+    return y
+
+
+def same_line(x, scores):
+    keep = scores > 0.5
+    return x.masked_fill(keep.unsqueeze(-1), x[keep].sum())
+
+
+def python_method(x, scores):
+    keep = scores > 0.5
+    return x.split(
+        x[keep].shape[0] + 1,
+    )
+
+
+def torch_function(x, scores):
+    keep = scores > 0.5
+    return torch.cat(
+        [x[:1], x[keep]],
+    )
+
+
+def in_a_loop(x, scores):
+    keep = scores > 0.5
+    for _ in range(2):
+        x = x.masked_fill(
+            keep.unsqueeze(-1), x[keep].sum(),
+        )
+    return x
+
+
+class Layer(nn.Module):
+    def forward(self, x, scores):
+        return resumed(x, scores), resumed_index(x, scores), same_line(x, scores), python_method(
+            x, scores
+        ), torch_function(x, scores), in_a_loop(x, scores)
+"""
+SKIPPED = "Attempted to call function marked as skipped"
+
+
+def _resumed_lines() -> list[int]:
+    from source_rules_helpers import findings
+
+    return [f.span.line for f in findings(RESUMED, "FL106") if "resumed graph" in f.message]
+
+
+def test_tensor_method_after_a_break_in_its_arguments_is_flagged_at_its_line():
+    # `x.masked_scatter(` (line 8) and `x.index_select(0,` (line 15), not the same-line call, the
+    # Python-written `split`, `torch.cat` or the call in a loop
+    assert _resumed_lines() == [8, 15]
+
+
+def test_flagged_resumed_calls_break_under_dynamo_and_the_others_do_not():
+    from source_rules_helpers import dynamo_break_reasons, load_snippet
+
+    torch = __import__("pytest").importorskip("torch")
+    ns = load_snippet(RESUMED)
+    x, scores = torch.randn(6, 4), torch.tensor([0.9, 0.1, 0.8, 0.2, 0.7, 0.3])
+    # `same_line` breaks twice too, both on its one line: one site, flagged once (next test)
+    for name in ("resumed", "resumed_index", "same_line"):
+        assert SKIPPED in dynamo_break_reasons(ns[name], x, scores), name
+    for name in ("python_method", "torch_function", "in_a_loop"):
+        assert SKIPPED not in dynamo_break_reasons(ns[name], x, scores), name
+
+
+def test_a_call_on_the_line_of_its_break_keeps_one_finding():
+    from source_rules_helpers import lines as flagged
+
+    assert flagged(RESUMED, "FL106").count(22) == 1

@@ -34,6 +34,7 @@ from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Sit
 from fuselint.source.masked_writes import masked_write
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import self_attribute as _self_attribute
+from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
 
 _DYNAMIC_FUNCTIONS = frozenset(
@@ -145,19 +146,108 @@ def _boolean_index(site: Site, flow: FunctionFlow) -> ast.expr | None:
     return None
 
 
+# Methods of `torch.Tensor` written in Python (torch/_tensor.py, torch 2.13): dynamo inlines them
+# after a resume, so a break in their arguments does not repeat at their call (`x.split(n)`).
+_PYTHON_TENSOR_METHODS = frozenset(
+    {"backward", "dim_order", "eig", "index", "is_shared", "istft", "lstsq", "lu", "module_load", "norm",
+     "register_hook", "register_post_accumulate_grad_hook", "reinforce", "resize", "resize_as",
+     "share_memory_", "solve", "split", "stft", "storage", "storage_type", "symeig", "to_sparse_coo",
+     "unflatten", "unique", "unique_consecutive"}
+)  # fmt: skip
+_FRAME_SKIPPING = (
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.Try,
+    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
+)
+_OWN_FRAMES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _in_skipping_blocks(fn: ast.AST) -> set[int]:
+    """Nodes of `fn` inside a loop or a `try`: a graph break there sends the whole frame to eager
+    (torch 2.13: "graph breaks in loops are not supported"; a `try` cannot be resumed), so
+    nothing after the break is traced and no second break is logged."""
+    inside: set[int] = set()
+    for block in walk(fn):
+        if isinstance(block, _FRAME_SKIPPING):
+            inside.update(id(n) for n in ast.walk(block) if n is not block)
+    return inside
+
+
+def _argument_breaks(call: ast.Call, dynamic: dict[int, ast.AST]) -> list[ast.AST]:
+    """The data-dependent ops among the call's arguments (not its receiver), outside lambdas and
+    comprehensions (frames of their own)."""
+    stack: list[ast.AST] = [*call.args, *(k.value for k in call.keywords)]
+    found = []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _OWN_FRAMES):
+            continue
+        if id(node) in dynamic:
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def resumed_method_calls(
+    sf: SourceFile, flow: FunctionFlow, dynamic: dict[int, ast.AST], rule: Rule
+) -> Iterable[Finding]:
+    """A tensor's method called with a data-dependent op in its arguments, on a later line
+    (`h = h.masked_scatter(` with `norm(h[m])` on a line below it). Python loads the bound method
+    before it evaluates the arguments; dynamo breaks at the op, and the resumed frame finds that
+    builtin method on its stack and cannot call it: a second break at the method's line (gb0007,
+    "Attempted to call function marked as skipped"; torch 2.13, transformers' higgs_audio_v2
+    decoder layer). A call on the op's own line is the same site; a method written in Python is
+    inlined; a call in a loop or a `try` is never resumed (the frame falls back to eager at the
+    first break)."""
+    skipping: set[int] | None = None
+    for site in flow.of(ast.Call):
+        call = site.node
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr in _PYTHON_TENSOR_METHODS:
+            continue
+        if not (call.args or call.keywords) or flow.kind(func.value, site.env) not in TENSORS:
+            continue
+        later = [n for n in _argument_breaks(call, dynamic) if n.lineno > func.end_lineno]
+        if not later:
+            continue
+        if skipping is None:
+            skipping = _in_skipping_blocks(flow.fn.node)
+        if id(call) in skipping:
+            continue
+        first = min(later, key=lambda n: (n.lineno, n.col_offset))
+        message = (
+            f"`.{func.attr}()` is called after the data-dependent op in its arguments "
+            f"(line {first.lineno}, `{describe(first, 30)}`): dynamo breaks there and the resumed graph "
+            f"cannot call the tensor method it loaded before the break, so it breaks again here: {rule.message}"
+        )
+        at = ast.Name(
+            id=func.attr,
+            lineno=func.end_lineno,
+            col_offset=func.end_col_offset - len(func.attr),
+            end_lineno=func.end_lineno,
+            end_col_offset=func.end_col_offset,
+        )
+        yield finding(sf, rule, at, message, path=site.path)
+
+
 @check("FL106")
 def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
         ctc_modules = ctc_attributes(flow.fn.cls, sf)
+        dynamic: dict[int, ast.AST] = {}
         for site in flow.of(ast.Call):
             what = _dynamic_call(site, flow, sf, ctc_modules)
             if what is not None:
+                dynamic[id(site.node)] = site.node
                 message = f"{what} has a data-dependent output shape: {rule.message}"
                 fix = first_nonzero(sf, site, flow) or second_match(sf, site, flow)
                 yield finding(sf, rule, site.node, message, fix, path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
             if mask is not None:
+                dynamic[id(site.node)] = site.node
                 augmented = (
                     " (`+=` and the like read it first)" if isinstance(site.node.ctx, ast.Store) else ""
                 )
@@ -166,3 +256,5 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
                     f"{augmented} has a data-dependent output shape: {rule.message}"
                 )
                 yield finding(sf, rule, site.node, message, masked_write(sf, site, flow), path=site.path)
+        if dynamic:
+            yield from resumed_method_calls(sf, flow, dynamic, rule)

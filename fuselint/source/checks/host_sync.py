@@ -198,6 +198,7 @@ _REDUCTIONS = frozenset(
         "count_nonzero",
     }
 )
+_TORCH_REDUCTIONS = frozenset(f"torch.{n}" for n in _REDUCTIONS)
 
 
 def _single_values(flow: FunctionFlow) -> dict[str, list[ast.Assign]]:
@@ -236,6 +237,7 @@ def _values_at(
 # Casts and roundings that keep a 0-d tensor 0-d (`torch.floor(s * t).to(dtype=torch.long)`).
 _CASTS = frozenset({"to", "long", "int", "short", "float", "double", "type"})
 _ROUNDINGS = frozenset({"floor", "ceil", "round", "trunc", "abs", "neg", "clamp", "clip"})
+_TORCH_ROUNDINGS = frozenset(f"torch.{n}" for n in _ROUNDINGS)
 
 
 def _computed_scalar(
@@ -270,8 +272,12 @@ def _computed_scalar(
             _computed_scalar(e, flow, env, values, handed, depth + 1) or _number(e, flow, env) for e in sides
         )
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-        if flow.imports.qualname(expr.func) in {f"torch.{n}" for n in _ROUNDINGS}:
+        qualname = flow.imports.qualname(expr.func)
+        if qualname in _TORCH_ROUNDINGS:
             return bool(expr.args) and _computed_scalar(expr.args[0], flow, env, values, handed, depth + 1)
+        if qualname in _TORCH_REDUCTIONS:
+            # `torch.argmax(t)`: the function form of `t.argmax()`, one tensor and no dim
+            return len(expr.args) == 1 and not expr.keywords and flow.is_tensorish(expr.args[0], env)
         receiver = expr.func.value
         if expr.func.attr in _CASTS or (expr.func.attr in _ROUNDINGS and not expr.args):
             return _computed_scalar(receiver, flow, env, values, handed, depth + 1)
