@@ -12,6 +12,11 @@ Each missed site is listed with dynamo's reason, which is the work list for stat
 
     PYTHONPATH=. python bench/real_breaks.py [--models a,b] [--scope packages|sites]
         [--cache gt.json] [--write bench/results/real_breaks.md]
+        [--sample 50 --seed 24 --sample-out bench/results/real_breaks_sample.json]
+
+`--sample N` draws N of *all* the lint's FL1xx findings (not only those on break sites) to judge
+for precision; a drawn finding on a dynamo break site is marked real by dynamo, the rest carry
+`"verdict": null` for a person (bench/results/real_breaks_precision.md).
 
 Needs the corpus packages (transformers, torch_geometric, diffusers, fair-esm) installed.
 """
@@ -19,6 +24,7 @@ Needs the corpus packages (transformers, torch_geometric, diffusers, fair-esm) i
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import subprocess
@@ -28,13 +34,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import MODELS, ROOT, describe_site, package_dirs, project_config, run_child  # noqa: E402
+from real_corpus import (  # noqa: E402
+    MODELS,
+    ROOT,
+    describe_site,
+    package_dirs,
+    project_config,
+    run_child,
+    short_path,
+)
 
 
-def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, int], list[str]]:
-    """(resolved file, line) -> codes of the static findings there, from one `fuselint check` run."""
+def lint(files: list[str], select: str = "FL1") -> list[dict]:
+    """The JSON findings of one `fuselint check` run over `files`, with the corpus's config."""
     if not files:
-        return {}
+        return []
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "findings.json"
         subprocess.run(
@@ -59,13 +73,68 @@ def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, in
             check=True,
             capture_output=True,
         )
-        found = json.loads(out.read_text() or "[]")
-    by_line: dict[tuple[str, int], list[str]] = defaultdict(list)
+        return json.loads(out.read_text() or "[]")
+
+
+def finding_file(finding: dict) -> str:
+    path = Path(finding["filename"])
+    return str((path if path.is_absolute() else ROOT / path).resolve())
+
+
+def by_line(found: list[dict]) -> dict[tuple[str, int], list[str]]:
+    """(resolved file, line) -> codes of the findings there."""
+    lines: dict[tuple[str, int], list[str]] = defaultdict(list)
     for finding in found:
-        path = Path(finding["filename"])
-        path = path if path.is_absolute() else (ROOT / path)
-        by_line[(str(path.resolve()), finding["location"]["row"])].append(finding["code"])
-    return by_line
+        lines[(finding_file(finding), finding["location"]["row"])].append(finding["code"])
+    return lines
+
+
+def static_findings(files: list[str], select: str = "FL1") -> dict[tuple[str, int], list[str]]:
+    """(resolved file, line) -> codes of the static findings there, from one `fuselint check` run."""
+    return by_line(lint(files, select))
+
+
+def display_path(file: str) -> str:
+    """A finding's file as `package/...`, or relative to the checkout for the corpus module."""
+    path = Path(file)
+    if path.is_relative_to(ROOT):
+        return str(path.relative_to(ROOT))
+    return short_path(file)
+
+
+def precision_sample(results: list[dict], found: list[dict], size: int, seed: int) -> list[dict]:
+    """A seeded sample of `size` findings out of all of them, each with its source line and, when
+    it sits on a dynamo break site of the corpus, that site (judged real by dynamo).
+
+    Each finding's rank is a hash of the seed, its file (package-relative), line and code only,
+    so the draw does not depend on the lint's output order or on findings elsewhere."""
+    sites: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for r in results:
+        for s in r["sites"]:
+            sites[(s["file"], s["line"])].append(f"{r['model']} {s['gb']}")
+
+    def rank(finding: dict) -> str:
+        key = f"{seed}:{display_path(finding_file(finding))}:{finding['location']['row']}:{finding['code']}"
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    drawn = []
+    for finding in sorted(found, key=rank)[:size]:
+        file, row = finding_file(finding), finding["location"]["row"]
+        text = Path(file).read_text(encoding="utf-8").splitlines()
+        on_site = sorted(set(sites.get((file, row), [])))
+        drawn.append(
+            {
+                "file": display_path(file),
+                "line": row,
+                "code": finding["code"],
+                "message": finding["message"],
+                "source": text[row - 1].strip() if row <= len(text) else "",
+                "path": (finding.get("details") or {}).get("path"),
+                "dynamo_site": on_site,
+                "verdict": "real" if on_site else None,
+            }
+        )
+    return drawn
 
 
 def lint_targets(results: list[dict], scope: str) -> list[str]:
@@ -79,9 +148,10 @@ def lint_targets(results: list[dict], scope: str) -> list[str]:
 
 
 def score(
-    results: list[dict], scope: str = "packages"
+    results: list[dict], scope: str = "packages", findings: list[dict] | None = None
 ) -> tuple[list[dict], dict[tuple[str, int], list[str]]]:
-    found = static_findings(lint_targets(results, scope))
+    """Mark each site with the codes found on its line; `findings` is a lint already run."""
+    found = by_line(lint(lint_targets(results, scope)) if findings is None else findings)
     for r in results:
         for site in r["sites"]:
             site["codes"] = sorted(found.get((site["file"], site["line"]), []))
@@ -99,6 +169,7 @@ def table(results: list[dict], scope: str = "packages") -> str:
     per_package: Counter = Counter()
     per_package_hit: Counter = Counter()
     seen: set[tuple[str, int]] = set()
+    doubled: list[str] = []
     for r in results:
         sites = r["sites"]
         got = [s for s in sites if s["codes"]]
@@ -114,6 +185,8 @@ def table(results: list[dict], scope: str = "packages") -> str:
             seen.add(key)
             total += 1
             hit += bool(s["codes"])
+            if len(s["codes"]) > 1:
+                doubled.append(f"`{short_path(s['file'])}:{s['line']}` {'+'.join(s['codes'])}")
             per_package[r["package"]] += 1
             per_package_hit[r["package"]] += bool(s["codes"])
     lines = [
@@ -123,6 +196,8 @@ def table(results: list[dict], scope: str = "packages") -> str:
         "",
         f"**{hit} of {total} distinct break sites ({100 * hit / max(total, 1):.0f}%) carry an FL1xx finding** "
         f"from `fuselint check` without tracing, linting {SCOPES[scope]}.",
+        f"Found sites with more than one FL1xx finding on their line: {len(doubled)}"
+        + (f" ({'; '.join(doubled)})." if doubled else "."),
         "",
         "| package | sites | found |",
         "|---|---:|---:|",
@@ -146,6 +221,9 @@ def main() -> None:
     parser.add_argument("--write", help="also write the Markdown table here")
     parser.add_argument("--cache", help="read/write ground truth JSON here (tracing is the slow part)")
     parser.add_argument("--scope", choices=sorted(SCOPES), default="packages", help="what to lint")
+    parser.add_argument("--sample", type=int, help="also draw this many findings to judge (precision)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --sample draw")
+    parser.add_argument("--sample-out", help="write the --sample draw here as JSON (default: stdout)")
     args = parser.parse_args()
     models = args.models.split(",") if args.models else list(MODELS)
     cached = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).exists() else {}
@@ -161,11 +239,20 @@ def main() -> None:
     if args.cache:
         Path(args.cache).write_text(json.dumps(cached, indent=1))
     results = [r for r in results if r["sites"] or r.get("error")]
-    score(results, args.scope)
+    findings = lint(lint_targets(results, args.scope))
+    score(results, args.scope, findings)
     text = table(results, args.scope)
     print(text)
     if args.write:
         Path(args.write).write_text(text)
+    if args.sample:
+        drawn = precision_sample(results, findings, args.sample, args.seed)
+        header = {"findings": len(findings), "seed": args.seed, "scope": args.scope, "sample": drawn}
+        payload = json.dumps(header, indent=1)
+        if args.sample_out:
+            Path(args.sample_out).write_text(payload + "\n")
+        else:
+            print(payload)
 
 
 if __name__ == "__main__":
