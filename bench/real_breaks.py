@@ -247,7 +247,14 @@ def main() -> None:
         Path(args.write).write_text(text)
     if args.sample:
         drawn = precision_sample(results, findings, args.sample, args.seed)
-        header = {"findings": len(findings), "seed": args.seed, "scope": args.scope, "sample": drawn}
+        off_path = sum(1 for f in findings if (f.get("details") or {}).get("path"))
+        header = {
+            "findings": len(findings),
+            "off_path": off_path,  # marked as a deprecation/misuse/error path: what `--paths normal` drops
+            "seed": args.seed,
+            "scope": args.scope,
+            "sample": drawn,
+        }
         payload = json.dumps(header, indent=1)
         if args.sample_out:
             Path(args.sample_out).write_text(payload + "\n")
