@@ -30,6 +30,7 @@ _MISUSE_TEXT = re.compile(
     r"not expected|unexpected (keyword|argument)|incompatible|is not used|are not used|"
     r"should not be (passed|set|used)|must not be|will be an error|must be (of )?\w+ type|\binvalid\b|"
     r"not recognized|unrecognized|"
+    r"(has|have) to be divisible by|"  # an argument's constraint, which the code then rounds to
     r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
     re.IGNORECASE,
 )

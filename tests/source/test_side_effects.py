@@ -126,6 +126,31 @@ def test_findings_off_the_normal_path_say_so_and_carry_their_path():
     assert "only on" not in found[23].message
 
 
+ROUNDED_ARGUMENTS = """
+import logging
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+class M(nn.Module):
+    def forward(self, x, height=64, width=64, frames=9):
+        if height % 16 != 0 or width % 16 != 0:
+            logger.warning(f"`height` and `width` have to be divisible by 16 but are {height} and {width}.")
+        if frames % 4 != 1:
+            logger.warning("`frames - 1` has to be divisible by 4. Rounding to the nearest number.")
+        if x.shape[-1] % 16 != 0:
+            logger.warning("the sequence length is not divisible by 16: it is padded")
+        return x
+"""
+
+
+def test_a_warning_that_an_argument_has_to_be_divisible_is_a_misuse_path():
+    # diffusers' check_inputs warns so and rounds the caller's height/width; a warning about the
+    # data's length (the last one) stays on the normal path
+    found = {f.span.line: dict(f.details).get("path") for f in findings(ROUNDED_ARGUMENTS, "FL103")}
+    assert found == {10: "misuse", 12: "misuse", 14: None}
+
+
 def test_normal_path_only_keeps_the_findings_on_the_normal_path():
     kept = normal_path_only(findings(OFF_PATH, "FL103"))
     assert [f.span.line for f in kept] == [23]
