@@ -117,8 +117,13 @@ def precision_sample(results: list[dict], found: list[dict], size: int, seed: in
         key = f"{seed}:{display_path(finding_file(finding))}:{finding['location']['row']}:{finding['code']}"
         return hashlib.sha256(key.encode()).hexdigest()
 
+    # "(reached from <path>:Model.forward -> ...)" names files by their installed path: keep it portable
+    prefixes = sorted({str(Path(d).parent) + "/" for d in package_dirs().values()} | {f"{ROOT}/"}, key=len)
     drawn = []
     for finding in sorted(found, key=rank)[:size]:
+        message = finding["message"]
+        for prefix in reversed(prefixes):
+            message = message.replace(prefix, "")
         file, row = finding_file(finding), finding["location"]["row"]
         text = Path(file).read_text(encoding="utf-8").splitlines()
         on_site = sorted(set(sites.get((file, row), [])))
@@ -127,7 +132,7 @@ def precision_sample(results: list[dict], found: list[dict], size: int, seed: in
                 "file": display_path(file),
                 "line": row,
                 "code": finding["code"],
-                "message": finding["message"],
+                "message": message,
                 "source": text[row - 1].strip() if row <= len(text) else "",
                 "path": (finding.get("details") or {}).get("path"),
                 "dynamo_site": on_site,
