@@ -270,7 +270,7 @@ def built_returns(
             else:
                 poisoned.add(node.targets[0].id)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With)):
-            for target in ast.walk(node):
+            for target in walk(node):
                 if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
                     poisoned.add(target.id)
     local = {name: built for name, built in assigned.items() if name not in poisoned}
@@ -524,7 +524,8 @@ def _stores_keywords(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     kwargs = method.args.kwarg.arg if method.args.kwarg is not None else None
     if kwargs is None:
         return False
-    for loop in walk(method):
+    # A loop is a statement: the statements' walk finds every one (`walk` lists every expression).
+    for loop in iter_statements(method):
         if not (
             isinstance(loop, ast.For)
             and isinstance(loop.target, ast.Tuple)

@@ -27,6 +27,7 @@ from typing import NamedTuple
 from fuselint.findings import Finding, Span
 from fuselint.source.dataflow import FunctionFlow
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import walk
 from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import FileSummary, Index, entry_path
 from fuselint.source.scope import ModelFunction, innermost_function, own_nodes
@@ -90,7 +91,7 @@ def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) 
     for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                for name in ast.walk(target):
+                for name in (target,) if isinstance(target, ast.Name) else walk(target):
                     if isinstance(name, ast.Name):
                         alone = target is name and isinstance(node.value, ast.Call)
                         built.setdefault(name.id, set()).add(
@@ -100,13 +101,13 @@ def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) 
             node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)
         ):
             target = node.optional_vars if isinstance(node, ast.withitem) else node.target
-            for name in ast.walk(target) if target is not None else ():
+            for name in walk(target) if target is not None else ():
                 if isinstance(name, ast.Name):
                     value = node.value if isinstance(node, ast.AnnAssign) else None
                     qual = _maker(value, fn, summary) if isinstance(value, ast.Call) else None
                     built.setdefault(name.id, set()).add(qual)
         elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete)):
-            for name in ast.walk(node):
+            for name in walk(node):
                 if isinstance(name, ast.alias):
                     built.setdefault((name.asname or name.name).split(".")[0], set()).add(None)
                 elif isinstance(name, ast.Name):
