@@ -2447,8 +2447,13 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
     first request and kept for the file's analysis (`nodes.remembered_walks`), so no state is
     written onto the (shared) AST nodes and nothing outlives the file.
     """
-    # Kept beside its flows, the list lives as long as its id is a key.
-    return made_once("flows", id(functions), lambda _: (functions, _flows(functions, imports)))[1]
+    # By the list's id, kept beside its flows (so it lives as long as its id is a key); all under
+    # one key, which a worker keeping the file's memo for a later round drops (`lint._KeptFiles`).
+    made = made_once("flows", None, lambda _: {})
+    found = made.get(id(functions))
+    if found is None:
+        found = made[id(functions)] = (functions, _flows(functions, imports))
+    return found[1]
 
 
 def _flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:

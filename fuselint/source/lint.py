@@ -407,8 +407,7 @@ class _KeptFiles:
             self.room -= len(text)
         # The flows hang on this round's roots (`dataflow.flows` keys them by the functions'
         # list): a later round makes its own.
-        for key in [k for k in memo[0] if k[0] == "flows"]:
-            del memo[0][key]
+        memo[0].pop(("flows", None), None)
         self.files[path] = (text, sf, memo)
         return True
 

@@ -129,7 +129,7 @@ def test_kept_files_fit_their_room_and_a_changed_text_is_parsed_again(tree):
     kept = lint._KeptFiles(30)
     sf = SourceFile.parse("a.py", "x = 1\n")
     memo = new_memo()
-    memo[0][("flows", 1)] = ([], [])
+    memo[0][("flows", None)] = {1: ([], [])}
     memo[0][("walk", sf.tree)] = [sf.tree]
     assert kept.put("a.py", sf.text, sf, memo)
     assert kept.get("a.py", "x = 1\n") == (sf, memo)
