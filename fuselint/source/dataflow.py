@@ -882,6 +882,9 @@ def _merge_paths(a: Env, b: Env) -> Env:
     return names
 
 
+_new_tuple = tuple.__new__
+
+
 class Site(NamedTuple):
     """An expression node (or statement) of a live statement, with the environment before it.
 
@@ -1320,6 +1323,7 @@ class FunctionFlow:
         """Record `expr` and the nodes under it as sites of `stmt`, each with `env`; the parts of a
         comprehension get the names its `for` clauses bind (`_record_comprehension`)."""
         add = self.sites
+        make = _new_tuple  # `Site(node, env, stmt, path)` without the named tuple's own `__new__`
         stack = [expr]
         while stack:
             node = stack.pop()
@@ -1329,11 +1333,11 @@ class FunctionFlow:
             if kind is ast.IfExp and self.constants:
                 truth = self.constant_truth(node.test)
                 if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
-                    add[kind].append(Site(node, env, stmt, path))
+                    add[kind].append(make(Site, (node, env, stmt, path)))
                     stack.extend([node.test, node.body if truth else node.orelse])
                     continue
             if kind not in _UNRECORDED:
-                add[kind].append(Site(node, env, stmt, path))
+                add[kind].append(make(Site, (node, env, stmt, path)))
             if kind in _COMPREHENSIONS:
                 self._record_comprehension(node, env, stmt, path)
                 continue

@@ -174,8 +174,15 @@ def _walk_list(node: ast.AST) -> list[ast.AST]:
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
     queue = [node]
     push = queue.extend
+    memo = _CHILDREN  # `child_nodes`, inlined: a walk calls it once per node
     for current in queue:  # the loop reads what it appends: breadth first
-        push(child_nodes(current))
+        if memo is None:
+            push(_children(current))
+        else:
+            found = memo.get(current)
+            if found is None:
+                found = memo[current] = _children(current)
+            push(found)
         yield current
 
 
