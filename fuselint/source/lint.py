@@ -368,7 +368,9 @@ def lint_unit(
         parsed = kept[0] if kept is not None else _parse(path, text, config)
         if isinstance(parsed, FileResult):
             return parsed
-        summary = summary if summary is not None else summarize(parsed.tree, *module_name(path))
+        summary = (
+            summary if summary is not None else summarize(parsed.tree, *module_name(path), parsed.imports)
+        )
         found = _check(parsed, catalog, config, reached, summary, patterns)
         if _KEPT is not None and _KEPT.put(path, text, parsed, memo):
             # What a kept file's analysis built stays until the worker ends: the collector need

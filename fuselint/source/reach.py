@@ -164,7 +164,10 @@ def _top_statements(tree: ast.Module) -> Iterable[ast.stmt]:
             stack.extend(reversed(nested))
 
 
-def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
+def summarize(
+    tree: ast.Module, module: str, package: bool, imports: ImportTable | None = None
+) -> FileSummary:
+    """What reach needs of a file. `imports`: the tree's `ImportTable`, when the caller has it."""
     bindings: dict[str, str] = {}
     for node in iter_statements(tree):
         if isinstance(node, ast.Import):
@@ -197,7 +200,10 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
     # The instances a class stores on `self` may be of the file's own classes (`self.u = Updater()`).
     named = {name: ClassSummary((), frozenset()) for name in class_nodes}
     local = FileSummary(module, package, bindings, frozenset(functions), named)
-    imports = ImportTable.of(tree) if class_nodes else None
+    if not class_nodes:
+        imports = None
+    elif imports is None:
+        imports = ImportTable.of(tree)
     modules = module_classes(tree, imports) if imports is not None else set()
     frameworks = framework_classes(tree, imports) if imports is not None else {}
     classes = {
