@@ -882,6 +882,9 @@ def _merge_paths(a: Env, b: Env) -> Env:
     return names
 
 
+_new_tuple = tuple.__new__
+
+
 class Site(NamedTuple):
     """An expression node (or statement) of a live statement, with the environment before it.
 
@@ -1324,6 +1327,7 @@ class FunctionFlow:
         """Record `expr` and the nodes under it as sites of `stmt`, each with `env`; the parts of a
         comprehension get the names its `for` clauses bind (`_record_comprehension`)."""
         add = self.sites
+        make = _new_tuple  # `Site(node, env, stmt, path)` without the named tuple's own `__new__`
         stack = [expr]
         while stack:
             node = stack.pop()
@@ -1333,11 +1337,11 @@ class FunctionFlow:
             if kind is ast.IfExp and self.constants:
                 truth = self.constant_truth(node.test)
                 if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
-                    add[kind].append(Site(node, env, stmt, path))
+                    add[kind].append(make(Site, (node, env, stmt, path)))
                     stack.extend([node.test, node.body if truth else node.orelse])
                     continue
             if kind not in _UNRECORDED:
-                add[kind].append(Site(node, env, stmt, path))
+                add[kind].append(make(Site, (node, env, stmt, path)))
             if kind in _COMPREHENSIONS:
                 self._record_comprehension(node, env, stmt, path)
                 continue
@@ -2451,8 +2455,13 @@ def flows(functions: list[ModelFunction], imports: ImportTable) -> list[Function
     first request and kept for the file's analysis (`nodes.remembered_walks`), so no state is
     written onto the (shared) AST nodes and nothing outlives the file.
     """
-    # Kept beside its flows, the list lives as long as its id is a key.
-    return made_once("flows", id(functions), lambda _: (functions, _flows(functions, imports)))[1]
+    # By the list's id, kept beside its flows (so it lives as long as its id is a key); all under
+    # one key, which a worker keeping the file's memo for a later round drops (`lint._KeptFiles`).
+    made = made_once("flows", None, lambda _: {})
+    found = made.get(id(functions))
+    if found is None:
+        found = made[id(functions)] = (functions, _flows(functions, imports))
+    return found[1]
 
 
 def _flows(functions: list[ModelFunction], imports: ImportTable) -> list[FunctionFlow]:

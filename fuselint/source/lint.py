@@ -368,7 +368,9 @@ def lint_unit(
         parsed = kept[0] if kept is not None else _parse(path, text, config)
         if isinstance(parsed, FileResult):
             return parsed
-        summary = summary if summary is not None else summarize(parsed.tree, *module_name(path))
+        summary = (
+            summary if summary is not None else summarize(parsed.tree, *module_name(path), parsed.imports)
+        )
         found = _check(parsed, catalog, config, reached, summary, patterns)
         if _KEPT is not None and _KEPT.put(path, text, parsed, memo):
             # What a kept file's analysis built stays until the worker ends: the collector need
@@ -407,8 +409,7 @@ class _KeptFiles:
             self.room -= len(text)
         # The flows hang on this round's roots (`dataflow.flows` keys them by the functions'
         # list): a later round makes its own.
-        for key in [k for k in memo[0] if k[0] == "flows"]:
-            del memo[0][key]
+        memo[0].pop(("flows", None), None)
         self.files[path] = (text, sf, memo)
         return True
 
@@ -945,12 +946,36 @@ class _RoundIndex(Index):
     def __init__(self, summaries: dict[str, FileSummary]):
         super().__init__(summaries)
         self._targets: dict[tuple[str, str, str], list[tuple[str, str, bool | str]]] = {}
+        # A class's lookup order, asked for each class in every round (`inherited_modules`) and
+        # for each call on an instance: like a target, it depends only on the summaries.
+        self._orders: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._inner: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        # `inherited_modules` of the files of the run: the same in every round this index serves.
+        self.inherited: dict[str, tuple[Reached, ...]] | None = None
 
     def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
         key = (call.form, call.qualname, call.attr)
         found = self._targets.get(key)
         if found is None:
             found = self._targets[key] = super().targets(call)
+        return list(found)
+
+    def classes_of(self, path: str, name: str, depth: int = 0) -> list[tuple[str, str]]:
+        if depth:
+            return super().classes_of(path, name, depth)
+        found = self._orders.get((path, name))
+        if found is None:
+            found = self._orders[path, name] = super().classes_of(path, name)
+        return list(found)
+
+    def instance_classes(self, qualname: str, depth: int = 0) -> list[tuple[str, str]]:
+        # `Index` keeps the answers from the top; those of the value flow's inner steps (`X.m.n`
+        # asks for `X.m` at depth 1, ...) depend on the summaries and the depth alone.
+        if not depth:
+            return super().instance_classes(qualname)
+        found = self._inner.get((qualname, depth))
+        if found is None:
+            found = self._inner[qualname, depth] = super().instance_classes(qualname, depth)
         return list(found)
 
 
@@ -962,7 +987,7 @@ def _settle(
     lint: _Linter,
 ) -> Index:
     """Re-lint files whose roots changed until no file's roots change; returns the final index."""
-    index: Index | None = None
+    index: _RoundIndex | None = None
     for _round in range(MAX_ROUNDS):
         known = dict(summaries)
         known.update((n, r.summary) for n, r in results.items() if r.summary is not None)
@@ -971,7 +996,9 @@ def _settle(
         if index is None or index.summaries != known:
             index = _RoundIndex(known)
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
-        for n, extra in inherited_modules(index, names).items():
+        if index.inherited is None:
+            index.inherited = inherited_modules(index, names)
+        for n, extra in index.inherited.items():
             found[n] = (*extra, *found.get(n, ()))
         # A root that the file's own entries already reach adds nothing (and re-linting for it
         # would cost a parse): modular files' `super().forward(...)` name other files' forwards.

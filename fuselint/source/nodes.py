@@ -27,10 +27,35 @@ def child_nodes(node: ast.AST) -> Sequence[ast.AST]:
     return found
 
 
+# Fields that hold only identifiers, numbers, strings or constants (never a node or a list of
+# nodes) in any node class `ast.parse` makes: `_children` skips them.
+_PLAIN_FIELDS = frozenset(
+    {
+        "id",
+        "attr",
+        "arg",
+        "name",
+        "kind",
+        "module",
+        "level",
+        "is_async",
+        "type_comment",
+        "asname",
+        "conversion",
+        "simple",
+    }
+)
+# Per node class, the fields that may hold children: all but `_PLAIN_FIELDS` (and a constant's value).
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+
+
 def _children(node: ast.AST) -> tuple[ast.AST, ...]:
+    fields = _NODE_FIELDS.get(type(node))
+    if fields is None:
+        fields = _NODE_FIELDS[type(node)] = tuple(f for f in node._fields if f not in _PLAIN_FIELDS)
     children: list[ast.AST] = []
     push = children.append
-    for name in node._fields:
+    for name in fields:
         value = getattr(node, name, None)
         if isinstance(value, _AST):
             push(value)
@@ -149,8 +174,15 @@ def _walk_list(node: ast.AST) -> list[ast.AST]:
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
     queue = [node]
     push = queue.extend
+    memo = _CHILDREN  # `child_nodes`, inlined: a walk calls it once per node
     for current in queue:  # the loop reads what it appends: breadth first
-        push(child_nodes(current))
+        if memo is None:
+            push(_children(current))
+        else:
+            found = memo.get(current)
+            if found is None:
+                found = memo[current] = _children(current)
+            push(found)
         yield current
 
 

@@ -248,7 +248,21 @@ class _Triggers:
         if self.vocabulary is None:
             return None
         vocabulary = self.vocabulary
-        return [vocabulary.intersection(_TOKEN.findall(line)) for line in sf.lines]
+        # A model zoo repeats its lines (transformers/models: 19% of its modeling and modular
+        # files' lines are distinct), so each line's words are read once per process.
+        known = _LINE_WORDS.setdefault(vocabulary, {})
+        sets = _WORD_SETS.setdefault(vocabulary, {})
+        if len(known) > _LINE_WORDS_ROOM:
+            known.clear()
+            sets.clear()
+        out = []
+        for line in sf.lines:
+            words = known.get(line)
+            if words is None:
+                words = vocabulary.intersection(_TOKEN.findall(line))
+                words = known[line] = sets.setdefault(words, words)  # one object per set of words
+            out.append(words)
+        return out
 
     def may_match(self, present: set) -> bool:
         return any(all(words & present for words in need) for need in self.needs)
@@ -266,6 +280,11 @@ class _Triggers:
 
 
 _TRIGGERS: dict[tuple[int, ...], _Triggers] = {}
+# Per vocabulary, each line's words (`_Triggers.line_words`), up to `_LINE_WORDS_ROOM` lines
+# (~30 MB), and the sets of words met, each kept once.
+_LINE_WORDS: dict[frozenset, dict[str, frozenset]] = {}
+_WORD_SETS: dict[frozenset, dict[frozenset, frozenset]] = {}
+_LINE_WORDS_ROOM = 300_000
 
 
 def _blocks(tree: ast.Module, worth_lowering=lambda fn: True):

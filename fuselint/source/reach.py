@@ -164,7 +164,10 @@ def _top_statements(tree: ast.Module) -> Iterable[ast.stmt]:
             stack.extend(reversed(nested))
 
 
-def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
+def summarize(
+    tree: ast.Module, module: str, package: bool, imports: ImportTable | None = None
+) -> FileSummary:
+    """What reach needs of a file. `imports`: the tree's `ImportTable`, when the caller has it."""
     bindings: dict[str, str] = {}
     for node in iter_statements(tree):
         if isinstance(node, ast.Import):
@@ -197,7 +200,10 @@ def summarize(tree: ast.Module, module: str, package: bool) -> FileSummary:
     # The instances a class stores on `self` may be of the file's own classes (`self.u = Updater()`).
     named = {name: ClassSummary((), frozenset()) for name in class_nodes}
     local = FileSummary(module, package, bindings, frozenset(functions), named)
-    imports = ImportTable.of(tree) if class_nodes else None
+    if not class_nodes:
+        imports = None
+    elif imports is None:
+        imports = ImportTable.of(tree)
     modules = module_classes(tree, imports) if imports is not None else set()
     frameworks = framework_classes(tree, imports) if imports is not None else {}
     classes = {
@@ -270,7 +276,7 @@ def built_returns(
             else:
                 poisoned.add(node.targets[0].id)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With)):
-            for target in ast.walk(node):
+            for target in walk(node):
                 if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
                     poisoned.add(target.id)
     local = {name: built for name, built in assigned.items() if name not in poisoned}
@@ -524,7 +530,8 @@ def _stores_keywords(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     kwargs = method.args.kwarg.arg if method.args.kwarg is not None else None
     if kwargs is None:
         return False
-    for loop in walk(method):
+    # A loop is a statement: the statements' walk finds every one (`walk` lists every expression).
+    for loop in iter_statements(method):
         if not (
             isinstance(loop, ast.For)
             and isinstance(loop.target, ast.Tuple)

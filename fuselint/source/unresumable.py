@@ -27,6 +27,7 @@ from typing import NamedTuple
 from fuselint.findings import Finding, Span
 from fuselint.source.dataflow import FunctionFlow
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import made_once, walk
 from fuselint.source.paths import PATH_KEY, off_path, path_note
 from fuselint.source.reach import FileSummary, Index, entry_path
 from fuselint.source.scope import ModelFunction, innermost_function, own_nodes
@@ -81,6 +82,12 @@ def _maker(call: ast.Call, fn: ModelFunction, summary: FileSummary) -> str | Non
     return summary.qualify(func)
 
 
+# Nodes that bind their `target` (a `with` item its `optional_vars`), and those that bind or
+# declare the names under them.
+_TARGETED = frozenset({ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr})
+_DECLARING = frozenset({ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete})
+
+
 def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) -> dict[str, list[str]]:
     """Locals of `fn` that every assignment builds (`k = C(...)`, in each branch its own class):
     name -> the qualified names of what the assignments call."""
@@ -88,30 +95,34 @@ def _built_names(fn: ModelFunction, nodes: list[ast.AST], summary: FileSummary) 
     params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
     built: dict[str, set[str | None]] = {}
     for node in nodes:
-        if isinstance(node, ast.Assign):
+        kind = type(node)  # a parsed tree's nodes are of the `ast` classes themselves
+        if kind is ast.Assign:
             for target in node.targets:
-                for name in ast.walk(target):
+                for name in (target,) if isinstance(target, ast.Name) else walk(target):
                     if isinstance(name, ast.Name):
                         alone = target is name and isinstance(node.value, ast.Call)
                         built.setdefault(name.id, set()).add(
                             _maker(node.value, fn, summary) if alone else None
                         )
-        elif isinstance(
-            node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)
-        ):
+        elif kind in _TARGETED:
             target = node.optional_vars if isinstance(node, ast.withitem) else node.target
-            for name in ast.walk(target) if target is not None else ():
+            for name in walk(target) if target is not None else ():
                 if isinstance(name, ast.Name):
                     value = node.value if isinstance(node, ast.AnnAssign) else None
                     qual = _maker(value, fn, summary) if isinstance(value, ast.Call) else None
                     built.setdefault(name.id, set()).add(qual)
-        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete)):
-            for name in ast.walk(node):
+        elif kind in _DECLARING:
+            for name in walk(node):
                 if isinstance(name, ast.alias):
                     built.setdefault((name.asname or name.name).split(".")[0], set()).add(None)
                 elif isinstance(name, ast.Name):
                     built.setdefault(name.id, set()).add(None)
     return {name: sorted(quals) for name, quals in built.items() if name not in params and None not in quals}
+
+
+def _method_calls(fn: ast.AST) -> list[ast.Call]:
+    """The calls `x.m(...)` among the function's own nodes, in their order."""
+    return [n for n in own_nodes(fn) if type(n) is ast.Call and type(n.func) is ast.Attribute]
 
 
 def fresh_calls(sf: SourceFile, flows: Iterable[FunctionFlow], summary: FileSummary) -> tuple[FreshCall, ...]:
@@ -121,11 +132,14 @@ def fresh_calls(sf: SourceFile, flows: Iterable[FunctionFlow], summary: FileSumm
     for flow in flows:
         fn = flow.fn
         side_of = {id(site.node): site.path for site in flow.of(ast.Call)}
-        nodes = own_nodes(fn.node)
-        built = _built_names(fn, nodes, summary)
-        for node in nodes:
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-                continue
+        # Both depend on the function's own nodes and class alone: a file linted again for new
+        # roots (its analysis kept) lists them once.
+        built = made_once(
+            "built names",
+            (fn.node, fn.cls),
+            lambda _key, fn=fn: _built_names(fn, own_nodes(fn.node), summary),
+        )
+        for node in made_once("method calls", fn.node, _method_calls):
             recv = node.func.value
             if isinstance(recv, ast.Name) and recv.id in built:
                 classes = built[recv.id]

@@ -129,7 +129,7 @@ def test_kept_files_fit_their_room_and_a_changed_text_is_parsed_again(tree):
     kept = lint._KeptFiles(30)
     sf = SourceFile.parse("a.py", "x = 1\n")
     memo = new_memo()
-    memo[0][("flows", 1)] = ([], [])
+    memo[0][("flows", None)] = {1: ([], [])}
     memo[0][("walk", sf.tree)] = [sf.tree]
     assert kept.put("a.py", sf.text, sf, memo)
     assert kept.get("a.py", "x = 1\n") == (sf, memo)
@@ -150,3 +150,82 @@ def test_a_worker_takes_its_own_files_first_then_anyones_then_the_smallest_of_th
     assert linter._next(queues, 1) == batch["own1a"]
     assert linter._next(queues, 1) == batch["own1b"]
     assert linter._next(queues, 0) is None
+
+
+def test_the_round_index_remembers_lookup_orders_and_instance_classes_as_a_fresh_index_finds_them(
+    tree, monkeypatch
+):
+    # Classes with bases in other files, and a function whose result is one of them.
+    (tree / "pkg" / "bases.py").write_text(
+        "from torch import nn\nfrom pkg.kinds import Child\n\n\nclass Base(nn.Module):\n"
+        "    def forward(self, x):\n        return self.step(x)\n\n    def step(self, x):\n        return x\n\n\n"
+        "def make() -> Child:\n    return Child()\n"
+    )
+    (tree / "pkg" / "kinds.py").write_text(
+        "from pkg.bases import Base, make\n\n\nclass Child(Base):\n    def step(self, x) -> Base:\n"
+        "        return x.nonzero()\n\n\nclass Uses(Child):\n    def forward(self, x):\n"
+        "        return make().step(x).step(x)\n"
+    )
+    config = Config(root=tree)
+    files = discover([str(tree)], config)
+    built = _indexes_built(monkeypatch)
+    inherited = _counted_calls(monkeypatch, "inherited_modules", lambda args: id(args[0]))  # by index
+    result = lint_tree(files, CATALOG, config, jobs=1)
+    assert len(built) == 1 and list(inherited.values()) == [1]  # once for all of the index's rounds
+    index = built[0]
+    summaries = {n: r.summary for n, r in result.results.items() if r.summary is not None}
+    fresh = Index(summaries)
+    classes = [(p, c) for p, s in summaries.items() for c in s.classes]
+    assert any(len(fresh.classes_of(*c)) > 1 for c in classes)  # a class with a base in the tree
+    for _twice in range(2):
+        assert [index.classes_of(*c) for c in classes] == [fresh.classes_of(*c) for c in classes]
+    asked = sorted({key[0] for key in index._inner} | set(index._instances))
+    chains = ["pkg.bases.make", "pkg.bases.make.step", "pkg.bases.make.step.step", "pkg.kinds.Child.step"]
+    names = [*asked, *chains, *(f"{s.module}.{c}" for p, s in summaries.items() for c in s.classes)]
+    assert index.instance_classes("pkg.bases.make.step") == [(str(tree / "pkg" / "bases.py"), "Base")]
+    assert any(key[1] for key in index._inner)  # the value flow asked past the top
+    for depth in (0, 1, 2):
+        assert [index.instance_classes(q, depth) for q in names] == [
+            Index(summaries).instance_classes(q, depth) for q in names
+        ]
+
+
+def test_a_kept_function_linted_again_lists_its_fresh_calls_once_and_as_a_fresh_lint(tmp_path, monkeypatch):
+    # `Model.forward` calls a method of an object it builds (a fresh call): its file is linted
+    # again when `caller.py`'s entry reaches `helper`. With the file kept, the second round reuses
+    # the forward's built locals and method calls; its result is a fresh lint's.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "model.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Solver:\n    def solve(self, x):\n"
+        "        return x.nonzero()\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        solver = Solver()\n        return solver.solve(x)\n\n\ndef helper(x):\n"
+        "        s = Solver()\n        return s.solve(x) + x.item()\n"
+    )
+    (pkg / "caller.py").write_text(
+        "import torch\nfrom torch import nn\nfrom pkg.model import helper\n\n\n"
+        "class Caller(nn.Module):\n    def forward(self, x):\n        return helper(x)\n"
+    )
+    config = Config(root=tmp_path)
+    files = discover([str(pkg)], config)
+    plain = lint_tree(files, CATALOG, config, jobs=1)
+    model = str(pkg / "model.py")
+    assert len(plain.results[model].fresh) == 2 and plain.results[model].reached
+    from fuselint.source import unresumable
+
+    made = Counter()
+    original = unresumable._built_names
+
+    def counted(fn, nodes, summary):
+        made[(fn.cls.name if fn.cls else "", fn.node.name)] += 1
+        return original(fn, nodes, summary)
+
+    monkeypatch.setattr(unresumable, "_built_names", counted)
+    monkeypatch.setattr(lint, "_KEPT", lint._KeptFiles(10**9))
+    linted = _counted_calls(monkeypatch, "lint_unit", lambda args: args[0])
+    kept = lint_tree(files, CATALOG, config, jobs=1)
+    assert linted[model] > 1 and ("Model", "forward") in made and ("", "helper") in made
+    assert set(made.values()) == {1}  # each function's, over all rounds
+    assert kept.results == plain.results
+    assert kept.findings == plain.findings

@@ -26,8 +26,34 @@ ODD = textwrap.dedent(
 )
 
 
+# Every field `_children` skips as never holding a node (names, modules, levels, a constant's
+# value and kind, a conversion, `simple`, `is_async`, a type comment) beside nodes that have them.
+PLAIN = textwrap.dedent(
+    """
+    from ..pkg import mod as m, other
+    import a.b as c
+    x: int = u"s" + f"{m!r}" + b"b"
+    (y) = 3.5
+    async def g(p, /, q: "T" = None, *, r, **kw):  # type: ignore
+        async for i in p:
+            pass
+        async with q as (s, t):
+            z = [j async for j in p if (w := j)]
+        try:
+            p.attr(key=1, **kw)
+        except (E, F) as err:
+            nonlocal_ = err
+        match p:
+            case [1, *others] | {"k": 1, **more} as whole:
+                pass
+            case C(1, key=v):
+                pass
+    """
+)
+
+
 def _trees() -> list[ast.AST]:
-    trees = [ast.parse(ODD)]
+    trees = [ast.parse(ODD), ast.parse(PLAIN, type_comments=True)]
     trees += [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.rglob("*.py"))[:40]]
     return trees
 
@@ -43,6 +69,23 @@ def test_child_nodes_are_the_standard_children():
     for tree in _trees():
         for node in ast.walk(tree):
             assert list(child_nodes(node)) == list(ast.iter_child_nodes(node))
+
+
+def test_children_skip_only_fields_that_hold_no_node():
+    # `_children` reads only the fields outside `_PLAIN_FIELDS`: every node kind above, parsed,
+    # holds no node (nor a list with one) in a field it skips.
+    from fuselint.source import nodes
+
+    kinds = set()
+    for tree in _trees():
+        for node in ast.walk(tree):
+            kinds.add(type(node))
+            for name, value in ast.iter_fields(node):
+                if name in nodes._PLAIN_FIELDS or isinstance(node, ast.Constant):
+                    items = value if isinstance(value, list) else [value]
+                    assert not any(isinstance(v, ast.AST) for v in items), (type(node), name)
+    assert {ast.alias, ast.ImportFrom, ast.keyword, ast.ExceptHandler, ast.MatchAs, ast.MatchStar,
+            ast.FormattedValue, ast.comprehension, ast.AnnAssign, ast.MatchMapping, ast.arg} <= kinds  # fmt: skip
 
 
 def test_within_remembered_walks_children_are_listed_once_and_walks_match_the_standard_ones():

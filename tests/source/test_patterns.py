@@ -507,3 +507,37 @@ def test_a_temporary_sum_still_splices_into_a_longer_sum():
     """The spliced reading still matches first: `c = x * 0.5; c * (1 + erf(x / sqrt(2)))` is GELU."""
     body = "c = a * 0.5\nreturn c * (1.0 + torch.erf(a / math.sqrt(2.0)))"
     assert _pattern_codes(f"import math\n{body}") == ["FL203"]
+
+
+def test_line_words_read_once_per_line_are_each_lines_words(monkeypatch):
+    # `line_words` keeps each line's words for the process: files that share lines get the words
+    # of their own lines, whether the line was read before or the room was full and emptied.
+    from fuselint.source import patterns
+
+    rules = [r for r in CATALOG if r.kind == "pattern"]
+    triggers = patterns._Triggers.of(tuple(patterns.compiled(r) for r in rules))
+    shared = "    h = torch.sigmoid(x) @ w\n"
+    texts = [
+        "import torch\n\ndef f(x, w):\n" + shared + "    return h.float()\n",
+        "import torch\n\ndef g(x, w):\n" + shared + "    return h.to(x) + x.mean()\n",
+        "def k(x):\n    return x\n",
+    ]
+
+    def read(text: str) -> list[frozenset]:
+        return [
+            triggers.vocabulary.intersection(patterns._TOKEN.findall(line)) for line in text.splitlines(True)
+        ]
+
+    for room in (10**6, 2):
+        monkeypatch.setattr(patterns, "_LINE_WORDS", {})
+        monkeypatch.setattr(patterns, "_WORD_SETS", {})
+        monkeypatch.setattr(patterns, "_LINE_WORDS_ROOM", room)
+        for _twice in range(2):
+            for i, text in enumerate(texts):
+                found = triggers.line_words(SourceFile.parse(f"m{i}.py", text))
+                assert found == read(text)
+        known = patterns._LINE_WORDS[triggers.vocabulary]
+        # Emptied before a file once over its room: at most the room and one file's lines.
+        assert len(known) <= room + 1 + max(t.count("\n") for t in texts)
+        assert room == 2 or shared in known
+    assert {"sigmoid", "@"} <= read(shared)[0]

@@ -33,6 +33,7 @@ from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.masked_writes import masked_write
 from fuselint.source.module import SourceFile
+from fuselint.source.nodes import made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attribute
 from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
@@ -50,11 +51,15 @@ _DYNAMIC_METHODS = frozenset(
 
 def ctc_attributes(cls: ast.ClassDef | None, sf: SourceFile) -> frozenset[str]:
     """`self.X` the class sets to an `nn.CTCLoss(...)` anywhere."""
-    if cls is None or "CTCLoss" not in sf.text:
+    if cls is None or not made_once("mentions CTCLoss", sf.tree, lambda _tree: "CTCLoss" in sf.text):
         return frozenset()
+    return made_once("ctc attributes", cls, lambda cls: _ctc_attributes(cls, sf))
+
+
+def _ctc_attributes(cls: ast.ClassDef, sf: SourceFile) -> frozenset[str]:
     return frozenset(
         name
-        for node in ast.walk(cls)
+        for node in walk(cls)
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
         and sf.imports.qualname(node.value.func) in _CTC_MODULES
         for target in node.targets
