@@ -35,7 +35,6 @@ from fuselint.source.masked_writes import masked_write
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attribute
-from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
 
 _DYNAMIC_FUNCTIONS = frozenset(
