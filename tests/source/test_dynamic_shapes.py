@@ -135,3 +135,43 @@ def test_a_call_on_the_line_of_its_break_keeps_one_finding():
     from source_rules_helpers import lines as flagged
 
     assert flagged(RESUMED, "FL106").count(22) == 1
+
+
+IN_COMPREHENSIONS = """
+import torch
+from torch import nn
+
+
+def listed(x, scores):
+    keep = scores > 0.5
+    out = [x.add(
+        x[keep].sum()) for _ in range(2)]
+    return out[0]
+
+
+def keyed(x, scores):
+    keep = scores > 0.5
+    out = {i: x.add(
+        x[keep].sum()) for i in range(2)}
+    return out[0]
+
+
+class Layer(nn.Module):
+    def forward(self, x, scores):
+        return listed(x, scores), keyed(x, scores)
+"""
+
+
+def test_a_method_called_in_a_comprehension_is_not_resumed():
+    # torch 2.13 on Python 3.11: the break at `x[keep]` (lines 9 and 16) is the comprehension's
+    # only one; dynamo logs no second break at the method's line (8, 15): the comprehension is
+    # a loop, like the `for` of `in_a_loop` above
+    from source_rules_helpers import dynamo_break_reasons, findings, load_snippet
+
+    assert [f.span.line for f in findings(IN_COMPREHENSIONS, "FL106") if "resumed graph" in f.message] == []
+    torch = __import__("pytest").importorskip("torch")
+    ns = load_snippet(IN_COMPREHENSIONS)
+    x, scores = torch.randn(6, 4), torch.tensor([0.9, 0.1, 0.8, 0.2, 0.7, 0.3])
+    for name in ("listed", "keyed"):
+        reasons = dynamo_break_reasons(ns[name], x, scores)
+        assert "Dynamic shape operator" in reasons and SKIPPED not in reasons, (name, reasons)

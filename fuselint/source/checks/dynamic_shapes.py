@@ -164,12 +164,18 @@ _FRAME_SKIPPING = (
     ast.While,
     ast.Try,
     *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
+    # a comprehension is a loop too (its own frame on Python 3.11): torch 2.13 logs no second
+    # break at a method called in one
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
 )
 _OWN_FRAMES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _in_skipping_blocks(fn: ast.AST) -> set[int]:
-    """Nodes of `fn` inside a loop or a `try`: a graph break there sends the whole frame to eager
+    """Nodes of `fn` inside a loop (a comprehension too) or a `try`: a graph break there sends the whole frame to eager
     (torch 2.13: "graph breaks in loops are not supported"; a `try` cannot be resumed), so
     nothing after the break is traced and no second break is logged."""
     inside: set[int] = set()
