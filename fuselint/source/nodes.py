@@ -47,6 +47,8 @@ _PLAIN_FIELDS = frozenset(
 )
 # Per node class, the fields that may hold children: all but `_PLAIN_FIELDS` (and a constant's value).
 _NODE_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+if hasattr(ast, "TypeAlias"):  # Python 3.12's `type X = ...`: its `name` is a Name node
+    _NODE_FIELDS[ast.TypeAlias] = tuple(ast.TypeAlias._fields)
 
 
 def _children(node: ast.AST) -> tuple[ast.AST, ...]:

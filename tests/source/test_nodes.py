@@ -7,6 +7,8 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from fuselint.source.nodes import child_nodes, walk
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -283,3 +285,13 @@ def test_nodes_grouped_by_type_keep_the_walk_order_within_each_type():
                 }
                 assert sum(map(len, nodes.grouped(node).values())) == len(everything)
     assert nodes.stored_names(ast.parse("a, (b, c) = d\nfor e in f: g = h")) == {"a", "b", "c", "e", "g"}
+
+
+@pytest.mark.skipif(not hasattr(ast, "TypeAlias"), reason="`type X = ...` is Python 3.12's")
+def test_a_type_alias_name_is_a_child():
+    # Python 3.12's TypeAlias keeps its target in `name`, a field that holds a plain string in every
+    # other node kind: it reads all its fields.
+    tree = ast.parse("type Pair[T] = tuple[T, T]\n")
+    for node in ast.walk(tree):
+        assert list(child_nodes(node)) == list(ast.iter_child_nodes(node))
+    assert [n.id for n in walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)] == ["Pair"]
