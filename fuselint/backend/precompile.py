@@ -223,12 +223,18 @@ class CompileWorkers:
         servers = [threading.Thread(target=serve, args=(w,), daemon=True) for w in self.alive()]
         for t in servers:
             t.start()
-        while True:
-            try:
-                job = todo.get_nowait()
-            except queue.Empty:
-                break
-            compile_here(job)
+        try:
+            while True:
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    break
+                compile_here(job)
+        except BaseException:
+            # Its servers would go on answering this share's jobs into a later share's: the workers
+            # go, and the next graph starts new ones.
+            self.close()
+            raise
         for t in servers:
             t.join(max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in servers):

@@ -222,3 +222,19 @@ def test_this_process_keeps_a_bounded_number_of_launches_on_its_pool_while_worke
     assert max(most_running) == pc.HERE_IN_FLIGHT  # never more of its own at once
     for f in started:
         f.result(timeout=5)
+
+
+def test_a_share_that_this_process_abandons_closes_its_workers(monkeypatch):
+    """If compiling here raises (an interrupt), the share's servers must not go on feeding the
+    workers' answers into the next graph's share: the workers are closed, the error passes on."""
+    workers = pc.CompileWorkers.__new__(pc.CompileWorkers)
+    workers.workers = []
+    closed = []
+    monkeypatch.setattr(workers, "close", lambda: closed.append(True))
+
+    def interrupted(job):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        workers.share([{"id": 0, "fn": "k"}, {"id": 1, "fn": "k"}], interrupted)
+    assert closed == [True]
