@@ -175,3 +175,53 @@ def test_a_method_called_in_a_comprehension_is_not_resumed():
     for name in ("listed", "keyed"):
         reasons = dynamo_break_reasons(ns[name], x, scores)
         assert "Dynamic shape operator" in reasons and SKIPPED not in reasons, (name, reasons)
+
+
+IN_CONTEXTS = """
+import torch
+from torch import nn
+
+
+class Quiet:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def under_own_context(x, scores):
+    keep = scores > 0.5
+    with Quiet():
+        out = x.add(
+            x[keep].sum())
+    return out
+
+
+def under_no_grad(x, scores):
+    keep = scores > 0.5
+    with torch.no_grad():
+        out = x.add(
+            x[keep].sum())
+    return out
+
+
+class Layer(nn.Module):
+    def forward(self, x, scores):
+        return under_own_context(x, scores), under_no_grad(x, scores)
+"""
+
+
+def test_a_method_called_under_a_users_context_manager_is_not_resumed():
+    # torch 2.13: after the break at `x[keep]` dynamo resumes inside `torch.no_grad()` (the second
+    # break at `x.add(`, line 25, flagged) but not inside a user's context manager (line 17): there
+    # the frame runs on in eager, so the method's line never breaks
+    from source_rules_helpers import dynamo_break_reasons, findings, load_snippet
+
+    assert [f.span.line for f in findings(IN_CONTEXTS, "FL106") if "resumed graph" in f.message] == [25]
+    torch = __import__("pytest").importorskip("torch")
+    ns = load_snippet(IN_CONTEXTS)
+    x, scores = torch.randn(6, 4), torch.tensor([0.9, 0.1, 0.8, 0.2, 0.7, 0.3])
+    assert SKIPPED in dynamo_break_reasons(ns["under_no_grad"], x, scores)
+    reasons = dynamo_break_reasons(ns["under_own_context"], x, scores)
+    assert "Dynamic shape operator" in reasons and SKIPPED not in reasons, reasons

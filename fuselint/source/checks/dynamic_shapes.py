@@ -174,13 +174,32 @@ _FRAME_SKIPPING = (
 _OWN_FRAMES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+# Context managers dynamo carries across a graph break (grad modes, autocast): a frame resumes
+# inside their block. Under any other (a user's class with `__enter__`/`__exit__`), torch 2.13
+# runs the rest of the frame in eager after a break, as in a loop.
+_RESUMABLE_CONTEXTS = frozenset({"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "autocast"})
+
+
+def _resumable_with(block: ast.With | ast.AsyncWith) -> bool:
+    for item in block.items:
+        ctx = item.context_expr
+        func = ctx.func if isinstance(ctx, ast.Call) else ctx
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name not in _RESUMABLE_CONTEXTS:
+            return False
+    return True
+
+
 def _in_skipping_blocks(fn: ast.AST) -> set[int]:
-    """Nodes of `fn` inside a loop (a comprehension too) or a `try`: a graph break there sends the whole frame to eager
-    (torch 2.13: "graph breaks in loops are not supported"; a `try` cannot be resumed), so
-    nothing after the break is traced and no second break is logged."""
+    """Nodes of `fn` inside a loop (a comprehension too), a `try` or a `with` of a context manager
+    dynamo cannot resume in: a graph break there sends the whole frame to eager (torch 2.13:
+    "graph breaks in loops are not supported"; a `try` cannot be resumed), so nothing after the
+    break is traced and no second break is logged."""
     inside: set[int] = set()
     for block in walk(fn):
-        if isinstance(block, _FRAME_SKIPPING):
+        if isinstance(block, _FRAME_SKIPPING) or (
+            isinstance(block, (ast.With, ast.AsyncWith)) and not _resumable_with(block)
+        ):
             inside.update(id(n) for n in ast.walk(block) if n is not block)
     return inside
 
@@ -209,8 +228,8 @@ def resumed_method_calls(
     builtin method on its stack and cannot call it: a second break at the method's line (gb0007,
     "Attempted to call function marked as skipped"; torch 2.13, transformers' higgs_audio_v2
     decoder layer). A call on the op's own line is the same site; a method written in Python is
-    inlined; a call in a loop or a `try` is never resumed (the frame falls back to eager at the
-    first break)."""
+    inlined; a call in a loop, a `try` or a `with` of a user's context manager is never resumed
+    (the frame falls back to eager at the first break)."""
     skipping: set[int] | None = None
     for site in flow.of(ast.Call):
         call = site.node
