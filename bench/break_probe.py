@@ -145,6 +145,16 @@ def probe_header() -> None:
     print("|---|---|---|")
 
 
+def print_probes(runs, script: str, packages: tuple[str, ...] = ()) -> None:
+    """A probe script's whole table: the header, then one `compile_run` row per (label, fn, args),
+    break sites named in `packages` or as the probe `script`'s own lines."""
+    breaks = listen()
+    probe_header()
+    for label, fn, args in runs:
+        row, _sites = compile_run(label, fn, args, breaks, lambda path: package_site(path, packages, script))
+        print(row, flush=True)
+
+
 def probe_rows(runs, run: Callable, packages, breaks, *, build: bool = False, keep=None) -> list[dict]:
     """Print one row per probe (`run(label, fn, args, breaks, kwargs)`, a probe file's
     `compile_run`) and return its break sites in `packages` as {package, model, file, line, gb}

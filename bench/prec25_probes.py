@@ -13,7 +13,7 @@ import copy
 
 import numpy as np
 import torch
-from break_probe import compile_run, listen, package_site
+from break_probe import print_probes
 from transformers.utils import logging as hf_logging
 
 SCRIPT = "prec25_probes.py"
@@ -107,11 +107,4 @@ def cases() -> list:
 
 
 if __name__ == "__main__":
-    breaks = listen()
-    name = lambda path: package_site(path, (), SCRIPT)  # noqa: E731
-    print(f"torch {torch.__version__}, backend eager, dynamic=False, eval + no_grad\n")
-    print("| probe | graphs, ops | break sites |")
-    print("|---|---|---|")
-    for label, fn, args in cases():
-        row, _sites = compile_run(label, fn, args, breaks, name)
-        print(row, flush=True)
+    print_probes(cases(), SCRIPT)
