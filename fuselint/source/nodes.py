@@ -15,6 +15,9 @@ from typing import Any, TypeVar
 _AST = ast.AST
 T = TypeVar("T")
 
+# `try` statements: `try ... except*` is a node kind of its own from Python 3.11.
+TRIES: tuple[type, ...] = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+
 
 def child_nodes(node: ast.AST) -> Sequence[ast.AST]:
     """The direct children of `node`, as `ast.iter_child_nodes` yields them. Within

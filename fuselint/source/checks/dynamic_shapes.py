@@ -33,7 +33,7 @@ from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.masked_writes import masked_write
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import made_once, walk
+from fuselint.source.nodes import TRIES, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attribute
 from fuselint.source.scope import ModelFunction
 
@@ -162,8 +162,7 @@ _FRAME_SKIPPING = (
     ast.For,
     ast.AsyncFor,
     ast.While,
-    ast.Try,
-    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
+    *TRIES,
     # a comprehension is a loop too (its own frame on Python 3.11): torch 2.13 logs no second
     # break at a method called in one
     ast.ListComp,
@@ -200,7 +199,7 @@ def _in_skipping_blocks(fn: ast.AST) -> set[int]:
         if isinstance(block, _FRAME_SKIPPING) or (
             isinstance(block, (ast.With, ast.AsyncWith)) and not _resumable_with(block)
         ):
-            inside.update(id(n) for n in ast.walk(block) if n is not block)
+            inside.update(id(n) for n in walk(block) if n is not block)
     return inside
 
 

@@ -54,7 +54,7 @@ from fuselint.source.checks._shared import finding, has_comment
 from fuselint.source.dataflow import TENSORISH, FunctionFlow, describe, flows, none_defaulted
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import TRIES, walk
 from fuselint.source.optimizer_steps import optimizer_updates
 from fuselint.source.scope import ModelFunction, own_nodes
 
@@ -700,7 +700,6 @@ def compile_only_defaults(sf: SourceFile, flow_fn: ast.AST, rule: Rule) -> Itera
 
 # ---------------------------------------------------------------- comprehensions as frames of their own
 
-_TRY = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
 # Iterators dynamo accepts as a frame's input (measured, torch 2.13): a tuple's and a range's.
 _FRAME_SAFE_ITERABLES = ("tuple", "range")
@@ -759,7 +758,7 @@ def comprehension_frames(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iter
         return
     fn = flow.fn.node
     nodes = own_nodes(fn)  # a nested def is a frame of its own, with its own `try`s
-    tries = [t for t in nodes if isinstance(t, _TRY)]
+    tries = [t for t in nodes if isinstance(t, TRIES)]
     if not tries:
         return
     bound = _bound_names(fn, nodes)
@@ -809,7 +808,7 @@ def type_error_retries(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterab
     inside the graph: where the callee does not take the arguments it breaks the graph at the call
     (gb7312, "failed to bind arguments when attempting to inline"; a torch op sends the whole frame
     to eager). A TypeError that the callee itself raises traces (torch 2.13)."""
-    tries = [n for n in walk(flow.fn.node) if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try)))]
+    tries = [n for n in walk(flow.fn.node) if isinstance(n, TRIES)]
     if not tries:
         return
     calls = {id(site.node): site for site in flow.of(ast.Call)}  # the live calls, with their paths
