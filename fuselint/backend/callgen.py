@@ -20,10 +20,11 @@ What each call still checks, so a call never computes the wrong thing:
   lay out its result otherwise than its fake tensor said): a mismatch sends that kernel
   through its FusedKernel, which falls back to ATen.
 
-A 2-d convolution without bias on 16-bit CUDA tensors, for which ATen would pick cuDNN, calls
+A 2-d convolution without bias on CUDA tensors, for which ATen would pick cuDNN, calls
 ``aten.cudnn_convolution`` itself with the call's cuDNN flags: what ``aten.convolution`` ends
 in, without its two dispatches and backend selection (3-7 µs of host per convolution on the
-H100 machine, a tenth of ResNet-50's call).
+H100 machine, a tenth of ResNet-50's call). For float32 the TF32 flag is the convolution's own
+(``torch.backends.cudnn.conv.fp32_precision``), resolved per call as ATen resolves it.
 
 ``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph;
 ``FUSELINT_REUSE_BUFFERS=0`` gives every kernel output its own allocation.
@@ -223,9 +224,9 @@ def _plain_ints(seq: object) -> bool:
 def _direct_cudnn(n: torch.fx.Node) -> tuple | None:
     """(input, weight, padding, stride, dilation, groups) of a convolution ``aten.convolution``
     would run as ``aten.cudnn_convolution`` of the same tensors and nothing more, else None:
-    2-d, not transposed, no bias (``_convolution`` adds it after cuDNN), 16-bit floats on CUDA
-    (TF32 cannot touch them), shapes fixed, and ATen's own backend choice for these operands
-    is cuDNN (made with the flags of compile time; the call checks cuDNN is still enabled)."""
+    2-d, not transposed, no bias (``_convolution`` adds it after cuDNN), 16- or 32-bit floats on
+    CUDA, shapes fixed, and ATen's own backend choice for these operands is cuDNN (made with the
+    flags of compile time; the call checks cuDNN is still enabled)."""
     if n.op != "call_function" or n.target is not _CONV or n.kwargs or len(n.args) != 9:
         return None
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = n.args
@@ -235,7 +236,7 @@ def _direct_cudnn(n: torch.fx.Node) -> tuple | None:
     for v in (xv, wv):
         if not isinstance(v, torch.Tensor) or v.dim() != 4 or v.device.type != "cuda":
             return None
-        if v.dtype not in HALF or v.dtype != xv.dtype or not _plain_ints(v.shape):
+        if v.dtype not in _CUDNN_FLOATS or v.dtype != xv.dtype or not _plain_ints(v.shape):
             return None
     if (
         not all(_plain_ints(a) for a in (stride, padding, dilation, output_padding))
@@ -253,13 +254,31 @@ def _direct_cudnn(n: torch.fx.Node) -> tuple | None:
     return x, w, list(padding), list(stride), list(dilation), groups
 
 
+_CUDNN_FLOATS = (*HALF, torch.float32)
+_PRECISION = getattr(torch._C, "_get_fp32_precision_getter", None)
+
+
+def _conv_allow_tf32() -> bool:
+    """Whether ``aten.convolution`` lets cuDNN use TF32 for float32: the convolution's own
+    precision on CUDA, where unset ("none") CUDA's, then the generic one (ATen's order of
+    fallback). ``torch._C._get_cudnn_allow_tf32()`` is not it: it raises once a user sets the
+    convolution's precision apart from the RNN's."""
+    if _PRECISION is None:  # a torch before the per-op precision settings
+        return torch._C._get_cudnn_allow_tf32()
+    for backend, op in (("cuda", "conv"), ("cuda", "all"), ("generic", "all")):
+        precision = _PRECISION(backend, op)
+        if precision != "none":
+            return precision == "tf32"
+    return False
+
+
 def _cudnn_flags() -> tuple[bool, bool, bool]:
     """(benchmark, deterministic, allow_tf32): what ``aten.convolution`` hands cuDNN, read per call."""
     c = torch._C
     return (
         c._get_cudnn_benchmark(),
         c._get_cudnn_deterministic() or c._get_deterministic_algorithms(),
-        c._get_cudnn_allow_tf32(),
+        _conv_allow_tf32(),
     )
 
 

@@ -393,8 +393,30 @@ def test_parameters_skip_the_alignment_check_and_user_inputs_keep_it():
     assert len(users) == 1 and len(runner.static) == len(inputs) - 1
     assert f"a{users[0]}.data_ptr() & 15" in head, head  # x * 2 reads the user's input
     assert all(f"a{i}.data_ptr()" not in head for i in runner.static), head  # BatchNorm's stats
-    # fp32 convolutions stay on aten.convolution (TF32 flags differ per op there)
-    assert "cudnn_benchmark" not in runner.source
+
+
+def test_float32_convolutions_call_cudnn_directly_with_the_convolutions_own_tf32_flag():
+    compiled, x, runner = _conv_runner(torch.float32)
+    assert runner.source.count("cudnn_benchmark, cudnn_deterministic, cudnn_tf32)") == 2, runner.source
+    conv = torch.backends.cudnn.conv
+    saved = conv.fp32_precision
+    results = {}
+    try:
+        with torch.no_grad():
+            for precision in ("tf32", "ieee"):
+                conv.fp32_precision = precision  # apart from the RNN's: the legacy getter would raise
+                direct = compiled(x)
+                call, runner.call = runner.call, None  # the FX graph, through aten.convolution
+                try:
+                    results[precision] = (direct, compiled(x))
+                finally:
+                    runner.call = call
+    finally:
+        conv.fp32_precision = saved
+    for direct, via_fx in results.values():
+        torch.testing.assert_close(direct, via_fx, atol=0, rtol=0)
+    # the flag reaches cuDNN: TF32 and IEEE results differ
+    assert not torch.equal(results["tf32"][0], results["ieee"][0])
 
 
 def test_a_patch_embedding_runs_as_one_gemm_on_the_gpu_and_matches_eager_in_float32():
