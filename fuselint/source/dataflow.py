@@ -36,7 +36,7 @@ from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
 from fuselint.source.nodes import child_nodes, made_once, of_types, stored_names, walk
 from fuselint.source.nodes import self_attribute as _self_attr
-from fuselint.source.paths import branch_path, handler_path
+from fuselint.source.paths import DEPRECATION, MISUSE, branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
 from fuselint.source.tracing_truth import compile_truth, live_nodes
 
@@ -760,6 +760,18 @@ def _numpy_test(test: ast.expr) -> str | None:
     return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
 
 
+def _size_read(expr: ast.expr) -> bool:
+    """`x.shape[-1]`, `x.size(0)`, `len(x)`: a size, a host number whatever `x` is."""
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        return (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args)) or (
+            isinstance(func, ast.Name) and func.id == "len"
+        )
+    return False
+
+
 def _leaves(block: list[ast.stmt]) -> bool:
     """The block ends in `return` or `raise`: nothing after it runs with its kinds."""
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
@@ -1459,7 +1471,13 @@ class FunctionFlow:
         return None
 
     def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
-        self._record(stmt, [stmt.test], env, live)
+        body_path = branch_path(stmt.test, stmt.body)
+        if self._path is None and body_path in (DEPRECATION, MISUSE) and self._size_guarded(stmt.test, env):
+            self._path = body_path  # the test's tensor read is on the branch's side road
+            self._record(stmt, [stmt.test], env, live)
+            self._path = None
+        else:
+            self._record(stmt, [stmt.test], env, live)
         truth = compile_truth(stmt.test)
         if truth is None:
             truth = self.constant_truth(stmt.test)
@@ -1487,9 +1505,7 @@ class FunctionFlow:
                 # option there: the tensor arm is dead, and its kinds reach nothing after it
                 # (normflows' `compute_domain_codomain`).
                 truth = negated
-        body_env = self.branch(
-            stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
-        )
+        body_env = self.branch(stmt.body, body_in, live and truth is not False, body_path)
         else_env = self.branch(
             stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse, stmt.body)
         )
@@ -1503,6 +1519,24 @@ class FunctionFlow:
         if _leaves(stmt.orelse) and not _leaves(stmt.body):
             return body_env
         return _merge(body_env, else_env)
+
+    def _size_guarded(self, test: ast.expr, env: Env) -> bool:
+        """`if long.shape[-1] >= ids.shape[-1] and not torch.equal(ids, long):`: the test's tensor
+        read runs only once a comparison of host sizes holds (`and` short-circuits). Where the
+        branch only warns that the input was cut or misused, that comparison is the test for the
+        side road, and the read belongs to it (diffusers' prompt-truncation check: a prompt
+        shorter than the model's limit stops at the sizes)."""
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+            return False
+        guard = test.values[0]
+        if not isinstance(guard, ast.Compare):
+            return False
+        operands = [guard.left, *guard.comparators]
+        literal = [isinstance(o, ast.Constant) and isinstance(o.value, (int, float)) for o in operands]
+        return not all(literal) and all(
+            is_literal or _size_read(o) or self.kind(o, env) in _NUMBERS
+            for o, is_literal in zip(operands, literal, strict=True)
+        )
 
     def _host_option(self, path: str, env: Env) -> bool:
         """`path` holds a host value that a tensor test cannot find a tensor in: a kind the code

@@ -12,7 +12,9 @@ real_breaks_precision.md), each fixed by a general rule and checked against dyna
 from __future__ import annotations
 
 import pytest
-from source_rules_helpers import dynamo_break_reasons, dynamo_graphs, lines, load_snippet
+from source_rules_helpers import dynamo_break_reasons, dynamo_graphs, findings, lines, load_snippet
+
+from fuselint.source.paths import off_path
 
 SCALES = """
 import torch
@@ -101,3 +103,95 @@ def test_dynamo_compiles_the_list_loop_in_one_graph():
     graphs, eager, compiled = dynamo_graphs(ns["pad_collate"](0), items)
     assert graphs == 1 and torch.equal(eager["ids"], compiled["ids"])
     assert dynamo_break_reasons(ns["pad_collate"](0), items) == []
+
+
+TRUNCATION = """
+import logging
+
+import torch
+from torch import nn
+
+logger = logging.getLogger("prec26")
+
+
+def is_bs4_available():
+    return False
+
+
+class TextEncoder(nn.Module):
+    def encode(self, prompt_ids, max_length: int = 8):
+        text_input_ids = prompt_ids[:, :max_length]
+        if text_input_ids.shape[-1] < max_length:
+            pad = torch.zeros(1, max_length - text_input_ids.shape[-1], dtype=prompt_ids.dtype)
+            text_input_ids = torch.cat([text_input_ids, pad], dim=-1)
+        untruncated_ids = prompt_ids
+        if untruncated_ids.shape[-1] >= text_input_ids.shape[-1] and not torch.equal(text_input_ids, untruncated_ids):
+            logger.warning(
+                "The following part of your input was truncated because CLIP can only handle sequences up to"
+                f" {max_length} tokens"
+            )
+        return text_input_ids * 2
+
+    def encode_unguarded(self, prompt_ids, max_length: int = 8):
+        text_input_ids = prompt_ids[:, :max_length]
+        if not torch.equal(text_input_ids, prompt_ids):
+            logger.warning("The following part of your input was truncated because it is too long")
+        return text_input_ids * 2
+
+    def encode_data_warning(self, prompt_ids, max_length: int = 8):
+        text_input_ids = prompt_ids[:, :max_length]
+        if prompt_ids.shape[-1] >= max_length and not torch.equal(text_input_ids, prompt_ids):
+            logger.warning("Some tokens differ")
+        return text_input_ids * 2
+
+    def preprocess(self, ids, clean_caption=False):
+        if clean_caption and not is_bs4_available():
+            logger.warning("Setting `clean_caption` to False...")
+        return ids * 2
+
+    def noised(self, ids, addnoise_condition=0):
+        if addnoise_condition > 60:
+            logger.warning(f"The value of 'addnoise_condition' is too large ({addnoise_condition}).")
+        return ids * 2
+
+    def forward(self, prompt_ids):
+        return (
+            self.encode(prompt_ids),
+            self.encode_unguarded(prompt_ids),
+            self.encode_data_warning(prompt_ids),
+            self.preprocess(prompt_ids, True),
+            self.noised(prompt_ids, 80),
+        )
+"""
+
+
+def _paths(source: str, code: str) -> dict[int, str | None]:
+    return {f.span.line: off_path(f) for f in findings(source, code) if f.code == code}
+
+
+def test_a_size_guarded_read_under_a_truncation_warning_is_on_its_misuse_path():
+    # the size-guarded `torch.equal` (21) and its warning (22) are on the side road; the same read
+    # without the size guard (30) runs on every call, and one under a warning about the data (36)
+    # names no side road: both stay on the normal path. A warning that an optional package is
+    # missing (42) or that an argument is too large (47) is a misuse path too.
+    assert _paths(TRUNCATION, "FL102") == {21: "misuse", 30: None, 36: None}
+    assert _paths(TRUNCATION, "FL103") == {22: "misuse", 31: "misuse", 37: None, 42: "misuse", 47: "misuse"}
+
+
+def test_dynamo_breaks_on_the_truncation_check_only_for_an_over_long_prompt():
+    torch = pytest.importorskip("torch")
+    encoder = load_snippet(TRUNCATION)["TextEncoder"]()
+    assert dynamo_break_reasons(encoder.encode, torch.ones(1, 5, dtype=torch.long)) == []
+    assert dynamo_break_reasons(encoder.encode, torch.ones(1, 12, dtype=torch.long)) != []
+    # unguarded, the read runs for a short prompt too
+    assert dynamo_break_reasons(encoder.encode_unguarded, torch.ones(1, 5, dtype=torch.long)) != []
+
+
+def test_dynamo_breaks_on_a_missing_package_or_out_of_range_warning_only_on_that_path():
+    torch = pytest.importorskip("torch")
+    encoder = load_snippet(TRUNCATION)["TextEncoder"]()
+    ids = torch.ones(1, 4)
+    assert dynamo_break_reasons(encoder.preprocess, ids, False) == []
+    assert dynamo_break_reasons(encoder.preprocess, ids, True) != []
+    assert dynamo_break_reasons(encoder.noised, ids, 20) == []
+    assert dynamo_break_reasons(encoder.noised, ids, 80) != []
