@@ -36,7 +36,7 @@ from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
 from fuselint.source.nodes import child_nodes, made_once, of_types, stored_names, walk
 from fuselint.source.nodes import self_attribute as _self_attr
-from fuselint.source.paths import branch_path, handler_path
+from fuselint.source.paths import DEPRECATION, MISUSE, branch_path, handler_path
 from fuselint.source.scope import FunctionNode, ModelFunction
 from fuselint.source.tracing_truth import compile_truth, live_nodes
 
@@ -49,7 +49,8 @@ SCALAR, LIST = "scalar", "list"
 # `fuselint.source.numpy_numbers`).
 NUMPY = "numpy"
 # An argument that is a parameter taken for a tensor on its name alone: a tensor for the callee,
-# but not proof enough to overrule the callee's own annotation (see `parameter_kinds`).
+# but not proof enough to overrule the callee's own annotation, and a guess there too where no
+# caller hands more (see `parameter_kinds`).
 GUESS = "guess"
 HOST = frozenset({SCALAR, LIST})  # shown by the code to be Python values on the host
 _NUMBERS = frozenset({SCALAR, DIM})  # host numbers: arithmetic and comparisons on them stay on the host
@@ -232,7 +233,8 @@ def parameter_kinds(
     forward, in this file or another): a tensor from any caller decides, whatever the
     annotation or default says; else the annotation and default do. Without callers
     (forward itself) a parameter is a tensor unless its default, type, docstring type or name says not;
-    those guesses go into `guessed`, for rules that need more than a guess. A parameter the body
+    those guesses go into `guessed`, for rules that need more than a guess, and so does an
+    unannotated parameter that its callers only hand guesses (`GUESS`). A parameter the body
     shows to hold strings (`host_strings_by_use`; `cls` is the function's class) is no tensor,
     whatever its callers pass, unless its annotation says it is one.
     """
@@ -269,6 +271,8 @@ def parameter_kinds(
             )
             if kind == TENSOR and all(k == BOOL for k in kinds):
                 kind = BOOL
+            elif kind == TENSOR and annotated is None and not TENSORISH & set(kinds):
+                guesses.append(name)  # only callers' guesses (see GUESS): a guess here too
             kind = kind or (None if _numbers_only(kinds) else annotated)
         elif arg.annotation is not None:
             kind = annotated
@@ -537,21 +541,25 @@ def host_strings_by_use(fn: FunctionNode, names: list[str], cls: ast.ClassDef | 
 _HOST_BUILTINS = frozenset({"range", "list", "tuple", "len", "int", "min", "max", "abs", "sorted"})
 
 
-def _host_value(expr: ast.expr, kind_of, before: set[str]) -> bool:
+def _host_value(expr: ast.expr, kind_of, before: set[str], params: set[str]) -> bool:
     """`expr` is a Python value on the host at the nested def: a literal, a name the enclosing
-    function bound before the def to a host kind (a size, a number, a list), or builtins and
+    function bound before the def to a host kind (a size, a number, a list), one of its parameters
+    (`params`: never rebound) that it holds no tensor (`height: int`, `scale=1.0`), or builtins and
     arithmetic over those (`list(range(n))`, `n // k`)."""
     if isinstance(expr, ast.Constant):
         return True
     if isinstance(expr, ast.Name):
-        return expr.id in before and kind_of(expr) in HOST | _NUMBERS | {SHAPE}
+        kind = kind_of(expr)
+        held = kind in HOST | _NUMBERS | {SHAPE} or (kind is None and expr.id in params)
+        return expr.id in before and held
+    parts: list[ast.expr] | None = None
     if isinstance(expr, ast.BinOp):
-        return _host_value(expr.left, kind_of, before) and _host_value(expr.right, kind_of, before)
-    if isinstance(expr, (ast.List, ast.Tuple)):
-        return all(_host_value(e, kind_of, before) for e in expr.elts)
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _HOST_BUILTINS:
-        return not expr.keywords and all(_host_value(a, kind_of, before) for a in expr.args)
-    return False
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, (ast.List, ast.Tuple)):
+        parts = expr.elts
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _HOST_BUILTINS:
+        parts = None if expr.keywords else expr.args
+    return parts is not None and all(_host_value(p, kind_of, before, params) for p in parts)
 
 
 def _passed_on(expr: ast.expr, name: str, lists: set[str]) -> bool:
@@ -591,7 +599,12 @@ def host_nested_parameters(outer: FunctionNode, inner: FunctionNode, kind_of) ->
     uses = [n for n in walk(outer) if isinstance(n, ast.Name) and n.id == inner.name and id(n) not in funcs]
     if not calls or any(isinstance(n.ctx, ast.Load) for n in uses):
         return []  # handed on as a value (to checkpoint, map, ...): its callers are not all here
-    before |= {a.arg for a in (*outer.args.posonlyargs, *outer.args.args, *outer.args.kwonlyargs)}
+    outer_params = {a.arg for a in (*outer.args.posonlyargs, *outer.args.args, *outer.args.kwonlyargs)}
+    # A parameter the enclosing function never rebinds holds at every call what the function
+    # itself holds there: where that is no tensor (its annotation, default or name says so), the
+    # nested def's parameter that receives it is none either (`between(x)` given `height: int`).
+    unbound = outer_params - before - after
+    before |= outer_params
     before -= after
     lists = {
         t.id for n in walk(inner) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
@@ -618,10 +631,17 @@ def host_nested_parameters(outer: FunctionNode, inner: FunctionNode, kind_of) ->
             elif id(call) in inside:
                 decided = decided and _passed_on(arg, name, lists)
             else:
-                decided = decided and _host_value(arg, kind_of, before)
+                decided = decided and _host_value(arg, kind_of, before, unbound)
         if decided:
             host.append(name)
     return host
+
+
+def _called_by_name(outer: FunctionNode, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+        for node in walk(outer)
+    )
 
 
 def none_defaulted(fn: FunctionNode) -> set[str]:
@@ -738,6 +758,18 @@ def _numpy_test(test: ast.expr) -> str | None:
     """`isinstance(x, np.ndarray)` -> "x"."""
     tested = _isinstance_test(test)
     return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
+
+
+def _size_read(expr: ast.expr) -> bool:
+    """`x.shape[-1]`, `x.size(0)`, `len(x)`: a size, a host number whatever `x` is."""
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        return (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args)) or (
+            isinstance(func, ast.Name) and func.id == "len"
+        )
+    return False
 
 
 def _leaves(block: list[ast.stmt]) -> bool:
@@ -1439,7 +1471,13 @@ class FunctionFlow:
         return None
 
     def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
-        self._record(stmt, [stmt.test], env, live)
+        body_path = branch_path(stmt.test, stmt.body)
+        if self._path is None and body_path in (DEPRECATION, MISUSE) and self._size_guarded(stmt.test, env):
+            self._path = body_path  # the test's tensor read is on the branch's side road
+            self._record(stmt, [stmt.test], env, live)
+            self._path = None
+        else:
+            self._record(stmt, [stmt.test], env, live)
         truth = compile_truth(stmt.test)
         if truth is None:
             truth = self.constant_truth(stmt.test)
@@ -1467,9 +1505,7 @@ class FunctionFlow:
                 # option there: the tensor arm is dead, and its kinds reach nothing after it
                 # (normflows' `compute_domain_codomain`).
                 truth = negated
-        body_env = self.branch(
-            stmt.body, body_in, live and truth is not False, branch_path(stmt.test, stmt.body)
-        )
+        body_env = self.branch(stmt.body, body_in, live and truth is not False, body_path)
         else_env = self.branch(
             stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse, stmt.body)
         )
@@ -1483,6 +1519,24 @@ class FunctionFlow:
         if _leaves(stmt.orelse) and not _leaves(stmt.body):
             return body_env
         return _merge(body_env, else_env)
+
+    def _size_guarded(self, test: ast.expr, env: Env) -> bool:
+        """`if long.shape[-1] >= ids.shape[-1] and not torch.equal(ids, long):`: the test's tensor
+        read runs only once a comparison of host sizes holds (`and` short-circuits). Where the
+        branch only warns that the input was cut or misused, that comparison is the test for the
+        side road, and the read belongs to it (diffusers' prompt-truncation check: a prompt
+        shorter than the model's limit stops at the sizes)."""
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+            return False
+        guard = test.values[0]
+        if not isinstance(guard, ast.Compare):
+            return False
+        operands = [guard.left, *guard.comparators]
+        literal = [isinstance(o, ast.Constant) and isinstance(o.value, (int, float)) for o in operands]
+        return not all(literal) and all(
+            is_literal or _size_read(o) or self.kind(o, env) in _NUMBERS
+            for o, is_literal in zip(operands, literal, strict=True)
+        )
 
     def _host_option(self, path: str, env: Env) -> bool:
         """`path` holds a host value that a tensor test cannot find a tensor in: a kind the code
@@ -1543,9 +1597,19 @@ class FunctionFlow:
     def _walk_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, env: Env, live: bool) -> Env:
         # A closure (e.g. a checkpointed custom_forward) is traced when called: walk it too.
         self._record(stmt, list(stmt.decorator_list), env, live)
-        inner = parameter_kinds(stmt)
+        guesses: set[str] = set()
+        inner = parameter_kinds(stmt, guessed=guesses)
         for name in host_nested_parameters(self.fn.node, stmt, lambda e: self.kind(e, env)):
             inner.pop(name, None)
+            guesses.discard(name)
+        # A nested def that the function never calls by name is only handed on (returned as a
+        # collate function, given to a loader): a parameter taken for a tensor on its name alone
+        # is as much a guess there as in the function itself (`def collate(items): for item in
+        # items:` gets a list of dicts). Where the function calls it, the calls decide (above).
+        # A name bound anywhere else in the function is left a tensor, so that no other binding
+        # of it reads as a guess.
+        if not _called_by_name(self.fn.node, stmt.name):
+            self.guessed.update(name for name in guesses if self.assigned.get(name) == 1)
         self.block(stmt.body, {**env, **inner}, live)
         return env
 

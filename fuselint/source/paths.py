@@ -31,6 +31,8 @@ _MISUSE_TEXT = re.compile(
     r"should not be (passed|set|used)|must not be|will be an error|must be (of )?\w+ type|\binvalid\b|"
     r"not recognized|unrecognized|"
     r"(has|have) to be divisible by|"  # an argument's constraint, which the code then rounds to
+    r"truncated because|can only handle (sequences|inputs) up to|"  # an input past the model's limit, cut to it
+    r"['`][^'`]+['`] is too (large|small|high|low)|"  # an argument named in quotes, out of its range
     r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
     re.IGNORECASE,
 )
@@ -91,6 +93,27 @@ def _mentions_deprecated(test: ast.expr) -> bool:
     )
 
 
+_AVAILABILITY = re.compile(r"is_\w+_available")
+
+
+def _package_missing(test: ast.expr | None) -> bool:
+    """`not is_bs4_available()`, alone or in an `and`: the branch runs where an optional package
+    is not installed (transformers' and diffusers' `is_<package>_available()` checks)."""
+    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for term in terms:
+        if (
+            isinstance(term, ast.UnaryOp)
+            and isinstance(term.op, ast.Not)
+            and isinstance(term.operand, ast.Call)
+        ):
+            func = term.operand.func
+            if _AVAILABILITY.fullmatch(
+                func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            ):
+                return True
+    return False
+
+
 def _flattened(body: list[ast.stmt]) -> Iterable[ast.stmt]:
     """The statements of `body`, with those inside `with` blocks and nested `if`s in place of them."""
     for stmt in body:
@@ -132,7 +155,9 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
 
     A branch whose own statements raise is an error path; one whose test names a deprecated
     argument, or that warns in the words of a deprecation, is a deprecation path; one that warns
-    that an argument is unexpected, ignored, unsupported or incompatible is a misuse path. Only the
+    that an argument is unexpected, ignored, unsupported, incompatible or out of its range, that the
+    input was cut to the model's limit, or (its test) that an optional package is missing, is a
+    misuse path. Only the
     branch's own statements count, not those of a test nested in it (which is classed on its own
     and inherits the outer road): a warning about the data (`"NSFW content was detected"`) leaves
     the branch normal. An `else` (`else_of`: the `if` body it is the other arm of) that only warns
@@ -150,8 +175,8 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
         or any(_calls_deprecate(stmt) for stmt in body)
     ):
         return DEPRECATION
-    if any(_MISUSE_TEXT.search(t) for t in texts):
-        return MISUSE
+    if any(_MISUSE_TEXT.search(t) for t in texts) or (texts and _package_missing(test)):
+        return MISUSE  # a warning that an optional package is missing: the caller asked for what is not there
     if _records_statistics(test, body):
         return RECORDING
     return None
