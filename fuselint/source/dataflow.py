@@ -182,6 +182,55 @@ def annotation_kind(annotation: ast.expr) -> str | None:
     return BOOL if "BoolTensor" in text else TENSOR
 
 
+def _type_name(expr: ast.expr) -> str | None:
+    """`List` of `List[...]` or `typing.List[...]`."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return expr.attr if isinstance(expr, ast.Attribute) else None
+
+
+def _without_none(annotation: ast.expr) -> ast.expr:
+    """`X` of `Optional[X]`, `X | None` and `Union[X, None]`."""
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [annotation.left, annotation.right]
+        kept = [a for a in sides if not (isinstance(a, ast.Constant) and a.value is None)]
+        return _without_none(kept[0]) if len(kept) == 1 else annotation
+    if isinstance(annotation, ast.Subscript):
+        name = _type_name(annotation.value)
+        if name == "Optional":
+            return _without_none(annotation.slice)
+        if name == "Union" and isinstance(annotation.slice, ast.Tuple):
+            kept = [a for a in annotation.slice.elts if not (isinstance(a, ast.Constant) and a.value is None)]
+            return _without_none(kept[0]) if len(kept) == 1 else annotation
+    return annotation
+
+
+_ITERABLES = frozenset({"list", "List", "Sequence", "Iterable", "Iterator", "Collection"})
+
+
+def tuple_element_annotations(annotation: ast.expr) -> list[ast.expr] | None:
+    """The annotations of the fields of `list[tuple[int, torch.Tensor, float, int]]` (under
+    `Optional`, `| None`, as `List`/`Sequence`/`Iterable` of `Tuple`, or quoted): what a loop that
+    unpacks each item binds, field by field. None for any other annotation."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return None
+    outer = _without_none(annotation)
+    if not (isinstance(outer, ast.Subscript) and _type_name(outer.value) in _ITERABLES):
+        return None
+    inner = outer.slice
+    if not (isinstance(inner, ast.Subscript) and _type_name(inner.value) in ("tuple", "Tuple")):
+        return None
+    fields = inner.slice
+    if not isinstance(fields, ast.Tuple) or any(
+        isinstance(f, ast.Constant) and f.value is Ellipsis for f in fields.elts
+    ):
+        return None  # `tuple[int, ...]`: no fields to match
+    return list(fields.elts)
+
+
 # numpy functions that dynamo traces into a 0-d tensor when given Python numbers (each of lcm, gcd,
 # sqrt, ceil, log2, abs, isclose, maximum, round, float32, int64, prod and sum checked with torch
 # 2.13: `if` on the result breaks). So do `any`, `all` and `count_nonzero`, on Python lists or on
@@ -1022,6 +1071,13 @@ class FunctionFlow:
             return False
         return all(self._host_numbers(a, env) or self._object_array(a, env) for a in call.args)
 
+    def _numpy_on_tensor(self, call: ast.Call, qual: str, env: Env) -> bool:
+        """`np.log(t)`, `np.maximum(t, eps)` of a tensor: dynamo traces it as torch ops, so its
+        result is a tensor in the graph (FL101 flags where it is read on the host, not the call)."""
+        if qual.rsplit(".", 1)[-1] not in NUMPY_NUMBER_FUNCTIONS or qual.count(".") != 1:
+            return False
+        return any(self.kind(a, env) in (TENSOR, BOOL) for a in call.args)
+
     def _object_array(self, expr: ast.expr, env: Env) -> bool:
         """`space.low != 0`, `self.space.high - space.low`: arrays an object holds (a gymnasium
         space's bounds), compared or combined with host numbers. dynamo wraps a numpy array it
@@ -1161,6 +1217,8 @@ class FunctionFlow:
         if qual is not None:
             if qual.startswith("numpy.") and self._numpy_number(call, qual, env):
                 return NUMPY
+            if qual.startswith("numpy.") and self._numpy_on_tensor(call, qual, env):
+                return TENSOR
             if (
                 qual in _AS_TENSOR
                 and call.args
@@ -1339,11 +1397,34 @@ class FunctionFlow:
                 else:
                     self._bind_for_target(target, inner, env)
                 return
+        fields = self._parameter_fields(iterable, target)
+        if fields is not None:
+            # `for index, latent, strength, frames in conditions` over `list[tuple[int, Tensor, float,
+            # int]]`: each name is what its field's annotation says, not all of them tensors
+            for element, annotation in zip(target.elts, fields, strict=True):
+                self.bind(element, annotation_kind(annotation), None, env)
+            return
         kind = self._iter_element_kind(iterable, env)
         if isinstance(target, ast.Name):
             self.bind(target, kind, None, env)
         else:
             self.bind(target, TUPLE if kind in TENSORISH else None, None, env)
+
+    def _parameter_fields(self, iterable: ast.expr, target: ast.expr) -> list[ast.expr] | None:
+        """The field annotations of the parameter `iterable` names, when it is annotated a list of
+        tuples as long as `target` unpacks (`tuple_element_annotations`); else None."""
+        if not isinstance(iterable, ast.Name) or not isinstance(target, (ast.Tuple, ast.List)):
+            return None
+        if any(isinstance(e, ast.Starred) for e in target.elts):
+            return None
+        args = getattr(self.fn.node, "args", None)
+        if args is None:
+            return None
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            if a.arg == iterable.id and a.annotation is not None:
+                fields = tuple_element_annotations(a.annotation)
+                return fields if fields is not None and len(fields) == len(target.elts) else None
+        return None
 
     def _record(self, stmt: ast.stmt, exprs: list[ast.AST | None], env: Env, live: bool) -> None:
         if not (live and self._recording):
