@@ -229,10 +229,11 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
     model, args = _to(model, args, "cuda", dtype)
     with torch.no_grad():
         ref = _first_tensor(model(*args)).float()
-        # The exact answer for these (rounded) weights and inputs: the same model in float32.
-        # Eager in bf16 rounds too, so an error against it also counts eager's own rounding.
+        # The exact answer for these (rounded) weights and inputs: the same model in IEEE float32.
+        # Eager in bf16 rounds too, so an error against it also counts eager's own rounding; so
+        # does eager in float32, whose convolutions cuDNN runs in TF32 by default (`_ieee_float32`).
         exact = ref
-        if dtype != torch.float32 and not train:
+        if not train:
             model32, args32 = _to(copy.deepcopy(model), args, "cuda", torch.float32)
             with _ieee_float32():
                 exact = _first_tensor(model32(*args32)).float()
@@ -408,7 +409,8 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
         "wall: do_bench median ms per call; host: µs of Python per call with the GPU busy; both the median of",
         "interleaved rounds over a model's backends (the order rotating), so host load hits all alike; kernels and GPU µs:",
         "torch.profiler, per call; err: max abs error vs eager (same dtype); err32: vs the same model and inputs in",
-        "float32 (the exact answer: eager in bf16 rounds too); compile: first call, s (compile",
+        "IEEE float32, no TF32 (the exact answer: eager in bf16 rounds too, and eager float32 convolutions run in",
+        "TF32); compile: first call, s (compile",
         "caches off; fuselint-cudagraphs and inductor-reduce-overhead reuse the kernels their plain form built",
         "in the same process); syncs: cudaStream/Device/EventSynchronize calls per call (profiler).",
         "",

@@ -60,13 +60,23 @@ def test_the_reducing_convolution_runs_as_a_reduction_with_its_activation(bias):
     assert {aten.mm.default, aten.addmm.default, aten.convolution.default} & set(graph_ops)
 
 
-def test_float32_wider_images_and_large_products_keep_the_convolution(monkeypatch):
+def test_float32_gates_reduce_too_with_float32_sums():
+    torch.manual_seed(0)
+    model = SqueezeExcite().eval()
+    x = torch.randn(2, 32, 4, 4)
+    with torch.no_grad():
+        eager = model(x)
+    got, reports = _run(model, x)
+    assert [r.reduced for r in reports] == [1]
+    ops = [k.ir.op_names for r in reports for k in r.kernels if k.calls]
+    assert any("sum" in o and "neg" in o for o in ops)  # the reduction and SiLU in one kernel
+    torch.testing.assert_close(got, eager, atol=1e-5, rtol=1e-5)
+
+
+def test_wider_images_and_large_products_keep_the_convolution(monkeypatch):
     from fuselint.backend import squeeze_excite
 
     torch.manual_seed(0)
-    model = SqueezeExcite().eval()
-    _, reports = _run(model, torch.randn(2, 32, 4, 4))
-    assert [r.reduced for r in reports] == [0]  # float32: cuDNN's and cuBLAS's own
     conv = nn.Conv2d(32, 8, 1).eval().to(BF16)
     _, reports = _run(conv, torch.randn(2, 32, 3, 3, dtype=BF16))
     assert [r.reduced for r in reports] == [0]  # a 3x3 image: an ordinary 1x1 convolution
