@@ -1412,8 +1412,11 @@ class FunctionFlow:
 
     def _parameter_fields(self, iterable: ast.expr, target: ast.expr) -> list[ast.expr] | None:
         """The field annotations of the parameter `iterable` names, when it is annotated a list of
-        tuples as long as `target` unpacks (`tuple_element_annotations`); else None."""
+        tuples as long as `target` unpacks (`tuple_element_annotations`) and the name is bound
+        nowhere else in the function (not rebound, not a nested def's own parameter); else None."""
         if not isinstance(iterable, ast.Name) or not isinstance(target, (ast.Tuple, ast.List)):
+            return None
+        if self.assigned.get(iterable.id) != 1:
             return None
         if any(isinstance(e, ast.Starred) for e in target.elts):
             return None

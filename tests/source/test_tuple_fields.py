@@ -86,3 +86,44 @@ def test_dynamo_breaks_on_the_tensor_field_only():
 def test_field_annotations(annotation, fields):
     got = tuple_element_annotations(ast.parse(annotation, mode="eval").body)
     assert (None if got is None else [ast.unparse(f) for f in got]) == fields
+
+
+REBOUND = """
+import torch
+from torch import nn
+
+
+class Shadowed(nn.Module):
+    def forward(self, x: torch.Tensor, conds: list[tuple[int, float]]):
+        def inner(conds):
+            out = x
+            for index, strength in conds:
+                if strength > 0.5:
+                    out = out * index
+            return out
+
+        return inner([(0, x[0]), (1, x[1])])
+
+
+class Rebound(nn.Module):
+    def forward(self, x: torch.Tensor, conds: list[tuple[int, float]]):
+        conds = x.view(-1, 2)
+        for index, strength in conds:
+            if strength > 0.5:
+                x = x * index
+        return x
+"""
+
+
+def test_the_annotation_is_not_read_for_another_binding_of_the_name():
+    # a nested def's own `conds` and a rebound `conds` hold what they are given, not what the
+    # parameter's annotation says: their float field is a tensor here, and dynamo breaks on it
+    assert lines(REBOUND, "FL102") == [11, 22]
+
+
+def test_dynamo_breaks_where_the_name_is_bound_again():
+    torch = pytest.importorskip("torch")
+    ns = load_snippet(REBOUND)
+    x = torch.tensor([0.9, 0.1, 0.2, 0.8])
+    for cls in ("Shadowed", "Rebound"):
+        assert "Data-dependent branching" in dynamo_break_reasons(ns[cls](), x, [(0, 0.7)]), cls
