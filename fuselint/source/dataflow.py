@@ -248,6 +248,13 @@ NUMPY_NUMBER_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
+def traced_numpy(qual: str) -> bool:
+    """`numpy.log`, `numpy.maximum`: a top-level numpy function of NUMPY_NUMBER_FUNCTIONS, which
+    dynamo traces through `torch._numpy` (not `numpy.linalg.*`, not `numpy.random.*`)."""
+    module, _, name = qual.partition(".")
+    return module == "numpy" and name in NUMPY_NUMBER_FUNCTIONS
+
+
 def _attribute_chain(expr: ast.expr) -> bool:
     """`space.low`, `self.space.nvec`: an attribute of an object, two names at least."""
     if not isinstance(expr, ast.Attribute):
@@ -809,18 +816,6 @@ def _numpy_test(test: ast.expr) -> str | None:
     return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
 
 
-def _size_read(expr: ast.expr) -> bool:
-    """`x.shape[-1]`, `x.size(0)`, `len(x)`: a size, a host number whatever `x` is."""
-    if isinstance(expr, ast.Subscript):
-        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        return (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args)) or (
-            isinstance(func, ast.Name) and func.id == "len"
-        )
-    return False
-
-
 def _leaves(block: list[ast.stmt]) -> bool:
     """The block ends in `return` or `raise`: nothing after it runs with its kinds."""
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
@@ -1065,7 +1060,7 @@ class FunctionFlow:
     def _numpy_number(self, call: ast.Call, qual: str, env: Env) -> bool:
         """`np.lcm(config.a, config.b)`: a numpy function of host numbers (or of a host list), or of
         the arrays an object holds (`np.any(space.low != 0)`)."""
-        if qual.rsplit(".", 1)[-1] not in NUMPY_NUMBER_FUNCTIONS or qual.count(".") != 1:
+        if not traced_numpy(qual):
             return False
         if not call.args or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             return False
@@ -1074,9 +1069,7 @@ class FunctionFlow:
     def _numpy_on_tensor(self, call: ast.Call, qual: str, env: Env) -> bool:
         """`np.log(t)`, `np.maximum(t, eps)` of a tensor: dynamo traces it as torch ops, so its
         result is a tensor in the graph (FL101 flags where it is read on the host, not the call)."""
-        if qual.rsplit(".", 1)[-1] not in NUMPY_NUMBER_FUNCTIONS or qual.count(".") != 1:
-            return False
-        return any(self.kind(a, env) in (TENSOR, BOOL) for a in call.args)
+        return traced_numpy(qual) and any(self.kind(a, env) in (TENSOR, BOOL) for a in call.args)
 
     def _object_array(self, expr: ast.expr, env: Env) -> bool:
         """`space.low != 0`, `self.space.high - space.low`: arrays an object holds (a gymnasium
@@ -1618,7 +1611,7 @@ class FunctionFlow:
         operands = [guard.left, *guard.comparators]
         literal = [isinstance(o, ast.Constant) and isinstance(o.value, (int, float)) for o in operands]
         return not all(literal) and all(
-            is_literal or _size_read(o) or self.kind(o, env) in _NUMBERS
+            is_literal or _dim_expr(o) or self.kind(o, env) in _NUMBERS
             for o, is_literal in zip(operands, literal, strict=True)
         )
 

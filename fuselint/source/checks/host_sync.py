@@ -18,7 +18,7 @@ from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
 from fuselint.source.checks.control_flow import only_guessed, value_dependent
-from fuselint.source.dataflow import BOOL, NUMPY_NUMBER_FUNCTIONS, Env, FunctionFlow, Site, describe, flows
+from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows, traced_numpy
 from fuselint.source.item_asserts import item_assert
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import child_nodes, walk
@@ -66,16 +66,6 @@ def _sync_method(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
     return _SYNC_METHODS[func.attr]
 
 
-def _traced_numpy(qual: str) -> bool:
-    """`np.log(t)`, `np.maximum(t, eps)`: a numpy function dynamo traces on tensors as torch ops
-    (torch 2.13, `torch._numpy`: 0 breaks on 0-d and 1-d tensors; diffusers' DEIS update compiles
-    whole). Where its result is then read on the host (`float(np.exp(t))`, `if np.sum(t) > 1:`),
-    that use is the finding. `np.interp`, `np.unique` and the rest stay findings: dynamo stops on
-    them."""
-    module, _, name = qual.partition(".")
-    return module == "numpy" and name in NUMPY_NUMBER_FUNCTIONS
-
-
 def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
     """int(t), math.sqrt(t), np.array(t), torch.arange(t): the message, or None."""
     call = site.node
@@ -92,7 +82,9 @@ def _sync_call(site: Site, flow: FunctionFlow, sf: SourceFile) -> str | None:
         moved = [a for a in call.args if _is_cpu_copy(a)]
         if moved and not qual.startswith("torch."):
             return f"`.cpu()` result handed to `{qual}` on the host"
-        if qual.startswith(("numpy.", "math.")) and tensor_args and not _traced_numpy(qual):
+        # numpy math dynamo traces on tensors (`np.log(t)`, torch 2.13: no break) is no host read;
+        # where its result is read on the host (`float(np.exp(t))`), that use is the finding
+        if qual.startswith(("numpy.", "math.")) and tensor_args and not traced_numpy(qual):
             return f"`{qual.split('.')[0]}` function applied to tensor `{describe(tensor_args[0], 30)}`"
         if qual in _SIZE_FUNCTIONS or qual == "torch.randint":
             bad = [a for a in _factory_sizes(call, qual) if _read_size(a, flow, site.env)]
