@@ -171,15 +171,16 @@ def _aliases_input(n: torch.fx.Node) -> torch.fx.Node | None:
     return None
 
 
-def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
-    """Kernel outputs (getitem nodes) whose storage can be handed to a later kernel's output:
-    name -> the position after which nothing reads that storage any more (no view of it, no
-    alias, no graph output). Empty when the graph mutates anything."""
+def _lifetimes(nodes: list[torch.fx.Node]) -> tuple[dict[str, str], dict[str, int], set[str]] | None:
+    """(root, last, escaping) of the graph's values: the value whose storage each one shares
+    (views and ops that may hand their input back lead to it), the position of the last node
+    that reads each root's storage, and the roots the graph returns. None when the graph
+    mutates anything (no storage is then handed on)."""
     position = {n.name: i for i, n in enumerate(nodes)}
     for n in nodes:
         target = n.target if n.op == "call_function" else None
         if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
-            return {}
+            return None
     root: dict[str, str] = {}
     for n in nodes:
         a = _aliases_input(n)
@@ -192,25 +193,123 @@ def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
             if n.op == "output":
                 escaping.add(r)
             last[r] = max(last.get(r, -1), position[n.name])
-    items: dict[tuple[str, object], int] = {}
-    for n in nodes:
-        if n.op == "call_function" and n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node):
-            key = (n.args[0].name, n.args[1])
-            items[key] = items.get(key, 0) + 1
-    plan = {}
+    return root, last, escaping
+
+
+def _single_items(nodes: list[torch.fx.Node]) -> set[str]:
+    """Kernel output items (getitem nodes) that are the only item node of their output."""
+    items: dict[tuple[str, object], list[str]] = {}
     for n in nodes:
         if (
             n.op == "call_function"
             and n.target is operator.getitem
             and isinstance(n.args[0], torch.fx.Node)
             and isinstance(n.args[0].target, FusedKernel)
-            and root[n.name] == n.name
-            and n.name not in escaping
-            and n.name in last
-            and items[(n.args[0].name, n.args[1])] == 1
         ):
-            plan[n.name] = last[n.name]
+            items.setdefault((n.args[0].name, n.args[1]), []).append(n.name)
+    return {names[0] for names in items.values() if len(names) == 1}
+
+
+def _storage_root(n: torch.fx.Node) -> torch.fx.Node:
+    """The value whose storage `n` shares (itself when it has its own)."""
+    while (a := _aliases_input(n)) is not None:
+        n = a
+    return n
+
+
+def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
+    """Kernel outputs (getitem nodes) whose storage can be handed to a later kernel's output:
+    name -> the position after which nothing reads that storage any more (no view of it, no
+    alias, no graph output). Empty when the graph mutates anything."""
+    lives = _lifetimes(nodes)
+    if lives is None:
+        return {}
+    root, last, escaping = lives
+    single = _single_items(nodes)
+    return {
+        n.name: last[n.name]
+        for n in nodes
+        if n.name in single and root[n.name] == n.name and n.name not in escaping and n.name in last
+    }
+
+
+def _in_place_plan(nodes: list[torch.fx.Node]) -> dict[str, dict[int, int]]:
+    """Kernels that store an output into the storage of an input that dies with them:
+    kernel node name -> {output index: input index}. As Inductor's in-place buffers do, this
+    saves an allocation and keeps the store in the lines the load just brought into cache.
+
+    An input qualifies when its storage was made in this call (a kernel's output, or a new
+    tensor from a matmul or convolution), nothing reads that storage after the kernel (no
+    later reader, view or graph output), no other input of the kernel reads it, and the
+    kernel is pointwise and reads it element for element where it stores the output: the
+    same strides over the kernel's space, no shift, no gather or window over it, one program
+    per element (no broadcast store), and the same dtype. Every program then loads each
+    element before it stores to it, and no program reads an element another one writes."""
+    lives = _lifetimes(nodes)
+    if lives is None:
+        return {}
+    root, last, escaping = lives
+    position = {n.name: i for i, n in enumerate(nodes)}
+    by_name = {n.name: n for n in nodes}
+    single = _single_items(nodes)
+    plan: dict[str, dict[int, int]] = {}
+    for n in nodes:
+        if n.op != "call_function" or not isinstance(n.target, FusedKernel):
+            continue
+        k: FusedKernel = n.target
+        ir = k.ir
+        if ir.rdims or k.more or k.workspace or k.writes_inputs:
+            continue
+        roots = [root.get(a.name, a.name) if isinstance(a, torch.fx.Node) else None for a in n.args]
+        taken: dict[int, int] = {}
+        for i, r in enumerate(roots):
+            if r is None or roots.count(r) != 1 or r in escaping or last.get(r) != position[n.name]:
+                continue
+            made = by_name[r]
+            if not (r in single or _new_storage(made)):
+                continue
+            j = _stored_in_place(ir, i, taken)
+            if j is not None:
+                taken[j] = i
+        if taken:
+            plan[n.name] = taken
     return plan
+
+
+def _stored_in_place(ir, i: int, taken: dict[int, int]) -> int | None:
+    """The output of kernel `ir` that may be stored where input `i` is read, else None."""
+    loads = [v for v in _all_values(ir) if v.input_index == i and v.kind in ("load", "gather")]
+    if not loads or any(v.kind != "load" or v.shifts for v in loads):
+        return None
+    strides = {tuple(v.strides) for v in loads}
+    dtypes = {v.dtype for v in loads}
+    if len(strides) != 1 or len(dtypes) != 1:
+        return None
+    (stride,) = strides
+    (dtype,) = dtypes
+    if ir.input_meta[i].dtype != dtype:
+        return None
+    for s in ir.stores:
+        j = s.output_index
+        if j < 0 or j in taken or tuple(s.strides) != stride or s.dtype != dtype:
+            continue
+        if ir.output_meta[j].dtype != dtype:
+            continue
+        if any(size > 1 and st == 0 for size, st in zip(ir.space, s.strides, strict=True)):
+            continue  # a broadcast store: several programs write one element
+        if sum(1 for t in ir.stores if t.output_index == j) != 1:
+            continue
+        return j
+    return None
+
+
+def _all_values(ir) -> list:
+    """The kernel's values, with those of its max-pool windows' source programs."""
+    values = list(ir.values)
+    for v in ir.values:
+        if v.kind == "window" and v.window is not None:
+            values.extend(v.window.values)
+    return values
 
 
 _CONV = torch.ops.aten.convolution.default
@@ -310,6 +409,8 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
     # same shape, strides and dtype (as Inductor's code reuses its buffers), saving an
     # allocation per reuse.
     reusable = _reuse_plan(nodes) if REUSE_BUFFERS else {}
+    # Outputs stored where a dying input was read (pointwise kernels only, see _in_place_plan).
+    in_place = _in_place_plan(nodes) if REUSE_BUFFERS and reinterpret is not None else {}
     release_at: dict[int, list[str]] = {}
     pool: dict[tuple, list[str]] = {}
     pooled_vars: set[str] = set()
@@ -365,7 +466,14 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             body.extend(_view_lines(w, n, view, names, var, reinterpret, checked))
             names[n.name] = var
         elif isinstance(n.target, FusedKernel):
-            body.extend(_kernel_lines(w, n, names, var, take))
+            into = in_place.get(n.name, {})
+            for i in into.values():  # the input's storage goes on as the output, not to the pool
+                held = names.get(_storage_root(n.args[i]).name)
+                if held in pooled_vars:
+                    pooled_vars.discard(held)
+                    for waiting in release_at.values():
+                        waiting[:] = [(spec, v) for spec, v in waiting if v != held]
+            body.extend(_kernel_lines(w, n, names, var, take, into, reinterpret))
             kernel_vars[n.name] = var
             names[n.name] = "_"  # no variable: its outputs are named one by one
             for u in n.users:
@@ -508,11 +616,19 @@ def _spec_key(spec: tuple) -> tuple:
 
 
 def _kernel_lines(
-    w: _Writer, n: torch.fx.Node, names: dict[str, str], var: str, take: Callable[[tuple], str | None]
+    w: _Writer,
+    n: torch.fx.Node,
+    names: dict[str, str],
+    var: str,
+    take: Callable[[tuple], str | None],
+    into: dict[int, int] | None = None,
+    reinterpret: str | None = None,
 ) -> list[str]:
     """One kernel: launch it directly when the ATen-made inputs have the strides it was built
-    for, else call its FusedKernel (which falls back to ATen). Its outputs take dead buffers
-    of their layout from `take` where there are any."""
+    for, else call its FusedKernel (which falls back to ATen). Its outputs are stored where
+    `into` says (output index -> the index of a dying input it reads element for element),
+    else take dead buffers of their layout from `take` where there are any."""
+    into = into or {}
     k: FusedKernel = n.target
     fast = k._fast
     args = [w.literal(a, names) for a in n.args]
@@ -536,8 +652,16 @@ def _kernel_lines(
     if checks:
         lines.append(f"if {' and '.join(checks)}:")
         indent = "    "
-    for o, (shape, stride, dtype) in zip(outs, k.out_specs, strict=True):
+    for j, (o, (shape, stride, dtype)) in enumerate(zip(outs, k.out_specs, strict=True)):
         dt = w.ref(dtype, "dt")
+        if j in into:
+            i = into[j]
+            if (tuple(k._in_sizes[i]), tuple(k.in_strides[i])) == (tuple(shape), tuple(stride)):
+                lines.append(f"{indent}{o} = {args[i]}  # in place of a dying input")
+            else:  # the input is a view's base: the output views its storage as the kernel writes it
+                made = f"{reinterpret}({args[i]}, {tuple(shape)!r}, {tuple(stride)!r}, 0)"
+                lines.append(f"{indent}{o} = {made}  # in place of a dying input")
+            continue
         held = take(_spec_key((shape, stride, dtype, k.device)))
         if held is not None:
             lines.append(f"{indent}{o} = {held}  # a dead buffer of this layout")

@@ -152,7 +152,8 @@ def chain(x, w):
     return c @ keep
 
 
-def test_a_dead_kernel_output_is_handed_to_a_later_kernel_of_its_layout_and_a_viewed_one_is_not():
+def test_a_dead_kernel_output_is_handed_to_a_later_kernel_of_its_layout_and_a_viewed_one_is_not(monkeypatch):
+    monkeypatch.setattr(callgen, "_in_place_plan", lambda nodes: {})  # the pool alone (in place: below)
     torch._dynamo.reset()
     mark = history_mark()
     fn = torch.compile(chain, backend=fuselint_backend)
@@ -265,3 +266,89 @@ def _counting(fn, calls: list):
         return fn(*args, **kwargs)
 
     return counted
+
+
+class RecordingLaunch(StandInLaunch):
+    """A stand-in that also records, per launch, which outputs share an input's address."""
+
+    def __init__(self, kernel: runtime.FusedKernel) -> None:
+        super().__init__(kernel)
+        self.shared: list[list[bool]] = []
+
+    def run(self, g0, g1, g2, stream, function, packed, h1, h2, h3, *rest):
+        n_in, n_out = len(self.kernel.in_strides), len(self.kernel.out_specs)
+        ins = {t.data_ptr() for t in rest[:n_in] if isinstance(t, torch.Tensor)}
+        self.shared.append([t.data_ptr() in ins for t in rest[n_in : n_in + n_out]])
+        super().run(g0, g1, g2, stream, function, packed, h1, h2, h3, *rest)
+
+
+def generated_with_recording(fn, *args):
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(fn, backend=fuselint_backend)
+    compiled(*args)
+    (report,) = reports_since(mark)
+    launches = {}
+    for k in report.kernels:
+        k._fast = launches[k.__name__] = RecordingLaunch(k)
+    report.runner._generate()
+    assert report.runner.call is not None, report.runner.why_not
+    return compiled, report, launches
+
+
+def gelu_of_matmul_then_scaled(x, w):
+    h = F.gelu(x @ w)  # kernel 1: reads the matmul's result, which dies there
+    g = torch.tanh(h @ w) * h  # kernel 2: h is read here too, so the matmul's result alone dies
+    return g.view(4, 64).sin() + 1  # kernel 3 reads g through a view of the same element order
+
+
+def test_a_pointwise_kernel_stores_into_the_input_that_dies_with_it():
+    torch.manual_seed(0)
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    compiled, report, launches = generated_with_recording(gelu_of_matmul_then_scaled, x, w)
+    source = report.runner.source
+    assert source.count("in place of a dying input") == 3, source
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        x, w = torch.randn(16, 16), torch.randn(16, 16)
+        torch.testing.assert_close(compiled(x, w), gelu_of_matmul_then_scaled(x, w), atol=1e-5, rtol=1e-5)
+    assert all(launch.shared == [[True], [True]] for launch in launches.values()), launches
+    assert all(k.calls == 1 for k in report.kernels)
+
+
+def kept_and_reread(x, w):
+    m = x @ w
+    a = torch.relu(m) + 1  # m is returned: its storage must survive
+    b = x @ w
+    c = torch.sigmoid(b.t()) * 2  # read transposed: another program may still read what one writes
+    d = x @ w
+    e = d + d.sum(-1, keepdim=True)  # a reduction over d in the same kernel
+    f = x @ w
+    g = (f[:, :1] * f).cos()  # f is read twice, once broadcast
+    return m, a, c, e, g
+
+
+def test_no_output_is_stored_into_a_kept_transposed_reduced_or_broadcast_input():
+    torch.manual_seed(0)
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    compiled, report, launches = generated_with_recording(kept_and_reread, x, w)
+    assert "in place of a dying input" not in report.runner.source, report.runner.source
+    assert callgen._in_place_plan(list(report.graph_module.graph.nodes)) == {}
+    torch.manual_seed(5)
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    for got, want in zip(compiled(x, w), kept_and_reread(x, w), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert all(not any(s) for launch in launches.values() for s in launch.shared)
+
+
+def test_an_input_taken_in_place_leaves_the_pool_of_dead_buffers():
+    # the pool would hand a's storage to b's kernel after the matmul; in place, b's kernel stores
+    # into the matmul's result instead, and a's storage is never given to anything else
+    torch.manual_seed(0)
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    compiled, report, _ = generated_with_recording(chain, x, w)
+    source = report.runner.source
+    assert source.count("in place of a dying input") == 2 and "a dead buffer" not in source, source
+    torch.manual_seed(7)
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    torch.testing.assert_close(compiled(x, w), chain(x, w), atol=1e-5, rtol=1e-5)

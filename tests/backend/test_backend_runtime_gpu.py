@@ -368,6 +368,9 @@ def test_half_convolutions_call_cudnn_directly_with_the_results_aten_gives():
     assert runner.source.count("cudnn_benchmark, cudnn_deterministic, cudnn_tf32)") == 2, runner.source
     # a convolution's result starts its own storage: no alignment check before a kernel reads it
     assert "v_convolution" in runner.source and not re.search(r"v_convolution\w*\.data_ptr", runner.source)
+    # both ReLU kernels store into the convolution's result they read, which dies there; the FX
+    # graph's kernels write new buffers, and the results are bit-equal (below)
+    assert runner.source.count("in place of a dying input") == 2, runner.source
     with torch.no_grad():
         direct = compiled(x)
         with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
