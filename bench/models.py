@@ -238,6 +238,11 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
             with _ieee_float32():
                 exact = _first_tensor(model32(*args32)).float()
             del model32, args32
+            # Float32's own rounding is of the size of the differences between float32 backends:
+            # their error is measured against float64 too.
+            model64, args64 = _to(copy.deepcopy(model), args, "cuda", torch.float64)
+            exact64 = _first_tensor(model64(*args64))
+            del model64, args64
     compiled = compile_with(backend, model)
     mark = fb.history_mark()
 
@@ -264,6 +269,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
     err = max_error(out, ref) if not train else float("nan")
     err32 = max_error(out, exact) if not train else float("nan")
     mean32 = mean_error(out, exact) if not train else float("nan")
+    err64 = (out.double() - exact64).abs().max().item() if not train else float("nan")
     kernels, gpu_us, counts = gpu_profile(call)
     reports = fb.reports_since(mark) if backend.startswith("fuselint") else []
     row = {
@@ -277,6 +283,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         "max_err": err,
         "max_err_fp32": err32,
         "mean_err_fp32": mean32,
+        "max_err_fp64": err64,
         "counts": counts,
         "fuselint_kernels": sum(len(r.kernels) for r in reports),
         "fuselint_fallbacks": sum(len(r.fallbacks) for r in reports),
@@ -410,17 +417,18 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
         "interleaved rounds over a model's backends (the order rotating), so host load hits all alike; kernels and GPU µs:",
         "torch.profiler, per call; err: max abs error vs eager (same dtype); err32: vs the same model and inputs in",
         "IEEE float32, no TF32 (the exact answer: eager in bf16 rounds too, and eager float32 convolutions run in",
-        "TF32); compile: first call, s (compile",
+        "TF32); err64: vs the same in float64 (float32's own rounding is of the size of float32 backends' differences);",
+        "compile: first call, s (compile",
         "caches off; fuselint-cudagraphs and inductor-reduce-overhead reuse the kernels their plain form built",
         "in the same process); syncs: cudaStream/Device/EventSynchronize calls per call (profiler).",
         "",
-        "| model | mode | backend | wall ms | host µs | kernels | GPU µs | compile s | err | err32 | syncs/call |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | mode | backend | wall ms | host µs | kernels | GPU µs | compile s | err | err32 | err64 | syncs/call |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         mode = f"{r.get('dtype', '?')}{' train' if r.get('train') else ''}"
         if "error" in r:
-            lines.append(f"| {r['model']} | {mode} | {r['backend']} | error: {r['error'][:80]} ||||||||")
+            lines.append(f"| {r['model']} | {mode} | {r['backend']} | error: {r['error'][:80]} |||||||||")
             continue
         c = r["counts"]
         syncs = (
@@ -431,7 +439,8 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
         lines.append(
             f"| {r['model']} | {mode} | {r['backend']} | {_fmt(r['wall_ms'], '.3f')} | {_fmt(r['host_us'], '.0f')} "
             f"| {_fmt(r['kernels'], '.0f')} | {_fmt(r['gpu_us'], '.0f')} | {_fmt(r['compile_s'], '.1f')} "
-            f"| {_fmt(r['max_err'], '.3g')} | {_fmt(r.get('max_err_fp32'), '.3g')} | {_fmt(syncs, '.0f')} |"
+            f"| {_fmt(r['max_err'], '.3g')} | {_fmt(r.get('max_err_fp32'), '.3g')} "
+            f"| {_fmt(r.get('max_err_fp64'), '.3g')} | {_fmt(syncs, '.0f')} |"
         )
     lines += ["", *ratio_lines(rows)]
     return "\n".join(lines) + "\n"
