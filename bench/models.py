@@ -131,6 +131,27 @@ def _ieee_float32():
         torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
+ERR_BATCHES = 1  # --err-batches: the errors are the median over this many batches of each one's max
+
+
+def _fresh_inputs(args: tuple, seed: int) -> tuple:
+    """Another batch of the same shapes and dtypes: new normal values for floating inputs, the
+    same token ids shuffled for integer ones (every id stays a valid one)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    out = []
+    for a in args:
+        if a.is_floating_point():
+            out.append(torch.randn(a.shape, generator=g, device=a.device, dtype=torch.float32).to(a.dtype))
+        else:
+            flat = a.reshape(-1)
+            out.append(flat[torch.randperm(flat.numel(), generator=g, device=a.device)].view(a.shape))
+    return tuple(out)
+
+
+def _cast(args: tuple, dtype: torch.dtype) -> tuple:
+    return tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+
+
 def _first_tensor(out) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
@@ -227,22 +248,24 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
 
     model, args = build(name)
     model, args = _to(model, args, "cuda", dtype)
-    with torch.no_grad():
-        ref = _first_tensor(model(*args)).float()
-        # The exact answer for these (rounded) weights and inputs: the same model in IEEE float32.
-        # Eager in bf16 rounds too, so an error against it also counts eager's own rounding; so
-        # does eager in float32, whose convolutions cuDNN runs in TF32 by default (`_ieee_float32`).
-        exact = ref
-        if not train:
-            model32, args32 = _to(copy.deepcopy(model), args, "cuda", torch.float32)
+    # The references of every batch the error is measured on (the timed inputs first): eager in
+    # the same dtype; the exact answer for these (rounded) weights and inputs, the same model in
+    # IEEE float32 (eager in bf16 rounds too, so an error against it also counts eager's own
+    # rounding; so does eager in float32, whose convolutions cuDNN runs in TF32 by default,
+    # `_ieee_float32`); and float64, since float32's own rounding is of the size of the
+    # differences between float32 backends.
+    batches = [args] + [_fresh_inputs(args, seed) for seed in range(1, ERR_BATCHES)] if not train else []
+    refs = []
+    with torch.no_grad():  # (a training step measures no error: no batches)
+        model32 = _to(copy.deepcopy(model), (), "cuda", torch.float32)[0] if batches else None
+        model64 = _to(copy.deepcopy(model), (), "cuda", torch.float64)[0] if batches else None
+        for batch in batches:
+            ref = _first_tensor(model(*batch)).float()
             with _ieee_float32():
-                exact = _first_tensor(model32(*args32)).float()
-            del model32, args32
-            # Float32's own rounding is of the size of the differences between float32 backends:
-            # their error is measured against float64 too.
-            model64, args64 = _to(copy.deepcopy(model), args, "cuda", torch.float64)
-            exact64 = _first_tensor(model64(*args64))
-            del model64, args64
+                exact = _first_tensor(model32(*_cast(batch, torch.float32))).float()
+            exact64 = _first_tensor(model64(*_cast(batch, torch.float64)))
+            refs.append((ref, exact, exact64))
+        del model32, model64
     compiled = compile_with(backend, model)
     mark = fb.history_mark()
 
@@ -266,10 +289,21 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
     for _ in range(3):
         out = call()
     torch.cuda.synchronize()
-    err = max_error(out, ref) if not train else float("nan")
-    err32 = max_error(out, exact) if not train else float("nan")
-    mean32 = mean_error(out, exact) if not train else float("nan")
-    err64 = (out.double() - exact64).abs().max().item() if not train else float("nan")
+    errors = []  # per batch: (vs eager, vs float32, mean vs float32, vs float64)
+    for batch, (ref, exact, exact64) in zip(batches, refs, strict=True):
+        with torch.no_grad():
+            got = out if batch is args else _first_tensor(compiled(*batch))
+        errors.append(
+            (
+                max_error(got, ref),
+                max_error(got, exact),
+                mean_error(got, exact),
+                (got.double() - exact64).abs().max().item(),
+            )
+        )
+    err, err32, mean32, err64 = (
+        (statistics.median(e[i] for e in errors) for i in range(4)) if errors else [float("nan")] * 4
+    )
     kernels, gpu_us, counts = gpu_profile(call)
     reports = fb.reports_since(mark) if backend.startswith("fuselint") else []
     row = {
@@ -284,6 +318,7 @@ def prepare(name: str, backend: str, dtype: torch.dtype, train: bool = False) ->
         "max_err_fp32": err32,
         "mean_err_fp32": mean32,
         "max_err_fp64": err64,
+        "err_batches": errors,
         "counts": counts,
         "fuselint_kernels": sum(len(r.kernels) for r in reports),
         "fuselint_fallbacks": sum(len(r.fallbacks) for r in reports),
@@ -415,7 +450,8 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
         "",
         "wall: do_bench median ms per call; host: µs of Python per call with the GPU busy; both the median of",
         "interleaved rounds over a model's backends (the order rotating), so host load hits all alike; kernels and GPU µs:",
-        "torch.profiler, per call; err: max abs error vs eager (same dtype); err32: vs the same model and inputs in",
+        "torch.profiler, per call; err: max abs error vs eager (same dtype; with --err-batches, each error",
+        "column is the median over the batches of each one's max); err32: vs the same model and inputs in",
         "IEEE float32, no TF32 (the exact answer: eager in bf16 rounds too, and eager float32 convolutions run in",
         "TF32); err64: vs the same in float64 (float32's own rounding is of the size of float32 backends' differences);",
         "compile: first call, s (compile",
@@ -515,6 +551,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=540.0, help="seconds; what would not fit is skipped")
     p.add_argument("--json")
     p.add_argument("--md")
+    p.add_argument(
+        "--err-batches",
+        type=int,
+        default=1,
+        help="measure the errors on this many batches (the timed one and fresh ones of its shapes): each"
+        " error column is the median of the batches' max errors",
+    )
     p.add_argument("--diagnose", help="model name: print where a call synchronises")
     p.add_argument("--small", action="store_true")
     p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per model")
@@ -544,8 +587,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.diagnose.split(","):
             diagnose(name, Path(a.out), a.small)
         return 0
-    global PIN
+    global PIN, ERR_BATCHES
     PIN = a.pin
+    ERR_BATCHES = max(1, a.err_batches)
     start = time.perf_counter()
     rows: list[dict] = []
     backends = a.backends.split(",")
