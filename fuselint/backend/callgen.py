@@ -27,7 +27,8 @@ H100 machine, a tenth of ResNet-50's call). For float32 the TF32 flag is the con
 (``torch.backends.cudnn.conv.fp32_precision``), resolved per call as ATen resolves it.
 
 ``FUSELINT_FAST_LAUNCH=0`` (no fast launchers) leaves every call on the FX graph;
-``FUSELINT_REUSE_BUFFERS=0`` gives every kernel output its own allocation.
+``FUSELINT_REUSE_BUFFERS=0`` gives every kernel output its own allocation;
+``FUSELINT_IN_PLACE=0`` stores no kernel output into the storage of an input that dies with it.
 """
 
 from __future__ import annotations
@@ -151,8 +152,10 @@ def _same_layout(shape: tuple, got: tuple, want: tuple) -> bool:
     return all(n == 1 or a == b for n, a, b in zip(shape, got, want, strict=True))
 
 
-# FUSELINT_REUSE_BUFFERS=0 gives every kernel output its own allocation (for comparison).
+# FUSELINT_REUSE_BUFFERS=0 gives every kernel output its own allocation (for comparison);
+# FUSELINT_IN_PLACE=0 keeps the pool of dead buffers but stores no output into its input.
 REUSE_BUFFERS = os.environ.get("FUSELINT_REUSE_BUFFERS", "1") != "0"
+IN_PLACE = os.environ.get("FUSELINT_IN_PLACE", "1") != "0"
 
 
 def _aliases_input(n: torch.fx.Node) -> torch.fx.Node | None:
@@ -410,7 +413,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
     # allocation per reuse.
     reusable = _reuse_plan(nodes) if REUSE_BUFFERS else {}
     # Outputs stored where a dying input was read (pointwise kernels only, see _in_place_plan).
-    in_place = _in_place_plan(nodes) if REUSE_BUFFERS and reinterpret is not None else {}
+    in_place = _in_place_plan(nodes) if REUSE_BUFFERS and IN_PLACE and reinterpret is not None else {}
     release_at: dict[int, list[str]] = {}
     pool: dict[tuple, list[str]] = {}
     pooled_vars: set[str] = set()

@@ -352,3 +352,13 @@ def test_an_input_taken_in_place_leaves_the_pool_of_dead_buffers():
     torch.manual_seed(7)
     x, w = torch.randn(16, 16), torch.randn(16, 16)
     torch.testing.assert_close(compiled(x, w), chain(x, w), atol=1e-5, rtol=1e-5)
+
+
+def test_in_place_stores_can_be_switched_off_for_comparison(monkeypatch):
+    monkeypatch.setattr(callgen, "IN_PLACE", False)
+    torch.manual_seed(0)
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    compiled, report, launches = generated_with_recording(gelu_of_matmul_then_scaled, x, w)
+    assert "in place of a dying input" not in report.runner.source
+    torch.testing.assert_close(compiled(x, w), gelu_of_matmul_then_scaled(x, w), atol=1e-5, rtol=1e-5)
+    assert all(not any(s) for launch in launches.values() for s in launch.shared)
