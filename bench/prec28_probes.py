@@ -84,7 +84,7 @@ def cutmix_labels(num_mix):
 def cutmix_loop_alone(pairs, crops, labels):
     """Sample 19 without line 143's read: the zip over the `num_mix` rows alone."""
     out = []
-    for pair, crop in zip(pairs, crops):
+    for pair, crop in zip(pairs, crops, strict=True):
         permuted = labels.index_select(0, pair)
         area = (crop[:, 1, 0] - crop[:, 0, 0]) * (crop[:, 2, 1] - crop[:, 1, 1]) / 64
         out.append(torch.stack([labels, permuted, area], -1))
@@ -104,8 +104,11 @@ def cases() -> list:
     return [
         ("torch_geometric set_sparse_value, sparse COO adjacency", *sparse_value(True)),
         ("dense adjacency filled the same way (no sparse tensor)", *sparse_value(False)),
-        ("torch.sparse_coo_tensor from dense index and values", sparse_from_dense,
-         (torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), torch.rand(4))),
+        (
+            "torch.sparse_coo_tensor from dense index and values",
+            sparse_from_dense,
+            (torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), torch.rand(4)),
+        ),
         ("train torch_geometric APPNP, sparse COO edge_index, dropout 0.5", *appnp_sparse("train")),
         ("torch_recurrent_gated_delta_rule, seq_len 1 (its caller's)", *gated_delta_rule(1)),
         ("torch_recurrent_gated_delta_rule, seq_len 6", *gated_delta_rule(6)),
