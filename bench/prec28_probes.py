@@ -98,6 +98,29 @@ def deepcopy_mask(mask):
     return old * 2
 
 
+def mixtral(experts_implementation):
+    """Samples 8, 9, 26, 27, 28, 32 (the experts loops of decorated `*Experts` classes, here
+    `mixtral/modeling_mixtral.py:78-82`): a tiny Mixtral built as `from_config` builds it. Left unset,
+    `PreTrainedModel.__init__` picks `grouped_mm` for a class under `@use_experts_implementation`, and the
+    loop in the class's own `forward` never runs; `experts_implementation="eager"` runs it."""
+    from transformers import AutoModel, MixtralConfig
+
+    config = MixtralConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+    )
+    torch.manual_seed(0)
+    kwargs = {"experts_implementation": experts_implementation} if experts_implementation else {}
+    model = AutoModel.from_config(config, **kwargs).eval()
+    assert model.config._experts_implementation == (experts_implementation or "grouped_mm")
+    return model, (torch.randint(0, 100, (1, 8)),)
+
+
 def cases() -> list:
     pairs = torch.stack([torch.randperm(4)])
     crops = torch.rand(1, 4, 4, 2) * 8
@@ -115,6 +138,8 @@ def cases() -> list:
         ("kornia RandomCutMixV2.apply_transform_class, num_mix 1", *cutmix_labels(1)),
         ("cutmix label loop alone, num_mix 1", cutmix_loop_alone, (pairs, crops, torch.arange(4).float())),
         ("deepcopy of a mask tensor", deepcopy_mask, (torch.ones(1, 4, 4),)),
+        ("transformers Mixtral, experts implementation left unset (grouped_mm)", *mixtral(None)),
+        ('transformers Mixtral, experts_implementation="eager"', *mixtral("eager")),
     ]
 
 
