@@ -27,6 +27,7 @@ from fuselint.catalog import Catalog, load_catalog
 from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
 from fuselint.source.checks import load_checks
+from fuselint.source.guards import dead_lines
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
 from fuselint.source.nodes import Memo, made_once, new_memo, remembered_walks
 from fuselint.source.paths import PATH_KEY, off_path, path_note
@@ -536,7 +537,28 @@ def _rule_findings(
         except RecursionError:
             calls = ()
     local = frozenset(m.chain[-1] for m in functions if m.via is None and m.chain)
-    return _with_reach_notes(findings, functions), calls, local, patterns, functions
+    return (
+        _with_reach_notes(_outside_dead_branches(findings, functions), functions),
+        calls,
+        local,
+        patterns,
+        functions,
+    )
+
+
+def _outside_dead_branches(findings: list[Finding], functions: list[ModelFunction]) -> list[Finding]:
+    """Drop findings in a method's leading checks that every in-scope caller's guard makes false
+    (`if self.merged: self.unmerge()` never runs unmerge's `if not self.merged:` branch)."""
+    dead = {id(f.node): dead_lines(f.node, f.facts) for f in functions if f.facts}
+    if not any(dead.values()):
+        return findings
+    kept = []
+    for finding in findings:
+        inner = innermost_function(functions, finding.span.line)
+        ranges = dead.get(id(inner.node), ()) if inner is not None else ()
+        if not any(start <= finding.span.line <= end for start, end in ranges):
+            kept.append(finding)
+    return kept
 
 
 def _pattern_result(sf: SourceFile, rules: list) -> PatternResult:

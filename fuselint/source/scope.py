@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from fuselint.source.guards import common_facts, site_facts
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, made_once, walk
 from fuselint.source.tracing_truth import live_nodes
@@ -82,6 +83,9 @@ class ModelFunction:
     # attribute: (parameter, attribute, the caller's entry), sorted. Kept for a function this
     # file's entries reach too (a scheduler's `step` compiled alone and called from a pipeline).
     elements: tuple[tuple[str, str, str], ...] = ()
+    # What every in-scope call of this method states about `self` (`if self.merged:
+    # self.unmerge()`): (attribute, truth) pairs, `fuselint.source.guards`. Empty for entries.
+    facts: frozenset[tuple[str, bool]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -291,7 +295,35 @@ def model_functions(
             elements,
         )
     _close(work, add, free, methods)
+    # methods that another file's entry calls too: callers whose guards we do not read
+    called_from_outside = {m.split(".", 1)[1] for m in (r.name for r in reached) if "." in m}
+    _add_facts(found, free, methods, frozenset(called_from_outside))
     return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
+
+
+def _add_facts(found: dict[int, ModelFunction], free: dict, methods: dict, outside: frozenset[str]) -> None:
+    """Give each method that only in-scope callers of its own class call (`self.m(...)`) what
+    every such call's guards state about `self` (`fuselint.source.guards`). Methods named in
+    `outside` (another file's entry calls one of that name) get nothing."""
+    sites: dict[int, list[frozenset]] = {}
+    for current in list(found.values()):
+        for node in live_nodes(current.node):
+            if not isinstance(node, ast.Call):
+                continue
+            for fn, _cls in _handed(node, current, free, methods):  # run by another: no guard known
+                sites.setdefault(id(fn), []).append(frozenset())
+            if not isinstance(node.func, ast.Attribute):
+                continue
+            called = _same_file_function(node.func, current, free, methods)
+            if called is not None and called[1] is not None and id(called[0]) in found:
+                sites.setdefault(id(called[0]), []).append(site_facts(current.node, node))
+    for key, known in sites.items():
+        mf = found[key]
+        if mf.reason != "called" or mf.via is not None or mf.node.name in outside:
+            continue  # an entry, or reached from another file: callers we do not see
+        facts = common_facts(known)
+        if facts:
+            found[key] = replace(mf, facts=facts)
 
 
 def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
