@@ -339,7 +339,7 @@ def parameter_kinds(
             guesses.append(name)
         if kind is not None:
             env[name] = kind
-    for name in _host_numbers_by_use(fn, guesses):
+    for name in [*_host_numbers_by_use(fn, guesses), *_host_keys_by_use(fn, guesses)]:
         env.pop(name)
         guesses.remove(name)
     for name in sorted(documented_host_params(fn, guesses)):
@@ -459,6 +459,47 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
         and any(_size_use(use, parents, candidates, loaded) == "size" for use in uses[name])
     ]
     return found + [name for name in rest if name in sized]
+
+
+def _iterated_source(target: ast.expr, iterable: ast.expr, name: str) -> str | None:
+    """The name whose elements the loop target `target` binds `name` to: `P` in `for name in P`,
+    `for a, name in zip(Q, P)` and `for i, name in enumerate(P)`; None otherwise."""
+    if isinstance(target, ast.Name):
+        return iterable.id if target.id == name and isinstance(iterable, ast.Name) else None
+    if not (
+        isinstance(target, ast.Tuple)
+        and isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+    ):
+        return None
+    sources = iterable.args
+    if iterable.func.id == "enumerate" and len(sources) == 1 and len(target.elts) == 2:
+        sources = [ast.Constant(None), sources[0]]
+    elif iterable.func.id != "zip" or len(sources) != len(target.elts):
+        return None
+    for element, source in zip(target.elts, sources, strict=True):
+        if isinstance(element, ast.Name) and element.id == name and isinstance(source, ast.Name):
+            return source.id
+    return None
+
+
+def _host_keys_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
+    """Of the parameters taken for tensors on their name alone, those whose elements the body uses
+    as the keys of a dict comprehension (`{pair: m for m, pair in zip(masks, interactions)}`; a
+    subscript store `d[k] = v` may as well index a tensor): a tensor hashes by identity, and iterating one makes new row objects each time, so a dict keyed
+    by its rows could never be looked up; such a parameter holds host values (vit-pytorch wwt's
+    `interactions`, int pairs)."""
+    if not guesses:
+        return []
+    stores = stored_names(fn)
+    found: set[str] = set()
+    for node in walk(fn):
+        if isinstance(node, ast.DictComp) and isinstance(node.key, ast.Name):
+            for generator in node.generators:
+                source = _iterated_source(generator.target, generator.iter, node.key.id)
+                if source in guesses and source not in stores:
+                    found.add(source)
+    return sorted(found)
 
 
 def _string_attributes(cls: ast.ClassDef | None) -> frozenset[str]:
@@ -1271,6 +1312,12 @@ class FunctionFlow:
                 env.pop(target.id, None)
             else:
                 env[target.id] = kind
+            if (
+                isinstance(value, (ast.Subscript, ast.Compare))  # not a plain alias of the guess
+                and self.assigned.get(target.id) == 1
+                and self.read_off_guess(value)
+            ):
+                self.guessed.add(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
             if elements is not None and any(isinstance(e, ast.Starred) for e in elements):
@@ -1289,6 +1336,8 @@ class FunctionFlow:
                 for element, element_kind in zip(target.elts, returned, strict=True):
                     self.bind(element, element_kind, None, env)
                 return
+            if value is not None and elements is None:
+                self._guess_elements(target, value)
             for index, element in enumerate(target.elts):
                 if elements is not None and len(elements) == len(target.elts):
                     self.bind(element, self.kind(elements[index], env), elements[index], env)
@@ -1365,7 +1414,33 @@ class FunctionFlow:
             return MAYBE
         return None
 
+    def read_off_guess(self, expr: ast.expr) -> bool:
+        """`expr` only reads what a guess holds (see `guessed`): the guessed name itself, an element
+        or slice of it (`pathway[0]`, `pathway[:-1]`), or a comparison of such values with each
+        other or with literals (`start > end`). A parameter taken for a tensor on its name alone
+        may as well be a tuple of ints (vit-pytorch's `interactions`, int pairs); what is read off
+        it is no more than a guess either."""
+        if isinstance(expr, ast.Name):
+            return expr.id in self.guessed and self.assigned.get(expr.id) == 1
+        if isinstance(expr, ast.Subscript):
+            return self.read_off_guess(expr.value) and not any(
+                isinstance(n, ast.Name) and not self.read_off_guess(n) for n in walk(expr.slice)
+            )
+        if isinstance(expr, ast.Compare):
+            parts = [expr.left, *expr.comparators]
+            return any(not isinstance(p, ast.Constant) for p in parts) and all(
+                isinstance(p, ast.Constant) or self.read_off_guess(p) for p in parts
+            )
+        return False
+
+    def _guess_elements(self, target: ast.expr, iterable: ast.expr) -> None:
+        """Names a `for` binds, each once in the function, from iterating a guess: guesses."""
+        if self.read_off_guess(iterable):
+            names = [n.id for n in walk(target) if isinstance(n, ast.Name)]
+            self.guessed.update(n for n in names if self.assigned.get(n) == 1)
+
     def _bind_for_target(self, target: ast.expr, iterable: ast.expr, env: Env) -> None:
+        self._guess_elements(target, iterable)
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, (ast.Name, ast.Attribute)):
             name = iterable.func.id if isinstance(iterable.func, ast.Name) else None
             if self.imports.qualname(iterable.func) == "itertools.zip_longest":
@@ -1687,8 +1762,54 @@ class FunctionFlow:
         # of it reads as a guess.
         if not _called_by_name(self.fn.node, stmt.name):
             self.guessed.update(name for name in guesses if self.assigned.get(name) == 1)
+        else:
+            # Called by name with elements of something not known to hold tensors (`for p in
+            # pathways: build(p)`): the calls show no tensor, so the name's guess stays a guess.
+            self.guessed.update(
+                name
+                for name in self._handed_elements(stmt, env)
+                if name in guesses and self.assigned.get(name) == 1
+            )
         self.block(stmt.body, {**env, **inner}, live)
         return env
+
+    def _handed_elements(self, inner: ast.FunctionDef | ast.AsyncFunctionDef, env: Env) -> list[str]:
+        """Parameters of the nested def `inner` that every call of it by name hands the element of
+        an iteration (`f(p) for p in ps`) over a name bound once, before the def, to no tensor,
+        tuple of tensors or submodule output, or to a guess."""
+        params = [a.arg for a in (*inner.args.posonlyargs, *inner.args.args)]
+        iterated: dict[str, ast.expr] = {}  # a loop name -> what it iterates
+        calls = []
+        args = self.fn.node.args
+        bound = {
+            a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        }  # and stored before the def
+        for node in walk(self.fn.node):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.lineno < inner.lineno:
+                bound.add(node.id)
+            if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+                iterated[node.target.id] = node.iter
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == inner.name
+            ):
+                calls.append(node)
+        found = []
+        for index, name in enumerate(params):
+            args = [c.args[index] if index < len(c.args) and not c.keywords else None for c in calls]
+            if calls and all(
+                isinstance(a, ast.Name)
+                and self.assigned.get(a.id) == 1
+                and isinstance(iterated.get(a.id), ast.Name)
+                and self.assigned.get(iterated[a.id].id) == 1
+                and iterated[a.id].id in bound
+                and (
+                    self.kind(iterated[a.id], env) not in (*TENSORISH, TUPLE)
+                    or self.read_off_guess(iterated[a.id])
+                )
+                for a in args
+            ):
+                found.append(name)
+        return found
 
     def _walk_untraced(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
         return env  # an error path (raise), or nothing traced (class, import)

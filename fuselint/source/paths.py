@@ -21,6 +21,8 @@ from fuselint.source.nodes import self_attribute, walk
 
 PATH_KEY = "path"
 DEPRECATION, MISUSE, ERROR, RECORDING = "deprecation", "misuse", "error", "recording"
+# A memo method's body, which the constructor runs eagerly to fill its cache (`warm_caches`).
+WARMED = "warmed"
 
 # What a warning says when it is about the caller's arguments rather than the data. Phrases, not
 # single words: "ignored" alone also appears in "padding tokens are ignored in the loss".
@@ -43,6 +45,7 @@ _NOTES = {
     MISUSE: "only on a misuse path (the branch warns the caller)",
     ERROR: "only on an error path (the branch raises)",
     RECORDING: "only while the flag that guards it is on (the branch only records host numbers on `self`)",
+    WARMED: "only after the memo cache that the constructor fills is emptied again",
 }
 _HOST_READS = frozenset({"item", "tolist"})
 
@@ -217,6 +220,6 @@ def off_path(finding: Finding) -> str | None:
 
 
 def normal_path_only(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that sit on the normal path: those on deprecation, misuse, error or recording
-    paths left out."""
+    """The findings that sit on the normal path: those on deprecation, misuse, error, recording or
+    warmed-cache paths left out."""
     return [f for f in findings if off_path(f) is None]

@@ -71,9 +71,12 @@ _RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "ber
 
 
 def only_guessed(expr: ast.expr, flow: FunctionFlow, at: ast.AST) -> bool:
-    """`expr` is a parameter taken for a tensor on its name alone, not rebound before `at`."""
+    """`expr` is a parameter taken for a tensor on its name alone, not rebound before `at`, or a
+    name bound once to what is read off such a parameter (`FunctionFlow.read_off_guess`)."""
     if not (isinstance(expr, ast.Name) and expr.id in flow.guessed):
         return False
+    if flow.assigned.get(expr.id) == 1:
+        return True  # its one binding is the guess itself
     stores = (
         n
         for n in walk(flow.fn.node)
