@@ -1518,11 +1518,25 @@ class FunctionFlow:
             kind = type(node)
             if kind is ast.Lambda:
                 continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
-            if kind is ast.IfExp and self.constants:
-                truth = self.constant_truth(node.test)
+            if kind is ast.IfExp:
+                truth = self.trace_truth(node.test)
                 if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
                     add[kind].append(make(Site, (node, env, stmt, path)))
                     stack.extend([node.test, node.body if truth else node.orelse])
+                    continue
+            if kind is ast.BoolOp:
+                # `a and b` never evaluates `b` where `a` is False on every traced call
+                # (`not is_compiling() and bool(m.any())`): the operands after the deciding one
+                # are not traced
+                decisive = isinstance(node.op, ast.Or)
+                values = list(node.values)
+                for index, value in enumerate(values[:-1]):
+                    if self.trace_truth(value) is decisive:
+                        values = values[: index + 1]
+                        break
+                if len(values) < len(node.values):
+                    add[kind].append(make(Site, (node, env, stmt, path)))
+                    stack.extend(values)
                     continue
             if kind not in _UNRECORDED:
                 add[kind].append(make(Site, (node, env, stmt, path)))
@@ -1556,9 +1570,7 @@ class FunctionFlow:
         return env
 
     def _always_leaves(self, stmt: ast.If) -> bool:
-        truth = compile_truth(stmt.test)
-        if truth is None and self.constants:
-            truth = self.constant_truth(stmt.test)
+        truth = self.trace_truth(stmt.test)
         taken = stmt.body if truth else stmt.orelse
         return truth is not None and bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 
@@ -1622,6 +1634,61 @@ class FunctionFlow:
             return (self.constants[test.left.id] is None) == isinstance(test.ops[0], ast.Is)
         return None
 
+    def trace_truth(self, test: ast.expr) -> bool | None:
+        """The value `test` has on every call dynamo traces, or None: `compile_truth` (is_compiling,
+        is_scripting) and `constant_truth` (parameters left at their defaults), through `not`,
+        `and`, `or`, calls of in-scope helpers that return a constant while tracing
+        (`HelperReturns.compile_return`), and `x in c` where `c` is bound once, to an empty
+        collection while tracing (`stop_checks = rounds(n) if _can_stop_cascade(image) else ()`,
+        kornia's distance transform: a check it skips while compiling)."""
+        truth = compile_truth(test)
+        if truth is None:
+            truth = self.constant_truth(test)
+        if truth is not None:
+            return truth
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.trace_truth(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.BoolOp):
+            values = [self.trace_truth(v) for v in test.values]
+            decisive = isinstance(test.op, ast.Or)  # the value that decides: True for `or`
+            if decisive in values:
+                return decisive
+            return not decisive if all(v is (not decisive) for v in values) else None
+        if isinstance(test, ast.Call) and self.helpers is not None and not test.keywords:
+            key = _helper_key(test.func, self.fn.cls.name if self.fn.cls is not None else None)
+            value = self.helpers.compile_return(key) if key is not None else _UNKNOWN
+            return bool(value) if value is not _UNKNOWN else None
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and self._empty_while_traced(test.comparators[0])
+        ):
+            return isinstance(test.ops[0], ast.NotIn)
+        return None
+
+    def _empty_while_traced(self, expr: ast.expr) -> bool:
+        """`expr` is a name bound once in the function to an empty collection on every traced call,
+        directly or as the arm of a conditional expression whose test dynamo decides."""
+        if not isinstance(expr, ast.Name) or self.assigned.get(expr.id) != 1:
+            return False
+        for node in walk(self.fn.node):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == expr.id
+            ):
+                value = node.value
+                while isinstance(value, ast.IfExp):
+                    truth = self.trace_truth(value.test)
+                    if truth is None:
+                        return False
+                    value = value.body if truth else value.orelse
+                return _empty_literal(value)
+        return False
+
     def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
         body_path = branch_path(stmt.test, stmt.body)
         if self._path is None and body_path in (DEPRECATION, MISUSE) and self._size_guarded(stmt.test, env):
@@ -1630,9 +1697,7 @@ class FunctionFlow:
             self._path = None
         else:
             self._record(stmt, [stmt.test], env, live)
-        truth = compile_truth(stmt.test)
-        if truth is None:
-            truth = self.constant_truth(stmt.test)
+        truth = self.trace_truth(stmt.test)
         body_in, else_in = env, env
         negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
         narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
@@ -2380,6 +2445,17 @@ class HelperReturns:
             todo += found.bases
         return None
 
+    def compile_return(self, key: tuple[str | None, str]) -> object:
+        """The constant an in-scope helper returns while dynamo traces, or `_UNKNOWN`: walking its
+        body in order, the first statement that surely returns is `return <constant>` (an `if` whose
+        test is True while tracing, `if torch.jit.is_tracing() or is_compiling(): return False`, or a
+        plain `return False`), and no statement before it may return (branches dynamo never takes
+        left out). kornia's `_can_stop_cascade(image)` is False under compile."""
+        fn = self.functions.get(key)
+        if fn is None:
+            return _UNKNOWN
+        return made_once("compile_return", fn.node, _compile_return)
+
     def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
         """The kinds, per position, of the tuple every `return` of the helper builds
         (`return batch, data["x"], edge_src`): a tensor where some return puts one there, known from
@@ -2794,6 +2870,51 @@ def defaulted_parameters(functions: list[ModelFunction]) -> dict[int, dict[str, 
             break
         known = found
     return known
+
+
+def _compile_return(fn: FunctionNode) -> object:
+    """See `HelperReturns.compile_return`."""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Return):
+            value = stmt.value
+            return value.value if isinstance(value, ast.Constant) else _UNKNOWN
+        if isinstance(stmt, ast.If):
+            truth = compile_truth(stmt.test)
+            if truth is False:
+                live = stmt.orelse
+            elif truth is True:
+                first = stmt.body[0]
+                if isinstance(first, ast.Return) and isinstance(first.value, ast.Constant):
+                    return first.value.value
+                return _UNKNOWN
+            else:
+                live = [*stmt.body, *stmt.orelse]
+            if any(isinstance(n, ast.Return) for s in live for n in walk(s)):
+                return _UNKNOWN
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in walk(stmt)):
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+_EMPTY_CALLS = frozenset({"tuple", "list", "set", "frozenset", "dict"})
+
+
+def _empty_literal(expr: ast.expr) -> bool:
+    """`()`, `[]`, `{}`, `set()`, `frozenset()`: an empty collection."""
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return not expr.elts
+    if isinstance(expr, ast.Dict):
+        return not expr.keys
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in _EMPTY_CALLS
+        and not expr.args
+        and not expr.keywords
+    )
 
 
 def _helper_key(node: ast.AST, cls: str | None) -> tuple[str | None, str] | None:

@@ -38,6 +38,17 @@ _MISUSE_TEXT = re.compile(
     r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
     re.IGNORECASE,
 )
+# Advice about an argument's value, named in quotes (`ensemble_size` == 2 ... "consider increasing the
+# value"; "... is not recommended"), and a warning that lists the supported values after mapping the
+# argument to one ("Reshaped to ..., Supported shapes are ..."): the caller chose an allowed value
+# outside the recommended or supported set.
+_ADVICE_TEXT = re.compile(
+    r"\bconsider (increasing|decreasing|raising|lowering|reducing)\b|\bis not recommended\b", re.IGNORECASE
+)
+_NAMED_ARGUMENT = re.compile(r"`[^`]+`|'[^']+'")
+_SUPPORTED_SET = re.compile(
+    r"\bsupported (shapes|sizes|resolutions|values|dimensions) (are|is)\b", re.IGNORECASE
+)
 _WARNING_METHODS = frozenset({"warn", "warning", "warning_once", "warn_once", "error", "critical"})
 _WARNING_FUNCTIONS = frozenset({"warn", "deprecate", "warn_explicit"})
 _NOTES = {
@@ -159,8 +170,9 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
     A branch whose own statements raise is an error path; one whose test names a deprecated
     argument, or that warns in the words of a deprecation, is a deprecation path; one that warns
     that an argument is unexpected, ignored, unsupported, incompatible or out of its range, that the
-    input was cut to the model's limit, or (its test) that an optional package is missing, is a
-    misuse path. Only the
+    input was cut to the model's limit, that names an argument and advises another value ("consider
+    increasing", "is not recommended"), that lists the supported values it mapped the argument to,
+    or (its test) that an optional package is missing, is a misuse path. Only the
     branch's own statements count, not those of a test nested in it (which is classed on its own
     and inherits the outer road): a warning about the data (`"NSFW content was detected"`) leaves
     the branch normal. An `else` (`else_of`: the `if` body it is the other arm of) that only warns
@@ -178,7 +190,11 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
         or any(_calls_deprecate(stmt) for stmt in body)
     ):
         return DEPRECATION
-    if any(_MISUSE_TEXT.search(t) for t in texts) or (texts and _package_missing(test)):
+    if (
+        any(_MISUSE_TEXT.search(t) or _SUPPORTED_SET.search(t) for t in texts)
+        or any(_ADVICE_TEXT.search(t) and _NAMED_ARGUMENT.search(t) for t in texts)
+        or (texts and _package_missing(test))
+    ):
         return MISUSE  # a warning that an optional package is missing: the caller asked for what is not there
     if _records_statistics(test, body):
         return RECORDING

@@ -234,3 +234,104 @@ def test_dynamo_traces_numpy_of_a_cpu_tensor():
     assert dynamo_break_reasons(ns["step"], sample, copy.deepcopy(sample)) == []
     assert dynamo_break_reasons(ns["decode"], torch.randn(1, 3, 2, 2)) == []
     assert dynamo_break_reasons(ns["saved"], torch.randn(3)) != []
+
+
+SKIPPED = """
+import torch
+from torch import nn
+
+
+def can_stop(x):
+    if torch.jit.is_scripting():
+        return False
+    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return False
+    return not x.requires_grad
+
+
+class Cascade(nn.Module):
+    def forward(self, x):
+        checks = range(4, 16, 4) if can_stop(x) else ()
+        for i in range(16):
+            x = x * 0.5
+            if i + 1 in checks and not bool((x > 0.1).any()):
+                break
+        if not torch.compiler.is_compiling() and bool(x.all()):
+            x = x - 1
+        y = x.sum() if torch.compiler.is_compiling() else x.sum().item()
+        return x + y
+"""
+
+
+def test_a_check_skipped_while_compiling_is_not_flagged():
+    # line 19: `checks` is `()` while compiling (the helper returns False there), so `i + 1 in
+    # checks` is False and `bool(...)` never runs; line 21: `and` after a False `not
+    # is_compiling()`; line 23: the arm a compile-time conditional never takes
+    assert lines(SKIPPED, "FL101") == []
+    # the same read with a helper that does not turn it off is flagged (line 17 there)
+    kept = SKIPPED.replace(
+        "    if torch.jit.is_tracing() or torch.compiler.is_compiling():\n        return False\n", ""
+    )
+    assert lines(kept, "FL101") == [17]
+
+
+def test_dynamo_never_runs_a_check_skipped_while_compiling():
+    torch = pytest.importorskip("torch")
+    module = load_snippet(SKIPPED)["Cascade"]()
+    assert dynamo_break_reasons(module, torch.rand(4)) == []
+    kept = SKIPPED.replace(
+        "    if torch.jit.is_tracing() or torch.compiler.is_compiling():\n        return False\n", ""
+    )
+    assert dynamo_break_reasons(load_snippet(kept)["Cascade"](), torch.rand(4)) != []
+
+
+def test_is_exporting_is_no_compile_time_constant():
+    # torch.compile traces `torch.compiler.is_exporting()` as False: the `else` arm runs and breaks
+    src = """
+import torch
+from torch import nn
+
+
+class Full(nn.Module):
+    def forward(self, mask):
+        return True if torch.compiler.is_exporting() else bool(mask.reshape(()))
+"""
+    assert lines(src, "FL101") == [8]
+    torch = pytest.importorskip("torch")
+    assert dynamo_break_reasons(load_snippet(src)["Full"](), torch.ones(1, dtype=torch.bool)) != []
+
+
+WARNINGS = """
+import logging
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+SUPPORTED = [(64, 64), (32, 32)]
+
+
+class Pipeline(nn.Module):
+    def forward(self, x, height=64, width=64, ensemble_size=1):
+        if (height, width) not in SUPPORTED:
+            height, width = 64, 64
+            logger.warning(f"Reshaped to (height, width)=({height}, {width}), Supported shapes are {SUPPORTED}")
+        if ensemble_size == 2:
+            logger.warning("`ensemble_size` == 2 results are similar to no ensembling (1); consider increasing the value to at least 3.")
+        if x.isnan().any():
+            logger.warning("NaN values in the output: consider a smaller learning rate")
+        return x[..., :height, :width]
+"""
+
+
+def test_warnings_that_map_or_advise_against_an_argument_are_misuse_roads():
+    found = {f.span.line: off_path(f) for f in findings(WARNINGS, "FL103")}
+    # 14: mapped to a supported size; 16: an argument named and advised against; 18: about the
+    # data (no argument named), stays normal
+    assert found == {14: "misuse", 16: "misuse", 18: None}
+    torch = pytest.importorskip("torch")
+    module = load_snippet(WARNINGS)["Pipeline"]()
+    logged = "logging.Logger method not supported for non-export cases"
+    # the NaN check breaks on every call (a data-dependent branch); the warning only off its road
+    assert logged not in dynamo_break_reasons(module, torch.rand(2, 64, 64))
+    assert logged in dynamo_break_reasons(module, torch.rand(2, 64, 64), 48, 48)
+    assert logged in dynamo_break_reasons(module, torch.rand(2, 64, 64), 64, 64, 2)
