@@ -161,6 +161,9 @@ def _host_param_name(name: str) -> bool:
     )
 
 
+_NESTED_LIST = re.compile(r"\b(List|list|Sequence)\[\s*(typing\.)?(List|list|Sequence)\[")
+
+
 def annotation_kind(annotation: ast.expr) -> str | None:
     """`torch.Tensor`, `Optional[torch.Tensor]` -> tensor; tuples of tensors -> tuple; else None."""
     quoted = isinstance(annotation, ast.Constant) and isinstance(annotation.value, str)
@@ -173,6 +176,8 @@ def annotation_kind(annotation: ast.expr) -> str | None:
     for wrapper in ("Optional[", "Union["):
         if head.startswith(wrapper):
             head = head[len(wrapper) :]
+    if _NESTED_LIST.search(text):
+        return None  # `List[List[Tensor]]` (NaViT's batches of images): an element is a list, not a tensor
     if head.startswith(("Tuple", "tuple", "List", "list", "Sequence", "Iterable", "Dict", "dict")):
         return TUPLE
     if any(f"{c}[" in text for c in ("list", "List", "tuple", "Tuple")):
@@ -1484,8 +1489,6 @@ class FunctionFlow:
         nowhere else in the function (not rebound, not a nested def's own parameter); else None."""
         if not isinstance(iterable, ast.Name) or not isinstance(target, (ast.Tuple, ast.List)):
             return None
-        if self.assigned.get(iterable.id) != 1:
-            return None
         if any(isinstance(e, ast.Starred) for e in target.elts):
             return None
         args = getattr(self.fn.node, "args", None)
@@ -1493,9 +1496,41 @@ class FunctionFlow:
             return None
         for a in (*args.posonlyargs, *args.args, *args.kwonlyargs):
             if a.arg == iterable.id and a.annotation is not None:
+                stores = self.assigned.get(iterable.id)
+                if stores != 1 and not (stores == 2 and self._filled_alike(iterable.id, a.annotation)):
+                    return None
                 fields = tuple_element_annotations(a.annotation)
                 return fields if fields is not None and len(fields) == len(target.elts) else None
         return None
+
+    def _filled_alike(self, name: str, annotation: ast.expr) -> bool:
+        """`if name is None: name = self.m(...)` is the parameter's one rebinding, and the method `m`
+        of the class is annotated to return the parameter's own type, None left out (diffusers LTX-2's
+        `condition_latents = self.encode_conditions(...)`, both `list[tuple[int, Tensor, float,
+        int]]`): the fields keep their types."""
+        cls = self.fn.cls
+        if cls is None:
+            return False
+        methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        wanted = ast.dump(_without_none(annotation))
+        for node in walk(self.fn.node):
+            if not (isinstance(node, ast.If) and _tests_none(node.test, name)):
+                continue
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name
+                    and isinstance(stmt.value, ast.Call)
+                ):
+                    method = methods.get(_self_attr(stmt.value.func) or "")
+                    return (
+                        method is not None
+                        and method.returns is not None
+                        and ast.dump(_without_none(method.returns)) == wanted
+                    )
+        return False
 
     def _record(self, stmt: ast.stmt, exprs: list[ast.AST | None], env: Env, live: bool) -> None:
         if not (live and self._recording):

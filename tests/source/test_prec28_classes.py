@@ -335,3 +335,69 @@ def test_warnings_that_map_or_advise_against_an_argument_are_misuse_roads():
     assert logged not in dynamo_break_reasons(module, torch.rand(2, 64, 64))
     assert logged in dynamo_break_reasons(module, torch.rand(2, 64, 64), 48, 48)
     assert logged in dynamo_break_reasons(module, torch.rand(2, 64, 64), 64, 64, 2)
+
+
+FILLED = """
+import torch
+from torch import nn
+
+
+class Pipe(nn.Module):
+    def encode(self, xs) -> list[tuple[int, torch.Tensor, float, int]]:
+        return [(0, x, 1.0, x.shape[0]) for x in xs]
+
+    def place(self, latent, frames: int):
+        if frames == 1:
+            latent = latent + 1
+        return latent
+
+    def forward(self, xs, conds: list[tuple[int, torch.Tensor, float, int]] | None = None):
+        if conds is None:
+            conds = self.encode(xs)
+        out = []
+        for idx, latent, strength, frames in conds:
+            out.append(self.place(latent * strength, frames))
+        return out
+"""
+
+
+def test_a_parameter_filled_when_none_with_its_own_type_keeps_its_fields():
+    # diffusers LTX-2 `pipeline_ltx2_dfr.py:878` (seed 26 #35): `frames` is the int field
+    assert lines(FILLED, "FL102") == []
+    # filled by a method annotated otherwise, the fields are not known: `frames` stays a tensor
+    other = FILLED.replace("-> list[tuple[int, torch.Tensor, float, int]]", "-> list")
+    assert lines(other, "FL102") == [11]
+
+
+def test_dynamo_traces_the_int_field():
+    torch = pytest.importorskip("torch")
+    module = load_snippet(FILLED)["Pipe"]()
+    assert dynamo_break_reasons(module, [torch.randn(1, 2), torch.randn(3, 2)]) == []
+
+
+IMAGES = """
+import torch
+from torch import nn
+
+
+class Packer(nn.Module):
+    def forward(self, batched: list[torch.Tensor] | list[list[torch.Tensor]]):
+        if torch.is_tensor(batched[0]):
+            batched = [batched]
+        out = []
+        for images in batched:
+            for image in images:
+                out.append(image.flatten())
+        return torch.cat(out)
+"""
+
+
+def test_a_list_of_lists_of_tensors_holds_lists():
+    # vit-pytorch NaViT `for image in images` (ho27 #18): a Python list of images, not a tensor's rows
+    assert lines(IMAGES, "FL107") == []
+    # annotated a list of tensors only, each `images` is a tensor and line 12 loops over its rows
+    flat = IMAGES.replace("list[torch.Tensor] | list[list[torch.Tensor]]", "list[torch.Tensor]")
+    assert lines(flat, "FL107") == [12]
+    torch = pytest.importorskip("torch")
+    module = load_snippet(IMAGES)["Packer"]()
+    assert dynamo_break_reasons(module, [torch.randn(2, 2), torch.randn(3, 2)]) == []
