@@ -1341,8 +1341,6 @@ class FunctionFlow:
                 for element, element_kind in zip(target.elts, returned, strict=True):
                     self.bind(element, element_kind, None, env)
                 return
-            if value is not None and elements is None:
-                self._guess_elements(target, value)
             for index, element in enumerate(target.elts):
                 if elements is not None and len(elements) == len(target.elts):
                     self.bind(element, self.kind(elements[index], env), elements[index], env)
@@ -1420,16 +1418,19 @@ class FunctionFlow:
         return None
 
     def read_off_guess(self, expr: ast.expr) -> bool:
-        """`expr` only reads what a guess holds (see `guessed`): the guessed name itself, an element
-        or slice of it (`pathway[0]`, `pathway[:-1]`), or a comparison of such values with each
-        other or with literals (`start > end`). A parameter taken for a tensor on its name alone
-        may as well be a tuple of ints (vit-pytorch's `interactions`, int pairs); what is read off
-        it is no more than a guess either."""
+        """`expr` only reads what a guess holds (see `guessed`): the guessed name itself, a fixed
+        element or slice of it (`pathway[0]`, `pathway[:-1]`), or a comparison of such values with
+        each other or with literals (`start > end`). A parameter taken for a tensor on its name alone
+        may as well be a tuple of ints (vit-pytorch wwt's `pathway`); what is read off it at a fixed
+        place is no more than a guess either. The elements a loop over a guess binds are not made
+        guesses: comparisons of a guessed tensor's rows (torchdiffeq's `all(x < y for x, y in
+        zip(ts[:-1], ts[1:]))`) break, and stay flagged."""
         if isinstance(expr, ast.Name):
             return expr.id in self.guessed and self.assigned.get(expr.id) == 1
         if isinstance(expr, ast.Subscript):
+            # a fixed element or slice: `pathway[0]`, `pathway[:-1]` (no index the code computes)
             return self.read_off_guess(expr.value) and not any(
-                isinstance(n, ast.Name) and not self.read_off_guess(n) for n in walk(expr.slice)
+                isinstance(n, ast.Name) for n in walk(expr.slice)
             )
         if isinstance(expr, ast.Compare):
             parts = [expr.left, *expr.comparators]
@@ -1438,14 +1439,7 @@ class FunctionFlow:
             )
         return False
 
-    def _guess_elements(self, target: ast.expr, iterable: ast.expr) -> None:
-        """Names a `for` binds, each once in the function, from iterating a guess: guesses."""
-        if self.read_off_guess(iterable):
-            names = [n.id for n in walk(target) if isinstance(n, ast.Name)]
-            self.guessed.update(n for n in names if self.assigned.get(n) == 1)
-
     def _bind_for_target(self, target: ast.expr, iterable: ast.expr, env: Env) -> None:
-        self._guess_elements(target, iterable)
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, (ast.Name, ast.Attribute)):
             name = iterable.func.id if isinstance(iterable.func, ast.Name) else None
             if self.imports.qualname(iterable.func) == "itertools.zip_longest":
