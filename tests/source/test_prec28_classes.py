@@ -13,6 +13,11 @@ checked against dynamo.
 - `.numpy()` with no copy to the host before it runs on a CPU tensor (`Tensor.numpy()` raises on a
   GPU one): no sync, and dynamo traces it (diffusers' ONNX pipelines). A copy on the line that binds
   the name (`t = x.cpu()`) carries the finding there, once.
+- A read that a helper turns off while compiling (kornia's `_can_stop_cascade`), the operands of
+  `and`/`or` after one decided while compiling, and the untaken arm of a decided conditional are
+  never traced; warnings that advise against an argument's value are misuse roads.
+- A parameter filled when None by a method annotated with its own type keeps its tuple fields
+  (diffusers LTX-2), and a list of lists of tensors holds lists (vit-pytorch NaViT).
 """
 
 from __future__ import annotations
