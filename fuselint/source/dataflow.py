@@ -161,6 +161,9 @@ def _host_param_name(name: str) -> bool:
     )
 
 
+_NESTED_LIST = re.compile(r"\b(List|list|Sequence)\[\s*(typing\.)?(List|list|Sequence)\[")
+
+
 def annotation_kind(annotation: ast.expr) -> str | None:
     """`torch.Tensor`, `Optional[torch.Tensor]` -> tensor; tuples of tensors -> tuple; else None."""
     quoted = isinstance(annotation, ast.Constant) and isinstance(annotation.value, str)
@@ -173,6 +176,8 @@ def annotation_kind(annotation: ast.expr) -> str | None:
     for wrapper in ("Optional[", "Union["):
         if head.startswith(wrapper):
             head = head[len(wrapper) :]
+    if _NESTED_LIST.search(text):
+        return None  # `List[List[Tensor]]` (NaViT's batches of images): an element is a list, not a tensor
     if head.startswith(("Tuple", "tuple", "List", "list", "Sequence", "Iterable", "Dict", "dict")):
         return TUPLE
     if any(f"{c}[" in text for c in ("list", "List", "tuple", "Tuple")):
@@ -339,7 +344,7 @@ def parameter_kinds(
             guesses.append(name)
         if kind is not None:
             env[name] = kind
-    for name in _host_numbers_by_use(fn, guesses):
+    for name in [*_host_numbers_by_use(fn, guesses), *_host_keys_by_use(fn, guesses)]:
         env.pop(name)
         guesses.remove(name)
     for name in sorted(documented_host_params(fn, guesses)):
@@ -459,6 +464,47 @@ def _host_numbers_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
         and any(_size_use(use, parents, candidates, loaded) == "size" for use in uses[name])
     ]
     return found + [name for name in rest if name in sized]
+
+
+def _iterated_source(target: ast.expr, iterable: ast.expr, name: str) -> str | None:
+    """The name whose elements the loop target `target` binds `name` to: `P` in `for name in P`,
+    `for a, name in zip(Q, P)` and `for i, name in enumerate(P)`; None otherwise."""
+    if isinstance(target, ast.Name):
+        return iterable.id if target.id == name and isinstance(iterable, ast.Name) else None
+    if not (
+        isinstance(target, ast.Tuple)
+        and isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+    ):
+        return None
+    sources = iterable.args
+    if iterable.func.id == "enumerate" and len(sources) == 1 and len(target.elts) == 2:
+        sources = [ast.Constant(None), sources[0]]
+    elif iterable.func.id != "zip" or len(sources) != len(target.elts):
+        return None
+    for element, source in zip(target.elts, sources, strict=True):
+        if isinstance(element, ast.Name) and element.id == name and isinstance(source, ast.Name):
+            return source.id
+    return None
+
+
+def _host_keys_by_use(fn: FunctionNode, guesses: list[str]) -> list[str]:
+    """Of the parameters taken for tensors on their name alone, those whose elements the body uses
+    as the keys of a dict comprehension (`{pair: m for m, pair in zip(masks, interactions)}`; a
+    subscript store `d[k] = v` may as well index a tensor): a tensor hashes by identity, and iterating one makes new row objects each time, so a dict keyed
+    by its rows could never be looked up; such a parameter holds host values (vit-pytorch wwt's
+    `interactions`, int pairs)."""
+    if not guesses:
+        return []
+    stores = stored_names(fn)
+    found: set[str] = set()
+    for node in walk(fn):
+        if isinstance(node, ast.DictComp) and isinstance(node.key, ast.Name):
+            for generator in node.generators:
+                source = _iterated_source(generator.target, generator.iter, node.key.id)
+                if source in guesses and source not in stores:
+                    found.add(source)
+    return sorted(found)
 
 
 def _string_attributes(cls: ast.ClassDef | None) -> frozenset[str]:
@@ -1271,6 +1317,12 @@ class FunctionFlow:
                 env.pop(target.id, None)
             else:
                 env[target.id] = kind
+            if (
+                isinstance(value, (ast.Subscript, ast.Compare))  # not a plain alias of the guess
+                and self.assigned.get(target.id) == 1
+                and self.read_off_guess(value)
+            ):
+                self.guessed.add(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
             if elements is not None and any(isinstance(e, ast.Starred) for e in elements):
@@ -1365,6 +1417,28 @@ class FunctionFlow:
             return MAYBE
         return None
 
+    def read_off_guess(self, expr: ast.expr) -> bool:
+        """`expr` only reads what a guess holds (see `guessed`): the guessed name itself, a fixed
+        element or slice of it (`pathway[0]`, `pathway[:-1]`), or a comparison of such values with
+        each other or with literals (`start > end`). A parameter taken for a tensor on its name alone
+        may as well be a tuple of ints (vit-pytorch wwt's `pathway`); what is read off it at a fixed
+        place is no more than a guess either. The elements a loop over a guess binds are not made
+        guesses: comparisons of a guessed tensor's rows (torchdiffeq's `all(x < y for x, y in
+        zip(ts[:-1], ts[1:]))`) break, and stay flagged."""
+        if isinstance(expr, ast.Name):
+            return expr.id in self.guessed and self.assigned.get(expr.id) == 1
+        if isinstance(expr, ast.Subscript):
+            # a fixed element or slice: `pathway[0]`, `pathway[:-1]` (no index the code computes)
+            return self.read_off_guess(expr.value) and not any(
+                isinstance(n, ast.Name) for n in walk(expr.slice)
+            )
+        if isinstance(expr, ast.Compare):
+            parts = [expr.left, *expr.comparators]
+            return any(not isinstance(p, ast.Constant) for p in parts) and all(
+                isinstance(p, ast.Constant) or self.read_off_guess(p) for p in parts
+            )
+        return False
+
     def _bind_for_target(self, target: ast.expr, iterable: ast.expr, env: Env) -> None:
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, (ast.Name, ast.Attribute)):
             name = iterable.func.id if isinstance(iterable.func, ast.Name) else None
@@ -1409,8 +1483,6 @@ class FunctionFlow:
         nowhere else in the function (not rebound, not a nested def's own parameter); else None."""
         if not isinstance(iterable, ast.Name) or not isinstance(target, (ast.Tuple, ast.List)):
             return None
-        if self.assigned.get(iterable.id) != 1:
-            return None
         if any(isinstance(e, ast.Starred) for e in target.elts):
             return None
         args = getattr(self.fn.node, "args", None)
@@ -1418,9 +1490,41 @@ class FunctionFlow:
             return None
         for a in (*args.posonlyargs, *args.args, *args.kwonlyargs):
             if a.arg == iterable.id and a.annotation is not None:
+                stores = self.assigned.get(iterable.id)
+                if stores != 1 and not (stores == 2 and self._filled_alike(iterable.id, a.annotation)):
+                    return None
                 fields = tuple_element_annotations(a.annotation)
                 return fields if fields is not None and len(fields) == len(target.elts) else None
         return None
+
+    def _filled_alike(self, name: str, annotation: ast.expr) -> bool:
+        """`if name is None: name = self.m(...)` is the parameter's one rebinding, and the method `m`
+        of the class is annotated to return the parameter's own type, None left out (diffusers LTX-2's
+        `condition_latents = self.encode_conditions(...)`, both `list[tuple[int, Tensor, float,
+        int]]`): the fields keep their types."""
+        cls = self.fn.cls
+        if cls is None:
+            return False
+        methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        wanted = ast.dump(_without_none(annotation))
+        for node in walk(self.fn.node):
+            if not (isinstance(node, ast.If) and _tests_none(node.test, name)):
+                continue
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name
+                    and isinstance(stmt.value, ast.Call)
+                ):
+                    method = methods.get(_self_attr(stmt.value.func) or "")
+                    return (
+                        method is not None
+                        and method.returns is not None
+                        and ast.dump(_without_none(method.returns)) == wanted
+                    )
+        return False
 
     def _record(self, stmt: ast.stmt, exprs: list[ast.AST | None], env: Env, live: bool) -> None:
         if not (live and self._recording):
@@ -1443,11 +1547,25 @@ class FunctionFlow:
             kind = type(node)
             if kind is ast.Lambda:
                 continue  # error-message thunks (`lambda: f"..."`): run only when a check fails
-            if kind is ast.IfExp and self.constants:
-                truth = self.constant_truth(node.test)
+            if kind is ast.IfExp:
+                truth = self.trace_truth(node.test)
                 if truth is not None:  # `deepcopy(s) if copy else s` with copy left False
                     add[kind].append(make(Site, (node, env, stmt, path)))
                     stack.extend([node.test, node.body if truth else node.orelse])
+                    continue
+            if kind is ast.BoolOp:
+                # `a and b` never evaluates `b` where `a` is False on every traced call
+                # (`not is_compiling() and bool(m.any())`): the operands after the deciding one
+                # are not traced
+                decisive = isinstance(node.op, ast.Or)
+                values = list(node.values)
+                for index, value in enumerate(values[:-1]):
+                    if self.trace_truth(value) is decisive:
+                        values = values[: index + 1]
+                        break
+                if len(values) < len(node.values):
+                    add[kind].append(make(Site, (node, env, stmt, path)))
+                    stack.extend(values)
                     continue
             if kind not in _UNRECORDED:
                 add[kind].append(make(Site, (node, env, stmt, path)))
@@ -1481,9 +1599,7 @@ class FunctionFlow:
         return env
 
     def _always_leaves(self, stmt: ast.If) -> bool:
-        truth = compile_truth(stmt.test)
-        if truth is None and self.constants:
-            truth = self.constant_truth(stmt.test)
+        truth = self.trace_truth(stmt.test)
         taken = stmt.body if truth else stmt.orelse
         return truth is not None and bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 
@@ -1547,6 +1663,61 @@ class FunctionFlow:
             return (self.constants[test.left.id] is None) == isinstance(test.ops[0], ast.Is)
         return None
 
+    def trace_truth(self, test: ast.expr) -> bool | None:
+        """The value `test` has on every call dynamo traces, or None: `compile_truth` (is_compiling,
+        is_scripting) and `constant_truth` (parameters left at their defaults), through `not`,
+        `and`, `or`, calls of in-scope helpers that return a constant while tracing
+        (`HelperReturns.compile_return`), and `x in c` where `c` is bound once, to an empty
+        collection while tracing (`stop_checks = rounds(n) if _can_stop_cascade(image) else ()`,
+        kornia's distance transform: a check it skips while compiling)."""
+        truth = compile_truth(test)
+        if truth is None:
+            truth = self.constant_truth(test)
+        if truth is not None:
+            return truth
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.trace_truth(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.BoolOp):
+            values = [self.trace_truth(v) for v in test.values]
+            decisive = isinstance(test.op, ast.Or)  # the value that decides: True for `or`
+            if decisive in values:
+                return decisive
+            return not decisive if all(v is (not decisive) for v in values) else None
+        if isinstance(test, ast.Call) and self.helpers is not None and not test.keywords:
+            key = _helper_key(test.func, self.fn.cls.name if self.fn.cls is not None else None)
+            value = self.helpers.compile_return(key) if key is not None else _UNKNOWN
+            return bool(value) if value is not _UNKNOWN else None
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and self._empty_while_traced(test.comparators[0])
+        ):
+            return isinstance(test.ops[0], ast.NotIn)
+        return None
+
+    def _empty_while_traced(self, expr: ast.expr) -> bool:
+        """`expr` is a name bound once in the function to an empty collection on every traced call,
+        directly or as the arm of a conditional expression whose test dynamo decides."""
+        if not isinstance(expr, ast.Name) or self.assigned.get(expr.id) != 1:
+            return False
+        for node in walk(self.fn.node):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == expr.id
+            ):
+                value = node.value
+                while isinstance(value, ast.IfExp):
+                    truth = self.trace_truth(value.test)
+                    if truth is None:
+                        return False
+                    value = value.body if truth else value.orelse
+                return _empty_literal(value)
+        return False
+
     def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
         body_path = branch_path(stmt.test, stmt.body)
         if self._path is None and body_path in (DEPRECATION, MISUSE) and self._size_guarded(stmt.test, env):
@@ -1555,9 +1726,7 @@ class FunctionFlow:
             self._path = None
         else:
             self._record(stmt, [stmt.test], env, live)
-        truth = compile_truth(stmt.test)
-        if truth is None:
-            truth = self.constant_truth(stmt.test)
+        truth = self.trace_truth(stmt.test)
         body_in, else_in = env, env
         negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
         narrowed = _narrowed(stmt.test.operand if negated else stmt.test)
@@ -1687,8 +1856,54 @@ class FunctionFlow:
         # of it reads as a guess.
         if not _called_by_name(self.fn.node, stmt.name):
             self.guessed.update(name for name in guesses if self.assigned.get(name) == 1)
+        else:
+            # Called by name with elements of something not known to hold tensors (`for p in
+            # pathways: build(p)`): the calls show no tensor, so the name's guess stays a guess.
+            self.guessed.update(
+                name
+                for name in self._handed_elements(stmt, env)
+                if name in guesses and self.assigned.get(name) == 1
+            )
         self.block(stmt.body, {**env, **inner}, live)
         return env
+
+    def _handed_elements(self, inner: ast.FunctionDef | ast.AsyncFunctionDef, env: Env) -> list[str]:
+        """Parameters of the nested def `inner` that every call of it by name hands the element of
+        an iteration (`f(p) for p in ps`) over a name bound once, before the def, to no tensor,
+        tuple of tensors or submodule output, or to a guess."""
+        params = [a.arg for a in (*inner.args.posonlyargs, *inner.args.args)]
+        iterated: dict[str, ast.expr] = {}  # a loop name -> what it iterates
+        calls = []
+        args = self.fn.node.args
+        bound = {
+            a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        }  # and stored before the def
+        for node in walk(self.fn.node):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.lineno < inner.lineno:
+                bound.add(node.id)
+            if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+                iterated[node.target.id] = node.iter
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == inner.name
+            ):
+                calls.append(node)
+        found = []
+        for index, name in enumerate(params):
+            args = [c.args[index] if index < len(c.args) and not c.keywords else None for c in calls]
+            if calls and all(
+                isinstance(a, ast.Name)
+                and self.assigned.get(a.id) == 1
+                and isinstance(iterated.get(a.id), ast.Name)
+                and self.assigned.get(iterated[a.id].id) == 1
+                and iterated[a.id].id in bound
+                and (
+                    self.kind(iterated[a.id], env) not in (*TENSORISH, TUPLE)
+                    or self.read_off_guess(iterated[a.id])
+                )
+                for a in args
+            ):
+                found.append(name)
+        return found
 
     def _walk_untraced(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
         return env  # an error path (raise), or nothing traced (class, import)
@@ -2259,6 +2474,17 @@ class HelperReturns:
             todo += found.bases
         return None
 
+    def compile_return(self, key: tuple[str | None, str]) -> object:
+        """The constant an in-scope helper returns while dynamo traces, or `_UNKNOWN`: walking its
+        body in order, the first statement that surely returns is `return <constant>` (an `if` whose
+        test is True while tracing, `if torch.jit.is_tracing() or is_compiling(): return False`, or a
+        plain `return False`), and no statement before it may return (branches dynamo never takes
+        left out). kornia's `_can_stop_cascade(image)` is False under compile."""
+        fn = self.functions.get(key)
+        if fn is None:
+            return _UNKNOWN
+        return made_once("compile_return", fn.node, _compile_return)
+
     def elements(self, key: tuple[str | None, str]) -> tuple[str | None, ...] | None:
         """The kinds, per position, of the tuple every `return` of the helper builds
         (`return batch, data["x"], edge_src`): a tensor where some return puts one there, known from
@@ -2673,6 +2899,51 @@ def defaulted_parameters(functions: list[ModelFunction]) -> dict[int, dict[str, 
             break
         known = found
     return known
+
+
+def _compile_return(fn: FunctionNode) -> object:
+    """See `HelperReturns.compile_return`."""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Return):
+            value = stmt.value
+            return value.value if isinstance(value, ast.Constant) else _UNKNOWN
+        if isinstance(stmt, ast.If):
+            truth = compile_truth(stmt.test)
+            if truth is False:
+                live = stmt.orelse
+            elif truth is True:
+                first = stmt.body[0]
+                if isinstance(first, ast.Return) and isinstance(first.value, ast.Constant):
+                    return first.value.value
+                return _UNKNOWN
+            else:
+                live = [*stmt.body, *stmt.orelse]
+            if any(isinstance(n, ast.Return) for s in live for n in walk(s)):
+                return _UNKNOWN
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in walk(stmt)):
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+_EMPTY_CALLS = frozenset({"tuple", "list", "set", "frozenset", "dict"})
+
+
+def _empty_literal(expr: ast.expr) -> bool:
+    """`()`, `[]`, `{}`, `set()`, `frozenset()`: an empty collection."""
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return not expr.elts
+    if isinstance(expr, ast.Dict):
+        return not expr.keys
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in _EMPTY_CALLS
+        and not expr.args
+        and not expr.keywords
+    )
 
 
 def _helper_key(node: ast.AST, cls: str | None) -> tuple[str | None, str] | None:

@@ -574,13 +574,17 @@ def _pattern_result(sf: SourceFile, rules: list) -> PatternResult:
 
 def _with_reach_notes(findings: list[Finding], functions: list[ModelFunction]) -> list[Finding]:
     """A finding inside a function that only another file's entry reaches names the path."""
-    reached = [f for f in functions if f.via is not None]
+    reached = [f for f in functions if f.via is not None or f.side is not None]
     if not reached:
         return findings
     out = []
     for finding in findings:
         inner = innermost_function(functions, finding.span.line)
-        if inner is not None and inner.via is not None:
+        if inner is not None and inner.via is None and inner.side is not None and off_path(finding) is None:
+            # a same-file callee that only a side road reaches (a warmed memo method's body)
+            message = f"{finding.message} ({path_note(inner.side)})"
+            finding = replace(finding, message=message, details=(*finding.details, (PATH_KEY, inner.side)))
+        elif inner is not None and inner.via is not None:
             message = finding.message
             if inner.side is not None and off_path(finding) is None:
                 # Every call from other files that reaches it sits on a deprecation/misuse path.

@@ -21,6 +21,8 @@ from fuselint.source.nodes import self_attribute, walk
 
 PATH_KEY = "path"
 DEPRECATION, MISUSE, ERROR, RECORDING = "deprecation", "misuse", "error", "recording"
+# A memo method's body, which the constructor runs eagerly to fill its cache (`warm_caches`).
+WARMED = "warmed"
 
 # What a warning says when it is about the caller's arguments rather than the data. Phrases, not
 # single words: "ignored" alone also appears in "padding tokens are ignored in the loss".
@@ -36,6 +38,17 @@ _MISUSE_TEXT = re.compile(
     r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
     re.IGNORECASE,
 )
+# Advice about an argument's value, named in quotes (`ensemble_size` == 2 ... "consider increasing the
+# value"; "... is not recommended"), and a warning that lists the supported values after mapping the
+# argument to one ("Reshaped to ..., Supported shapes are ..."): the caller chose an allowed value
+# outside the recommended or supported set.
+_ADVICE_TEXT = re.compile(
+    r"\bconsider (increasing|decreasing|raising|lowering|reducing)\b|\bis not recommended\b", re.IGNORECASE
+)
+_NAMED_ARGUMENT = re.compile(r"`[^`]+`|'[^']+'")
+_SUPPORTED_SET = re.compile(
+    r"\bsupported (shapes|sizes|resolutions|values|dimensions) (are|is)\b", re.IGNORECASE
+)
 _WARNING_METHODS = frozenset({"warn", "warning", "warning_once", "warn_once", "error", "critical"})
 _WARNING_FUNCTIONS = frozenset({"warn", "deprecate", "warn_explicit"})
 _NOTES = {
@@ -43,6 +56,7 @@ _NOTES = {
     MISUSE: "only on a misuse path (the branch warns the caller)",
     ERROR: "only on an error path (the branch raises)",
     RECORDING: "only while the flag that guards it is on (the branch only records host numbers on `self`)",
+    WARMED: "only after the memo cache that the constructor fills is emptied again",
 }
 _HOST_READS = frozenset({"item", "tolist"})
 
@@ -156,8 +170,9 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
     A branch whose own statements raise is an error path; one whose test names a deprecated
     argument, or that warns in the words of a deprecation, is a deprecation path; one that warns
     that an argument is unexpected, ignored, unsupported, incompatible or out of its range, that the
-    input was cut to the model's limit, or (its test) that an optional package is missing, is a
-    misuse path. Only the
+    input was cut to the model's limit, that names an argument and advises another value ("consider
+    increasing", "is not recommended"), that lists the supported values it mapped the argument to,
+    or (its test) that an optional package is missing, is a misuse path. Only the
     branch's own statements count, not those of a test nested in it (which is classed on its own
     and inherits the outer road): a warning about the data (`"NSFW content was detected"`) leaves
     the branch normal. An `else` (`else_of`: the `if` body it is the other arm of) that only warns
@@ -175,7 +190,11 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
         or any(_calls_deprecate(stmt) for stmt in body)
     ):
         return DEPRECATION
-    if any(_MISUSE_TEXT.search(t) for t in texts) or (texts and _package_missing(test)):
+    if (
+        any(_MISUSE_TEXT.search(t) or _SUPPORTED_SET.search(t) for t in texts)
+        or any(_ADVICE_TEXT.search(t) and _NAMED_ARGUMENT.search(t) for t in texts)
+        or (texts and _package_missing(test))
+    ):
         return MISUSE  # a warning that an optional package is missing: the caller asked for what is not there
     if _records_statistics(test, body):
         return RECORDING
@@ -217,6 +236,6 @@ def off_path(finding: Finding) -> str | None:
 
 
 def normal_path_only(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that sit on the normal path: those on deprecation, misuse, error or recording
-    paths left out."""
+    """The findings that sit on the normal path: those on deprecation, misuse, error, recording or
+    warmed-cache paths left out."""
     return [f for f in findings if off_path(f) is None]

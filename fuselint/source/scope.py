@@ -25,7 +25,9 @@ from dataclasses import dataclass, replace
 from fuselint.source.guards import common_facts, site_facts
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, made_once, walk
+from fuselint.source.paths import WARMED
 from fuselint.source.tracing_truth import live_nodes
+from fuselint.source.warm_caches import warmed_methods
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 # A root named "^C": class C of this file is an nn.Module through a base of another file.
@@ -265,7 +267,23 @@ def model_functions(
                 for fn, cls in _compiled_methods(target, tree, methods):
                     add(fn, cls, "compiled")
 
-    _close(work, add, free, methods)
+    # Memo methods that the constructor fills (`warm_caches`) are entered last, on their road, so
+    # that what the normal path also calls stays normal.
+    warmed = (
+        {
+            id(methods[(cls.name, name)][0])
+            for cls in {id(c): c for _, c in methods.values()}.values()
+            for name in warmed_methods(cls, free, wrappers)
+        }
+        if methods
+        else set()
+    )
+    held: list[tuple[FunctionNode, ast.ClassDef | None, tuple[str, ...], tuple[str, ...] | None]] = []
+    _close(work, add, free, methods, warmed, held)
+    while held:
+        fn, cls, chain, via = held.pop(0)
+        add(fn, cls, "called", via, (), chain, WARMED)
+        _close(work, add, free, methods, warmed, held)
     # Roots from other files come after this file's own closure, so that a function both reach
     # keeps no path: its findings belong to this file's entries.
     for root in reached:
@@ -294,7 +312,11 @@ def model_functions(
             _left(fn, cls is not None, root),
             elements,
         )
-    _close(work, add, free, methods)
+    _close(work, add, free, methods, warmed, held)
+    while held:
+        fn, cls, chain, via = held.pop(0)
+        add(fn, cls, "called", via, (), chain, WARMED)
+        _close(work, add, free, methods, warmed, held)
     # methods that another file's entry calls too: callers whose guards we do not read
     called_from_outside = {m.split(".", 1)[1] for m in (r.name for r in reached) if "." in m}
     _add_facts(found, free, methods, frozenset(called_from_outside))
@@ -326,8 +348,12 @@ def _add_facts(found: dict[int, ModelFunction], free: dict, methods: dict, outsi
             found[key] = replace(mf, facts=facts)
 
 
-def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
-    """Add every same-file function that the functions on `work` call, transitively."""
+def _close(
+    work: list[ModelFunction], add, free: dict, methods: dict, warmed: set[int] = frozenset(), held=None
+) -> None:
+    """Add every same-file function that the functions on `work` call, transitively; a call to a
+    warmed memo method (ids in `warmed`) goes to `held` instead, unless its caller is on a side
+    road already."""
     while work:
         current = work.pop()
         for decorator in current.node.decorator_list:
@@ -343,7 +369,10 @@ def _close(work: list[ModelFunction], add, free: dict, methods: dict) -> None:
             if called is not None:
                 fn, cls = called
                 chain = (*current.chain, node.func.id if cls is None else f"{cls.name}.{fn.name}")
-                add(fn, cls, "called", current.via, (), chain, current.side)
+                if id(fn) in warmed and held is not None and current.side is None:
+                    held.append((fn, cls, chain, current.via))
+                else:
+                    add(fn, cls, "called", current.via, (), chain, current.side)
             for fn, cls in _handed(node, current, free, methods):
                 chain = (*current.chain, f"{cls.name}.{fn.name}" if cls is not None else fn.name)
                 add(fn, cls, "called", current.via, (), chain, current.side)

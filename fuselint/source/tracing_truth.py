@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from fuselint.source.nodes import child_nodes, remembered
 
 # Functions dynamo evaluates to a constant while tracing: code they guard is never traced.
-_COMPILING = frozenset({"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_exporting"})
+# `is_exporting()` is not one: torch.compile traces it as False, torch.export as True (torch 2.13:
+# `1 if torch.compiler.is_exporting() else bool(t.sum() > 0)` breaks under torch.compile).
+_COMPILING = frozenset({"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling"})
 _NOT_COMPILING = frozenset({"is_scripting", "is_in_onnx_export"})
 
 

@@ -49,7 +49,6 @@ from fuselint.source.dataflow import (
     Env,
     FunctionFlow,
     Site,
-    compile_truth,
     describe,
     flows,
     narrowed_operands,
@@ -71,9 +70,12 @@ _RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "ber
 
 
 def only_guessed(expr: ast.expr, flow: FunctionFlow, at: ast.AST) -> bool:
-    """`expr` is a parameter taken for a tensor on its name alone, not rebound before `at`."""
+    """`expr` is a parameter taken for a tensor on its name alone, not rebound before `at`, or a
+    name bound once to what is read off such a parameter (`FunctionFlow.read_off_guess`)."""
     if not (isinstance(expr, ast.Name) and expr.id in flow.guessed):
         return False
+    if flow.assigned.get(expr.id) == 1:
+        return True  # its one binding is the guess itself
     stores = (
         n
         for n in walk(flow.fn.node)
@@ -114,7 +116,7 @@ def value_dependent(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.expr | 
     if isinstance(test, ast.BoolOp):
         stop = False if isinstance(test.op, ast.And) else True
         for value, inner in zip(test.values, narrowed_operands(test, env), strict=True):
-            if compile_truth(value) is stop:
+            if flow.trace_truth(value) is stop:
                 return None  # short-circuits while compiling: the rest is never evaluated
             found = value_dependent(value, flow, inner)
             if found is not None:
@@ -757,7 +759,7 @@ def _operand_jumps(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[F
             continue
         stop = isinstance(node.op, ast.Or)
         for value, inner in zip(node.values[:-1], narrowed_operands(node, site.env), strict=False):
-            if compile_truth(value) is stop:
+            if flow.trace_truth(value) is stop:
                 break  # short-circuits while compiling
             culprit = value_dependent(value, flow, inner)
             if culprit is not None:
@@ -795,7 +797,7 @@ def _truth_read_in_assert(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.e
     if isinstance(test, ast.BoolOp):
         stop = not isinstance(test.op, ast.And)
         for value, inner in zip(test.values[:-1], narrowed_operands(test, env), strict=False):
-            if compile_truth(value) is stop:
+            if flow.trace_truth(value) is stop:
                 return None  # short-circuits while compiling: the rest is never evaluated
             found = value_dependent(value, flow, inner)
             if found is not None:
@@ -808,13 +810,13 @@ def _truth_read_in_assert(test: ast.expr, flow: FunctionFlow, env: Env) -> ast.e
         # code sits between), unless that arm is a false constant and compiles to nothing; the
         # other arm is what the assert finally tests (torch 2.13, Python 3.11). The test is an
         # `IfExp` site of its own.
-        if compile_truth(test.test) is False:
+        if flow.trace_truth(test.test) is False:
             return _truth_read_in_assert(test.orelse, flow, env)
         if isinstance(test.orelse, ast.Constant) and not test.orelse.value:
             found = _truth_read_in_assert(test.body, flow, env)
         else:
             found = value_dependent(test.body, flow, env)
-        if found is not None or compile_truth(test.test) is True:
+        if found is not None or flow.trace_truth(test.test) is True:
             return found
         return _truth_read_in_assert(test.orelse, flow, env)
     if isinstance(test, ast.Compare) and len(test.ops) > 1:

@@ -449,6 +449,72 @@ def _is_cpu_copy(expr: ast.expr) -> bool:
     )
 
 
+def _host_copy(expr: ast.expr | None) -> ast.Call | None:
+    """The call in `expr`'s chain of methods and subscripts that moves a tensor to the host:
+    `.cpu()`, or `.to(...)` given anything but dtypes (`x.cpu().permute(0, 2, 3, 1).float()`,
+    `out["logits"][0].to("cpu")`); None when the chain has none."""
+    while isinstance(expr, (ast.Call, ast.Subscript)):
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+            continue
+        func = expr.func
+        if not isinstance(func, ast.Attribute):
+            return None
+        if func.attr == "cpu" or (func.attr == "to" and not _dtypes_only(expr)):
+            return expr
+        expr = func.value
+    return None
+
+
+def _dtypes_only(call: ast.Call) -> bool:
+    """`.to(torch.float32)`, `.to(dtype=x.dtype)`: a cast that leaves the tensor where it is."""
+    return all(
+        isinstance(a, ast.Attribute)
+        and (a.attr == "dtype" or isinstance(a.value, ast.Name) and a.value.id == "torch")
+        for a in call.args
+    ) and all(k.arg in ("dtype", "non_blocking", "copy", "memory_format") for k in call.keywords)
+
+
+def _array_taker(call: ast.Call, parents: dict[int, ast.AST], sf: SourceFile) -> str | None:
+    """The imported function, neither numpy's nor torch's, that takes the array `call` (`t.numpy()`)
+    makes as an argument (inside a tuple or list too): `Image.fromarray(t.numpy())`, `sf.write(buf,
+    t.numpy())`, `pickle.dumps(t.numpy())`; dynamo skips such a function and breaks there (torch
+    2.13: "Attempted to call function marked as skipped"). Its name, else None."""
+    child, parent = call, parents.get(id(call))
+    while isinstance(parent, (ast.Tuple, ast.List, ast.Starred, ast.keyword)):
+        child, parent = parent, parents.get(id(parent))
+    if not isinstance(parent, ast.Call) or child is parent.func:
+        return None
+    qual = sf.imports.qualname(parent.func)
+    if qual is None or qual.startswith(("numpy.", "torch.")) or qual.split(".")[0] in ("numpy", "torch"):
+        return None
+    return qual
+
+
+def _numpy_copy(call: ast.Call, flow: FunctionFlow) -> ast.Call | None:
+    """Where the tensor that `call` (`t.numpy()`) turns into an array was copied to the host: the
+    call itself when its chain has the copy (`t.cpu().numpy()`, `numpy(force=True)`), the copy on
+    the one line that binds `t` (`t = x.float().cpu()`), else None: `Tensor.numpy()` raises on a
+    GPU tensor, so without a copy before it the tensor was on the CPU and nothing waits for a GPU
+    (the ONNX pipelines' `torch.from_numpy(...)` latents), and dynamo traces the call (torch 2.13)."""
+    if any(k.arg == "force" for k in call.keywords) or _host_copy(call.func.value) is not None:
+        return call
+    receiver = call.func.value
+    while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+        receiver = receiver.func.value  # `t.float().numpy()`: the copy is in `t`'s binding
+    if not isinstance(receiver, ast.Name) or flow.assigned.get(receiver.id, 0) != 1:
+        return None
+    for node in walk(flow.fn.node):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == receiver.id
+        ):
+            return _host_copy(node.value)
+    return None
+
+
 def _slice_bound(site: Site, flow: FunctionFlow) -> ast.expr | None:
     sub = site.node
     slices = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
@@ -620,6 +686,7 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
         parents: dict[int, ast.AST] | None = None
         yield from numpy_on_numbers(sf, flow, rule)
         yield from numpy_sum_as_size(sf, flow, rule)
+        copies: set[int] = set()  # the host copies reported for a `.numpy()`, each once
         for site in flow.of(ast.Call):
             what = _sync_method(site, flow, sf)
             if what is not None:
@@ -629,12 +696,36 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                     fix = _item_fix(site, flow, sf, parents) or item_assert(sf, site, flow, parents)
                 subject = describe(site.node.func.value, 40)
                 if site.node.func.attr == "numpy":
+                    copy = _numpy_copy(site.node, flow)
+                    if copy is None:
+                        parents = parents if parents is not None else _parents(fn.node)
+                        taker = _array_taker(site.node, parents, sf)
+                        if taker is not None:
+                            # a CPU tensor: no sync, but the array goes to code dynamo cannot trace here
+                            message = (
+                                f"{what} on `{subject}` hands an array to `{taker}`, which dynamo cannot "
+                                "trace: the graph breaks here; keep the value as a tensor"
+                            )
+                            yield finding(sf, rule, site.node, message, None, path=site.path)
+                        continue  # a tensor on the CPU already (`.numpy()` raises on a GPU one): no sync
+                    if id(copy) in copies:
+                        continue
+                    copies.add(id(copy))
                     # dynamo traces numpy on tensors as tensor ops: no break on this line itself
                     message = (
                         f"{what} on `{subject}` copies it to the host (a GPU sync); dynamo traces the "
                         "numpy calls on it as tensor ops, and the graph breaks where the array "
                         "reaches other Python code; keep the value as a tensor"
                     )
+                    if copy is not site.node:
+                        message = (
+                            f"`{describe(copy, 40)}` copies a tensor to the host (a GPU sync) for the "
+                            f"`.numpy()` on line {site.node.lineno}; dynamo traces the numpy calls on it "
+                            "as tensor ops, and the graph breaks where the array reaches other Python "
+                            "code; keep the value as a tensor"
+                        )
+                        yield finding(sf, rule, copy, message, None, path=site.path)
+                        continue
                 else:
                     message = f"{what} on `{subject}` copies it to the host: {rule.message}"
                 yield finding(sf, rule, site.node, message, fix, path=site.path)

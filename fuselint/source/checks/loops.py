@@ -60,8 +60,8 @@ def _picks_a_member(loop: ast.For, flow: FunctionFlow, env) -> bool:
 
 def _rows(expr: ast.expr, flow: FunctionFlow, env) -> bool:
     """`expr` is surely a tensor: a parameter only guessed to be one may as well be a list of them."""
-    if isinstance(expr, ast.Name) and expr.id in flow.guessed and flow.assigned.get(expr.id) == 1:
-        return False
+    if flow.read_off_guess(expr):
+        return False  # the guess itself, or an element or slice of it (`pathway[:-1]`)
     return flow.kind(expr, env) in TENSORS
 
 
