@@ -35,7 +35,9 @@ _MISUSE_TEXT = re.compile(
     r"(has|have) to be divisible by|"  # an argument's constraint, which the code then rounds to
     r"truncated because|can only handle (sequences|inputs) up to|"  # an input past the model's limit, cut to it
     r"['`][^'`]+['`] is too (large|small|high|low)|"  # an argument named in quotes, out of its range
-    r"`[^`]+` (is |are |was |will be )?ignored",  # an argument named in quotes, then ignored
+    r"`[^`]+` (is |are |was |will be )?ignored|"  # an argument named in quotes, then ignored
+    r"\bbut (is |are |was |will be )?ignored\b|"  # "x is passed as ..., but ignored since ..."
+    r"\b(is|are) ineffective\b|\b(has|have) no effect\b",  # an argument that does nothing here
     re.IGNORECASE,
 )
 # Advice about an argument's value, named in quotes (`ensemble_size` == 2 ... "consider increasing the
