@@ -1,8 +1,12 @@
-"""Which module of GPT-2 / ViT / T5 makes fuselint's error vs float32 larger than Inductor's:
+"""Which module of GPT-2 / ViT / T5 / EfficientNet-B0 / MobileNetV3 makes fuselint's error vs float32 larger than Inductor's:
 each submodule compiled alone on the inputs it sees in the bf16 model; error vs the same submodule
 in float32 (IEEE) on the same (bf16-rounded, upcast) inputs; mean abs error x1e-4 / max. Needs CUDA:
 
-    python bench/error_modules.py vit gpt2 t5enc
+    python bench/error_modules.py vit gpt2 t5enc efficientnet mobilenetv3
+
+The CNNs' rows are their BN-activation stem and head, and the first block of every stage;
+`efficientnet:parts` gives the submodules (convolutions, BN-activations, squeeze-excite) of the
+first two blocks, each alone.
 """
 
 import copy
@@ -32,7 +36,24 @@ def targets(name, model):
             "ff_layer": b.layer[1],
             "attn": b.layer[0].SelfAttention,
         }
-    raise SystemExit(name)
+    if name.endswith(":parts"):  # the submodules of the first two blocks, each alone
+        found = {}
+        for i in (0, 1):
+            for key, sub in model.blocks[i][0].named_children():
+                if not isinstance(sub, torch.nn.Identity):
+                    found[f"stage{i}.0.{key}"] = sub
+        return found
+    if name in ("efficientnet", "mobilenetv3"):
+        found = {"bn1": model.bn1, "conv_head": model.conv_head}
+        if hasattr(model, "bn2"):
+            found["bn2"] = model.bn2
+        for i, stage in enumerate(model.blocks):
+            found[f"stage{i}.0"] = stage[0]
+            if len(stage) > 1:
+                found[f"stage{i}.1"] = stage[1]
+        found["classifier"] = model.classifier
+        return found
+    raise SystemExit(f"no targets for {name}")
 
 
 def up(v):
@@ -40,7 +61,7 @@ def up(v):
 
 
 for name in sys.argv[1:]:
-    model, args = M.build(name)
+    model, args = M.build(name.split(":")[0])
     model, args = M._to(model, args, "cuda", torch.bfloat16)
     if hasattr(model, "config"):
         model.config.use_cache = False
