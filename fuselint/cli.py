@@ -150,7 +150,10 @@ def main() -> None:
     type=click.Choice(("all", "normal")),
     default="all",
     show_default=True,
-    help="normal: leave out findings that break only on deprecation, misuse, error or recording paths.",
+    help=(
+        "normal: leave out findings that break only on deprecation, misuse, error, recording, warmed, export "
+        "or compiled-whole paths."
+    ),
 )
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Processes to lint with.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here.")

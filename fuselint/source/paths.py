@@ -23,6 +23,12 @@ PATH_KEY = "path"
 DEPRECATION, MISUSE, ERROR, RECORDING = "deprecation", "misuse", "error", "recording"
 # A memo method's body, which the constructor runs eagerly to fill its cache (`warm_caches`).
 WARMED = "warmed"
+# A host read written for `torch.export`, bounded with `torch._check` (`export_reads`).
+EXPORT = "export"
+# What a package builds and compiles itself with `torch.compile(build(...), fullgraph=True)`: it compiles
+# whole under the package's own settings (a break there would raise), so its findings name breaks only
+# for someone who compiles it otherwise (`scope._close`).
+COMPILED_WHOLE = "compiled-whole"
 
 # What a warning says when it is about the caller's arguments rather than the data. Phrases, not
 # single words: "ignored" alone also appears in "padding tokens are ignored in the loss".
@@ -59,6 +65,8 @@ _NOTES = {
     ERROR: "only on an error path (the branch raises)",
     RECORDING: "only while the flag that guards it is on (the branch only records host numbers on `self`)",
     WARMED: "only after the memo cache that the constructor fills is emptied again",
+    EXPORT: "only when compiled: the read is written for `torch.export`, which bounds it with `torch._check`",
+    COMPILED_WHOLE: "only outside the package's own `torch.compile(..., fullgraph=True)` of it, which compiles it whole",
 }
 _HOST_READS = frozenset({"item", "tolist"})
 
@@ -238,6 +246,6 @@ def off_path(finding: Finding) -> str | None:
 
 
 def normal_path_only(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that sit on the normal path: those on deprecation, misuse, error, recording or
-    warmed-cache paths left out."""
+    """The findings that sit on the normal path: those on deprecation, misuse, error, recording,
+    warmed-cache, export or compiled-whole paths left out."""
     return [f for f in findings if off_path(f) is None]

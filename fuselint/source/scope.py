@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from fuselint.source.guards import common_facts, site_facts
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, made_once, walk
-from fuselint.source.paths import WARMED
+from fuselint.source.paths import COMPILED_WHOLE, WARMED
 from fuselint.source.tracing_truth import live_nodes
 from fuselint.source.warm_caches import warmed_methods
 
@@ -107,6 +107,14 @@ class Reached:
     # Arguments that are elements a caller iterates from the receiver's own attribute: (position
     # after the bound one or keyword, attribute, the caller's entry), as `reach.Call.elements`.
     elements: tuple[tuple[int | str, str, str], ...] = ()
+
+
+def _fullgraph(call: ast.Call) -> bool:
+    """`torch.compile(..., fullgraph=True)`: a break in what it compiles would raise, not split."""
+    return any(
+        k.arg == "fullgraph" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords
+    )
 
 
 def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
@@ -258,9 +266,12 @@ def model_functions(
         for (cls_name, name), (fn, cls) in methods.items():
             if fnmatch.fnmatchcase(f"{cls_name}.{name}", pattern):
                 add(fn, cls, "configured")
+    whole: set[int] = set()  # `build(...)` in `torch.compile(build(...), fullgraph=True)`: see `_close`
     for node in walk(tree) if text is None or _mentions_compile_call(text) else ():
         if isinstance(node, ast.Call) and _is_torch_compile(node.func, imports) and node.args:
             target = node.args[0]
+            if isinstance(target, ast.Call) and _fullgraph(node):
+                whole.add(id(target))
             if isinstance(target, ast.Name) and target.id in free:
                 add(free[target.id], None, "compiled")
             elif isinstance(target, ast.Attribute):
@@ -278,12 +289,12 @@ def model_functions(
         if methods
         else set()
     )
-    held: list[tuple[FunctionNode, ast.ClassDef | None, tuple[str, ...], tuple[str, ...] | None]] = []
-    _close(work, add, free, methods, warmed, held)
+    held: list[tuple[FunctionNode, ast.ClassDef | None, tuple[str, ...], tuple[str, ...] | None, str]] = []
+    _close(work, add, free, methods, warmed, held, whole)
     while held:
-        fn, cls, chain, via = held.pop(0)
-        add(fn, cls, "called", via, (), chain, WARMED)
-        _close(work, add, free, methods, warmed, held)
+        fn, cls, chain, via, road = held.pop(0)
+        add(fn, cls, "called", via, (), chain, road)
+        _close(work, add, free, methods, warmed, held, whole)
     # Roots from other files come after this file's own closure, so that a function both reach
     # keeps no path: its findings belong to this file's entries.
     for root in reached:
@@ -312,11 +323,11 @@ def model_functions(
             _left(fn, cls is not None, root),
             elements,
         )
-    _close(work, add, free, methods, warmed, held)
+    _close(work, add, free, methods, warmed, held, whole)
     while held:
-        fn, cls, chain, via = held.pop(0)
-        add(fn, cls, "called", via, (), chain, WARMED)
-        _close(work, add, free, methods, warmed, held)
+        fn, cls, chain, via, road = held.pop(0)
+        add(fn, cls, "called", via, (), chain, road)
+        _close(work, add, free, methods, warmed, held, whole)
     # methods that another file's entry calls too: callers whose guards we do not read
     called_from_outside = {m.split(".", 1)[1] for m in (r.name for r in reached) if "." in m}
     _add_facts(found, free, methods, frozenset(called_from_outside))
@@ -349,11 +360,19 @@ def _add_facts(found: dict[int, ModelFunction], free: dict, methods: dict, outsi
 
 
 def _close(
-    work: list[ModelFunction], add, free: dict, methods: dict, warmed: set[int] = frozenset(), held=None
+    work: list[ModelFunction],
+    add,
+    free: dict,
+    methods: dict,
+    warmed: set[int] = frozenset(),
+    held=None,
+    whole: set[int] = frozenset(),
 ) -> None:
     """Add every same-file function that the functions on `work` call, transitively; a call to a
-    warmed memo method (ids in `warmed`) goes to `held` instead, unless its caller is on a side
-    road already."""
+    warmed memo method (ids in `warmed`) goes to `held` instead, on the `warmed` road, and so does
+    a call whose result the file compiles whole (ids of the calls in `whole`, `build(...)` in
+    `torch.compile(build(...), fullgraph=True)`), on the `compiled-whole` road, unless its caller
+    is on a side road already."""
     while work:
         current = work.pop()
         for decorator in current.node.decorator_list:
@@ -370,7 +389,9 @@ def _close(
                 fn, cls = called
                 chain = (*current.chain, node.func.id if cls is None else f"{cls.name}.{fn.name}")
                 if id(fn) in warmed and held is not None and current.side is None:
-                    held.append((fn, cls, chain, current.via))
+                    held.append((fn, cls, chain, current.via, WARMED))
+                elif id(node) in whole and held is not None and current.side is None:
+                    held.append((fn, cls, chain, current.via, COMPILED_WHOLE))
                 else:
                     add(fn, cls, "called", current.via, (), chain, current.side)
             for fn, cls in _handed(node, current, free, methods):

@@ -19,10 +19,12 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
 from fuselint.source.checks.control_flow import only_guessed, value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows, traced_numpy
+from fuselint.source.export_reads import export_reads
 from fuselint.source.item_asserts import item_assert
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import child_nodes, walk
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
+from fuselint.source.paths import EXPORT
 from fuselint.source.scope import ModelFunction
 from fuselint.source.size_displays import host_made, size_parts
 from fuselint.source.tensor_checks import tensor_check_fix
@@ -687,6 +689,7 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
         yield from numpy_on_numbers(sf, flow, rule)
         yield from numpy_sum_as_size(sf, flow, rule)
         copies: set[int] = set()  # the host copies reported for a `.numpy()`, each once
+        exported: frozenset[int] | None = None  # reads written for torch.export, found when first needed
         for site in flow.of(ast.Call):
             what = _sync_method(site, flow, sf)
             if what is not None:
@@ -728,7 +731,12 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
                         continue
                 else:
                     message = f"{what} on `{subject}` copies it to the host: {rule.message}"
-                yield finding(sf, rule, site.node, message, fix, path=site.path)
+                path = site.path
+                if path is None and site.node.func.attr in ("item", "tolist"):
+                    if exported is None:
+                        exported = export_reads(fn.node, fn.cls, sf.imports)
+                    path = EXPORT if id(site.node) in exported else None
+                yield finding(sf, rule, site.node, message, fix, path=path)
                 continue
             what = _sync_call(site, flow, sf)
             if what is not None:
