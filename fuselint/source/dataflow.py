@@ -2597,7 +2597,9 @@ FIX_OPS = "_fuselint_"
 
 def fix_op_kind(name: str) -> str:
     """A tensor, or a tuple of them: the as-tuple nonzero and a `unique` with inverse or counts."""
-    several = name.endswith("_nonzero_tuple") or ("_unique" in name and ("_inverse" in name or "_counts" in name))
+    several = name.endswith("_nonzero_tuple") or (
+        "_unique" in name and ("_inverse" in name or "_counts" in name)
+    )
     return TUPLE if several else TENSOR
 
 
