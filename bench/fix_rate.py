@@ -355,7 +355,7 @@ def _halves(rows: list[dict]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def table(rows: list[dict], fix_summary: str, own_files: bool = True) -> str:
+def table(rows: list[dict], fix_summary: str, own_files: bool = True, whole_packages: bool = False) -> str:
     import torch
 
     before = sum(len(r["before"]["sites"]) for r in rows)
@@ -364,11 +364,16 @@ def table(rows: list[dict], fix_summary: str, own_files: bool = True) -> str:
     lines = [
         "Fix rate on real break sites: `fuselint check --fix --unsafe-fixes` on a copy of each package,",
         "then dynamo again (tiny configs, random seeded weights, CPU, eval, no_grad).",
-        "Linted: the files that hold the models' break sites"
-        + (", and each model's own file (the file of the class the entry calls)." if own_files else "."),
+        (
+            "Linted: every file of the packages that hold the models' break sites."
+            if whole_packages
+            else "Linted: the files that hold the models' break sites"
+            + (", and each model's own file (the file of the class the entry calls)." if own_files else ".")
+        ),
         f"torch {torch.__version__}, Python {platform.python_version()}; "
         "command: `PYTHONPATH=. python bench/fix_rate.py"
         + ("" if own_files else " --sites-only")
+        + (" --whole-packages" if whole_packages else "")
         + " --write bench/results/fix_rate.md`",
         "",
         f"**{removed} of {before} break sites removed ({100 * removed / max(before, 1):.0f}%)** over "
@@ -445,6 +450,13 @@ def main() -> None:
         "of packages whose fixed files come out byte-identical (the others are traced again)",
     )
     parser.add_argument(
+        "--whole-packages",
+        action="store_true",
+        help="lint every file of the packages that hold break sites (what the package's own maintainers "
+        "would run), not only the sites' and the models' own files: reach then follows a model's calls "
+        "through the layers between its file and a site's (fix11)",
+    )
+    parser.add_argument(
         "--sites-only",
         action="store_true",
         help="lint only the files that hold break sites, not each model's own file too (the method before fixes19)",
@@ -470,6 +482,8 @@ def main() -> None:
     if not args.sites_only:
         files = sorted(set(files) | set(model_files(models)))
     packages = {p: d for p, d in package_dirs().items() if any(f.startswith(d + "/") for f in files)}
+    if args.whole_packages:
+        files = sorted(set(files) | {str(f) for d in packages.values() for f in Path(d).rglob("*.py")})
     fixed = work / "fixed"
     if fixed.exists():
         shutil.rmtree(fixed)
@@ -507,7 +521,7 @@ def main() -> None:
             f" Rows of {kept} more models taken from an earlier run: every corpus file their fixed trace "
             "imported is byte-identical to this run's."
         )
-    text = table(rows, summary, not args.sites_only)
+    text = table(rows, summary, not args.sites_only, args.whole_packages)
     print(text)
     if args.write:
         Path(args.write).write_text(text)
