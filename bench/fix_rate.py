@@ -89,7 +89,10 @@ def fix_copy(
         text=True,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join((str(into), str(ROOT), os.environ.get("PYTHONPATH", ""))),
+            # bench/ too: an entry's factory may import a sibling module (`untuned16_select`)
+            "PYTHONPATH": os.pathsep.join(
+                (str(into), str(ROOT), str(HERE.parent), os.environ.get("PYTHONPATH", ""))
+            ),
         },
     )
     summary = [line for line in done.stdout.splitlines() if line.startswith(("Found", "Fixed"))]

@@ -19,8 +19,11 @@ imports (`Fix.definitions`):
   grad scattered into zeros); the others register none, and a backward through them raises.
 
 Unsafe: the values are the original's for every input, but the file now carries an op that only
-torch >= 2.4 knows, and what follows in the graph must handle the unbacked size (a later guard on it
-breaks there instead, and a backend must compile or fall back on such graphs).
+torch >= 2.4 knows, and what follows in the graph must handle the unbacked size: a later `if` on it
+breaks there instead (kornia ALIKED's `if len(indices) > n`), but a `.tolist()` (an unbind) of a
+tensor sized by it raises GuardOnDataDependentSymNode while compiling (torch 2.13: qwen2-vl's
+`lengths.tolist()` of the `cu_seqlens` its `repeat_interleave` sizes), so the fix is one to prove
+(`--entry`), and a backend must compile or fall back on such graphs.
 """
 
 from __future__ import annotations
@@ -44,8 +47,10 @@ def message(op: str, what: str, gradient: str) -> str:
     return (
         f"run `{what}` as the custom op `{op}` that the fix defines in this file: its real "
         "implementation is the same expression (the same values), and its fake one gives the "
-        "data-sized dim an unbacked size, so dynamo keeps it in the graph (assumes torch >= 2.4 "
-        f"and that what follows copes with an unbacked size; {gradient})"
+        "data-sized dim an unbacked size, so dynamo keeps it in the graph (assumes torch >= 2.4, and "
+        "that later code reads no count of it on the host: a later `if` on it breaks there, but a "
+        "`.tolist()` or `unbind` of a data-sized tensor fails to compile, torch 2.13, qwen2-vl; "
+        f"{gradient})"
     )
 
 
