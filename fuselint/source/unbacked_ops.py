@@ -262,8 +262,32 @@ def _constant(node: ast.expr | None, kind: type) -> object:
     return ...
 
 
-def _fix(sf: SourceFile, site: Site, content: str, definition: Definition, gradient: str) -> Fix:
+def _imports_torch_when_run(sf: SourceFile, torch: str) -> bool:
+    """The module binds `torch` (its local name) when it is imported: at the top, or in an `if` or
+    `try` there, but not only under `if TYPE_CHECKING:` or inside a function (transformers'
+    `import_utils.py`), where a definition run at import would raise NameError."""
+
+    def binds(body: list[ast.stmt]) -> bool:
+        for stmt in body:
+            if isinstance(stmt, ast.Import) and any(
+                (a.asname or a.name.split(".")[0]) == torch and (a.asname is None or a.name == "torch")
+                for a in stmt.names
+            ):
+                return True
+            if isinstance(stmt, ast.If) and not sf.segment(stmt.test).endswith("TYPE_CHECKING"):
+                if binds(stmt.body) or binds(stmt.orelse):
+                    return True
+            if isinstance(stmt, ast.Try) and (binds(stmt.body) or any(binds(h.body) for h in stmt.handlers)):
+                return True
+        return False
+
+    return binds(sf.tree.body)
+
+
+def _fix(sf: SourceFile, site: Site, content: str, definition: Definition, gradient: str) -> Fix | None:
     torch, imports = torch_name(sf)
+    if not imports and not _imports_torch_when_run(sf, torch):
+        return None
     name, blocks, what = definition
     edits = (sf.replace(site.node, content),)
     return Fix(

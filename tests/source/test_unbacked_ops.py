@@ -288,3 +288,26 @@ def test_fixture_dynamo_confirms_the_break_before_the_fix_and_not_after(name):
             sizes.add(tuple(t.shape for t in tree_leaves(expected)))
     if name in DATA_SIZED_OUTPUTS:  # the data sized the output: other data, other shapes, no recompile
         assert len(sizes) > 1
+
+
+def test_not_where_torch_is_imported_only_for_type_checking():
+    """A definition runs when the module is imported: `torch` bound only under `if TYPE_CHECKING:`
+    (transformers' import_utils.py) would raise NameError there."""
+    text = textwrap.dedent(
+        """
+        from typing import TYPE_CHECKING
+
+        from torch import Tensor, nn
+
+        if TYPE_CHECKING:
+            import torch
+
+
+        class M(nn.Module):
+            def forward(self, x: Tensor):
+                return x.masked_select(x > 0)
+        """
+    )
+    assert "_fuselint_" not in fixed(text, "FL106")
+    guarded = text.replace("if TYPE_CHECKING:", "if True:")
+    assert "_fuselint_masked_select(x, x > 0)" in fixed(guarded, "FL106")
