@@ -311,3 +311,14 @@ def test_not_where_torch_is_imported_only_for_type_checking():
     assert "_fuselint_" not in fixed(text, "FL106")
     guarded = text.replace("if TYPE_CHECKING:", "if True:")
     assert "_fuselint_masked_select(x, x > 0)" in fixed(guarded, "FL106")
+
+
+def test_sarif_leaves_out_a_fix_that_needs_definitions_and_json_lists_them():
+    from fuselint.catalog import load_catalog
+    from fuselint.report.json_format import finding_to_json
+    from fuselint.report.sarif import _fix
+
+    (found,) = [f for f in findings(_snippet("x.masked_select(x > 0)"), "FL106") if f.fix]
+    assert _fix(found, {}) is None  # the edit alone would call an undefined op
+    entry = finding_to_json(found, load_catalog())
+    assert any("_fuselint_masked_select" in d for d in entry["fix"]["definitions"])
