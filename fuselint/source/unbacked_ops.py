@@ -98,7 +98,7 @@ def _op(torch: str, name: str, params: str, returns: str, doc: str, body: str, f
     )
 
 
-def _selection_gradient(torch: str, fn: str, params: str, where: str) -> str:
+def _selection_gradient(torch: str, fn: str, where: str) -> str:
     """The exact gradient of a mask selection: the grad scattered into zeros where `where` (the
     mask broadcast to the input's shape, in terms of `mask` and `shape`) holds."""
     return (
@@ -133,7 +133,7 @@ def select_definition(torch: str, lead: int | None) -> Definition:
     )
     where = f"mask.reshape((1,) * ({at}) + mask.shape + (1,) * (len(shape) - ({at}) - mask.dim()))"
     text = _op(torch, name, "x, mask", f"{torch}.Tensor", doc, doc, fake)
-    return PREFIX + name, (text + _selection_gradient(torch, PREFIX + name, "x, mask", where),), doc
+    return PREFIX + name, (text + _selection_gradient(torch, PREFIX + name, where),), doc
 
 
 def masked_select_definition(torch: str) -> Definition:
@@ -144,7 +144,7 @@ def masked_select_definition(torch: str) -> Definition:
         torch, "masked_select", "x, mask", f"{torch}.Tensor", doc, f"{torch}.masked_select(x, mask)", fake
     )
     name = PREFIX + "masked_select"
-    return name, (text + _selection_gradient(torch, name, "x, mask", where),), doc
+    return name, (text + _selection_gradient(torch, name, where),), doc
 
 
 def nonzero_definition(torch: str, function: str) -> Definition:
