@@ -5,7 +5,7 @@ A row prints the graphs, their op count and the lines where dynamo logged a brea
 "probes:N" for a line of this file); the "export" rows run `torch.export.export` instead and print
 whether it captured the call.
 
-    cd bench && PYTHONPATH=$PWD/..:$PWD /work/venvs/prec30/bin/python untuned30_probes.py
+    cd bench && PYTHONPATH=$PWD/..:$PWD PROBE_VENV/bin/python untuned30_probes.py
 
 Needs a venv with torch 2.13.0, neuralforecast 3.3.0 and torchtune 0.6.1 (installed --no-deps) and
 pytorch-lightning, coreforecast, utilsforecast, pandas, scipy, torchao 0.10; ray and optuna (imported

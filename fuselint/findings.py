@@ -52,6 +52,10 @@ class Fix:
     # Import statements the edited code needs, e.g. "import torch.nn.functional as F".
     # The fixer adds each one that the file does not already have.
     imports: tuple[str, ...] = ()
+    # Module-level definitions the edited code calls (a custom op and its fake implementation),
+    # each a block of top-level statements. The fixer adds each one, once, after the file's
+    # imports, unless the file already binds the name of its first `def` (running twice adds none).
+    definitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

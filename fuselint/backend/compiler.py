@@ -543,6 +543,19 @@ def _static(example_inputs: list) -> bool:
     return True
 
 
+def data_sized_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The first node whose value has a size only the data decides (an unbacked symbol: `nonzero`,
+    a mask read, or a custom op whose fake gives one, FL106's fix). The planner prices bytes and
+    the codegen sizes grids from concrete shapes, so such a graph is not generated: ATen runs it."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if val is not None and any(free_unbacked_symbols(v) for v in torch.utils._pytree.tree_leaves(val)):
+            return n
+    return None
+
+
 def _has_target(gm: torch.fx.GraphModule) -> bool:
     for n in gm.graph.nodes:
         val = n.meta.get("val")
@@ -567,6 +580,13 @@ def compile_graph(
     history.append(report)
     _compiled_total += 1
     del history[:-_HISTORY_LIMIT]
+    data_sized = data_sized_node(gm)
+    if data_sized is not None:
+        why = f"a size only the data decides (unbacked) at {data_sized.name} ({data_sized.target}): ATen runs the graph"
+        log.warning("fuselint: %s: %s", name, why)
+        report.fallbacks.append((tuple(n.name for n in gm.graph.nodes), why))
+        report.graph_module = gm
+        return gm
     if not _static(example_inputs) or not _has_target(gm):
         report.fallbacks.append(
             (tuple(n.name for n in gm.graph.nodes), "no static shapes or no Triton device")

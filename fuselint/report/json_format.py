@@ -24,6 +24,7 @@ def finding_to_json(f: Finding, catalog: Catalog) -> dict:
                 for e in f.fix.edits
             ],
             "imports": list(f.fix.imports),
+            "definitions": list(f.fix.definitions),
         }
     return {
         "code": f.code,

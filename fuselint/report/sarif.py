@@ -87,9 +87,10 @@ def _region(span: Span) -> dict:
 
 def _fix(finding: Finding, location: dict) -> dict | None:
     fix = finding.fix
-    # SARIF replacements are plain text edits; a fix that also adds imports needs the
-    # fixer to find where they go, so it is left out rather than given half-applied.
-    if fix is None or fix.imports or not fix.edits:
+    # SARIF replacements are plain text edits; a fix that also adds imports or module-level
+    # definitions needs the fixer to find where they go, so it is left out rather than given
+    # half-applied.
+    if fix is None or fix.imports or fix.definitions or not fix.edits:
         return None
     description = fix.message
     if fix.applicability is Applicability.UNSAFE:

@@ -1301,6 +1301,8 @@ class FunctionFlow:
                     return TENSOR
             if env.get(func.id) == MODULE:
                 return MAYBE
+            if func.id.startswith(FIX_OPS) and func.id not in env:
+                return fix_op_kind(func.id)
             return self.helpers.kind((None, func.id)) if self.helpers and func.id not in env else None
         if isinstance(func, ast.Subscript):
             return MAYBE  # self.layers[i](x)
@@ -2586,6 +2588,19 @@ class HelperReturns:
         if kinds & TENSORS:
             return BOOL if kinds & TENSORS == {BOOL} else TENSOR
         return None
+
+
+# The functions FL106's unbacked-size fix defines in a file (`fuselint.source.unbacked_ops`): custom
+# ops whose bodies the scope leaves out (dynamo never traces them), so what they return is known here.
+FIX_OPS = "_fuselint_"
+
+
+def fix_op_kind(name: str) -> str:
+    """A tensor, or a tuple of them: the as-tuple nonzero and a `unique` with inverse or counts."""
+    several = name.endswith("_nonzero_tuple") or (
+        "_unique" in name and ("_inverse" in name or "_counts" in name)
+    )
+    return TUPLE if several else TENSOR
 
 
 def _may_return_built(fn: FunctionNode, imports: ImportTable, tensor_attrs: frozenset[str]) -> bool:

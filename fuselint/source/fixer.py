@@ -180,6 +180,40 @@ def _insert_import(body: list, new: cst.SimpleStatementLine) -> list:
     return body[: block[0]] + [new, head.with_changes(leading_lines=blank)] + body[block[0] + 1 :]
 
 
+def _defined_name(definition: str) -> str:
+    return next(n.name for n in ast.parse(definition).body if isinstance(n, (ast.FunctionDef, ast.ClassDef)))
+
+
+def add_definitions(text: str, definitions: list[str]) -> str:
+    """Insert each definition whose first `def` the module does not bind yet, once, after the
+    module's imports (the last import before its first `def` or `class`), in the order given,
+    two blank lines around each (PEP 8). A definition already there is left alone: idempotent."""
+    if not definitions:
+        return text
+    tree = ast.parse(text)
+    bound = _bound_in(tree.body)
+    missing = [d for d in dict.fromkeys(definitions) if _defined_name(d) not in bound]
+    if not missing:
+        return text
+    last = 0  # the line the definitions go after
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            break
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or (
+            isinstance(stmt, (ast.Try, ast.If))
+            and any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in walk(stmt))
+        ):
+            last = stmt.end_lineno or stmt.lineno
+        elif last == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            last = stmt.end_lineno or stmt.lineno  # the docstring
+    newline = newline_of(text)
+    lines = text.splitlines(keepends=True)
+    if last and not lines[last - 1].endswith(("\n", "\r")):
+        lines[last - 1] += newline
+    block = "".join(f"\n\n{d.rstrip()}\n" for d in missing).replace("\n", newline)
+    return "".join(lines[:last]) + block + "".join(lines[last:])
+
+
 def _is_docstring(stmt: cst.CSTNode) -> bool:
     return (
         isinstance(stmt, cst.SimpleStatementLine)
@@ -322,6 +356,7 @@ def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]], li
     try:
         edited = apply_edits(text, [e for f in findings for e in f.fix.edits])
         edited = add_imports(edited, [i for f in findings for i in f.fix.imports])
+        edited = add_definitions(edited, [d for f in findings for d in f.fix.definitions])
         edited = remove_unused_imports(text, edited)
         edited = wrap_long_lines(text, edited, line_length)
         tree = ast.parse(edited)

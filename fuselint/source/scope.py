@@ -117,6 +117,22 @@ def _fullgraph(call: ast.Call) -> bool:
     )
 
 
+_OPAQUE_DECORATORS = frozenset({"torch.library.custom_op", "torch.library.triton_op"})
+
+
+def _opaque_op(fn: FunctionNode, imports: ImportTable) -> bool:
+    """A custom op's implementation (`@torch.library.custom_op(...)`, or its `register_fake`):
+    dynamo calls the op as one node and never traces its body, so no break or fusion is found
+    there (FL106's fix defines such ops in the user's file)."""
+    for decorator in fn.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if imports.qualname(target) in _OPAQUE_DECORATORS:
+            return True
+        if isinstance(target, ast.Attribute) and target.attr in ("register_fake", "register_kernel"):
+            return True
+    return False
+
+
 def _is_torch_compile(expr: ast.AST, imports: ImportTable) -> bool:
     if isinstance(expr, ast.Call):
         expr = expr.func
@@ -242,7 +258,7 @@ def model_functions(
     work: list[ModelFunction] = []
 
     def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=(), elements=()) -> None:
-        if id(fn) not in found:
+        if id(fn) not in found and not _opaque_op(fn, imports):
             chain = chain or (f"{cls.name}.{fn.name}" if cls is not None else fn.name,)
             found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left, elements)
             work.append(found[id(fn)])

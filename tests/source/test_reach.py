@@ -213,13 +213,14 @@ def test_the_report_does_not_depend_on_the_order_of_files(tree):
 
 def test_relint_after_fix_keeps_findings_only_reach_produces(tree):
     processors = tree / "pkg" / "processors.py"
-    # A fixable `.item()` (unsafe fix: keep the 0-d tensor) and an unfixable nonzero in the
-    # same reached helper: after --fix, the nonzero must still be reported.
+    # A fixable `.item()` (unsafe fix: keep the 0-d tensor) and an unfixable bincount in the
+    # same reached helper: after --fix, the bincount must still be reported. (A nonzero has a fix
+    # since fix11: FL106's unbacked-size custom op.)
     text = processors.read_text()
     text = text.replace("        scale =", "        hidden = hidden.float()\n        scale =")
     text = text.replace(
         "        return hidden / scale\n",
-        "        rows = torch.nonzero(hidden)\n        return hidden / scale, rows\n",
+        "        rows = torch.bincount(hidden.long().flatten())\n        return hidden / scale, rows\n",
     )
     processors.write_text(text)
     result = run(

@@ -36,6 +36,7 @@ from fuselint.source.module import SourceFile
 from fuselint.source.nodes import TRIES, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attribute
 from fuselint.source.scope import ModelFunction
+from fuselint.source.unbacked_ops import unbacked_call, unbacked_select
 
 _DYNAMIC_FUNCTIONS = frozenset(
     {"torch.nonzero", "torch.argwhere", "torch.unique", "torch.unique_consecutive", "torch.bincount",
@@ -270,7 +271,11 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
             if what is not None:
                 dynamic[id(site.node)] = site.node
                 message = f"{what} has a data-dependent output shape: {rule.message}"
-                fix = first_nonzero(sf, site, flow) or second_match(sf, site, flow)
+                fix = (
+                    first_nonzero(sf, site, flow)
+                    or second_match(sf, site, flow)
+                    or unbacked_call(sf, site, flow)
+                )
                 yield finding(sf, rule, site.node, message, fix, path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)
@@ -283,6 +288,7 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
                     f"indexing `{describe(site.node.value, 30)}` with boolean mask `{describe(mask, 30)}`"
                     f"{augmented} has a data-dependent output shape: {rule.message}"
                 )
-                yield finding(sf, rule, site.node, message, masked_write(sf, site, flow), path=site.path)
+                fix = masked_write(sf, site, flow) or unbacked_select(sf, site, flow, mask)
+                yield finding(sf, rule, site.node, message, fix, path=site.path)
         if dynamic:
             yield from resumed_method_calls(sf, flow, dynamic, rule)

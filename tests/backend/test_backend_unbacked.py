@@ -1,0 +1,82 @@
+"""Graphs whose sizes only the data decides (unbacked symbols) run through ATen, with the reason.
+
+FL106's fix keeps `x[mask]`, `nonzero` and the like in dynamo's graph as custom ops whose fake
+gives the data-sized dim an unbacked size; dynamo's own `capture_dynamic_output_shape_ops` does the
+same for `nonzero`. The planner prices bytes and the codegen sizes grids from concrete shapes, so
+the backend does not generate such a graph: it runs it as ATen (never wrong), and says why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from backend_helpers import flat, needs_interpreter
+
+from fuselint.backend import fuselint_backend, history_mark, reports_since
+from fuselint.backend.cudagraphs import why_not_recordable
+
+pytestmark = needs_interpreter
+
+
+def kept_columns(edges, x):
+    mask = edges[0] != edges[1]
+    kept = edges[:, mask]
+    return torch.cos(x[kept[0]]).sin() + 1, kept
+
+
+def _compile(fn, *args):
+    torch._dynamo.reset()
+    start = history_mark()
+    got = flat(torch.compile(fn, backend=fuselint_backend, dynamic=False)(*args))
+    return got, reports_since(start)
+
+
+def test_a_graph_with_an_unbacked_size_runs_through_aten_with_its_reason(caplog):
+    generator = torch.Generator().manual_seed(0)
+    edges = torch.randint(0, 8, (2, 40), generator=generator)
+    x = torch.randn(8, 16, generator=generator)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), caplog.at_level(logging.WARNING):
+        got, reports = _compile(kept_columns, edges, x)
+    want = flat(kept_columns(edges, x))
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    reasons = [why for r in reports for _, why in r.fallbacks]
+    assert any("only the data decides" in why for why in reasons), reasons
+    assert all(not r.kernels for r in reports)
+    assert "only the data decides" in caplog.text
+
+
+def test_a_static_graph_still_gets_kernels():
+    x = torch.randn(8, 16)
+    got, reports = _compile(lambda t: torch.cos(t).sin() + 1, x)
+    assert torch.equal(got[0], torch.cos(x).sin() + 1) or torch.allclose(got[0], torch.cos(x).sin() + 1)
+    assert any(r.kernels for r in reports)
+    assert not any("only the data decides" in why for r in reports for _, why in r.fallbacks)
+
+
+def test_a_data_sized_graph_is_not_recorded_as_a_cuda_graph():
+    edges = torch.randint(0, 8, (2, 40))
+    x = torch.randn(8, 16)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        _, reports = _compile(kept_columns, edges, x)
+    (report,) = [r for r in reports if r.graph_module is not None]
+    why = why_not_recordable(report.graph_module, [edges, x])
+    assert why is not None and "only the data decides" in why
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_new_data_of_the_same_shapes_needs_no_recompile(seed):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend(fuselint_backend)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(kept_columns, backend=counter, dynamic=False)
+        generator = torch.Generator().manual_seed(seed)
+        for _ in range(3):
+            edges = torch.randint(0, 8, (2, 40), generator=generator)
+            x = torch.randn(8, 16, generator=generator)
+            got, want = flat(compiled(edges, x)), flat(kept_columns(edges, x))
+            assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    assert counter.frame_count == 1

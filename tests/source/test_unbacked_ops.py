@@ -1,0 +1,324 @@
+"""FL106's fix that runs a data-sized expression as a custom op with an unbacked size.
+
+Each form (`x[mask]`, `x[:, mask]`, `x[..., mask]`, `nonzero` with and without `as_tuple`,
+one-argument `torch.where`, `unique`, `masked_select`, `repeat_interleave` with tensor repeats) is
+rewritten into a call of an op the fix defines once in the file; dynamo (torch 2.13) breaks before
+the fix and not after, and the outputs are bit-identical. The fixtures under fixtures/breaks/ show
+one real-looking model per form.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+from source_rules_helpers import dynamo_break_reasons, findings, fixed, load_namespace
+
+from fuselint.findings import Applicability
+
+torch = pytest.importorskip("torch")
+from torch.utils._pytree import tree_leaves  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
+
+SNIPPET = """
+import torch
+from torch import Tensor, nn
+
+class M(nn.Module):
+    def forward(self, x: Tensor, e: Tensor, r: Tensor):
+        return {expr}
+"""
+
+# (the expression in forward, the call the fix writes)
+FORMS = [
+    ("x[x[:, 0] > 0]", "_fuselint_select_0(x, x[:, 0] > 0)"),
+    ("e[:, e[0] != e[1]]", "_fuselint_select_1(e, e[0] != e[1])"),
+    ("x[:, :, x[0, 0] > 0]", "_fuselint_select_2(x, x[0, 0] > 0)"),
+    ("x[..., x[0, 0] > 0]", "_fuselint_select_last(x, x[0, 0] > 0)"),
+    ("x[x[:, 0] > 0, :]", "_fuselint_select_0(x, x[:, 0] > 0)"),
+    ("(x > 0).nonzero()", "_fuselint_nonzero(x > 0)"),
+    ("torch.nonzero(x > 0)", "_fuselint_nonzero(x > 0)"),
+    ("torch.argwhere(x > 0)", "_fuselint_argwhere(x > 0)"),
+    ("torch.nonzero(x > 0, as_tuple=True)", "_fuselint_nonzero_tuple(x > 0)"),
+    ("(x > 0).nonzero(as_tuple=True)[1]", "_fuselint_nonzero_tuple(x > 0)[1]"),
+    ("torch.where(x > 0)[0]", "_fuselint_nonzero_tuple(x > 0)[0]"),
+    ("torch.unique(e)", "_fuselint_unique(e)"),
+    ("e.unique(sorted=True, return_counts=True)", "_fuselint_unique_counts(e)"),
+    ("torch.unique(e, return_inverse=True, dim=1)", "_fuselint_unique_inverse_dim1(e)"),
+    ("x.masked_select(x > 0)", "_fuselint_masked_select(x, x > 0)"),
+    ("torch.masked_select(x, x[:, :1] > 0)", "_fuselint_masked_select(x, x[:, :1] > 0)"),
+    ("x.repeat_interleave(r, dim=0)", "_fuselint_repeat_dim0(x, r)"),
+    ("torch.repeat_interleave(x, r, dim=-2)", "_fuselint_repeat_dimm2(x, r)"),
+    ("torch.repeat_interleave(x[:, 0], r)", "_fuselint_repeat_flat(x[:, 0], r)"),
+    ("torch.repeat_interleave(r)", "_fuselint_repeat_counts(r)"),
+]
+
+
+def _snippet(expr: str) -> str:
+    return SNIPPET.format(expr=expr)
+
+
+def _inputs(seed: int) -> tuple:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(6, 3, 4, generator=generator)[:, :, 0].contiguous()
+    if seed % 2:
+        x = torch.randn(6, 3, 4, generator=generator)
+    e = torch.randint(0, 4, (2, 12), generator=generator)
+    r = torch.randint(0, 3, (6,), generator=generator)
+    return x, e, r
+
+
+def _same(a, b) -> bool:
+    left, right = tree_leaves(a), tree_leaves(b)
+    return len(left) == len(right) and all(
+        p.shape == q.shape and p.dtype == q.dtype and torch.equal(p, q)
+        for p, q in zip(left, right, strict=True)
+    )
+
+
+def _args_for(expr: str, seed: int) -> tuple:
+    x, e, r = _inputs(seed)
+    if "x[:, :, " in expr or "x[0, 0]" in expr:
+        x = torch.randn(6, 3, 4, generator=torch.Generator().manual_seed(seed))
+    else:
+        x = x if x.dim() == 2 else x[:, :, 0]
+    return x, e, r
+
+
+@pytest.mark.parametrize(("expr", "call"), FORMS)
+def test_form_becomes_a_call_of_its_op(expr, call):
+    text = fixed(_snippet(expr), "FL106")
+    assert f"return {call}" in text
+    (found,) = [f for f in findings(_snippet(expr), "FL106") if f.fix]
+    assert found.fix.applicability is Applicability.UNSAFE
+    assert "assumes" in found.fix.message
+
+
+@pytest.mark.parametrize(("expr", "call"), FORMS)
+def test_form_breaks_before_the_fix_and_not_after_with_the_same_outputs(expr, call):
+    text = _snippet(expr)
+    before, after = load_namespace(text, "before").M(), load_namespace(fixed(text, "FL106"), "after").M()
+    args = _args_for(expr, 0)
+    assert dynamo_break_reasons(before, *args)  # the data-sized op ends a graph
+    assert dynamo_break_reasons(after, *args) == []
+    torch._dynamo.reset()
+    compiled = torch.compile(after, backend="eager", dynamic=False)
+    for seed in range(3):  # other data of the same shapes: other sizes, the same values
+        args = _args_for(expr, seed)
+        assert _same(before(*args), after(*args))
+        assert _same(before(*args), compiled(*args))
+
+
+def test_inductor_compiles_the_ops_and_keeps_the_values():
+    """Inductor checks a custom op's strides against its fake: `nonzero` is column-major on CPU,
+    so the ops return contiguous results, as their fakes say."""
+    expr = "(x > 0).nonzero(), e[:, e[0] != e[1]], torch.unique(e, return_counts=True), x.repeat_interleave(r, dim=0)"
+    text = _snippet(expr)
+    before, after = load_namespace(text, "before").M(), load_namespace(fixed(text, "FL106"), "after").M()
+    torch._dynamo.reset()
+    compiled = torch.compile(after, backend="inductor", dynamic=False)
+    for seed in (0, 2):
+        args = _args_for(expr, seed)
+        assert _same(before(*args), compiled(*args))
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x[x[:, 0] > 0] * w",
+        "x[..., x[0] > 0] * w[0]",
+        "x.masked_select(x > 0) * w[0]",
+        "x[:, x[0] > 0] * w[0]",
+    ],
+)
+def test_mask_selections_carry_their_exact_gradient(expr):
+    snippet = "import torch\n\ndef f(x: torch.Tensor, w: torch.Tensor):\n    return ({expr}).sum()\n\nclass M(torch.nn.Module):\n    def forward(self, x: torch.Tensor, w: torch.Tensor):\n        return f(x, w)\n"
+    text = snippet.format(expr=expr)
+    after_text = fixed(text, "FL106")
+    assert "_fuselint_" in after_text and "register_autograd" in after_text
+    before, after = load_namespace(text, "before").f, load_namespace(after_text, "after").f
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        x = torch.randn(5, 4, generator=generator)
+        w = torch.randn(4, generator=generator)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        (ga,) = torch.autograd.grad(before(a, w), a)
+        (gb,) = torch.autograd.grad(after(b, w), b)
+        assert torch.equal(ga, gb)
+
+
+def test_ops_without_a_gradient_say_so_and_raise_in_backward():
+    text = _snippet("x.repeat_interleave(r, dim=0)")
+    (found,) = [f for f in findings(text, "FL106") if f.fix]
+    assert "no gradient" in found.fix.message
+    after = load_namespace(fixed(text, "FL106"), "after").M()
+    x, e, r = _args_for("x", 0)
+    out = after(x.clone().requires_grad_(), e, r)
+    with pytest.raises(RuntimeError, match="autograd"):
+        out.sum().backward()
+
+
+def test_fix_is_idempotent_and_defines_each_op_once():
+    text = _snippet(
+        "(x[x[:, 0] > 0], torch.nonzero(x > 0), torch.where(x > 0), (x > 1).nonzero(), x[x[:, 1] > 0])"
+    )
+    once = fixed(text, "FL106")
+    assert fixed(once, "FL106") == once
+    defined = [n.name for n in ast.parse(once).body if isinstance(n, ast.FunctionDef)]
+    assert len(defined) == len(set(defined))
+    assert {
+        "_fuselint_nonzero",
+        "_fuselint_nonzero_tuple",
+        "_fuselint_select_0",
+        "_fuselint_unbacked_size",
+    } <= set(defined)
+    # the definitions sit after the imports, before the class
+    body = ast.parse(once).body
+    first_def = next(i for i, n in enumerate(body) if isinstance(n, ast.FunctionDef))
+    assert all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in body[:first_def])
+    assert isinstance(body[-1], ast.ClassDef)
+
+
+def test_a_file_without_import_torch_gets_it():
+    text = textwrap.dedent(
+        """
+        from torch import Tensor, nn
+
+
+        class M(nn.Module):
+            def forward(self, x: Tensor):
+                return x.masked_select(x > 0)
+        """
+    )
+    after = fixed(text, "FL106")
+    assert "import torch\n" in after
+    module = load_namespace(after, "after")
+    x = torch.randn(7)
+    assert torch.equal(module.M()(x), x[x > 0])
+
+
+def test_a_module_run_twice_registers_its_ops_under_new_names():
+    """A reload (or two snippets of one name) must not fail on an op name already taken."""
+    after = fixed(_snippet("x[x[:, 0] > 0]"), "FL106")
+    first, second = load_namespace(after, "again").M(), load_namespace(after, "again").M()
+    x, e, r = _args_for("x", 0)
+    assert torch.equal(first(x, e, r), second(x, e, r))
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x[mask]",  # a parameter's guessed kind: may be numpy
+        "x[x[:, 0] > 0] if False else x",
+    ],
+)
+def test_not_where_the_code_does_not_show_tensors(expr):
+    text = "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x, mask):\n        return {expr}\n"
+    assert "_fuselint_" not in fixed(text.format(expr=expr), "FL106")
+
+
+def test_a_masked_write_and_an_augmented_read_are_left_to_their_own_fixes():
+    text = _snippet("x")
+    text = text.replace("        return x", "        x[x > 0] += 1\n        return x")
+    assert "_fuselint_" not in fixed(text, "FL106")
+
+
+def test_the_ops_bodies_are_not_linted_again():
+    once = fixed(_snippet("e[:, e[0] != e[1]]"), "FL106")
+    assert [f for f in findings(once, "FL106")] == []
+
+
+# ---------------------------------------------------------------- the fixtures, one per form
+
+FIXTURE_INPUTS = {
+    "self_loops.py": (
+        "SelfLoopFreeConv",
+        lambda g: (torch.randn(6, 8, generator=g), torch.randint(0, 6, (2, 20), generator=g)),
+    ),
+    "keypoint_nonzero.py": ("HeatmapKeypoints", lambda g: (torch.rand(16, 16, generator=g),)),
+    "expert_tokens.py": ("TopOneExperts", lambda g: (torch.randn(10, 16, generator=g),)),
+    "unique_labels.py": (
+        "LabelMeans",
+        lambda g: (torch.randn(12, 3, generator=g), torch.randint(0, 9, (12,), generator=g)),
+    ),
+    "masked_select_scores.py": (
+        "ValidLogSigmoid",
+        lambda g: (torch.randn(4, 6, generator=g), torch.randint(-1, 2, (4, 6), generator=g)),
+    ),
+    "repeat_segments.py": (
+        "SegmentBroadcast",
+        lambda g: (
+            torch.randn(4, 3, generator=g),
+            torch.cat([torch.zeros(1, dtype=torch.long), torch.randint(0, 4, (4,), generator=g).cumsum(0)]),
+        ),
+    ),
+}
+
+
+DATA_SIZED_OUTPUTS = {"keypoint_nonzero.py", "unique_labels.py", "repeat_segments.py"}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_INPUTS))
+def test_fixture_dynamo_confirms_the_break_before_the_fix_and_not_after(name):
+    text = (FIXTURES / name).read_text()
+    after_text = fixed(text, "FL106")
+    assert "_fuselint_" in after_text
+    assert fixed(after_text, "FL106") == after_text
+    cls, make = FIXTURE_INPUTS[name]
+    torch.manual_seed(0)
+    before = getattr(load_namespace(text, "before"), cls)().eval()
+    torch.manual_seed(0)
+    after = getattr(load_namespace(after_text, "after"), cls)().eval()
+    generator = torch.Generator().manual_seed(0)
+    args = make(generator)
+    assert dynamo_break_reasons(before, *args)
+    assert dynamo_break_reasons(after, *args) == []
+    torch._dynamo.reset()
+    compiled = torch.compile(after, backend="eager", dynamic=False)
+    sizes = set()
+    with torch.no_grad():
+        for _ in range(3):
+            args = make(generator)
+            expected = before(*args)
+            assert _same(expected, after(*args))
+            assert _same(expected, compiled(*args))
+            sizes.add(tuple(t.shape for t in tree_leaves(expected)))
+    if name in DATA_SIZED_OUTPUTS:  # the data sized the output: other data, other shapes, no recompile
+        assert len(sizes) > 1
+
+
+def test_not_where_torch_is_imported_only_for_type_checking():
+    """A definition runs when the module is imported: `torch` bound only under `if TYPE_CHECKING:`
+    (transformers' import_utils.py) would raise NameError there."""
+    text = textwrap.dedent(
+        """
+        from typing import TYPE_CHECKING
+
+        from torch import Tensor, nn
+
+        if TYPE_CHECKING:
+            import torch
+
+
+        class M(nn.Module):
+            def forward(self, x: Tensor):
+                return x.masked_select(x > 0)
+        """
+    )
+    assert "_fuselint_" not in fixed(text, "FL106")
+    guarded = text.replace("if TYPE_CHECKING:", "if True:")
+    assert "_fuselint_masked_select(x, x > 0)" in fixed(guarded, "FL106")
+
+
+def test_sarif_leaves_out_a_fix_that_needs_definitions_and_json_lists_them():
+    from fuselint.catalog import load_catalog
+    from fuselint.report.json_format import finding_to_json
+    from fuselint.report.sarif import _fix
+
+    (found,) = [f for f in findings(_snippet("x.masked_select(x > 0)"), "FL106") if f.fix]
+    assert _fix(found, {}) is None  # the edit alone would call an undefined op
+    entry = finding_to_json(found, load_catalog())
+    assert any("_fuselint_masked_select" in d for d in entry["fix"]["definitions"])
