@@ -556,6 +556,19 @@ def data_sized_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     return None
 
 
+def _why_aten(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:
+    """Why ATen runs the whole of `gm` instead of generated kernels, or None."""
+    data_sized = data_sized_node(gm)
+    if data_sized is not None:
+        return (
+            f"a size only the data decides (unbacked) at {data_sized.name} ({data_sized.target}): "
+            "ATen runs the graph"
+        )
+    if not _static(example_inputs) or not _has_target(gm):
+        return "no static shapes or no Triton device"
+    return None
+
+
 def _has_target(gm: torch.fx.GraphModule) -> bool:
     for n in gm.graph.nodes:
         val = n.meta.get("val")
@@ -580,17 +593,11 @@ def compile_graph(
     history.append(report)
     _compiled_total += 1
     del history[:-_HISTORY_LIMIT]
-    data_sized = data_sized_node(gm)
-    if data_sized is not None:
-        why = f"a size only the data decides (unbacked) at {data_sized.name} ({data_sized.target}): ATen runs the graph"
-        log.warning("fuselint: %s: %s", name, why)
+    why = _why_aten(gm, example_inputs)
+    if why is not None:  # the backend is never wrong: what it cannot generate, ATen runs
+        if why.startswith("a size only the data decides"):
+            log.warning("fuselint: %s: %s", name, why)
         report.fallbacks.append((tuple(n.name for n in gm.graph.nodes), why))
-        report.graph_module = gm
-        return gm
-    if not _static(example_inputs) or not _has_target(gm):
-        report.fallbacks.append(
-            (tuple(n.name for n in gm.graph.nodes), "no static shapes or no Triton device")
-        )
         report.graph_module = gm
         return gm
     start_workers_for(example_inputs)
