@@ -88,7 +88,7 @@ class PlanOptions:
     epilogue_into_matmul: bool = False  # backend can generate mm/conv with a pointwise epilogue
     horizontal: bool = True  # fuse independent groups that read a common tensor
     recompute_max_ops: int = 30  # Inductor's realize_opcount_threshold
-    recompute_max_reads: int = 4  # Inductor's realize_reads_threshold
+    recompute_max_reads: int = 4  # Inductor's realize_reads_threshold (broadcast vectors aside)
     recompute_max_cat_inputs: int = 8  # Inductor's MAX_COMPLEX_POINTWISE_CAT
     # Inductor splits a reduction with few rows and long rows into two kernels (partial sums,
     # then their total) to use the whole GPU: fewer than 2 x SMs rows (H100/H200: 132 SMs) of
@@ -164,6 +164,10 @@ class FusionPlan:
 
 # ---------------------------------------------------------------------------------------------
 # Facts about the graph that every decision needs
+
+# A read at most 1/BROADCAST_READ the size of the value recomputed (a per-channel vector) does not
+# count towards `recompute_max_reads` (`_Planner._recompute_plan`).
+BROADCAST_READ = 64
 
 
 def _prod(shape) -> int:
@@ -730,8 +734,15 @@ class _Planner:
         if len(cone) > self.opt.recompute_max_ops:
             return f"recomputing it takes {len(cone)} ops (> {self.opt.recompute_max_ops})"
         cone_reads = {u for c in cone for _p, u in f.reads[c] if f.home[u] not in cone_set}
-        if len(cone_reads) > self.opt.recompute_max_reads:
-            return f"recomputing it reads {len(cone_reads)} tensors (> {self.opt.recompute_max_reads})"
+        # Inductor counts every buffer a recomputation reads; a vector broadcast over the value
+        # (BatchNorm's statistics and affine, a bias) costs a reader no traffic to speak of, so
+        # only reads of more than 1/BROADCAST_READ of the value's points count here. BatchNorm
+        # with its activation reads five tensors, one of them big: EfficientNet's BN-SiLU before
+        # a squeeze-excite is then recomputed by the gate's multiply from the convolution's
+        # output, in float32, instead of being written in bf16 and read back rounded.
+        big_reads = [u for u in cone_reads if f.numel(u) * BROADCAST_READ > f.numel(v)]
+        if len(big_reads) > self.opt.recompute_max_reads:
+            return f"recomputing it reads {len(big_reads)} tensors (> {self.opt.recompute_max_reads})"
         plan: dict[int, dict[str, str]] = {}
         extra_bytes, saved = 0, f.bytes[v]
         for gid in outside:

@@ -143,6 +143,40 @@ def test_too_many_reads_to_recompute_materializes():
     assert "reads 5 tensors" in p.materialized[0].reason
 
 
+def test_broadcast_vectors_do_not_count_towards_the_reads_limit():
+    """BatchNorm-SiLU before a squeeze-excite (EfficientNet): one image-sized read and four
+    per-channel vectors. It is recomputed in the pooling reduction and in the gate's multiply
+    from the convolution's output, not written in bf16 and read back rounded."""
+
+    def fn(x, mean, var, w, b, se):
+        y = F.silu(F.batch_norm(x, mean, var, w, b, False, 0.0, 1e-5))
+        gate = torch.sigmoid(F.conv2d(y.mean((2, 3), keepdim=True), se))  # a library call between
+        return y * gate
+
+    c = 16
+    args = (
+        torch.randn(2, c, 8, 8, dtype=torch.bfloat16),
+        *[torch.rand(c, dtype=torch.bfloat16) + 0.5 for _ in range(4)],
+        torch.randn(c, c, 1, 1, dtype=torch.bfloat16),
+    )
+    p = plan(aten_graph(fn, *args))
+    assert not p.materialized
+    (r,) = [r for r in p.recomputations if "over 5 tensor(s)" in r.reason]
+    assert len(r.groups) == 1
+    readers = [g for g in p.groups if r.node in g.compute_nodes]
+    assert len(readers) == 2 and all("arg0_1" in g.inputs for g in readers)
+    assert not any(r.node in g.outputs for g in p.groups), "the BN-SiLU value is never written"
+
+
+def test_five_image_sized_reads_still_materialize():
+    def fn(x, a, b, c, d, se):
+        y = F.silu((x - a) * b * c + d)
+        return y * torch.sigmoid(F.conv2d(y.mean((2, 3), keepdim=True), se))
+
+    p = plan(aten_graph(fn, *[torch.randn(2, 16, 8, 8) for _ in range(5)], torch.randn(16, 16, 1, 1)))
+    assert p.materialized and "reads 5 tensors" in p.materialized[0].reason
+
+
 def test_small_cat_read_only_by_pointwise_ops_is_recomputed_like_a_pointwise_op():
     """ViT's ``cat([cls, patches]) + pos``: the sum is read by a norm and a residual add. Inductor's
     GPU lowering makes a cat of up to 8 tensors pointwise, so the sum is recomputed, not stored."""
