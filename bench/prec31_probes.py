@@ -13,7 +13,7 @@ Needs the corpus packages diffusers and transformers.
 from __future__ import annotations
 
 import torch
-from break_probe import listen, package_site, print_probes
+from break_probe import print_probes
 
 SCRIPT = "prec31_probes.py"
 PACKAGES = ("diffusers", "transformers")
@@ -76,7 +76,6 @@ def main() -> None:
         ("pocket_tts Conv1d, pad_mode reflect", *pocket_conv("reflect")),
         ("flash-attention varlen lengths under is_tracing", flash_lengths, lengths),
     ]
-    listen()
     print_probes(runs, SCRIPT, PACKAGES)
 
 
