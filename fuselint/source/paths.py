@@ -57,6 +57,13 @@ _NAMED_ARGUMENT = re.compile(r"`[^`]+`|'[^']+'")
 _SUPPORTED_SET = re.compile(
     r"\bsupported (shapes|sizes|resolutions|values|dimensions) (are|is)\b", re.IGNORECASE
 )
+# A warning that the value the caller passed for an argument is replaced ("The `use_cache` argument is
+# changed to `False` since `labels` is provided"). A misuse path only where the branch runs for a
+# caller who passed the argument (`override_path`): where the function first fills it from its config,
+# every call warns.
+_OVERRIDE_TEXT = re.compile(
+    r"\bargument (is|was|will be) (changed|set|reset|overridden|overwritten) to\b", re.IGNORECASE
+)
 _WARNING_METHODS = frozenset({"warn", "warning", "warning_once", "warn_once", "error", "critical"})
 _WARNING_FUNCTIONS = frozenset({"warn", "deprecate", "warn_explicit"})
 _NOTES = {
@@ -209,6 +216,17 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
     if _records_statistics(test, body):
         return RECORDING
     return None
+
+
+def warns_of_override(test: ast.expr, body: list[ast.stmt]) -> bool:
+    """`if use_cache: logger.warning("The `use_cache` argument is changed to `False` ...")`: a branch
+    on a bare name that warns that an argument's value is replaced. A misuse path where the name is a
+    parameter defaulting to None or False that the function leaves as the caller passed it: the branch
+    runs only for a caller who passed the argument the warning overrides (transformers' BART family
+    with `labels`); the caller checks that."""
+    if not isinstance(test, ast.Name):
+        return False
+    return any(_OVERRIDE_TEXT.search(t) for t in map(_warning_text, body) if t is not None)
 
 
 # Exceptions that code catches to go another normal way (a missing key, the end of an
