@@ -59,7 +59,7 @@ _SUPPORTED_SET = re.compile(
 )
 # A warning that the value the caller passed for an argument is replaced ("The `use_cache` argument is
 # changed to `False` since `labels` is provided"). A misuse path only where the branch runs for a
-# caller who passed the argument (`override_path`): where the function first fills it from its config,
+# caller who passed the argument (`warns_of_override`): where the function first fills it from its config,
 # every call warns.
 _OVERRIDE_TEXT = re.compile(
     r"\bargument (is|was|will be) (changed|set|reset|overridden|overwritten) to\b", re.IGNORECASE
