@@ -1,4 +1,4 @@
-"""Dynamo checks behind the verdicts of the seventh sample (seed 30) of
+"""Dynamo checks behind the verdicts of the seventh and eighth samples (seeds 30, 31) of
 bench/results/real_breaks_precision.md (prec31, issue 11): each probe compiles the installed package
 code of one sampled finding, or a few-line reproduction of its pattern, (torch 2.13 CPU, backend eager,
 dynamic=False) on the input a normal call gives and, where the verdict turns on it, on the input of the
@@ -7,7 +7,7 @@ package, or "probes:N" for a line of this file).
 
     cd bench && PYTHONPATH=$PWD/..:$PWD python prec31_probes.py
 
-Needs the corpus packages diffusers and transformers.
+Needs the corpus packages diffusers, kornia and transformers. The last three rows are seed 31's (prec31).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from break_probe import print_probes
 
 SCRIPT = "prec31_probes.py"
-PACKAGES = ("diffusers", "transformers")
+PACKAGES = ("diffusers", "kornia", "transformers")
 
 
 def marian():
@@ -66,6 +66,18 @@ def flash_lengths(max_seqlen_q, max_seqlen_k):
     return torch.ones(max_seqlen_q + max_seqlen_k)
 
 
+def kornia_descriptor(scripted: bool, dtype: torch.dtype):
+    """Seed 31 #17 (kornia `feature/integrated.py:113`): `_run_descriptor` with a descriptor whose
+    parameters must be cast to the patches' dtype (float64 patches, float32 module), the module plain
+    or TorchScript (whose `copy.deepcopy` path breaks inside the `try`, sending the frame to eager)."""
+    from kornia.feature.integrated import _run_descriptor
+    from torch import nn
+
+    net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten())
+    module = torch.jit.script(net) if scripted else net
+    return lambda patches: _run_descriptor(module, patches), (torch.randn(2, 1, 8, 8, dtype=dtype),)
+
+
 def main() -> None:
     plain, with_cache, marian_args = marian()
     lengths = (torch.tensor(5), torch.tensor(7))
@@ -75,6 +87,18 @@ def main() -> None:
         ("pocket_tts Conv1d, pad_mode constant (default)", *pocket_conv("constant")),
         ("pocket_tts Conv1d, pad_mode reflect", *pocket_conv("reflect")),
         ("flash-attention varlen lengths under is_tracing", flash_lengths, lengths),
+        (
+            "seed 31: kornia _run_descriptor, float64 patches, plain module",
+            *kornia_descriptor(False, torch.float64),
+        ),
+        (
+            "seed 31: kornia _run_descriptor, float64 patches, TorchScript module",
+            *kornia_descriptor(True, torch.float64),
+        ),
+        (
+            "seed 31: kornia _run_descriptor, float32 patches, TorchScript module",
+            *kornia_descriptor(True, torch.float32),
+        ),
     ]
     print_probes(runs, SCRIPT, PACKAGES)
 
