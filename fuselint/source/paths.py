@@ -40,6 +40,8 @@ _MISUSE_TEXT = re.compile(
     r"not recognized|unrecognized|"
     r"(has|have) to be divisible by|"  # an argument's constraint, which the code then rounds to
     r"truncated because|can only handle (sequences|inputs) up to|"  # an input past the model's limit, cut to it
+    r"\bonly (the )?first\s+(\S+\s+)?\w+\s+(will be|are) (processed|used|kept)\b|"  # the same, in GLIGEN's words
+    r"\bmutually exclusive\b|"  # two arguments the caller must not pass together
     r"['`][^'`]+['`] is too (large|small|high|low)|"  # an argument named in quotes, out of its range
     r"`[^`]+` (is |are |was |will be )?ignored|"  # an argument named in quotes, then ignored
     r"\bbut (is |are |was |will be )?ignored\b|"  # "x is passed as ..., but ignored since ..."

@@ -124,3 +124,31 @@ def test_an_override_warning_is_a_misuse_road_only_under_a_parameter_left_as_pas
     # `return_dict` defaults to True (every call warns); a warning not about an override stays normal
     paths = {f.span.line: off_path(f) for f in findings(OVERRIDES, "FL103")}
     assert paths == {13: MISUSE, 15: None, 17: None}
+
+
+LIMITS = """
+import logging
+import warnings
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+class M(nn.Module):
+    def forward(self, x, boxes, input_ids=None, input_features=None, max_objs=30):
+        if len(boxes) > max_objs:
+            warnings.warn(f"More that {max_objs} objects found. Only first {max_objs} objects will be processed.")
+        if input_features is not None and input_ids is not None:
+            logger.warning("Make sure that `input_features` and `input_ids` are mutually exclusive.")
+        if len(boxes) > 3:
+            logger.warning("Only the first token is used for pooling.")
+        return x
+"""
+
+
+def test_warnings_that_an_input_is_cut_or_two_arguments_exclude_each_other_are_misuse_roads():
+    # seed 31 #42 (GLIGEN's box limit) and #39 (seamless_m4t's input_ids with input_features); a note
+    # about what the model does with every input stays normal
+    paths = {f.span.line: off_path(f) for f in findings(LIMITS, "FL103")}
+    assert paths == {13: MISUSE, 15: MISUSE, 17: None}
