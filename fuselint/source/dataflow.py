@@ -36,7 +36,7 @@ from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
 from fuselint.source.nodes import child_nodes, made_once, of_types, stored_names, walk
 from fuselint.source.nodes import self_attribute as _self_attr
-from fuselint.source.paths import DEPRECATION, MISUSE, branch_path, handler_path
+from fuselint.source.paths import DEPRECATION, MISUSE, branch_path, handler_path, warns_of_override
 from fuselint.source.scope import FunctionNode, ModelFunction
 from fuselint.source.tracing_truth import compile_truth, live_nodes
 
@@ -1722,6 +1722,9 @@ class FunctionFlow:
 
     def _walk_If(self, stmt: ast.If, env: Env, live: bool) -> Env:
         body_path = branch_path(stmt.test, stmt.body)
+        if body_path is None and warns_of_override(stmt.test, stmt.body):
+            if stmt.test.id in self._left_as_passed(stmt.lineno):
+                body_path = MISUSE
         if self._path is None and body_path in (DEPRECATION, MISUSE) and self._size_guarded(stmt.test, env):
             self._path = body_path  # the test's tensor read is on the branch's side road
             self._record(stmt, [stmt.test], env, live)
@@ -1767,6 +1770,21 @@ class FunctionFlow:
         if _leaves(stmt.orelse) and not _leaves(stmt.body):
             return body_env
         return _merge(body_env, else_env)
+
+    def _left_as_passed(self, line: int) -> frozenset[str]:
+        """The parameters defaulting to None or False that the function has not rebound before `line`:
+        what they hold there is what the caller passed."""
+        args = self.fn.node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+        unset = {a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value in (None, False)}
+        if not unset:
+            return frozenset()
+        for node in walk(self.fn.node):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < line:
+                unset -= stored_names(node)
+        return frozenset(unset)
 
     def _size_guarded(self, test: ast.expr, env: Env) -> bool:
         """`if long.shape[-1] >= ids.shape[-1] and not torch.equal(ids, long):`: the test's tensor

@@ -40,6 +40,8 @@ _MISUSE_TEXT = re.compile(
     r"not recognized|unrecognized|"
     r"(has|have) to be divisible by|"  # an argument's constraint, which the code then rounds to
     r"truncated because|can only handle (sequences|inputs) up to|"  # an input past the model's limit, cut to it
+    r"\bonly (the )?first\s+(\S+\s+)?\w+\s+(will be|are) (processed|used|kept)\b|"  # the same, in GLIGEN's words
+    r"\bmutually exclusive\b|"  # two arguments the caller must not pass together
     r"['`][^'`]+['`] is too (large|small|high|low)|"  # an argument named in quotes, out of its range
     r"`[^`]+` (is |are |was |will be )?ignored|"  # an argument named in quotes, then ignored
     r"\bbut (is |are |was |will be )?ignored\b|"  # "x is passed as ..., but ignored since ..."
@@ -56,6 +58,13 @@ _ADVICE_TEXT = re.compile(
 _NAMED_ARGUMENT = re.compile(r"`[^`]+`|'[^']+'")
 _SUPPORTED_SET = re.compile(
     r"\bsupported (shapes|sizes|resolutions|values|dimensions) (are|is)\b", re.IGNORECASE
+)
+# A warning that the value the caller passed for an argument is replaced ("The `use_cache` argument is
+# changed to `False` since `labels` is provided"). A misuse path only where the branch runs for a
+# caller who passed the argument (`warns_of_override`): where the function first fills it from its config,
+# every call warns.
+_OVERRIDE_TEXT = re.compile(
+    r"\bargument (is|was|will be) (changed|set|reset|overridden|overwritten) to\b", re.IGNORECASE
 )
 _WARNING_METHODS = frozenset({"warn", "warning", "warning_once", "warn_once", "error", "critical"})
 _WARNING_FUNCTIONS = frozenset({"warn", "deprecate", "warn_explicit"})
@@ -209,6 +218,17 @@ def branch_path(test: ast.expr | None, body: list[ast.stmt], else_of: list[ast.s
     if _records_statistics(test, body):
         return RECORDING
     return None
+
+
+def warns_of_override(test: ast.expr, body: list[ast.stmt]) -> bool:
+    """`if use_cache: logger.warning("The `use_cache` argument is changed to `False` ...")`: a branch
+    on a bare name that warns that an argument's value is replaced. A misuse path where the name is a
+    parameter defaulting to None or False that the function leaves as the caller passed it: the branch
+    runs only for a caller who passed the argument the warning overrides (transformers' BART family
+    with `labels`); the caller checks that."""
+    if not isinstance(test, ast.Name):
+        return False
+    return any(_OVERRIDE_TEXT.search(t) for t in map(_warning_text, body) if t is not None)
 
 
 # Exceptions that code catches to go another normal way (a missing key, the end of an

@@ -166,16 +166,18 @@ def _named_static(end: ast.expr) -> bool:
     return any(word.startswith(_STATIC_WORDS) for word in end.id.lower().split("_"))
 
 
-def _data_sized(end: ast.expr, flow: FunctionFlow) -> bool:
+def _data_sized(end: ast.expr, flow: FunctionFlow, index: ast.Name) -> bool:
     """A size read off a tensor that grows with the input: its batch (dim 0) or sequence (dim 1),
     or one whose name says batch, sequence or time; dim 1 named a class, channel or head count
-    is the model's own. A trailing dim (`ids.shape[-1]`: 3 rope axes)
-    or a later one (`w.shape[2]`: a chunk of fixed length) is a small static size: dynamo unrolls
-    the loop into the same few ops at every call (bench/precision_probes.py)."""
+    is the model's own, and so is dim 1 counted by a loop variable of that name
+    (`for c in range(latents.size(1))`: LTX-2's per-channel AdaIN, 128 latent channels).
+    A trailing dim (`ids.shape[-1]`: 3 rope axes) or a later one (`w.shape[2]`: a chunk of fixed
+    length) is a small static size: dynamo unrolls the loop into the same few ops at every call
+    (bench/precision_probes.py)."""
     position = _dim_position(end, flow)
     if _named_data_sized(end):
         return True
-    if position == 1 and _named_static(end):
+    if position == 1 and (_named_static(end) or _named_static(index)):
         return False  # a class or channel count (see _STATIC_WORDS)
     return position is None or position in (0, 1)
 
@@ -214,7 +216,7 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
             end = iterable.args[0] if len(iterable.args) == 1 else iterable.args[1]
             if (
                 flow.kind(end, env) == DIM
-                and _data_sized(end, flow)
+                and _data_sized(end, flow, loop.target)
                 and _indexes_with(loop.body, loop.target.id, flow, env)
             ):
                 return f"`range({describe(end, 30)})` runs once per row of a tensor"
