@@ -62,8 +62,9 @@ class DataSized:
         self.sf = sf
         # name -> its bindings in line order: (line, the line of the data-sized op it holds / the
         # value it counts, or None)
-        self.names: dict[str, list[tuple[int, int | None]]] = {}
-        self.counts: dict[str, list[tuple[int, str | None]]] = {}
+        self.names: dict[str, list[tuple[int, int | None, Branches]]] = {}
+        self.counts: dict[str, list[tuple[int, str | None, Branches]]] = {}
+        self.branches = _branches(fn)
         for stmt in sorted(
             (n for n in walk(fn) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
         ):
@@ -76,16 +77,24 @@ class DataSized:
             names = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
             for name in names:
                 if isinstance(name, ast.Name):
-                    self.names.setdefault(name.id, []).append((stmt.lineno, line))
+                    where = self.branches.get(id(stmt), frozenset())
+                    self.names.setdefault(name.id, []).append((stmt.lineno, line, where))
                     one = counted if len(names) == 1 and line is None else None
-                    self.counts.setdefault(name.id, []).append((stmt.lineno, one))
+                    self.counts.setdefault(name.id, []).append((stmt.lineno, one, where))
 
-    @staticmethod
-    def _latest(bindings: dict[str, list], name: ast.Name):
-        """What `name` was last bound to on a line above its use (textual order: an `else`
-        branch's binding below does not reach up)."""
+    def _latest(self, bindings: dict[str, list], name: ast.Name):
+        """What `name` was last bound to above its use, by a binding that can reach it: not one on a
+        later line (an `else` below), nor one in the other branch of an `if` the use sits in
+        (seamless_m4t's `hidden_states = repeat_interleave(...)` under `if`, then a test of
+        `hidden_states.shape[0]` under its `else`)."""
+        here = self.branches.get(id(name), frozenset())
         return next(
-            (value for line, value in reversed(bindings.get(name.id, [])) if line < name.lineno), None
+            (
+                value
+                for line, value, where in reversed(bindings.get(name.id, []))
+                if line < name.lineno and not any((block, 1 - side) in here for block, side in where)
+            ),
+            None,
         )
 
     def sized(self, expr: ast.expr) -> int | None:
@@ -147,6 +156,26 @@ class DataSized:
 
     def _counted(self, value: ast.expr) -> str | None:
         return self.sf.segment(value) if self.sized(value) is not None else None
+
+
+# The `if` statements a node sits in, each with its side: (id of the `if`, 0 body / 1 else).
+Branches = frozenset[tuple[int, int]]
+
+
+def _branches(fn: ast.AST) -> dict[int, Branches]:
+    """For each node of `fn`, the `if` branches it lies in."""
+    out: dict[int, Branches] = {}
+    todo: list[tuple[ast.AST, Branches]] = [(fn, frozenset())]
+    while todo:
+        node, inside = todo.pop()
+        out[id(node)] = inside
+        if isinstance(node, ast.If):
+            todo.append((node.test, inside))
+            todo.extend((child, inside | {(id(node), 0)}) for child in node.body)
+            todo.extend((child, inside | {(id(node), 1)}) for child in node.orelse)
+        else:
+            todo.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return out
 
 
 # ---------------------------------------------------------------- which side, and why

@@ -136,6 +136,26 @@ def test_no_finding_on_an_index_compared_with_the_count():
     assert findings(text, "FL102") == []
 
 
+def test_a_binding_in_the_other_branch_does_not_reach_the_test():
+    """seamless_m4t: `hidden_states` is data-sized only in the `if` branch; the `else` tests its own."""
+    text = textwrap.dedent(
+        """
+        import torch
+        from torch import Tensor, nn
+
+        class M(nn.Module):
+            def forward(self, x: Tensor, r: Tensor):
+                if x.size(0) == 1:
+                    x = torch.repeat_interleave(x, r, dim=0)
+                else:
+                    if x.shape[0] > 1 and self.training:
+                        x = x * 2
+                return x
+        """
+    )
+    assert findings(text, "FL102") == []
+
+
 def test_no_fix_where_the_guards_name_is_taken():
     text = _snippet("if len(idx) > 3:").replace(
         "class M", "def guard_or_false(x):\n    return x\n\n\nclass M"
