@@ -303,7 +303,9 @@ def count_branch_fix(sf: SourceFile, node: ast.If | ast.IfExp, sized: DataSized)
     assumptions = "; ".join(dict.fromkeys(why for _, _, why in found))
     message = (
         f"decide it with `{'`/`'.join(needed)}` from `{SYMBOLIC}`: eager runs read the plain bool (unchanged); "
-        f"under compile a size only the data knows takes the general path without a break ({assumptions})"
+        f"under compile a size only the data knows takes the general path without a break ({assumptions}; "
+        "and that what follows compiles with the size unknown: Inductor fails on kornia ALIKED's bmm, "
+        "torch 2.13, so prove it with `--entry`)"
     )
     imports = tuple(f"from {SYMBOLIC} import {guard}" for guard in needed)
     return found, Fix(Applicability.UNSAFE, message, edits, imports)
