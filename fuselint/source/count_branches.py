@@ -10,7 +10,8 @@ top-k, the descriptor matcher). `min(n, idx.shape[0])` itself stays symbolic and
 `torch.fx.experimental.symbolic_shapes.guard_or_false(c)` / `guard_or_true(c)` return the plain
 bool in eager (so eager runs are unchanged) and, under compile, the comparison's value where the
 size is known (a backed size: exact, with a guard) and the given side without a break where only
-the data knows it (measured: `tests/source/test_count_branches.py`, `fixtures/breaks/count_branch.py`).
+the data knows it (measured: `bench/fix12_count_probes.py`, `tests/source/test_count_branches.py` and the
+fixtures `keypoint_limit.py`, `matches_or_empty.py` under `fixtures/breaks/`).
 The fix wraps each comparison of a count in the one whose fallback is the general path:
 
 - `n == 0`, `n <= 0`, `n < 1` fall back to False, `n > 0`, `n != 0`, `n >= 1` to True: the code
