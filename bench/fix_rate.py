@@ -316,9 +316,17 @@ NO_FIX = {
     "segments' count",
     ("sold2_detector.py", "if len(junctions) == 0"): "(fix11) the empty-image path: a branch on the "
     "junctions' count",
-    ("bbox.py", "if boxes.shape[0] != scores.shape[0]"): "(fix11) NMS checks that boxes and scores agree in "
-    "count: two unbacked sizes dynamo cannot compare (a `torch._check` of the equality would, a change to "
-    "kornia's check, not a rewrite of a pattern)",
+    ("bbox.py", "if boxes.shape[0] != scores.shape[0]"): "(fix11, fix12) NMS checks that boxes and scores "
+    "agree in count: two unbacked sizes dynamo cannot compare. `guard_or_false` decides such a check (fix12's "
+    "FL102 fix; bench/fix12_count_probes.py `two_counts_guard_or_false`: 1 graph), but here both are "
+    "parameters of `nms`, sized by its caller (`prob_to_junctions`' `torch.where` and mask read): the lint "
+    "does not carry a data-sized kind across a call, and flagging every size check of two parameters "
+    "would flag checks that never break",
+    # fix12: FL102's guard fix decides the tests of a count above; what stays
+    ("scale_space_detector.py", "if n_candidates < num_feats"): "(fix12) the octaves' candidates, each "
+    "octave's top-K of min(num_features, its count), summed, decide whether to pad up to num_features: the "
+    "count is built in another function (a list of the octaves' results) that the lint does not follow, "
+    "and neither side is a general path (a negative pad crops; a top-K of num_features needs that many)",
 }
 
 

@@ -12,6 +12,7 @@ Like `check`, this module imports no torch, libcst or networkx at import time.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from fuselint.source.lint import (
     ambiguous_lines,
     decode_source,
     excluded_anywhere,
+    heap_frozen,
     lint_text,
     lint_tree,
     read_source,
@@ -215,6 +217,8 @@ def run_check(
             keep=proof.keeps if proof else None,
             lint=tree.lint_text,
             say=say,
+            reached={path: result.reached for path, result in tree.results.items()},
+            jobs=request.jobs or os.cpu_count() or 1,
         )
         if diff:
             text = "".join(diffs)
@@ -427,6 +431,11 @@ def carry_traced(traced: list[Finding], before: dict[str, str], after: dict[str,
     return moved
 
 
+# From this many files to fix, worker processes pay for their start (a second each, with the
+# rules' imports).
+FIX_POOL_FROM = 8
+
+
 def fix_files(
     findings: list[Finding],
     catalog: Catalog,
@@ -436,29 +445,45 @@ def fix_files(
     keep=None,
     lint=None,
     say: Say = _silent,
+    reached: dict | None = None,
+    jobs: int = 1,
 ) -> tuple[int, dict[str, str], list[str], list[str], dict[str, str], dict[str, tuple[Finding, ...]]]:
     """Fix every file that has an allowed fix; returns (fixes applied, new texts, diffs,
     files that could not be written, old texts of the changed files, the findings fixed in
     each). A file that cannot be written is left as it was. `keep`: the fixes to apply (a
-    predicate on findings, from a proof), None for all."""
+    predicate on findings, from a proof), None for all. With `reached` (each file's roots in the
+    tree lint, what `lint` uses) and `jobs` > 1, the files are fixed in worker processes.
+
+    A read error skips the file, as before; the texts are read before any is written."""
     # libcst costs a quarter of a second to import: only runs that fix pay for it.
     from fuselint.source.fixer import allowed, fix_text, line_length_for, write_atomically
     from fuselint.verify.prove import only_kept
 
     paths = sorted({f.span.path for f in findings if allowed(f, config.unsafe_fixes)})
     total, changed, diffs, unwritable, before, applied = 0, {}, [], [], {}, {}
+    sources = {path: read_source(Path(path)) for path in paths}
+    paths = [path for path in paths if sources[path][2] is None]
+    if reached is not None and keep is None and jobs > 1 and len(paths) >= FIX_POOL_FROM:
+        from fuselint.source.lint import fix_texts
+
+        items = [(p, sources[p][0], reached.get(p, ()), line_length_for(Path(p))) for p in paths]
+        results = dict(zip(paths, fix_texts(items, config, jobs), strict=True))
+    else:
+        with heap_frozen():
+            results = {
+                path: fix_text(
+                    sources[path][0],
+                    (lambda t, p=path: only_kept(lint(p, t), keep))
+                    if lint
+                    else (lambda t, p=path: only_kept(lint_text(p, t, catalog, config), keep)),
+                    unsafe=config.unsafe_fixes,
+                    line_length=line_length_for(Path(path)),
+                )
+                for path in paths
+            }
     for path in paths:
-        text, encoding, error = read_source(Path(path))
-        if error is not None:
-            continue
-        result = fix_text(
-            text,
-            (lambda t, p=path: only_kept(lint(p, t), keep))
-            if lint
-            else (lambda t, p=path: only_kept(lint_text(p, t, catalog, config), keep)),
-            unsafe=config.unsafe_fixes,
-            line_length=line_length_for(Path(path)),
-        )
+        text, encoding, _error = sources[path]
+        result = results[path]
         if result.text == text:
             continue
         if write:

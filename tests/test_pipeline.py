@@ -154,3 +154,41 @@ def test_check_text_fixes_and_relints_a_text_not_on_disk():
 def test_check_text_reports_undecodable_bytes_as_fl000():
     result = check_text("m.py", b"x = '\xff\xfe'\n", load_catalog(), Config(fix=True))
     assert [f.code for f in result.findings] == ["FL000"] and result.text is None
+
+
+def test_fixes_in_worker_processes_write_what_one_process_writes(tmp_path, monkeypatch):
+    """From FIX_POOL_FROM files to fix, `--fix` spreads the files over worker processes (fix12:
+    a whole package's fixes, each file's rounds its own): the same texts and counts as one process."""
+    import fuselint.source.lint as lint_module
+    from fuselint.pipeline import FIX_POOL_FROM
+
+    spread = []
+    pooled = lint_module.fix_texts
+    monkeypatch.setattr(lint_module, "fix_texts", lambda *a: spread.append(len(a[0])) or pooled(*a))
+    names = ["debug_prints.py", "moe_router.py", "detection_head.py", "early_exit.py"]
+    texts = {}
+    for jobs in (1, 2):
+        root = tmp_path / f"jobs{jobs}"
+        root.mkdir()
+        for i in range(FIX_POOL_FROM):
+            shutil.copy(FIXTURES / names[i % len(names)], root / f"m{i}_{names[i % len(names)]}")
+        result = run_check(_request(root, jobs=jobs, config={"fix": True, "unsafe_fixes": True}))
+        texts[jobs] = (_texts(root), result.fixed, [f.span.line for f in result.findings])
+    assert spread == [FIX_POOL_FROM]  # only the run with two jobs, every file
+    assert texts[1] == texts[2]
+    assert texts[1][1] > 0
+
+
+def test_a_fix_does_not_call_torch_where_the_module_imports_it_only_for_type_checking(tmp_path):
+    """FL103's guard writes `torch.compiler.is_compiling()` into a function: in a module that binds
+    `torch` only under `if TYPE_CHECKING:` (transformers' `utils/generic.py`, `import_utils.py`) it
+    would raise NameError when run, so the fixer keeps the file as it is."""
+    text = (
+        "from typing import TYPE_CHECKING\n\nimport torch.nn as nn\n\nif TYPE_CHECKING:\n    import torch\n\n\n"
+        "class Net(nn.Module):\n    def forward(self, x):\n        print(x.shape)\n        return x * 2\n"
+    )
+    (tmp_path / "typed.py").write_text(text)
+    (tmp_path / "bound.py").write_text(text.replace("if TYPE_CHECKING:", "if True:"))
+    run_check(_request(tmp_path, jobs=1, config={"fix": True, "unsafe_fixes": True}))
+    assert (tmp_path / "typed.py").read_text() == text
+    assert "if not torch.compiler.is_compiling():" in (tmp_path / "bound.py").read_text()

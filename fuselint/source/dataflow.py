@@ -1198,6 +1198,11 @@ class FunctionFlow:
             bitwise = isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
             if bitwise and left == BOOL and right in (BOOL, None):
                 return BOOL
+            # a mask of unknown dtype joined with a comparison (DISK's `nmsed = nms_mask & (heatmap >
+            # t)`, `nms_mask` from a helper of another file): `&` of an integer tensor with a bool
+            # one is rare, so the result is taken for a mask (and `nmsed[b]` for a row of it)
+            if isinstance(expr.op, ast.BitAnd) and right == BOOL and left in (TENSOR, None):
+                return BOOL
             # two boolean tensors multiplied or added stay boolean (torch 2.13: `a * b` is `a & b`,
             # kornia's SOLD2 `detection_results * detection_results_inlier` then indexes with it)
             return BOOL if isinstance(expr.op, (ast.Mult, ast.Add)) and left == right == BOOL else TENSOR

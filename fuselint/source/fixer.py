@@ -310,6 +310,7 @@ def fix_text(
     applied: list[Finding] = []
     reported: list[Finding] = []
     first_round: list[Finding] = []
+    unbound: set[tuple[str, str]] | None = None  # of `text`: a round's check hands it to the next
     for round_ in range(1, MAX_ROUNDS + 1):
         found = lint(text)
         fixable = [f for f in found if allowed(f, unsafe)]
@@ -319,12 +320,13 @@ def fix_text(
             return FixResult(text, tuple(applied), round_ - 1, _fixed(reported, first_round, found))
         new_text = None
         chosen = _choose(fixable)
-        unbound = unbound_names(ast.parse(text))
+        if unbound is None:
+            unbound = unbound_names(ast.parse(text))
         # All chosen fixes at once; if the result is broken, fall back to one at a time.
         for batch in [chosen, *([f] for f in chosen)]:
             candidate = _apply(text, batch, unbound, line_length)
-            if candidate is not None and candidate != text:
-                new_text, done = candidate, batch
+            if candidate is not None and candidate[0] != text:
+                (new_text, unbound), done = candidate, batch
                 break
         if new_text is None:
             return FixResult(text, tuple(applied), round_, _fixed(reported, first_round, found))
@@ -352,7 +354,13 @@ def _fixed(reported: list[Finding], first_round: list[Finding], remaining: list[
     return count
 
 
-def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]], line_length: int) -> str | None:
+def _apply(
+    text: str, findings: list[Finding], unbound: set[tuple[str, str]], line_length: int
+) -> tuple[str, set[tuple[str, str]]] | None:
+    """The text with `findings`' fixes applied, and the names its functions read unbound; None
+    where the result does not parse or reads a name that `text` bound. Python's own parser is the
+    judge (libcst parses the texts it edits, in `add_imports` and the like; a second libcst parse
+    of every result cost a third of a second per round on a large file, NOTES fix12)."""
     try:
         edited = apply_edits(text, [e for f in findings for e in f.fix.edits])
         edited = add_imports(edited, [i for f in findings for i in f.fix.imports])
@@ -360,14 +368,14 @@ def _apply(text: str, findings: list[Finding], unbound: set[tuple[str, str]], li
         edited = remove_unused_imports(text, edited)
         edited = wrap_long_lines(text, edited, line_length)
         tree = ast.parse(edited)
-        cst.parse_module(edited)
     except (FixError, SyntaxError, ValueError, cst.ParserSyntaxError):
         return None
     # Parsing is not enough: a rewrite that drops an assignment whose name is still read
     # (`del logits` after inlining `logits`) parses, and raises NameError when run.
-    if unbound_names(tree) - unbound:
+    now = unbound_names(tree)
+    if now - unbound:
         return None
-    return edited
+    return edited, now
 
 
 def wrap_long_lines(before: str, after: str, limit: int) -> str:
@@ -458,8 +466,11 @@ def line_length_for(path: Path) -> int:
 
 def unbound_names(tree: ast.Module) -> set[tuple[str, str]]:
     """(function, name) for every name a function reads (or `del`s) that neither it, an
-    enclosing function, the module nor the builtins binds: what would raise NameError."""
-    module_bound = _bound_in(tree.body) | set(dir(builtins))
+    enclosing function, the module nor the builtins binds: what would raise NameError. A name the
+    module binds only under `if TYPE_CHECKING:` is not bound when the code runs (transformers'
+    `import_utils.py` imports torch there: a fix that calls `torch.` in a function body of it
+    raises NameError at run time)."""
+    module_bound = _bound_in(_run_time(tree.body)) | set(dir(builtins))
     found: set[tuple[str, str]] = set()
 
     def visit(node: ast.AST, path: str, outer: frozenset[str]) -> None:
@@ -481,6 +492,18 @@ def unbound_names(tree: ast.Module) -> set[tuple[str, str]]:
 
     visit(tree, "", frozenset())
     return found
+
+
+def _run_time(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module's statements without the bodies of `if TYPE_CHECKING:` (their `else` runs)."""
+    kept: list[ast.stmt] = []
+    for stmt in body:
+        test = stmt.test if isinstance(stmt, ast.If) else None
+        if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
+            kept.extend(_run_time(stmt.orelse))
+        else:
+            kept.append(stmt)
+    return kept
 
 
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)

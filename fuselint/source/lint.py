@@ -434,6 +434,18 @@ def collector_paused():
             gc.enable()
 
 
+@contextmanager
+def heap_frozen():
+    """The objects alive on entry out of the cyclic collector's reach inside (`gc.freeze`): work
+    that allocates much beside a large heap it does not free (fixing file after file next to a
+    whole tree's lint results) would otherwise pay for full collections that walk that heap."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _parse(path: str, text: str, config: Config) -> SourceFile | FileResult:
     """The parsed file, or the result of a file that does not parse."""
     PARSED["files"] += 1
@@ -861,6 +873,34 @@ def _lint_batch(items: list[Item]) -> list[tuple[str, FileResult]]:
     assert _WORKER_STATE is not None
     catalog, config = _WORKER_STATE
     return [(name, lint_file(Path(name), catalog, config, *rest)) for name, *rest in items]
+
+
+def _fix_one(item: tuple[str, str, tuple[Reached, ...], int]):
+    """Fix one file's text in a worker (`fix_texts`): the fixer's rounds lint it with its roots."""
+    from fuselint.source.fixer import fix_text
+
+    assert _WORKER_STATE is not None
+    catalog, config = _WORKER_STATE
+    path, text, reached, line_length = item
+    return fix_text(
+        text,
+        lambda t: lint_text(path, t, catalog, config, reached),
+        unsafe=config.unsafe_fixes,
+        line_length=line_length,
+    )
+
+
+def fix_texts(items: list[tuple[str, str, tuple[Reached, ...], int]], config: Config, jobs: int) -> list:
+    """`fix_text` for each (path, text, roots, line length), spread over `jobs` worker processes,
+    the largest texts first; the results in the order given. Each file's rounds (lint, apply,
+    lint again) are its own, so the workers share nothing: a whole package's fixes take their
+    time divided by the cores (transformers: each fixed file costs seconds, see NOTES fix12)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    order = sorted(range(len(items)), key=lambda i: len(items[i][1]), reverse=True)
+    with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(config.extra_rules, config)) as pool:
+        done = dict(zip(order, pool.map(_fix_one, [items[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(items))]
 
 
 # Rounds of reach after which the linter stops even if roots still change (each round can only

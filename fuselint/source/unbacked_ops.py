@@ -262,7 +262,7 @@ def _constant(node: ast.expr | None, kind: type) -> object:
     return ...
 
 
-def _imports_torch_when_run(sf: SourceFile, torch: str) -> bool:
+def imports_torch_when_run(sf: SourceFile, torch: str) -> bool:
     """The module binds `torch` (its local name) when it is imported: at the top, or in an `if` or
     `try` there, but not only under `if TYPE_CHECKING:` or inside a function (transformers'
     `import_utils.py`), where a definition run at import would raise NameError."""
@@ -286,7 +286,7 @@ def _imports_torch_when_run(sf: SourceFile, torch: str) -> bool:
 
 def _fix(sf: SourceFile, site: Site, content: str, definition: Definition, gradient: str) -> Fix | None:
     torch, imports = torch_name(sf)
-    if not imports and not _imports_torch_when_run(sf, torch):
+    if not imports and not imports_torch_when_run(sf, torch):
         return None
     name, blocks, what = definition
     edits = (sf.replace(site.node, content),)

@@ -36,10 +36,13 @@ from fuselint.source.break_fixes import (
 )
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import atom, finding, has_comment, spliced, torch_name
+from fuselint.source.checks.dynamic_shapes import data_sized_roots
 from fuselint.source.checks.stored_lambdas import stored_lambda_tests
+from fuselint.source.count_branches import DataSized, count_branch_fix, describe_counts
 from fuselint.source.dataflow import (
     BOOL,
     DIM,
+    FIX_OPS,
     HOST,
     NUMPY,
     SCALAR,
@@ -618,9 +621,38 @@ def data_dependent_control_flow(
 ) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
         found = list(_tests(sf, flow, rule))
+        found += _count_tests(sf, flow, rule, {f.span.line for f in found})
         yield from found
         yield from _host_comparisons(sf, flow, rule, {f.span.line for f in found})
     yield from stored_lambda_tests(sf, functions, rule)
+
+
+def _count_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[int]) -> list[Finding]:
+    """`if len(idx) > limit:` where `idx` is sized by the data (`nonzero`, a mask read): once FL106's
+    fix keeps that op in the graph, its count is an unbacked size and dynamo breaks at the test
+    ("Could not guard on data-dependent expression", torch 2.13: kornia ALIKED, SOLD2, SIFT); before
+    that fix it breaks at the op. `count_branches` says which side a guard takes."""
+    sites = [s for s in flow.of(ast.If, ast.IfExp) if s.node.lineno not in flagged]
+    if not sites:
+        return []
+    roots = data_sized_roots(sf, flow)
+    if not roots and FIX_OPS not in sf.text:
+        return []
+    sized = DataSized(flow.fn.node, roots, sf)
+    out = []
+    for site in sites:
+        counts, fix = count_branch_fix(sf, site.node, sized)
+        if not counts:
+            continue
+        read = describe_counts(counts, sized)
+        what = "counts of results" if ", " in read else "the count of a result"
+        message = (
+            f"the test compares {read}, {what} sized by the data (a `nonzero` or mask read above): "
+            "dynamo breaks at that op, and once FL106's fix keeps it in the graph, here, since Python must "
+            "know the count to pick a path (an unbacked size)"
+        )
+        out.append(finding(sf, rule, site.node.test, message, fix, path=site.path))
+    return out
 
 
 def _host_comparisons(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[int]) -> Iterable[Finding]:

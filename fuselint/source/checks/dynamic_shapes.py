@@ -261,6 +261,14 @@ def resumed_method_calls(
         yield finding(sf, rule, at, message, path=site.path)
 
 
+def data_sized_roots(sf: SourceFile, flow: FunctionFlow) -> set[int]:
+    """Ids of the ops of `flow` whose output FL106 flags as sized by the data (its mask reads and
+    calls): where a count the data decides starts (`count_branches.DataSized`)."""
+    ctc_modules = ctc_attributes(flow.fn.cls, sf)
+    roots = {id(s.node) for s in flow.of(ast.Call) if _dynamic_call(s, flow, sf, ctc_modules) is not None}
+    return roots | {id(s.node) for s in flow.of(ast.Subscript) if _boolean_index(s, flow) is not None}
+
+
 @check("FL106")
 def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
