@@ -5,7 +5,7 @@ shape of FL106's fix); it is compiled with a recording backend (`dynamic=False`)
 where the count is 10 of 20 (the "empty" cases on a tensor with no positive entry). Printed: the
 graphs dynamo made (1 = no break), whether the compiled output equals eager's, and any error.
 
-    PYTHONPATH=$PWD /work/venv/bin/python bench/fix12_count_probes.py
+    PYTHONPATH=$PWD PROJECT_VENV/bin/python bench/fix12_count_probes.py
 """
 
 from __future__ import annotations
