@@ -24,11 +24,11 @@ def stable_key(finding: dict) -> tuple:
     return (finding["filename"], finding["location"]["row"], finding["location"]["column"], finding["code"])
 
 
-def draw(findings: list[dict]) -> list[dict]:
+def draw(findings: list[dict], seed: int = SEED, size: int = SIZE) -> list[dict]:
     ordered = sorted(findings, key=stable_key)
-    if len(ordered) <= SIZE:
+    if len(ordered) <= size:
         return ordered
-    return sorted(random.Random(SEED).sample(ordered, SIZE), key=stable_key)
+    return sorted(random.Random(seed).sample(ordered, size), key=stable_key)
 
 
 def row(finding: dict) -> dict:
@@ -41,12 +41,13 @@ def row(finding: dict) -> dict:
     }
 
 
-def main(path: str) -> None:
+def main(path: str, seed: int = SEED, size: int = SIZE) -> None:
+    """Print the draw of `seed` (`size` findings, or all of them when there are no more) as JSON;
+    bench/untuned31_sample.py and untuned31b_sample.py draw with their own seeds and sizes."""
     with open(path) as fh:
         findings = json.load(fh)
-    json.dump(
-        {"seed": SEED, "of": len(findings), "drawn": [row(f) for f in draw(findings)]}, sys.stdout, indent=1
-    )
+    drawn = [row(f) for f in draw(findings, seed, size)]
+    json.dump({"seed": seed, "of": len(findings), "drawn": drawn}, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
 

@@ -10,33 +10,9 @@ there are at most 25, else 25 drawn by `random.Random(312).sample` from the find
 column, rule). Rows as bench/untuned30_sample.py's.
 """
 
-from __future__ import annotations
-
-import json
-import random
 import sys
 
-from untuned30_sample import row, stable_key
-
-SEED = 312
-SIZE = 25
-
-
-def draw(findings: list[dict]) -> list[dict]:
-    ordered = sorted(findings, key=stable_key)
-    if len(ordered) <= SIZE:
-        return ordered
-    return sorted(random.Random(SEED).sample(ordered, SIZE), key=stable_key)
-
-
-def main(path: str) -> None:
-    with open(path) as fh:
-        findings = json.load(fh)
-    json.dump(
-        {"seed": SEED, "of": len(findings), "drawn": [row(f) for f in draw(findings)]}, sys.stdout, indent=1
-    )
-    sys.stdout.write("\n")
-
+from untuned30_sample import main
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], seed=312, size=25)
