@@ -70,6 +70,46 @@ def dynamo_break_reasons(fn, *args) -> list[str]:
     return [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
 
 
+def bit_equal(a, b) -> bool:
+    """Same pytree of tensors, each with the same shape, dtype and bits."""
+    from torch.utils._pytree import tree_leaves
+
+    torch = pytest.importorskip("torch")
+    left, right = tree_leaves(a), tree_leaves(b)
+    return len(left) == len(right) and all(
+        p.shape == q.shape and p.dtype == q.dtype and torch.equal(p, q)
+        for p, q in zip(left, right, strict=True)
+    )
+
+
+def confirm_fixture_fix(text: str, after_text: str, cls: str, make) -> set[tuple]:
+    """A fixture's break, confirmed by dynamo before the fix and gone after it, with the fixed model
+    (eager and compiled) bit-equal to the original on three fresh inputs from `make(generator)`.
+    Returns the output shapes seen, so a caller can check data-sized outputs vary."""
+    from torch.utils._pytree import tree_leaves
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    before = getattr(load_namespace(text, "before"), cls)().eval()
+    torch.manual_seed(0)
+    after = getattr(load_namespace(after_text, "after"), cls)().eval()
+    generator = torch.Generator().manual_seed(0)
+    args = make(generator)
+    assert dynamo_break_reasons(before, *args)
+    assert dynamo_break_reasons(after, *args) == []
+    torch._dynamo.reset()
+    compiled = torch.compile(after, backend="eager", dynamic=False)
+    sizes = set()
+    with torch.no_grad():
+        for _ in range(3):
+            args = make(generator)
+            expected = before(*args)
+            assert bit_equal(expected, after(*args))
+            assert bit_equal(expected, compiled(*args))
+            sizes.add(tuple(t.shape for t in tree_leaves(expected)))
+    return sizes
+
+
 def breaks_under_dynamo(fn, *args, **kwargs) -> bool:
     """Whether dynamo breaks the graph compiling `fn` and calling it on `args` (fullgraph raises
     on a break; a data-dependent read, a graph break without fullgraph, raises UserError there)."""

@@ -13,12 +13,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_break_reasons, findings, fixed, load_namespace
+from source_rules_helpers import confirm_fixture_fix, dynamo_break_reasons, findings, fixed, load_namespace
 
 from fuselint.findings import Applicability
 
 torch = pytest.importorskip("torch")
-from torch.utils._pytree import tree_leaves  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
 
@@ -224,14 +223,6 @@ def test_the_guard_decides_a_count_dynamo_cannot():
 # ---------------------------------------------------------------- the fixtures, one per kind
 
 
-def _same(a, b) -> bool:
-    left, right = tree_leaves(a), tree_leaves(b)
-    return len(left) == len(right) and all(
-        p.shape == q.shape and p.dtype == q.dtype and torch.equal(p, q)
-        for p, q in zip(left, right, strict=True)
-    )
-
-
 FIXTURE_INPUTS = {
     "keypoint_limit.py": ("CappedKeypoints", lambda g: (torch.rand(12, 12, generator=g),)),
     "matches_or_empty.py": (
@@ -247,21 +238,7 @@ def test_fixture_dynamo_confirms_the_break_before_the_fix_and_not_after(name):
     text = (FIXTURES / name).read_text()
     after_text = fixed(text, "FL10")
     assert fixed(after_text, "FL10") == after_text
-    cls, make = FIXTURE_INPUTS[name]
-    before = getattr(load_namespace(text, "before"), cls)().eval()
-    after = getattr(load_namespace(after_text, "after"), cls)().eval()
-    generator = torch.Generator().manual_seed(0)
-    args = make(generator)
-    assert dynamo_break_reasons(before, *args)
-    assert dynamo_break_reasons(after, *args) == []
-    torch._dynamo.reset()
-    compiled = torch.compile(after, backend="eager", dynamic=False)
-    with torch.no_grad():
-        for _ in range(3):
-            args = make(generator)
-            expected = before(*args)
-            assert _same(expected, after(*args))
-            assert _same(expected, compiled(*args))
+    confirm_fixture_fix(text, after_text, *FIXTURE_INPUTS[name])
 
 
 def test_fixture_after_only_the_op_fix_breaks_at_the_count():

@@ -14,12 +14,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_break_reasons, findings, fixed, load_namespace
+from source_rules_helpers import (
+    bit_equal,
+    confirm_fixture_fix,
+    dynamo_break_reasons,
+    findings,
+    fixed,
+    load_namespace,
+)
 
 from fuselint.findings import Applicability
 
 torch = pytest.importorskip("torch")
-from torch.utils._pytree import tree_leaves  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "breaks"
 
@@ -71,14 +77,6 @@ def _inputs(seed: int) -> tuple:
     return x, e, r
 
 
-def _same(a, b) -> bool:
-    left, right = tree_leaves(a), tree_leaves(b)
-    return len(left) == len(right) and all(
-        p.shape == q.shape and p.dtype == q.dtype and torch.equal(p, q)
-        for p, q in zip(left, right, strict=True)
-    )
-
-
 def _args_for(expr: str, seed: int) -> tuple:
     x, e, r = _inputs(seed)
     if "x[:, :, " in expr or "x[0, 0]" in expr:
@@ -108,8 +106,8 @@ def test_form_breaks_before_the_fix_and_not_after_with_the_same_outputs(expr, ca
     compiled = torch.compile(after, backend="eager", dynamic=False)
     for seed in range(3):  # other data of the same shapes: other sizes, the same values
         args = _args_for(expr, seed)
-        assert _same(before(*args), after(*args))
-        assert _same(before(*args), compiled(*args))
+        assert bit_equal(before(*args), after(*args))
+        assert bit_equal(before(*args), compiled(*args))
 
 
 def test_inductor_compiles_the_ops_and_keeps_the_values():
@@ -122,7 +120,7 @@ def test_inductor_compiles_the_ops_and_keeps_the_values():
     compiled = torch.compile(after, backend="inductor", dynamic=False)
     for seed in (0, 2):
         args = _args_for(expr, seed)
-        assert _same(before(*args), compiled(*args))
+        assert bit_equal(before(*args), compiled(*args))
 
 
 @pytest.mark.parametrize(
@@ -267,25 +265,7 @@ def test_fixture_dynamo_confirms_the_break_before_the_fix_and_not_after(name):
     after_text = fixed(text, "FL106")
     assert "_fuselint_" in after_text
     assert fixed(after_text, "FL106") == after_text
-    cls, make = FIXTURE_INPUTS[name]
-    torch.manual_seed(0)
-    before = getattr(load_namespace(text, "before"), cls)().eval()
-    torch.manual_seed(0)
-    after = getattr(load_namespace(after_text, "after"), cls)().eval()
-    generator = torch.Generator().manual_seed(0)
-    args = make(generator)
-    assert dynamo_break_reasons(before, *args)
-    assert dynamo_break_reasons(after, *args) == []
-    torch._dynamo.reset()
-    compiled = torch.compile(after, backend="eager", dynamic=False)
-    sizes = set()
-    with torch.no_grad():
-        for _ in range(3):
-            args = make(generator)
-            expected = before(*args)
-            assert _same(expected, after(*args))
-            assert _same(expected, compiled(*args))
-            sizes.add(tuple(t.shape for t in tree_leaves(expected)))
+    sizes = confirm_fixture_fix(text, after_text, *FIXTURE_INPUTS[name])
     if name in DATA_SIZED_OUTPUTS:  # the data sized the output: other data, other shapes, no recompile
         assert len(sizes) > 1
 
