@@ -33,7 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 from fuselint.findings import Applicability, Edit, Finding
 from fuselint.source.imports import ImportTable
 from fuselint.source.module import newline_of
-from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import child_nodes, type_checking_only, walk
 from fuselint.source.wrap import wrap
 
 MAX_ROUNDS = 8
@@ -498,8 +498,7 @@ def _run_time(body: list[ast.stmt]) -> list[ast.stmt]:
     """A module's statements without the bodies of `if TYPE_CHECKING:` (their `else` runs)."""
     kept: list[ast.stmt] = []
     for stmt in body:
-        test = stmt.test if isinstance(stmt, ast.If) else None
-        if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
+        if type_checking_only(stmt):
             kept.extend(_run_time(stmt.orelse))
         else:
             kept.append(stmt)

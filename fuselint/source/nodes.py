@@ -196,3 +196,13 @@ def self_attribute(expr: ast.expr | None) -> str | None:
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
         return expr.attr
     return None
+
+
+def type_checking_only(stmt: ast.stmt) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): a block that never runs, only type checkers
+    read it (its `else` runs). transformers' `import_utils.py` imports torch there."""
+    if not isinstance(stmt, ast.If):
+        return False
+    test = stmt.test
+    name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
+    return name == "TYPE_CHECKING"

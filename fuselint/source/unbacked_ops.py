@@ -34,7 +34,7 @@ from fuselint.findings import Applicability, Fix
 from fuselint.source.checks._shared import torch_name
 from fuselint.source.dataflow import BOOL, FIX_OPS, TENSORS, FunctionFlow, Site
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import type_checking_only, walk
 
 PREFIX = FIX_OPS
 # (the name the fixed code calls, the module-level blocks that define it, what it runs)
@@ -274,9 +274,10 @@ def imports_torch_when_run(sf: SourceFile, torch: str) -> bool:
                 for a in stmt.names
             ):
                 return True
-            if isinstance(stmt, ast.If) and not sf.segment(stmt.test).endswith("TYPE_CHECKING"):
-                if binds(stmt.body) or binds(stmt.orelse):
-                    return True
+            if isinstance(stmt, ast.If) and binds(stmt.orelse):
+                return True
+            if isinstance(stmt, ast.If) and not type_checking_only(stmt) and binds(stmt.body):
+                return True
             if isinstance(stmt, ast.Try) and (binds(stmt.body) or any(binds(h.body) for h in stmt.handlers)):
                 return True
         return False

@@ -291,6 +291,11 @@ def test_not_where_torch_is_imported_only_for_type_checking():
     assert "_fuselint_" not in fixed(text, "FL106")
     guarded = text.replace("if TYPE_CHECKING:", "if True:")
     assert "_fuselint_masked_select(x, x > 0)" in fixed(guarded, "FL106")
+    # the `else` of `if TYPE_CHECKING:` runs, and so does `if not TYPE_CHECKING:`
+    otherwise = text.replace("    import torch\n", "    pass\nelse:\n    import torch\n", 1)
+    assert "_fuselint_masked_select(x, x > 0)" in fixed(otherwise, "FL106")
+    negated = text.replace("if TYPE_CHECKING:", "if not TYPE_CHECKING:")
+    assert "_fuselint_masked_select(x, x > 0)" in fixed(negated, "FL106")
 
 
 def test_sarif_leaves_out_a_fix_that_needs_definitions_and_json_lists_them():
