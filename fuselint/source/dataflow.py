@@ -746,13 +746,17 @@ def _called_by_name(outer: FunctionNode, name: str) -> bool:
     )
 
 
-def none_defaulted(fn: FunctionNode) -> set[str]:
-    """The parameters whose default is a literal `None`."""
+def defaulted(fn: FunctionNode) -> list[tuple[ast.arg, ast.expr]]:
+    """Each parameter that has a default, with it."""
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
     pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)]
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
-    return {a.arg for a, d in pairs if _is_none(d)}
+    return pairs + [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+
+
+def none_defaulted(fn: FunctionNode) -> set[str]:
+    """The parameters whose default is a literal `None`."""
+    return {a.arg for a, d in defaulted(fn) if _is_none(d)}
 
 
 def _intish(expr: ast.expr, candidates: set[str]) -> bool:
@@ -1779,11 +1783,11 @@ class FunctionFlow:
     def _left_as_passed(self, line: int) -> frozenset[str]:
         """The parameters defaulting to None or False that the function has not rebound before `line`:
         what they hold there is what the caller passed."""
-        args = self.fn.node.args
-        positional = [*args.posonlyargs, *args.args]
-        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
-        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
-        unset = {a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value in (None, False)}
+        unset = {
+            a.arg
+            for a, d in defaulted(self.fn.node)
+            if isinstance(d, ast.Constant) and (d.value is None or d.value is False)  # not 0, which == False
+        }
         if not unset:
             return frozenset()
         for node in walk(self.fn.node):
