@@ -6,8 +6,8 @@ of a reduction fuse when they share its rows (so a hand-written softmax or Layer
 kernel), independent groups that read a common tensor fuse horizontally, matmul/conv are their
 own kernels, views are free, and no merge may create a cycle between groups (a path
 A -> mm -> B forbids merging A and B). A multi-consumer value whose consumers land in other
-kernels is recomputed there when that is cheap (Inductor's test: pointwise, <= 4 reads,
-<= 30 ops; and no more bytes than materializing) and listed in `FusionPlan.recomputations`,
+kernels is recomputed there when that is cheap (Inductor's test: pointwise, <= 4 reads not
+counting broadcast vectors, <= 30 ops; bytes are reported, not limited) and listed in `FusionPlan.recomputations`,
 else written out and listed in `FusionPlan.materialized`, each with the reason.
 
 What the kernel generator may rely on.
