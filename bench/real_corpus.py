@@ -832,6 +832,19 @@ def build(model_name: str, scale: int = 1):
     return globals()[model_name](scale)
 
 
+def __getattr__(name: str):
+    """The factory of a family model (`hf17_xlm`, `hf19_jetmoe`, ...), which has no function of its
+    own: what `--entry bench/real_corpus.py:hf17_xlm` (fix_rate's `--prove`, `verify`) asks for."""
+    if name not in _FAMILIES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def factory(scale: int = 1):
+        return build(name, scale)
+
+    factory.__name__ = factory.__qualname__ = name
+    return factory
+
+
 # ---------------------------------------------------------------- ground truth (child process)
 
 

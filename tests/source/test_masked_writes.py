@@ -1,8 +1,13 @@
-"""FL106's fix for a constant written through masked indices (fixtures/breaks/masked_write.py).
+"""Fixes for constants written through masks.
+
+FL106's fix for a constant written through masked indices (fixtures/breaks/masked_write.py).
 
 Dynamo (torch 2.13) breaks at `x[i[m], j[m]] = c` (the masked indices' length is the data's); the
 fix writes through every index with the old value kept where the mask is False: one graph, the same
 tensor. The snippets check the forms it must leave alone and the assumption it states.
+
+FL102's fix for stores under a tensor test, `if <test>: t[m] = c` (fixtures/breaks/zero_durations.py,
+FastSpeech2's zero-duration guard): the test folds into the mask, a safe rewrite.
 """
 
 from __future__ import annotations
@@ -10,13 +15,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs, findings, fixed, load_namespace
+from source_rules_helpers import (
+    bit_equal,
+    confirm_fixture_fix,
+    dynamo_break_reasons,
+    dynamo_graphs,
+    findings,
+    fixed,
+    load_namespace,
+)
 
 from fuselint.findings import Applicability
 
 torch = pytest.importorskip("torch")
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "breaks" / "masked_write.py"
+DURATIONS = FIXTURE.with_name("zero_durations.py")
 
 
 def _lint(text: str):
@@ -139,3 +153,117 @@ def test_masked_write_takes_a_name_the_function_does_not_use():
     before, after = load_namespace(text, "a").M(), load_namespace(fixed, "b").M()
     x, i, scores = torch.randn(6), torch.tensor([0, 2, 4]), torch.tensor([1.0, -1.0, 1.0])
     assert torch.equal(before(x, i, None, scores), after(x, i, None, scores))
+
+
+# ---------------------------------------------------------------- FL102: `if <test>: t[m] = c`
+
+
+def test_zero_durations_fixture_breaks_before_and_not_after_with_the_same_durations():
+    text = DURATIONS.read_text()
+    after = fixed(text, "FL102", unsafe=False)  # a safe fix: written without --unsafe-fixes
+    assert "durations[durations.sum(dim=1).eq(0) & (durations.sum() == 0)] = 1" in after
+    assert "        if durations.sum() == 0:" not in after
+    scales = iter([0.0, 3.0, 0.0, 3.0])  # a zero input predicts no frame for any token
+
+    def make(generator):
+        return (torch.randn(2, 5, 8, generator=generator) * next(scales),)
+
+    confirm_fixture_fix(text, after, "DurationPredictor", make)
+    model = load_namespace(text, "m").DurationPredictor().eval()
+    with torch.no_grad():
+        assert torch.equal(model(torch.zeros(2, 5, 8)), torch.ones(2, 5, dtype=torch.long))  # the branch ran
+
+
+STORE = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x, y):
+        x = x.clone()
+        m = y > 0
+{block}
+        return x, y
+"""
+
+
+def _store(block: str) -> str:
+    return STORE.format(block=block)
+
+
+def _stores_agree(text: str, fixed_text: str) -> None:
+    """Equal outputs on inputs that take and skip the branch, and no break in the fixed form."""
+    before, after = load_namespace(text, "a").M(), load_namespace(fixed_text, "b").M()
+    generator = torch.Generator().manual_seed(0)
+    for shift in (-5.0, 0.0, 5.0, 0.0):  # all-False masks, mixed ones, all-True ones
+        x = torch.randn(3, 4, generator=generator)
+        y = torch.randn(3, 4, generator=generator) + shift
+        assert bit_equal(before(x, y), after(x, y)), shift
+    assert dynamo_break_reasons(before, x, y)
+    assert dynamo_break_reasons(after, x, y) == []
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        ("        if x.sum() > 0:\n            x[m] = 0", "        x[m & (x.sum() > 0)] = 0"),
+        ("        if 0 < y.max():\n            x[y < 0] = -1.5", "        x[(y < 0) & (0 < y.max())] = -1.5"),
+        ("        if torch.all(y > -1):\n            x[m] = True", "        x[m & torch.all(y > -1)] = True"),
+        ("        if (y > 9).any():\n            x[m] = 0", "        x[m & (y > 9).any()] = 0"),
+    ],
+)
+def test_store_under_a_test_folds_the_test_into_the_mask(block, expected):
+    text = _store(block)
+    (found,) = [f for f in findings(text, "FL102") if f.fix]
+    assert found.fix.applicability is Applicability.SAFE
+    after = fixed(text, "FL102", unsafe=False)
+    assert expected in after.splitlines()
+    _stores_agree(text, after)
+
+
+def test_several_stores_read_the_test_once_before_the_first_writes():
+    # the second store's mask reads what the first wrote, and the test reads x: as in the `if`, the
+    # test is read before any store
+    block = "        if x.sum() > 0:\n            x[m] = 0\n            x[x < 0.5] = 2"
+    text = _store(block)
+    after = fixed(text, "FL102", unsafe=False)
+    assert "        taken = x.sum() > 0\n        x[m & taken] = 0\n        x[(x < 0.5) & taken] = 2" in after
+    _stores_agree(text, after)
+
+
+@pytest.mark.parametrize("test", ["m.any()", "torch.any(m)"])
+def test_a_guard_that_the_mask_has_a_true_element_is_dropped(test):
+    text = _store(f"        if {test}:\n            x[m] = 0\n            x[m] = 1")
+    (found,) = [f for f in findings(text, "FL102") if f.fix]
+    assert found.fix.applicability is Applicability.SAFE and "writes nothing" in found.fix.message
+    after = fixed(text, "FL102", unsafe=False)
+    assert "        x[m] = 0\n        x[m] = 1\n        return x, y" in after
+    _stores_agree(text, after)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "        if x.sum() > 0:\n            x[m] = 0\n        else:\n            x[m] = 1",  # an else
+        "        if x.sum() > 0:  # keep\n            x[m] = 0",  # a comment the rewrite would drop
+        "        if x.sum() > 0:\n            x[m] = y[0, 0]",  # not a literal
+        "        if x.sum() > 0:\n            x[m] += 1",  # reads the stored elements
+        "        if x.sum() > 0:\n            x[m] = 0\n            y = y + 1",  # another statement
+        "        if x.sum() > 0:\n            x[torch.rand(3, 4) > 0.5] = 0",  # a mask that draws
+        "        if x.sum() > 0:\n            x[m.long()] = 0",  # an index, not a mask
+        "        if x[:1, 0] > 0:\n            x[m] = 0",  # a one-element test of rank 1
+        "        if x.sum(dim=0)[0] > 0:\n            x[m] = 0",  # not a full reduction
+        "        if x.sum() > 0:\n            x[m, 0] = 0",  # the mask with another index
+    ],
+)
+def test_store_under_a_test_leaves_other_forms(block):
+    text = _store(block)
+    fixes = [f.fix for f in findings(text, "FL102") if f.fix]
+    assert all("mask" not in fix.message for fix in fixes)
+
+
+def test_a_one_element_test_of_another_rank_would_change_the_mask():
+    # why the fix takes only 0-d tests: `m & t` with t of shape (1, 1) broadcasts m to a new rank
+    m, t = torch.tensor([True, False]), torch.tensor([[True]])
+    assert (m & t).shape == (1, 2)
+    assert (m & torch.tensor(True)).shape == (2,)

@@ -57,6 +57,7 @@ from fuselint.source.dataflow import (
     narrowed_operands,
 )
 from fuselint.source.int_buffers import int_twin_fix
+from fuselint.source.masked_writes import guarded_masked_store
 from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import walk
 from fuselint.source.scope import ModelFunction
@@ -704,6 +705,7 @@ def _tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
             fix = (
                 int_twin_fix(sf, node.test)
                 or _if_fix(site, flow, sf)
+                or guarded_masked_store(sf, site, flow, lambda e, env=site.env: _pure(e, flow, env))
                 or _draw_fix(site, flow, sf)
                 or drop_none_shortcut(sf, site)
                 or assert_instead_of_raise(sf, site, flow)
