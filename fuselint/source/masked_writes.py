@@ -107,7 +107,9 @@ ANY_GUARD_MESSAGE = (
 # Reductions that give a 0-d tensor when called without a dim: a test built of them (and of numbers)
 # is 0-d, so `m & (test)` has the mask's shape (a one-element test of another shape would broadcast
 # the mask to a new rank).
-_FULL_REDUCTIONS = frozenset({"sum", "any", "all", "max", "min", "mean", "prod", "amax", "amin", "count_nonzero"})
+_FULL_REDUCTIONS = frozenset(
+    {"sum", "any", "all", "max", "min", "mean", "prod", "amax", "amin", "count_nonzero"}
+)
 
 
 def _zero_dim(node: ast.expr, flow: FunctionFlow, env) -> bool:
@@ -119,7 +121,9 @@ def _zero_dim(node: ast.expr, flow: FunctionFlow, env) -> bool:
     if not node.args:
         return flow.kind(node.func.value, env) in TENSORS
     qual = flow.imports.qualname(node.func)
-    return len(node.args) == 1 and qual == f"torch.{node.func.attr}" and flow.kind(node.args[0], env) in TENSORS
+    return (
+        len(node.args) == 1 and qual == f"torch.{node.func.attr}" and flow.kind(node.args[0], env) in TENSORS
+    )
 
 
 def _number(node: ast.expr) -> bool:
@@ -189,7 +193,9 @@ def guarded_masked_store(
     guarded = _any_of_mask(stmt.test, flow)
     if guarded is not None and all(ast.dump(t.slice) == ast.dump(guarded) for t in targets):
         lines = [sf.segment(s) for s in stmt.body]
-        return Fix(Applicability.SAFE, ANY_GUARD_MESSAGE, (sf.replace(stmt, (newline + indent).join(lines)),), ())
+        return Fix(
+            Applicability.SAFE, ANY_GUARD_MESSAGE, (sf.replace(stmt, (newline + indent).join(lines)),), ()
+        )
     if not (_zero_dim_test(stmt.test, flow, env) and pure(stmt.test)):
         return None
     lines = []
@@ -201,4 +207,6 @@ def guarded_masked_store(
     for store, target in zip(stmt.body, targets, strict=True):
         written = f"{sf.segment(target.value)}[{atom(sf, target.slice)} & {test}]"
         lines.append(f"{written} = {sf.segment(store.value)}")
-    return Fix(Applicability.SAFE, GUARDED_STORE_MESSAGE, (sf.replace(stmt, (newline + indent).join(lines)),), ())
+    return Fix(
+        Applicability.SAFE, GUARDED_STORE_MESSAGE, (sf.replace(stmt, (newline + indent).join(lines)),), ()
+    )
