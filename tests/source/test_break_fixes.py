@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
-from source_rules_helpers import dynamo_graphs
+from source_rules_helpers import confirm_fixture_fix, dynamo_graphs
 
 from fuselint.catalog import load_catalog
 from fuselint.config import Config
@@ -1126,21 +1126,7 @@ def test_second_match_fix_refuses_a_len_bound_in_the_function():
     assert found and all(_no_static_fix(f) for f in found)
 
 
-_CANDIDATES = (
-    "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n"
-    "    def __init__(self):\n        super().__init__()\n"
-    "        self.timesteps = torch.tensor([9.0, 6.0, 6.0, 3.0, 0.0])\n\n"
-    "    def forward(self, x, t):\n"
-    "        index_candidates = (self.timesteps == t).nonzero()\n"
-    "        if len(index_candidates) == 0:\n"
-    "            step_index = len(self.timesteps) - 1\n"
-    "        # the second match where there are several\n"
-    "        elif len(index_candidates) > 1:\n"
-    "            step_index = index_candidates[1].item()\n"
-    "        else:\n"
-    "            step_index = index_candidates[0].item()\n"
-    "        return x * step_index\n"
-)
+_CANDIDATES = (ROOT / "step_candidates.py").read_text()
 
 
 def test_second_match_with_a_fallback_gives_the_same_index_for_every_timestep_and_drops_the_nonzero_break():
@@ -1182,3 +1168,14 @@ def test_second_match_with_a_fallback_only_on_the_idiom(old, new):
     assert text != _CANDIDATES
     found = _lint(text, ("FL106",))
     assert found and all(_no_static_fix(f) for f in found)
+
+
+def test_keeping_the_item_as_a_0d_tensor_removes_the_break_and_keeps_outputs():
+    text = (ROOT / "item_scale.py").read_text()
+    fixed = _fixed(text)
+    assert "        peak = x.abs().amax()\n" in fixed and "amax().item()\n" not in fixed
+
+    def make(generator):
+        return (torch.randn(3, 8, generator=generator) * 4,)
+
+    confirm_fixture_fix(text, fixed, "PeakNormalize", make)
