@@ -257,11 +257,9 @@ NO_FIX = {
     ("output_capturing.py", "recordable_keys = {"): "(untuned17) fixed by main's comprehension-frame "
     "fix (FL108, blind): the `capture_outputs` wrapper's dict comprehension is a frame of its own (gb4347) "
     "only when the wrapped forward breaks; left only where that fix does not apply",
-    ("modeling_fastspeech2_conformer.py", "if duration_labels.sum() == 0:"): "(untuned17) the length "
-    "regulator's all-zero guard writes, in place, the rows whose durations sum to 0 only when every row "
-    "does; a graph form (`duration_labels.masked_fill_(all_zero & row_zero[:, None], 1)`) keeps the "
-    "in-place write, but the lines below break anyway (the spectrogram's length is the durations' sum); "
-    "not written",
+    ("modeling_fastspeech2_conformer.py", "if duration_labels.sum() == 0:"): "(untuned17) fixed since fix21 "
+    "(FL102's safe masked-store fix, `duration_labels[row_zero & (duration_labels.sum() == 0)] = 1`); left "
+    "only where that fix does not apply",
     ("modeling_fastspeech2_conformer.py", "hidden_states = torch.zeros("): "(untuned17) the frames are "
     "sized by `max_len`, the largest sum of predicted durations: the spectrogram's length, an output shape "
     "the caller sees (VITS' reason)",
