@@ -4,7 +4,9 @@ whose experts class carries `@use_experts_implementation`, built from tiny confi
 implementation left unset (the model then picks "grouped_mm") and once with `experts_implementation="eager"`,
 which keeps the class's own python loop over the experts. A row prints the graphs, their op count and the
 lines where dynamo logged a break. openai_privacy_filter picks "eager" itself when the option is unset
-(its `get_correct_experts_implementation`), which is why its loop stays on the normal road.
+(its `get_correct_experts_implementation`), which is why its loop stays on the normal road. The last two rows
+are seed 32's probes (bench/results/real_breaks_precision.md): the reproduced lines of #3 (diffusers
+`scheduling_rfd4_proteina.py:245`) and #31 (transformers `mra/modeling_mra.py:364`).
 
     cd bench && PYTHONPATH=$PWD/..:$PWD CORPUS_VENV/bin/python moe21_probes.py
 
@@ -59,6 +61,18 @@ def privacy_filter(**options):
     return OpenAIPrivacyFilterForTokenClassification(config).eval()
 
 
+def timestep_check(timestep, timesteps):
+    """Seed 32 #3: the rfd4_proteina scheduler's `step` check, as written there."""
+    if not torch.equal(timestep, timesteps[0]):
+        raise ValueError("timestep must be the next element of timesteps.")
+    return timestep * 2
+
+
+def mra_fallback(query):
+    """Seed 32 #31: what `mra2_attention` returns when the MRA kernel is not loaded (CPU, or no `kernels`)."""
+    return torch.zeros_like(query).requires_grad_()
+
+
 def logits(model):
     return lambda ids: model(input_ids=ids).logits
 
@@ -83,6 +97,15 @@ def main() -> None:
             (ids,),
         )
     )
+    timesteps = torch.tensor([999.0, 500.0])
+    runs.append(
+        (
+            "seed 32 #3: `torch.equal` check of the next timestep",
+            timestep_check,
+            (timesteps[0].clone(), timesteps),
+        )
+    )
+    runs.append(("seed 32 #31: `zeros_like(query).requires_grad_()`", mra_fallback, (torch.randn(2, 3),)))
     print_probes(runs, SCRIPT, PACKAGES)
 
 
