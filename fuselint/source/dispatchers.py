@@ -69,16 +69,13 @@ def _tail(expr: ast.expr) -> str:
 
 
 def swapped_methods(
-    tree: ast.Module,
-    qualify: Callable[[ast.expr], str | None],
-    text: str | None = None,
-    known: tuple[Dispatcher, ...] | None = None,
+    tree: ast.Module, qualify: Callable[[ast.expr], str | None], text: str | None = None
 ) -> dict[tuple[str, str], str]:
     """The methods of the file's classes that a dispatcher swaps away: (class, method) -> the option
     under which the method's own body runs. `qualify` resolves a decorator to its qualified name
     through the file's imports; `text`, the file's source, lets a file that never names a dispatcher
     skip the walk."""
-    known = dispatchers() if known is None else known
+    known = dispatchers()
     if text is not None:
         known = tuple(d for d in known if any(name in text for name in d.short_names))
     if not known:
