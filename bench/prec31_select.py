@@ -9,10 +9,16 @@ The first 50 of the seed-30 ranking are what `--sample 50 --seed 30` draws; a fi
 earlier sample (same file, line and rule as a `real_breaks_sample*.json` row) is skipped and the next rank
 taken, as seed 29 did, so the samples stay distinct findings. Seed 31 is drawn the same way from the lint of
 branch prec31 (`--seed 31`, into real_breaks_sample31.json), skipping seeds 24-30.
+
+    python bench/prec31_select.py all32.json --paths normal > bench/results/real_breaks_sample32.json
+
+`--paths normal` draws only from the findings `fuselint check --paths normal` keeps (no `path` marker):
+seed 32 (moe21) is drawn so, from branch moe21's lint, skipping seeds 24-31.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -32,11 +38,13 @@ def judged_keys(seed: int) -> set[tuple[str, int, str]]:
     return keys
 
 
-def main(path: str) -> None:
+def main(path: str, normal_only: bool = False) -> None:
     ranked = json.loads(Path(path).read_text())
     seen = judged_keys(ranked["seed"])
     drawn, skipped = [], []
     for rank, row in enumerate(ranked["sample"], 1):
+        if normal_only and row["path"] is not None:
+            continue
         row = {**row, "rank": rank}
         key = (row["file"], row["line"], row["code"])
         if key in seen:
@@ -48,6 +56,8 @@ def main(path: str) -> None:
         if len(drawn) == SIZE:
             break
     out = {key: ranked[key] for key in ("findings", "off_path", "seed", "scope")}
+    if normal_only:
+        out["paths"] = "normal"
     out[f"skipped_as_in_seed_24_to_{ranked['seed'] - 1}"] = skipped
     out["sample"] = drawn
     json.dump(out, sys.stdout, indent=1)
@@ -55,4 +65,10 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ranked", help="a --sample 100000 file of bench/real_breaks.py")
+    parser.add_argument(
+        "--paths", choices=("all", "normal"), default="all", help="normal: draw from kept findings"
+    )
+    args = parser.parse_args()
+    main(args.ranked, args.paths == "normal")

@@ -151,8 +151,8 @@ def main() -> None:
     default="all",
     show_default=True,
     help=(
-        "normal: leave out findings that break only on deprecation, misuse, error, recording, warmed, export "
-        "or compiled-whole paths."
+        "normal: leave out findings that break only on deprecation, misuse, error, recording, warmed, export, "
+        "compiled-whole or option paths."
     ),
 )
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Processes to lint with.")

@@ -519,7 +519,9 @@ def _rule_findings(
     summary: FileSummary,
     patterns: PatternResult | None,
 ) -> tuple[list[Finding], tuple[Call, ...], frozenset[str], PatternResult, list[ModelFunction]]:
-    functions = model_functions(sf.tree, sf.imports, sf.text, config.traced_functions, reached)
+    functions = model_functions(
+        sf.tree, sf.imports, sf.text, config.traced_functions, reached, summary.qualify
+    )
     checks = load_checks()
     findings: list[Finding] = []
     # A visitor can recurse past Python's limit on code that CPython still compiles (a sum of
@@ -836,11 +838,12 @@ class Cache:
 
 
 def _code_stamp() -> str:
-    """Size and mtime of fuselint's own modules: a checkout that changes the rules' code
-    without bumping the version must not be answered from the old code's cache."""
+    """Size and mtime of fuselint's own modules and the data files they read (`dispatchers.toml`):
+    a checkout that changes the rules' code without bumping the version must not be answered from
+    the old code's cache."""
     package = Path(__file__).resolve().parent.parent
     stamps = []
-    for module in sorted(package.rglob("*.py")):
+    for module in sorted([*package.rglob("*.py"), *package.rglob("*.toml")]):
         try:
             st = module.stat()
         except OSError:

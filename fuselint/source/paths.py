@@ -29,6 +29,9 @@ EXPORT = "export"
 # whole under the package's own settings (a break there would raise), so its findings name breaks only
 # for someone who compiles it otherwise (`scope._close`).
 COMPILED_WHOLE = "compiled-whole"
+# A method that a class decorator swaps for another implementation unless the user picks an option
+# (`dispatchers`): the road's value names the option, `option:experts_implementation="eager"`.
+OPTION = "option"
 
 # What a warning says when it is about the caller's arguments rather than the data. Phrases, not
 # single words: "ignored" alone also appears in "padding tokens are ignored in the loss".
@@ -256,8 +259,16 @@ def handler_path(handler: ast.ExceptHandler) -> str | None:
     return ERROR
 
 
+def option_road(option: str) -> str:
+    """The road of a method whose own body runs only under `option` (`experts_implementation="eager"`)."""
+    return f"{OPTION}:{option}"
+
+
 def path_note(path: str) -> str:
     """What a finding's message adds when it sits on `path`."""
+    kind, _, option = path.partition(":")
+    if kind == OPTION:
+        return f"only with {option}: by default a decorator of the class runs another implementation in its method's place"
     return _NOTES[path]
 
 
@@ -267,5 +278,5 @@ def off_path(finding: Finding) -> str | None:
 
 def normal_path_only(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that sit on the normal path: those on deprecation, misuse, error, recording,
-    warmed-cache, export or compiled-whole paths left out."""
+    warmed-cache, export, compiled-whole or option paths left out."""
     return [f for f in findings if off_path(f) is None]

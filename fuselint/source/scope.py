@@ -22,10 +22,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from fuselint.source.dispatchers import swapped_methods
 from fuselint.source.guards import common_facts, site_facts
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, made_once, walk
-from fuselint.source.paths import COMPILED_WHOLE, WARMED
+from fuselint.source.paths import COMPILED_WHOLE, WARMED, option_road
 from fuselint.source.tracing_truth import live_nodes
 from fuselint.source.warm_caches import warmed_methods
 
@@ -234,6 +235,7 @@ def model_functions(
     text: str | None = None,
     traced: tuple[str, ...] = (),
     reached: tuple[Reached, ...] = (),
+    qualify: Callable[[ast.expr], str | None] | None = None,
 ) -> list[ModelFunction]:
     """The in-scope functions of a module, each once, in source order.
 
@@ -242,6 +244,10 @@ def model_functions(
     `name` or `Class.method` patterns (fnmatch) of functions the project compiles elsewhere.
     `reached` holds the functions that entries of other files call; they and their same-file
     callees are in scope with the path from there, unless this file's own entries reach them.
+    A module's `forward` that a class decorator swaps away (`dispatchers`) is an entry on the road of
+    the option that keeps it, entered after the normal closure so that what a normal entry also calls
+    stays normal. `qualify` resolves a name through the file's imports, relative ones included (the
+    file's `FileSummary.qualify`); without it only absolute imports resolve.
     """
     modules = module_classes(tree, imports, (r.name[1:] for r in reached if r.name.startswith(MODULE_ROOT)))
     free: dict[str, FunctionNode] = {}
@@ -265,8 +271,12 @@ def model_functions(
 
     distributions = distribution_classes(tree, imports) if methods else set()
     frameworks = framework_classes(tree, imports) if methods else {}
+    swapped = swapped_methods(tree, qualify or imports.qualname, text) if modules else {}
+    optional: list[tuple[FunctionNode, ast.ClassDef, str]] = []  # swapped-away entries, held
     for (cls_name, name), (fn, cls) in methods.items():
-        if name in MODULE_ENTRIES and cls_name in modules:
+        if name in MODULE_ENTRIES and cls_name in modules and (cls_name, name) in swapped:
+            optional.append((fn, cls, option_road(swapped[(cls_name, name)])))
+        elif name in MODULE_ENTRIES and cls_name in modules:
             add(fn, cls, "forward")
         elif name in DISTRIBUTION_ENTRIES and cls_name in distributions:
             add(fn, cls, "distribution")
@@ -306,11 +316,19 @@ def model_functions(
         else set()
     )
     held: list[tuple[FunctionNode, ast.ClassDef | None, tuple[str, ...], tuple[str, ...] | None, str]] = []
-    _close(work, add, free, methods, warmed, held, whole)
-    while held:
-        fn, cls, chain, via, road = held.pop(0)
-        add(fn, cls, "called", via, (), chain, road)
+
+    def close() -> None:
+        """What `work` calls, then what the held calls reach, each on its road."""
         _close(work, add, free, methods, warmed, held, whole)
+        while held:
+            fn, cls, chain, via, road = held.pop(0)
+            add(fn, cls, "called", via, (), chain, road)
+            _close(work, add, free, methods, warmed, held, whole)
+
+    close()
+    for fn, cls, road in optional:
+        add(fn, cls, "forward", side=road)
+    close()
     # Roots from other files come after this file's own closure, so that a function both reach
     # keeps no path: its findings belong to this file's entries.
     for root in reached:
@@ -339,11 +357,7 @@ def model_functions(
             _left(fn, cls is not None, root),
             elements,
         )
-    _close(work, add, free, methods, warmed, held, whole)
-    while held:
-        fn, cls, chain, via, road = held.pop(0)
-        add(fn, cls, "called", via, (), chain, road)
-        _close(work, add, free, methods, warmed, held, whole)
+    close()
     # methods that another file's entry calls too: callers whose guards we do not read
     called_from_outside = {m.split(".", 1)[1] for m in (r.name for r in reached) if "." in m}
     _add_facts(found, free, methods, frozenset(called_from_outside))
