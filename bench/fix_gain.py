@@ -21,8 +21,12 @@ For the corpus models whose breaks `bench/fix_rate.py` removes (all of them, or 
 A model whose package is missing, whose fix changed none of its files, or that does not fit in
 the time left (`--budget`) is a recorded row, never a crash.
 
+A run that one time limit cannot hold is split by `--models` (and `--backends`); `--merge` joins the
+runs' JSONs into one table with one set of geomeans (no torch needed).
+
     PYTHONPATH=. python bench/fix_gain.py --device cpu --budget 900 --md out.md --json out.json
     python3 bench/fix_gain.py --device cuda --scale 8 --budget 400 --md $OUT/fix_gain.md --json $OUT/fix_gain.json
+    python bench/fix_gain.py --merge a.json,b.json --md all.md --json all.json
 """
 
 from __future__ import annotations
@@ -375,6 +379,42 @@ def markdown(measured: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _measured_pair(pair: dict) -> bool:
+    """A pair that ran (timed, or failed while running), not one the budget skipped."""
+    return not pair.get("skipped")
+
+
+def merge_runs(runs: list[dict]) -> dict:
+    """One measurement from several runs (each a `--json`): models in the order they first appear;
+    per model and backend, a pair that ran wins over one the budget skipped, and of two that ran the
+    later run's (a rerun) wins. A model skipped in one run (not traced, nothing fixed) keeps a run's
+    measured entry if any run has one."""
+    models: dict[str, dict] = {}
+    for run in runs:
+        for model, entry in run["models"].items():
+            have = models.setdefault(model, {})
+            if entry.get("skipped"):
+                if not have:
+                    have.update(entry)
+                continue
+            if have.get("skipped"):
+                have.clear()
+            backends = {**have.get("backends", {})}
+            for backend, pair in entry.get("backends", {}).items():
+                if _measured_pair(pair) or backend not in backends or not _measured_pair(backends[backend]):
+                    backends[backend] = pair
+            have.update({k: v for k, v in entry.items() if k != "backends" and v is not None})
+            have["backends"] = backends
+    first = runs[0]
+    return {
+        "env": first["env"],
+        "config": first["config"],
+        "command": " ; ".join(run["command"] for run in runs),
+        "commit": ", ".join(dict.fromkeys(run["commit"] for run in runs)),
+        "models": models,
+    }
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -423,12 +463,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md", help="write the Markdown table here")
     p.add_argument("--json", help="write the measurements here")
     p.add_argument("--keep", help="keep the work folder (fixed copy, outputs, child logs) here")
+    p.add_argument("--merge", help="comma list of --json files: write them as one table (no model runs)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--backend", help=argparse.SUPPRESS)
     p.add_argument("--outputs", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         child(a.child, a.backend, a.device, a.scale, a.outputs, a.threads)
+        return 0
+    if a.merge:
+        names = [f for f in a.merge.split(",") if f]
+        missing = [f for f in names if not Path(f).is_file()]
+        if missing or not names:
+            print(f"fix_gain: --merge: no such file: {', '.join(missing) or repr(a.merge)}", file=sys.stderr)
+            return 2
+        print(_write(merge_runs([json.loads(Path(f).read_text()) for f in names]), a))
         return 0
     if a.threads is None:
         a.threads = 1 if a.device == "cpu" else 0

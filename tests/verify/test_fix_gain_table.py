@@ -154,3 +154,71 @@ def test_tables_are_written_whole_after_each_pair(gain, tmp_path):
     gain._write(measured, args)
     assert "| esm2 |" not in md.read_text() and "| hf_big_bird |" in md.read_text()
     assert list(json.loads(js.read_text())["models"]) == ["hf_big_bird"]
+
+
+def _two_runs() -> tuple[dict, dict]:
+    """A run cut short by its budget, and a second run of what the first skipped."""
+    first = _measured()
+    first["models"]["hf_big_bird"]["backends"].pop("eager")
+    first["models"]["esm2"]["backends"]["inductor"] = {"skipped": "budget: 3 s left"}
+    second = {**_measured(), "command": "python bench/fix_gain.py --models esm2,hf_vits", "commit": "def5678"}
+    second["models"] = {
+        "esm2": {
+            "package": "esm",
+            "sites_before": 1,
+            "inputs": [[16, 16]],
+            "backends": {
+                "fuselint": {"skipped": "budget: 0 s left"},
+                "inductor": {
+                    "original": _side(2, 1, 9.0, 0.004),
+                    "fixed": _side(1, 0, 9.0, 0.001),
+                    "diff": "0.00e+00",
+                },
+            },
+        },
+        "hf_vits": {
+            "package": "transformers",
+            "sites_before": 3,
+            "inputs": [[1, 8]],
+            "backends": {
+                "fuselint": {"original": _side(10, 9, 11.0, 0.006), "fixed": _side(2, 1, 11.0, 0.003)}
+            },
+        },
+    }
+    return first, second
+
+
+def test_merge_keeps_measured_pairs_over_skipped_ones(gain):
+    merged = gain.merge_runs(list(_two_runs()))
+    assert list(merged["models"]) == ["hf_big_bird", "esm2", "hf_vits"]
+    esm = merged["models"]["esm2"]["backends"]
+    # the first run's fuselint pair survives the second run's skip; the second run's inductor pair
+    # replaces the first run's skip
+    assert esm["fuselint"]["fixed"]["median_s"] == 0.002
+    assert esm["inductor"]["fixed"]["median_s"] == 0.001
+    # a model the first run could not trace takes the second run's measurements
+    vits = merged["models"]["hf_vits"]
+    assert "skipped" not in vits and vits["sites_before"] == 3
+    assert merged["commit"] == "abc1234, def5678" and " ; " in merged["command"]
+
+
+def test_merge_option_writes_one_table_with_geomeans(gain, tmp_path, capsys):
+    names = []
+    for i, run in enumerate(_two_runs()):
+        names.append(tmp_path / f"run{i}.json")
+        names[-1].write_text(json.dumps(run))
+    md, out = tmp_path / "all.md", tmp_path / "all.json"
+    assert gain.main(["--merge", ",".join(map(str, names)), "--md", str(md), "--json", str(out)]) == 0
+    text = md.read_text()
+    # fuselint steady ratios: big_bird 0.5, esm2 2.0, vits 0.5 -> geomean 0.5^(1/3); inductor: esm2 0.25
+    assert f"- fuselint: geomean fixed/original steady {0.5 ** (1 / 3):.2f}, " in text
+    assert "over 3 models" in text
+    assert "- inductor: geomean fixed/original steady 0.25, first call 1.00 over 1 models" in text
+    assert "| hf_vits | [[1, 8]] | fuselint | 10 → 2 |" in text
+    assert json.loads(out.read_text())["models"]["esm2"]["backends"]["inductor"]["fixed"]["median_s"] == 0.001
+    assert text in capsys.readouterr().out
+
+
+def test_merge_of_a_missing_file_is_a_one_line_error(gain, tmp_path, capsys):
+    assert gain.main(["--merge", str(tmp_path / "nope.json")]) == 2
+    assert capsys.readouterr().err.strip() == f"fix_gain: --merge: no such file: {tmp_path / 'nope.json'}"
