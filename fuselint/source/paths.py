@@ -25,6 +25,9 @@ DEPRECATION, MISUSE, ERROR, RECORDING = "deprecation", "misuse", "error", "recor
 WARMED = "warmed"
 # A host read written for `torch.export`, bounded with `torch._check` (`export_reads`).
 EXPORT = "export"
+# A test of a count that ops FL106 flags size: dynamo breaks at those ops first, and at the test only once
+# FL106's fix keeps them in the graph (`control_flow._count_tests`).
+AFTER_FIX = "after-fix"
 # What a package builds and compiles itself with `torch.compile(build(...), fullgraph=True)`: it compiles
 # whole under the package's own settings (a break there would raise), so its findings name breaks only
 # for someone who compiles it otherwise (`scope._close`).
@@ -78,6 +81,7 @@ _NOTES = {
     RECORDING: "only while the flag that guards it is on (the branch only records host numbers on `self`)",
     WARMED: "only after the memo cache that the constructor fills is emptied again",
     EXPORT: "only when compiled: the read is written for `torch.export`, which bounds it with `torch._check`",
+    AFTER_FIX: "only once FL106's fix keeps the op that sizes it in the graph: until then dynamo breaks at that op",
     COMPILED_WHOLE: "only outside the package's own `torch.compile(..., fullgraph=True)` of it, which compiles it whole",
 }
 _HOST_READS = frozenset({"item", "tolist"})
@@ -278,5 +282,5 @@ def off_path(finding: Finding) -> str | None:
 
 def normal_path_only(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that sit on the normal path: those on deprecation, misuse, error, recording,
-    warmed-cache, export, compiled-whole or option paths left out."""
+    warmed-cache, export, after-fix, compiled-whole or option paths left out."""
     return [f for f in findings if off_path(f) is None]

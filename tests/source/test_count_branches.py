@@ -256,3 +256,21 @@ def test_a_row_of_a_boolean_mask_is_a_mask():
     text = (FIXTURES / "mask_rows.py").read_text()
     messages = [f.message for f in findings(text, "FL106")]
     assert any("boolean mask `keep[b]`" in m for m in messages)
+
+
+def test_a_count_of_an_unfixed_op_is_an_after_fix_road_and_normal_once_the_op_is_fixed():
+    # dynamo breaks at `nonzero` first: the test breaks only once FL106's fix keeps the op in the graph,
+    # so `--paths normal` leaves it out until then, and the next `--fix` round finds it on the normal path
+    from fuselint.source.paths import AFTER_FIX, normal_path_only, off_path
+
+    text = _snippet("if len(idx) > 3:")
+    (count,) = findings(text, "FL102")
+    assert off_path(count) == AFTER_FIX and "only once FL106's fix" in count.message
+    assert normal_path_only([count]) == []
+    assert dynamo_break_reasons(load_namespace(text, "a").M(), torch.tensor([1.0, -1.0, 2.0]))  # at the op
+    after_op = fixed(text, "FL106")
+    assert "_fuselint_" in after_op
+    (count,) = findings(after_op, "FL102")
+    assert off_path(count) is None and count.fix is not None
+    both = fixed(text, "FL1")  # one `--fix` run writes both, round after round
+    assert "guard_or_false(len(idx) > 3)" in both and "_fuselint_" in both

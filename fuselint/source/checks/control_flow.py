@@ -60,6 +60,7 @@ from fuselint.source.int_buffers import int_twin_fix
 from fuselint.source.masked_writes import guarded_masked_store
 from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import walk
+from fuselint.source.paths import AFTER_FIX
 from fuselint.source.scope import ModelFunction
 
 # Calls that turn a tensor into a Python value (so a test on them depends on tensor values).
@@ -637,14 +638,25 @@ def _count_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[in
     if not sites:
         return []
     roots = data_sized_roots(sf, flow)
-    if not roots and FIX_OPS not in sf.text:
+    fixed_ops = FIX_OPS in sf.text
+    if not roots and not fixed_ops:
         return []
     sized = DataSized(flow.fn.node, roots, sf)
+    # Only the results of FL106's fixed ops (`_fuselint_...` calls): a count sized by nothing else breaks
+    # at the op that sizes it, and here only once that op is fixed (the next `--fix` round flags it normal).
+    after_fix = DataSized(flow.fn.node, set(), sf) if fixed_ops and roots else None
     out = []
     for site in sites:
         counts, fix = count_branch_fix(sf, site.node, sized)
         if not counts:
             continue
+        path = site.path
+        if (
+            path is None
+            and roots
+            and not (after_fix is not None and count_branch_fix(sf, site.node, after_fix)[0])
+        ):
+            path = AFTER_FIX
         read = describe_counts(counts, sized)
         what = "counts of results" if ", " in read else "the count of a result"
         message = (
@@ -652,7 +664,7 @@ def _count_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[in
             "dynamo breaks at that op, and once FL106's fix keeps it in the graph, here, since Python must "
             "know the count to pick a path (an unbacked size)"
         )
-        out.append(finding(sf, rule, site.node.test, message, fix, path=site.path))
+        out.append(finding(sf, rule, site.node.test, message, fix, path=path))
     return out
 
 
