@@ -19,18 +19,21 @@ def cases(torch):
     one = torch.tensor(1.0)
 
     def wrapped(t):  # what FL102's where-fix writes for `table[t - 10]` (`_wrapped_index`)
-        return table.index_select(0, ((t - 10) % table.shape[0]).flatten()).reshape(((t - 10)).shape)
+        return table.index_select(0, ((t - 10) % table.shape[0]).flatten()).reshape((t - 10).shape)
 
     return {
         "table[t]": lambda x, t: table[t] * x,
         "table[t] + where(t > 0, x, -x)": lambda x, t: table[t] * x + torch.where(t > 0, x, -x),
         "table[t] + wrapped read": lambda x, t: table[t] * x + wrapped(t),
-        "table[t] + where(c, wrapped read, one) (DDPM fixed)": lambda x, t: table[t] * x
-        + torch.where(t - 10 >= 0, wrapped(t), one),
-        "table[t.unsqueeze(0)][0] + where(c, wrapped read, one)": lambda x, t: table[t.unsqueeze(0)][0] * x
-        + torch.where(t - 10 >= 0, wrapped(t), one),
-        "table[t] + where(c, table[t - 10], one) (DDPM original's read)": lambda x, t: table[t] * x
-        + torch.where(t - 10 >= 0, table[t - 10], one),
+        "table[t] + where(c, wrapped read, one) (DDPM fixed)": lambda x, t: (
+            table[t] * x + torch.where(t - 10 >= 0, wrapped(t), one)
+        ),
+        "table[t.unsqueeze(0)][0] + where(c, wrapped read, one)": lambda x, t: (
+            table[t.unsqueeze(0)][0] * x + torch.where(t - 10 >= 0, wrapped(t), one)
+        ),
+        "table[t] + where(c, table[t - 10], one) (DDPM original's read)": lambda x, t: (
+            table[t] * x + torch.where(t - 10 >= 0, table[t - 10], one)
+        ),
     }
 
 
@@ -46,7 +49,7 @@ def main() -> None:
             torch._dynamo.reset()
             graphs = []
 
-            def counted(gm, example_inputs, backend=backend):
+            def counted(gm, example_inputs, backend=backend, graphs=graphs):
                 graphs.append(gm)
                 return lookup_backend(backend)(gm, example_inputs)
 
