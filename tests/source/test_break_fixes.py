@@ -1179,3 +1179,62 @@ def test_keeping_the_item_as_a_0d_tensor_removes_the_break_and_keeps_outputs():
         return (torch.randn(3, 8, generator=generator) * 4,)
 
     confirm_fixture_fix(text, fixed, "PeakNormalize", make)
+
+
+_BESIDE = """
+import torch
+from torch import nn
+
+class Step(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.alphas = torch.linspace(0.1, 1.0, 100)
+        self.one = torch.tensor(1.0)
+
+    def forward(self, x, t):
+        prev_t = t - 10
+        a = self.alphas[t]
+        b = self.alphas[prev_t] if prev_t >= 0 else self.one
+        return x * a + b
+"""
+
+
+def _aot_graphs(model, calls) -> tuple[int, list]:
+    """Graphs dynamo compiled with AOT's lowering (what Inductor and the fuselint backend see), and the outputs."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    torch._dynamo.reset()
+    graphs = []
+
+    def counted(gm, example_inputs):
+        graphs.append(gm)
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+    compiled = torch.compile(model, backend=counted)
+    outputs = [compiled(*args) for args in calls]
+    return len(graphs), outputs
+
+
+def test_the_where_fix_reads_the_tables_other_0d_reads_as_1d_so_aot_keeps_one_graph():
+    # DDPM's `alphas_cumprod[t]` beside the wrapped `alphas_cumprod[prev_t]`: AOT lowers the plain 0-d read
+    # through `.item()` and the backend's compile splits the graph (bench/index_0d_probe.py)
+    fixed = _fixed(_BESIDE)
+    assert "a = self.alphas[torch.as_tensor(t, device=self.alphas.device).unsqueeze(0)][0]" in fixed
+    (found,) = [f for f in _lint(_BESIDE, ("FL102",)) if f.fix]
+    assert len(found.fix.edits) == 2 and "the same element as a copy" in found.fix.message
+    where_only = fixed.replace(
+        "self.alphas[torch.as_tensor(t, device=self.alphas.device).unsqueeze(0)][0]", "self.alphas[t]"
+    )
+    ts = torch.arange(90, -1, -10)
+    calls = [(torch.randn(4), t) for t in (ts[0], torch.tensor(50), ts[-1])]
+    before = _load(_BESIDE, "a").Step()
+    expected = [before(*args) for args in calls]
+    for text, graphs in ((where_only, 2), (fixed, 1)):
+        count, outs = _aot_graphs(_load(text, "b").Step(), calls)
+        assert count == graphs
+        assert all(torch.equal(o, e) for o, e in zip(outs, expected, strict=True))
+    # the read itself takes a caller's Python int too
+    step = _load(fixed, "c").Step()
+    assert torch.equal(
+        step.alphas[torch.as_tensor(15, device=step.alphas.device).unsqueeze(0)][0], step.alphas[15]
+    )

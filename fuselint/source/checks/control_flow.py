@@ -395,7 +395,9 @@ def _if_fix(site: Site, flow: FunctionFlow, sf: SourceFile) -> Fix | None:
         wheres.append(f"{name} = {where}")
     first = sf.line_text(stmt.lineno)
     indent = first[: len(first) - len(first.lstrip())]
-    return _fix(sf, sf.replace(stmt, (newline_of(sf.text) + indent).join(wheres)))
+    branches = [e for pair in zip(then, other, strict=True) for _, e in pair if e is not None]
+    edit = sf.replace(stmt, (newline_of(sf.text) + indent).join(wheres))
+    return _fix(sf, edit, _reads_beside(sf, flow, stmt, branches))
 
 
 DRAW_MESSAGE = (
@@ -605,14 +607,63 @@ def _bound_before(flow: FunctionFlow, stmt: ast.If, name: str) -> bool:
     return False
 
 
-def _fix(sf: SourceFile, edit) -> Fix:
+def _static_index(node: ast.Subscript) -> bool:
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return all(isinstance(p, ast.Slice) or _constant_index(p) for p in parts)
+
+
+def _reads_beside(sf: SourceFile, flow: FunctionFlow, rewritten: ast.AST, branches: list[ast.expr]) -> list:
+    """Edits for the function's other reads `X[t]`, `t` a tensor name, of a table `X` that a branch
+    reads at a computed index (which `_wrapped_index` turns into an `index_select`): each becomes
+    `X[torch.as_tensor(t, device=X.device).unsqueeze(0)][0]`, the same element as a copy.
+
+    Beside the wrapped read, AOT (Inductor, the fuselint backend) lowers a plain `X[t]` of a 0-d
+    tensor through `.item()` and refuses it, so the backend's compile fails and dynamo splits the
+    graph there (gb0219; diffusers' DDPM `alphas_cumprod[t]` beside `alphas_cumprod[prev_t]`:
+    bench/index_0d_probe.py); the eager backend never lowers, so dynamo alone shows no break.
+    `torch.as_tensor` keeps a caller's Python int working."""
+    bases = {
+        sf.segment(n.value)
+        for branch in branches
+        for n in walk(branch)
+        if isinstance(n, ast.Subscript) and not _static_index(n)
+    }
+    if not bases:
+        return []
+    inside = {id(n) for n in walk(rewritten)}
+    torch, _ = torch_name(sf)
+    edits = []
+    for site in flow.of(ast.Subscript):
+        sub = site.node
+        if id(sub) in inside or not isinstance(sub.ctx, ast.Load) or not isinstance(sub.slice, ast.Name):
+            continue
+        kind = flow.kind(sub.slice, site.env)
+        if kind not in TENSORS or kind == BOOL or sf.segment(sub.value) not in bases or has_comment(sf, sub):
+            continue
+        table = sf.segment(sub.value)
+        edits.append(
+            sf.replace(
+                sub, f"{table}[{torch}.as_tensor({sub.slice.id}, device={table}.device).unsqueeze(0)][0]"
+            )
+        )
+    return edits
+
+
+def _fix(sf: SourceFile, edit, beside: list | tuple = ()) -> Fix:
     _, imports = torch_name(sf)
+    also = (
+        "; the function's other reads `X[t]` of such a table, `t` a tensor, become "
+        "`X[torch.as_tensor(t, device=X.device).unsqueeze(0)][0]`, the same element as a copy (assumes `t` is "
+        "an integer index and nothing writes through the result), which Inductor lowers without `.item()`"
+        if beside
+        else ""
+    )
     return Fix(
         Applicability.UNSAFE,
         "select with `torch.where` (both branches are computed: assumes the branch Python skipped "
         "raises nothing; an index `X[j + k]` in it, or `X[j]` with `j` compared to a number or an int "
-        "subtracted from it in the test, is read wrapped into range, taking `j` as an integer index, not a mask)",
-        (edit,),
+        f"subtracted from it in the test, is read wrapped into range, taking `j` as an integer index, not a mask{also})",
+        (edit, *beside),
         imports,
     )
 
@@ -724,7 +775,12 @@ def _tests(sf: SourceFile, flow: FunctionFlow, rule: Rule) -> Iterable[Finding]:
             )
         elif isinstance(node, ast.IfExp) and not has_comment(sf, node):
             where = _where(flow, sf, site.env, node.test, node.body, node.orelse)
-            fix = _fix(sf, sf.replace(node, where)) if where else _equal_values_fix(site, flow, sf)
+            if where:
+                fix = _fix(
+                    sf, sf.replace(node, where), _reads_beside(sf, flow, node, [node.body, node.orelse])
+                )
+            else:
+                fix = _equal_values_fix(site, flow, sf)
         # dynamo names the line where the culprit starts: a later line of a test that spans several
         # (`if (\n k == 0\n or n == 0\n):` breaks at `or n == 0`, torch 2.13)
         anchor = culprit if culprit.lineno != node.test.lineno else node.test
