@@ -339,6 +339,11 @@ def markdown(measured: dict) -> str:
         "backend and Inductor (`torch.compile(dynamic=False)`, eval, no_grad).",
         f"{measured['env']}; config: {measured['config']}",
         f"command: `{measured['command']}`; commit {measured['commit']}",
+        *(
+            [f"fixed: {measured['fixed_files']} files (the models' break sites and bench/fix_rate.py's list)"]
+            if measured.get("fixed_files")
+            else []
+        ),
         "",
         "first call: a fresh process after one eager call, compile caches off: dynamo + backend compile + the",
         "call. steady: median of the per-call times over interleaved original/fixed rounds, after warm-up.",
@@ -382,6 +387,20 @@ def markdown(measured: dict) -> str:
 def _measured_pair(pair: dict) -> bool:
     """A pair that ran (timed, or failed while running), not one the budget skipped."""
     return not pair.get("skipped")
+
+
+def listed_files(listing: str | None, dirs: dict[str, str]) -> list[str]:
+    """The files of `listing` (bench/fix_rate.py's `-files.txt`: `package/...` one a line) in the
+    installed packages `dirs` (name -> folder): fixing them too makes the copy fix_rate's, whose lint
+    sees every corpus model's callers (the DDPM pipeline tells it that `step`'s timestep is a tensor)."""
+    if not listing:
+        return []
+    found = []
+    for line in Path(listing).read_text().splitlines():
+        package, _, rest = line.strip().partition("/")
+        if package in dirs and rest and Path(dirs[package], rest).is_file():
+            found.append(str(Path(dirs[package], rest)))
+    return found
 
 
 def merge_runs(runs: list[dict]) -> dict:
@@ -463,6 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md", help="write the Markdown table here")
     p.add_argument("--json", help="write the measurements here")
     p.add_argument("--keep", help="keep the work folder (fixed copy, outputs, child logs) here")
+    p.add_argument(
+        "--files",
+        default=str(ROOT / "bench" / "results" / "fix_rate-files.txt"),
+        help="also fix these files (bench/fix_rate.py's list, the default), so the copy is the one fix_rate "
+        "counts; '' fixes only the chosen models' break-site files",
+    )
     p.add_argument("--merge", help="comma list of --json files: write them as one table (no model runs)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--backend", help=argparse.SUPPRESS)
@@ -520,12 +545,14 @@ def main(argv: list[str] | None = None) -> int:
         measured["models"][model] = entry
         print(f"{model}: {entry.get('skipped') or str(entry['sites_before']) + ' sites'}", file=sys.stderr)
     files = sorted({f for e in measured["models"].values() if not e.get("skipped") for f in e["_paths"]})
+    files = sorted(set(files) | set(listed_files(a.files, package_dirs()))) if files else files
     packages = {p: d for p, d in package_dirs().items() if any(f.startswith(d + "/") for f in files)}
     fixed = work / "fixed"
     if fixed.exists():
         shutil.rmtree(fixed)
     moved, summary = fix_copy(files, packages, fixed) if files else ({}, "nothing to fix")
     measured["fix_summary"] = summary
+    measured["fixed_files"] = len(files)
     changed = {f for f, copy in moved.items() if Path(f).read_bytes() != Path(copy).read_bytes()}
     for entry in measured["models"].values():
         paths = entry.pop("_paths")

@@ -222,3 +222,20 @@ def test_merge_option_writes_one_table_with_geomeans(gain, tmp_path, capsys):
 def test_merge_of_a_missing_file_is_a_one_line_error(gain, tmp_path, capsys):
     assert gain.main(["--merge", str(tmp_path / "nope.json")]) == 2
     assert capsys.readouterr().err.strip() == f"fix_gain: --merge: no such file: {tmp_path / 'nope.json'}"
+
+
+def test_listed_files_are_the_installed_ones_of_fix_rates_list(gain, tmp_path):
+    # fix_gain fixes fix_rate's files too, so the copy it times is the one fix_rate counts
+    installed = tmp_path / "site" / "diffusers"
+    (installed / "schedulers").mkdir(parents=True)
+    (installed / "schedulers" / "scheduling_ddpm.py").write_text("x = 1\n")
+    listing = tmp_path / "fix_rate-files.txt"
+    listing.write_text(
+        "diffusers/schedulers/scheduling_ddpm.py\n"
+        "diffusers/schedulers/gone.py\n"  # not in this install
+        "kornia/feature/disk.py\n"  # a package not installed
+        "\n"
+    )
+    found = gain.listed_files(str(listing), {"diffusers": str(installed)})
+    assert found == [str(installed / "schedulers" / "scheduling_ddpm.py")]
+    assert gain.listed_files("", {"diffusers": str(installed)}) == []
