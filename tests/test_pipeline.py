@@ -165,7 +165,7 @@ def test_fixes_in_worker_processes_write_what_one_process_writes(tmp_path, monke
     spread = []
     pooled = lint_module.fix_texts
     monkeypatch.setattr(lint_module, "fix_texts", lambda *a: spread.append(len(a[0])) or pooled(*a))
-    names = ["debug_prints.py", "moe_router.py", "detection_head.py", "early_exit.py"]
+    names = ["debug_prints.py", "handwritten_gpt.py", "detection_head.py", "early_exit.py"]
     texts = {}
     for jobs in (1, 2):
         root = tmp_path / f"jobs{jobs}"
