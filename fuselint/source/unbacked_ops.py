@@ -29,6 +29,7 @@ tensor sized by it raises GuardOnDataDependentSymNode while compiling (torch 2.1
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from fuselint.findings import Applicability, Fix
 from fuselint.source.checks._shared import torch_name
@@ -334,21 +335,6 @@ def unbacked_select(sf: SourceFile, site: Site, flow: FunctionFlow, mask: ast.ex
 _NONZERO = {"torch.nonzero": "nonzero", "torch.argwhere": "argwhere"}
 
 
-_DATA_SIZED_CALLS = frozenset({"nonzero", "argwhere", "unique", "masked_select", "repeat_interleave"})
-
-
-def _data_sized_value(value: ast.AST) -> bool:
-    """An expression holding a call whose result the data sizes (`m.nonzero()`, one-argument
-    `torch.where`, a fixed `_fuselint_` op)."""
-    for n in walk(value):
-        if not isinstance(n, ast.Call):
-            continue
-        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-        if name in _DATA_SIZED_CALLS or name.startswith(FIX_OPS) or (name == "where" and len(n.args) == 1):
-            return True
-    return False
-
-
 def _loop_iterable(loop: ast.For) -> ast.expr:
     it = loop.iter
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args:
@@ -356,18 +342,15 @@ def _loop_iterable(loop: ast.For) -> ast.expr:
     return it
 
 
-def in_host_loop(site: Site, flow: FunctionFlow) -> bool:
+def in_host_loop(site: Site, flow: FunctionFlow, sized: Callable[[ast.expr], int | None]) -> bool:
     """The call's result is walked by a Python `for` loop, or the call runs inside one that walks a
-    data-sized result (switch_transformers' `for expert_idx in expert_hit:` over `nonzero()`, and the
-    loop body's one-argument `torch.where`). Dynamo cannot iterate a size only the data knows: the loop
-    breaks the graph wherever the ops stand, so keeping them in the graph only moves the break, and the
-    loop's frame, which dynamo skipped whole, is then compiled in pieces (Switch under Inductor: 13 -> 14
-    graphs, 1.39x slower; the outer op alone 1.17x, the body's alone 1.33x)."""
+    data-sized result (`sized`: `count_branches.DataSized.sized` of the function; switch_transformers'
+    `for expert_idx in expert_hit:` over `nonzero()`, and the loop body's one-argument `torch.where`).
+    Dynamo cannot iterate a size only the data knows: the loop breaks the graph wherever the ops stand,
+    so keeping them in the graph only moves the break, and the loop's frame, which dynamo skipped
+    whole, is then compiled in pieces (Switch under Inductor: 13 -> 14 graphs, 1.39x slower; the outer
+    op alone 1.17x, the body's alone 1.33x)."""
     call, stmt = site.node, site.stmt
-    bound: dict[str, ast.AST] = {}
-    for n in walk(flow.fn.node):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-            bound[n.targets[0].id] = n.value
     target = None
     if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
         target = stmt.targets[0].id if isinstance(stmt.targets[0], ast.Name) else None
@@ -377,21 +360,20 @@ def in_host_loop(site: Site, flow: FunctionFlow) -> bool:
         it = _loop_iterable(loop)
         if it is call or (target is not None and isinstance(it, ast.Name) and it.id == target):
             return True  # the loop walks this result
-        sized = _data_sized_value(it) or (
-            isinstance(it, ast.Name) and _data_sized_value(bound.get(it.id, it))
-        )
-        if sized and any(n is call for body in loop.body for n in walk(body)):
+        if sized(it) is not None and any(n is call for body in loop.body for n in walk(body)):
             return True  # the call runs inside a loop over a data-sized result
     return False
 
 
-def unbacked_call(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
+def unbacked_call(
+    sf: SourceFile, site: Site, flow: FunctionFlow, sized: Callable[[ast.expr], int | None]
+) -> Fix | None:
     """A data-sized call FL106 flags, rewritten into a call of the op that runs it; none where a
     Python loop walks a data-sized result around or from it (`in_host_loop`)."""
     call = site.node
     if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
-    if in_host_loop(site, flow):
+    if in_host_loop(site, flow, sized):
         return None
     if any(k.arg is None for k in call.keywords):
         return None

@@ -41,6 +41,16 @@ def torch_name(sf: SourceFile) -> tuple[str, tuple[str, ...]]:
     return "torch", ("import torch",)
 
 
+def one_row_read(table: str, index: str, torch: str | None = None) -> str:
+    """`X[j]` read as a 1-d tensor index, `X[j.unsqueeze(0).to(X.device)][0]`: the same values, shape and
+    dtype for an integer `j` of any dimension, as a copy, and no `.item()` for dynamo or AOT. With `torch`
+    (its local name), `X[torch.as_tensor(j, device=X.device).unsqueeze(0)][0]`, for a `j` that a caller may
+    pass as a Python int. `table` and `index` are source texts, `index` an atom."""
+    if torch is not None:
+        return f"{table}[{torch}.as_tensor({index}, device={table}.device).unsqueeze(0)][0]"
+    return f"{table}[{index}.unsqueeze(0).to({table}.device)][0]"
+
+
 def atom(sf: SourceFile, node: ast.expr) -> str:
     """Source text of `node`, parenthesized unless it binds tighter than any operator."""
     text = sf.segment(node)

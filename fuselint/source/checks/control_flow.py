@@ -35,7 +35,7 @@ from fuselint.source.break_fixes import (
     whole_lines,
 )
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import atom, finding, has_comment, spliced, torch_name
+from fuselint.source.checks._shared import atom, finding, has_comment, one_row_read, spliced, torch_name
 from fuselint.source.checks.dynamic_shapes import data_sized_roots
 from fuselint.source.checks.stored_lambdas import stored_lambda_tests
 from fuselint.source.count_branches import DataSized, count_branch_fix, describe_counts
@@ -300,8 +300,7 @@ def _in_range(
     for node in walk(expr):
         if not isinstance(node, ast.Subscript):
             continue
-        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if all(isinstance(p, ast.Slice) or _constant_index(p) for p in parts):
+        if _static_index(node):
             continue
         wrapped = _wrapped_index(sf, flow, env, node, numbers)
         if wrapped is None:
@@ -640,12 +639,7 @@ def _reads_beside(sf: SourceFile, flow: FunctionFlow, rewritten: ast.AST, branch
         kind = flow.kind(sub.slice, site.env)
         if kind not in TENSORS or kind == BOOL or sf.segment(sub.value) not in bases or has_comment(sf, sub):
             continue
-        table = sf.segment(sub.value)
-        edits.append(
-            sf.replace(
-                sub, f"{table}[{torch}.as_tensor({sub.slice.id}, device={table}.device).unsqueeze(0)][0]"
-            )
-        )
+        edits.append(sf.replace(sub, one_row_read(sf.segment(sub.value), sub.slice.id, torch)))
     return edits
 
 

@@ -30,6 +30,7 @@ from fuselint.findings import Finding
 from fuselint.source.break_fixes import first_nonzero, second_match
 from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
+from fuselint.source.count_branches import DataSized
 from fuselint.source.dataflow import BOOL, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.masked_writes import masked_write
 from fuselint.source.module import SourceFile
@@ -274,16 +275,16 @@ def data_dependent_shapes(sf: SourceFile, functions: list[ModelFunction], rule: 
     for flow in flows(functions, sf.imports):
         ctc_modules = ctc_attributes(flow.fn.cls, sf)
         dynamic: dict[int, ast.AST] = {}
+        sized: DataSized | None = None  # what the data sizes in this function, made when first needed
         for site in flow.of(ast.Call):
             what = _dynamic_call(site, flow, sf, ctc_modules)
             if what is not None:
                 dynamic[id(site.node)] = site.node
                 message = f"{what} has a data-dependent output shape: {rule.message}"
-                fix = (
-                    first_nonzero(sf, site, flow)
-                    or second_match(sf, site, flow)
-                    or unbacked_call(sf, site, flow)
-                )
+                fix = first_nonzero(sf, site, flow) or second_match(sf, site, flow)
+                if fix is None:
+                    sized = sized or DataSized(flow.fn.node, data_sized_roots(sf, flow), sf)
+                    fix = unbacked_call(sf, site, flow, sized.sized)
                 yield finding(sf, rule, site.node, message, fix, path=site.path)
         for site in flow.of(ast.Subscript):
             mask = _boolean_index(site, flow)

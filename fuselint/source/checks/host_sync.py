@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from fuselint.catalog import Rule
 from fuselint.findings import Applicability, Finding, Fix
 from fuselint.source.checks import check
-from fuselint.source.checks._shared import atom, finding, has_comment, torch_name
+from fuselint.source.checks._shared import atom, finding, has_comment, one_row_read, torch_name
 from fuselint.source.checks.control_flow import only_guessed, value_dependent
 from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, flows, traced_numpy
 from fuselint.source.export_reads import export_reads
@@ -647,12 +647,11 @@ def _index_fix(site: Site, flow: FunctionFlow, sf: SourceFile, parents: dict[int
     params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     # On `X`'s device: a 1-d index on another device than the CPU raises where a 0-d one was read as a
     # number (diffusers' DDIM: `alphas_cumprod` on the CPU, `timesteps` moved to the GPU).
-    index, imports = f"{atom(sf, sub.slice)}.unsqueeze(0).to({table}.device)", ()
+    content, imports = one_row_read(table, atom(sf, sub.slice)), ()
     if any(isinstance(n, ast.Name) and n.id in params for n in walk(sub.slice)):
         # a parameter (`timestep: int`) may be a Python int from another caller: make it a tensor
         torch, imports = torch_name(sf)
-        index = f"{torch}.as_tensor({sf.segment(sub.slice)}, device={table}.device).unsqueeze(0)"
-    content = f"{table}[{index}][0]"
+        content = one_row_read(table, sf.segment(sub.slice), torch)
     return Fix(Applicability.UNSAFE, INDEX_MESSAGE, (sf.replace(sub, content),), imports)
 
 
