@@ -34,6 +34,7 @@ from collections.abc import Callable
 from fuselint.findings import Applicability, Fix
 from fuselint.source.checks._shared import torch_name
 from fuselint.source.dataflow import BOOL, FIX_OPS, TENSORS, FunctionFlow, Site
+from fuselint.source.hit_loops import every_index
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import type_checking_only, walk
 
@@ -368,13 +369,14 @@ def in_host_loop(site: Site, flow: FunctionFlow, sized: Callable[[ast.expr], int
 def unbacked_call(
     sf: SourceFile, site: Site, flow: FunctionFlow, sized: Callable[[ast.expr], int | None]
 ) -> Fix | None:
-    """A data-sized call FL106 flags, rewritten into a call of the op that runs it; none where a
-    Python loop walks a data-sized result around or from it (`in_host_loop`)."""
+    """A data-sized call FL106 flags, rewritten into a call of the op that runs it; where a Python
+    loop walks a data-sized result around or from it (`in_host_loop`), only a mixture-of-experts
+    loop over the hit experts has a fix (`hit_loops.every_index`)."""
     call = site.node
     if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
     if in_host_loop(site, flow, sized):
-        return None
+        return every_index(sf, site, flow)
     if any(k.arg is None for k in call.keywords):
         return None
     func = call.func

@@ -21,6 +21,7 @@ from source_rules_helpers import (
     dynamo_graphs,
     findings,
     fixed,
+    frames_over_inputs,
     load_namespace,
 )
 
@@ -364,3 +365,81 @@ def test_an_unbacked_op_in_a_loop_over_a_static_iterable_is_still_kept(walk):
     _, y0, _ = dynamo_graphs(before_m, x, chosen)
     _, y1, c1 = dynamo_graphs(after_m, x, chosen)
     assert torch.equal(y0, y1) and torch.equal(y0, c1)
+
+
+# ---------------------------------------------------------------- the hit-experts loop (hit_loops.py)
+
+HIT_EXPERTS = FIXTURES / "hit_experts.py"
+
+
+def _tokens(count: int):
+    return lambda g: (torch.randn(count, 8, generator=g),)
+
+
+@pytest.mark.parametrize("cls", ["HitExperts", "SwitchExperts"])
+@pytest.mark.parametrize("tokens", [2, 12])
+def test_the_hit_experts_loop_runs_over_every_expert_in_one_graph(cls, tokens):
+    # 2 tokens leave some of the 4 experts unhit: their rows are empty and add nothing
+    text = HIT_EXPERTS.read_text()
+    after_text = fixed(text, "FL106")
+    assert "for expert_idx in range(expert_hit.shape[0]):" in after_text
+    assert ".nonzero()" not in after_text.split("class HitExperts")[1]
+    assert fixed(after_text, "FL106") == after_text
+    confirm_fixture_fix(text, after_text, cls, _tokens(tokens))
+
+
+def test_the_hit_experts_loop_compiles_once_for_every_routing():
+    after = load_namespace(fixed(HIT_EXPERTS.read_text(), "FL106"), "routings").HitExperts().eval()
+    assert frames_over_inputs(after, [(torch.randn(n, 8),) for n in (2, 2, 2)]) == 1
+
+
+def _mutated(old: str, new: str) -> str:
+    text = HIT_EXPERTS.read_text()
+    assert old in text
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the hit test reads another tensor than the body's mask
+        (
+            "torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()\n        for",
+            "torch.greater(chosen, 0).nonzero()\n        for",
+        ),
+        # a test that is not `> 0` of the sum: an expert it leaves out may still have rows
+        (
+            "torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()\n        for",
+            "torch.greater(expert_mask.sum(dim=(-1, -2)), 1).nonzero()\n        for",
+        ),
+        # the sum keeps two dims: the test is not 1-d
+        (
+            "expert_mask.sum(dim=(-1, -2)), 0).nonzero()\n        for",
+            "expert_mask.sum(dim=(-1,)), 0).nonzero()\n        for",
+        ),
+        # the index in arithmetic: an int and a 0-d tensor differ there
+        (
+            "rows * weights[token_idx, top_k_pos, None])",
+            "rows * weights[token_idx, top_k_pos, None] * expert_idx)",
+        ),
+        # the body writes rows another way than `index_add_`
+        ("out.index_add_(0, token_idx, rows", "out[token_idx] = (rows"),
+        # the body leaves the loop
+        ("                continue\n            top_k_pos", "                break\n            top_k_pos"),
+        # the index is read after the loop
+        ("        return out\n\n\nclass Switch", "        return out + expert_idx\n\n\nclass Switch"),
+        # the walked list is read again
+        ("        return out\n\n\nclass Switch", "        return out, expert_hit\n\n\nclass Switch"),
+    ],
+)
+def test_no_every_expert_loop_where_the_body_or_the_test_is_not_the_shape_it_relies_on(old, new):
+    text = _mutated(old, new)
+    after = fixed(text, "FL106")
+    head = after.split("class HitExperts")[1].split("class SwitchExperts")[0]
+    assert "range(expert_hit.shape[0])" not in head
+
+
+def test_the_every_expert_fix_is_unsafe_and_says_what_it_assumes():
+    found = next(f for f in findings(HIT_EXPERTS.read_text(), "FL106") if f.fix and "range(" in f.fix.message)
+    assert found.fix.applicability is Applicability.UNSAFE
+    assert "no negative counts" in found.fix.message and "zero rows" in found.fix.message
