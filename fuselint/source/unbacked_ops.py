@@ -287,26 +287,60 @@ def imports_torch_when_run(sf: SourceFile, torch: str) -> bool:
     return binds(sf.tree.body)
 
 
-def _fix(sf: SourceFile, site: Site, content: str, definition: Definition, gradient: str) -> Fix | None:
+def _fix(
+    sf: SourceFile,
+    site: Site,
+    content: str,
+    definition: Definition,
+    gradient: str,
+    node: ast.AST | None = None,
+) -> Fix | None:
     torch, imports = torch_name(sf)
     if not imports and not imports_torch_when_run(sf, torch):
         return None
     name, blocks, what = definition
-    edits = (sf.replace(site.node, content),)
+    edits = (sf.replace(node or site.node, content),)
     return Fix(
         Applicability.UNSAFE,
-        message(name, what, gradient),
+        message(name, what, gradient) + (AUGMENTED if node is not None else ""),
         edits,
         imports,
         (_SIZE.format(torch=torch), *blocks),
     )
 
 
+_IN_PLACE = {ast.Add: "add_", ast.Sub: "sub_", ast.Mult: "mul_", ast.Div: "div_"}
+AUGMENTED = (
+    "; `x[m] += v` reads the rows through the op and adds to them in place, `x[m] = <op>(x, m).add_(v)`, "
+    "as `+=` adds to the rows it read before writing them back (`x` and `m` are read twice: names, "
+    "indexing and operators, no call)"
+)
+
+
+_READS = (
+    ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Constant, ast.Compare, ast.UnaryOp, ast.BinOp,
+    ast.BoolOp, ast.Tuple, ast.Load, ast.Store, ast.operator, ast.unaryop, ast.cmpop, ast.boolop,
+)  # fmt: skip
+
+
+def _pure_operand(node: ast.expr) -> bool:
+    """Names, attributes, indexing and operators, no call (`x`, `~mask`, `x[:, 0] > 0`): evaluated
+    twice with nothing written in between, it reads the same."""
+    return all(isinstance(n, _READS) for n in ast.walk(node))
+
+
 def unbacked_select(sf: SourceFile, site: Site, flow: FunctionFlow, mask: ast.expr) -> Fix | None:
-    """`x[mask]`, `x[:, mask]` (full slices before the mask, any after) or `x[..., mask]`, read
-    (not written, not `+=`), -> `_fuselint_select_<k>(x, mask)`."""
+    """`x[mask]`, `x[:, mask]` (full slices before the mask, any after) or `x[..., mask]`, read (not
+    written) -> `_fuselint_select_<k>(x, mask)`; `x[mask] += v` (Higgs Audio's text and audio rows)
+    -> `x[mask] = _fuselint_select_<k>(x, mask).add_(v)`."""
     sub = site.node
-    if not (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load)):
+    augmented = site.stmt if isinstance(site.stmt, ast.AugAssign) and site.stmt.target is sub else None
+    if not isinstance(sub, ast.Subscript):
+        return None
+    if augmented is not None:
+        if type(augmented.op) not in _IN_PLACE or not (_pure_operand(sub.value) and _pure_operand(mask)):
+            return None
+    elif not isinstance(sub.ctx, ast.Load):
         return None
     parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     at = next(i for i, p in enumerate(parts) if p is mask)
@@ -330,7 +364,10 @@ def unbacked_select(sf: SourceFile, site: Site, flow: FunctionFlow, mask: ast.ex
     torch, _ = torch_name(sf)
     definition = select_definition(torch, lead)
     content = f"{definition[0]}({sf.segment(sub.value)}, {sf.segment(mask)})"
-    return _fix(sf, site, content, definition, GRADIENT)
+    if augmented is None:
+        return _fix(sf, site, content, definition, GRADIENT)
+    added = f"{content}.{_IN_PLACE[type(augmented.op)]}({sf.segment(augmented.value)})"
+    return _fix(sf, site, f"{sf.segment(sub)} = {added}", definition, GRADIENT, augmented)
 
 
 _NONZERO = {"torch.nonzero": "nonzero", "torch.argwhere": "argwhere"}

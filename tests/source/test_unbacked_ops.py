@@ -220,9 +220,9 @@ def test_not_where_the_code_does_not_show_tensors(expr):
     assert "_fuselint_" not in fixed(text.format(expr=expr), "FL106")
 
 
-def test_a_masked_write_and_an_augmented_read_are_left_to_their_own_fixes():
+def test_a_masked_store_of_a_number_is_left_to_its_own_fix():
     text = _snippet("x")
-    text = text.replace("        return x", "        x[x > 0] += 1\n        return x")
+    text = text.replace("        return x", "        x[x > 0] = 1\n        return x")
     assert "_fuselint_" not in fixed(text, "FL106")
 
 
@@ -240,6 +240,7 @@ FIXTURE_INPUTS = {
     ),
     "keypoint_nonzero.py": ("HeatmapKeypoints", lambda g: (torch.rand(16, 16, generator=g),)),
     "expert_tokens.py": ("TopOneExperts", lambda g: (torch.randn(10, 16, generator=g),)),
+    "token_type_mlps.py": ("TokenTypeMLPs", lambda g: (torch.randint(5, 9, (2, 6), generator=g),)),
     "unique_labels.py": (
         "LabelMeans",
         lambda g: (torch.randn(12, 3, generator=g), torch.randint(0, 9, (12,), generator=g)),
@@ -443,3 +444,50 @@ def test_the_every_expert_fix_is_unsafe_and_says_what_it_assumes():
     found = next(f for f in findings(HIT_EXPERTS.read_text(), "FL106") if f.fix and "range(" in f.fix.message)
     assert found.fix.applicability is Applicability.UNSAFE
     assert "no negative counts" in found.fix.message and "zero rows" in found.fix.message
+
+
+# ---------------------------------------------------------------- `x[mask] += v`
+
+
+@pytest.mark.parametrize(("op", "method"), [("+=", "add_"), ("-=", "sub_"), ("*=", "mul_"), ("/=", "div_")])
+def test_an_augmented_masked_write_reads_its_rows_through_the_op(op, method):
+    text = _snippet("x").replace(
+        "        return x", f"        x = x + 1\n        x[x[:, 0] > 0] {op} r[:1]\n        return x"
+    )
+    after = fixed(text, "FL106")
+    assert f"x[x[:, 0] > 0] = _fuselint_select_0(x, x[:, 0] > 0).{method}(r[:1])" in after
+    before_m, after_m = load_namespace(text, "aug_a").M(), load_namespace(after, "aug_b").M()
+    for seed in range(3):
+        x, e, r = _args_for("x", seed)
+        assert dynamo_break_reasons(before_m, x, e, r)
+        assert dynamo_break_reasons(after_m, x, e, r) == []
+        _, y0, _ = dynamo_graphs(before_m, x, e, r, compiled=False)
+        _, y1, c1 = dynamo_graphs(after_m, x, e, r)
+        assert torch.equal(y0, y1) and torch.equal(y0, c1)
+
+
+def test_an_augmented_masked_write_keeps_the_gradient():
+    text = _snippet("x").replace(
+        "        return x", "        x = x * 2\n        x[x[:, 0] > 0] *= 3\n        return x"
+    )
+    before_m, after_m = load_namespace(text, "grad_a").M(), load_namespace(fixed(text, "FL106"), "grad_b").M()
+    x, e, r = _args_for("x", 1)
+    grads = []
+    for m in (before_m, after_m):
+        xs = x.clone().requires_grad_()
+        (m(xs, e, r) * torch.arange(xs.numel()).reshape(xs.shape)).sum().backward()
+        grads.append(xs.grad)
+    assert torch.equal(*grads) and grads[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "x[x[:, 0] > 0] //= 2",  # no in-place method with `//=`'s rounding on every dtype
+        "x.clone()[x[:, 0] > 0] += 1",  # a call: evaluated twice, it would read two tensors
+    ],
+)
+def test_no_augmented_masked_write_fix_where_the_rewrite_would_change_what_runs(write):
+    text = _snippet("x").replace("        return x", f"        x = x + 1\n        {write}\n        return x")
+    after = fixed(text, "FL106")
+    assert write in after
