@@ -89,6 +89,11 @@ BREAK_FIXES = {
         "decide it with `guard_or_",
         "test_count_branches.py",
     ),
+    "hit_loops:every_index": (
+        "hit_experts.py",
+        "loop over every index of the hit test",
+        "test_unbacked_ops.py",
+    ),
     "int_buffers:int_twin_fix": ("int_buffers.py", "read int twins", "test_int_buffers.py"),
     "item_asserts:item_assert": ("item_assert.py", "assert on the tensor itself", "test_item_asserts.py"),
     "masked_writes:masked_write": ("masked_write.py", "write through every index", "test_masked_writes.py"),
