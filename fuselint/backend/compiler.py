@@ -29,7 +29,7 @@ from fuselint.backend.gemm_groups import join_small_gemms
 from fuselint.backend.heuristics import choose_config
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.max_pool import hand_max_pools
-from fuselint.backend.ops import REDUCTIONS
+from fuselint.backend.ops import REDUCTIONS, VIEWS, lowering_for
 from fuselint.backend.pads import sink_pads
 from fuselint.backend.partition import planner_groups
 from fuselint.backend.patchify import patchify_convolutions
@@ -543,6 +543,115 @@ def _static(example_inputs: list) -> bool:
     return True
 
 
+DATA_SIZED = "a size only the data decides (unbacked)"
+
+
+def _unbacked(val: object) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return val is not None and any(free_unbacked_symbols(v) for v in torch.utils._pytree.tree_leaves(val))
+
+
+def _generable(n: torch.fx.Node) -> bool:
+    """A pointwise op or a reduction the codegen knows: what a static piece is compiled for."""
+    if n.op != "call_function":
+        return False
+    packet = getattr(getattr(n.target, "overloadpacket", None), "__name__", "")
+    return packet in REDUCTIONS or (lowering_for(n.target) is not None and packet not in VIEWS)
+
+
+class _Piece(torch.nn.Module):
+    """A static run of a data-sized graph's nodes, compiled, called from the split graph."""
+
+    def __init__(self, runner: object) -> None:
+        super().__init__()
+        self.runner = runner
+
+    def forward(self, *args: object) -> object:
+        return self.runner(*args)
+
+
+def _static_pieces(
+    gm: torch.fx.GraphModule, name: str, inference: bool, report: CompileReport
+) -> torch.fx.GraphModule | None:
+    """`gm` split at its data-sized nodes: each run of nodes that neither makes nor reads a value of
+    an unbacked size is compiled as a graph of its own (kernels), and ATen runs the rest. FL106's fix
+    keeps a MoE layer's token gathering in the graph (hit_loops, unbacked_ops); without the split the
+    attention and norms around it lost their kernels too. None where nothing static is left to
+    compile (ATen then runs the whole graph)."""
+    from torch.fx.passes.split_module import split_module
+
+    from fuselint.backend.callgen import GraphRunner
+
+    sized: set[str] = set()
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "call_method", "call_module") and (
+            _unbacked(n.meta.get("val")) or any(_unbacked(a.meta.get("val")) for a in n.all_input_nodes)
+        ):
+            sized.add(n.name)
+    runs: list[tuple[bool, list[torch.fx.Node]]] = []
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "output", "get_attr"):
+            continue
+        here = n.name in sized
+        if runs and runs[-1][0] == here:
+            runs[-1][1].append(n)
+        else:
+            runs.append((here, [n]))
+    parts: dict[str, int] = {}
+    dynamic: dict[int, bool] = {}
+    part, before = 0, None
+    for here, nodes in runs:
+        # a static run with nothing a kernel computes (views, items, matmuls) stays with ATen: as a
+        # piece of its own it would only add a call
+        here = here or not any(_generable(n) for n in nodes)
+        if before is not None and here != before:
+            part += 1
+        for n in nodes:
+            parts[n.name] = part
+        dynamic[part], before = here, here
+    static_parts = [p for p, d in dynamic.items() if not d]
+    if not static_parts:
+        return None
+    for n in gm.graph.nodes:  # a constant goes with its first reader
+        if n.op == "get_attr":
+            parts[n.name] = min((parts[u.name] for u in n.users if u.name in parts), default=0)
+    split = split_module(gm, gm, lambda n: parts[n.name], keep_original_order=True)
+    mark = history_mark()
+    done = 0
+    for node in split.graph.nodes:
+        if node.op != "call_module" or dynamic.get(int(node.target.rsplit("_", 1)[1]), True):
+            continue
+        sub = getattr(split, node.target)
+        examples = [p.meta.get("val") for p in sub.graph.nodes if p.op == "placeholder"]
+        if any(not isinstance(v, torch.Tensor) or _unbacked(v) for v in examples):
+            continue  # a number or a data-sized value crosses in: ATen runs the piece
+        compiled = compile_graph(sub, examples, name=f"{name}.{node.target}", inference=inference)
+        setattr(split, node.target, _Piece(GraphRunner(compiled, f"{name}.{node.target}")))
+        done += 1
+    global _compiled_total
+    pieces = reports_since(mark)
+    del history[len(history) - len(pieces) :]
+    _compiled_total -= len(pieces)  # the pieces are this graph's report, not graphs of their own
+    if report in history:
+        history.remove(report)
+    history.append(report)
+    for piece in pieces:
+        report.kernels.extend(piece.kernels)
+        report.fallbacks.extend(piece.fallbacks)
+        report.constants.extend(piece.constants)
+    aten = tuple(n.name for n in gm.graph.nodes if n.name in sized)
+    why = f"{DATA_SIZED}: ATen runs its {len(aten)} data-sized nodes, {done} static pieces compiled"
+    log.warning("fuselint: %s: %s", name, why)
+    report.fallbacks.append((aten, why))
+    split.fuselint_data_sized = next(n.name for n in gm.graph.nodes if n.name in sized)
+    out = next(n for n in reversed(split.graph.nodes) if n.op == "output")
+    out.meta = dict(next(n for n in reversed(gm.graph.nodes) if n.op == "output").meta)
+    split.recompile()
+    report.graph_module = split
+    return split
+
+
 def data_sized_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     """The first node whose value has a size only the data decides (an unbacked symbol: `nonzero`,
     a mask read, or a custom op whose fake gives one, FL106's fix). The planner prices bytes and
@@ -560,10 +669,7 @@ def _why_aten(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:
     """Why ATen runs the whole of `gm` instead of generated kernels, or None."""
     data_sized = data_sized_node(gm)
     if data_sized is not None:
-        return (
-            f"a size only the data decides (unbacked) at {data_sized.name} ({data_sized.target}): "
-            "ATen runs the graph"
-        )
+        return f"{DATA_SIZED} at {data_sized.name} ({data_sized.target}): ATen runs the graph"
     if not _static(example_inputs) or not _has_target(gm):
         return "no static shapes or no Triton device"
     return None
@@ -594,8 +700,12 @@ def compile_graph(
     _compiled_total += 1
     del history[:-_HISTORY_LIMIT]
     why = _why_aten(gm, example_inputs)
+    if why is not None and why.startswith(DATA_SIZED) and _has_target(gm) and _static(example_inputs):
+        pieces = _static_pieces(gm, name, inference, report)
+        if pieces is not None:
+            return pieces
     if why is not None:  # the backend is never wrong: what it cannot generate, ATen runs
-        if why.startswith("a size only the data decides"):
+        if why.startswith(DATA_SIZED):
             log.warning("fuselint: %s: %s", name, why)
         report.fallbacks.append((tuple(n.name for n in gm.graph.nodes), why))
         report.graph_module = gm

@@ -44,8 +44,9 @@ log = logging.getLogger("fuselint.backend")
 def why_not_recordable(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:
     """The reason `gm` cannot be recorded as a CUDA graph, or None."""
     data_sized = data_sized_node(gm)
-    if data_sized is not None:  # its length is read back to the host, and a recording fixes shapes
-        return f"{data_sized.name} has a size only the data decides (unbacked)"
+    name = data_sized.name if data_sized is not None else getattr(gm, "fuselint_data_sized", None)
+    if name is not None:  # its length is read back to the host, and a recording fixes shapes
+        return f"{name} has a size only the data decides (unbacked)"
     for n in gm.graph.nodes:
         if n.op == "call_function" and getattr(n.target, "writes_inputs", False):
             return f"the graph writes to a tensor in place ({n.name} stores into its input)"

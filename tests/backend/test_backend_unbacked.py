@@ -1,4 +1,4 @@
-"""Graphs whose sizes only the data decides (unbacked symbols) run through ATen, with the reason.
+"""Nodes whose sizes only the data decides (unbacked symbols) run through ATen, with the reason.
 
 FL106's fix keeps `x[mask]`, `nonzero` and the like in dynamo's graph as custom ops whose fake
 gives the data-sized dim an unbacked size; dynamo's own `capture_dynamic_output_shape_ops` does the
@@ -33,7 +33,7 @@ def _compile(fn, *args):
     return got, reports_since(start)
 
 
-def test_a_graph_with_an_unbacked_size_runs_through_aten_with_its_reason(caplog):
+def test_the_data_sized_nodes_of_a_graph_run_through_aten_with_their_reason(caplog):
     generator = torch.Generator().manual_seed(0)
     edges = torch.randint(0, 8, (2, 40), generator=generator)
     x = torch.randn(8, 16, generator=generator)
@@ -43,7 +43,8 @@ def test_a_graph_with_an_unbacked_size_runs_through_aten_with_its_reason(caplog)
     assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
     reasons = [why for r in reports for _, why in r.fallbacks]
     assert any("only the data decides" in why for why in reasons), reasons
-    assert all(not r.kernels for r in reports)
+    (aten,) = [nodes for r in reports for nodes, why in r.fallbacks if "only the data decides" in why]
+    assert {"index", "cos"} <= set(aten)  # the mask read, and the cos of the rows it read
     assert "only the data decides" in caplog.text
 
 
@@ -79,4 +80,45 @@ def test_new_data_of_the_same_shapes_needs_no_recompile(seed):
             x = torch.randn(8, 16, generator=generator)
             got, want = flat(compiled(edges, x)), flat(kept_columns(edges, x))
             assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    assert counter.frame_count == 1
+
+
+def around_a_mask(edges, x):
+    """Static work, a data-sized read, static work again: the static runs get kernels."""
+    h = torch.cos(x).sin() * 2 + 1
+    mask = edges[0] != edges[1]
+    kept = edges[:, mask]
+    rows = torch.zeros_like(h).index_add_(0, kept[0], h[kept[1]])
+    return torch.tanh(rows * 3 - h).exp() + 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_static_runs_of_a_data_sized_graph_get_kernels_and_aten_runs_the_rest(seed):
+    generator = torch.Generator().manual_seed(seed)
+    edges = torch.randint(0, 8, (2, 40), generator=generator)
+    x = torch.randn(8, 16, generator=generator)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        got, reports = _compile(around_a_mask, edges, x)
+    want = flat(around_a_mask(edges, x))
+    assert all(torch.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want, strict=True))
+    (report,) = reports
+    assert len(report.kernels) >= 2  # before the mask and after it
+    (aten,) = [nodes for nodes, why in report.fallbacks if "static pieces compiled" in why]
+    assert "index" in aten and not any(n.startswith(("sin", "tanh", "exp")) for n in aten)
+    assert why_not_recordable(report.graph_module, [edges, x]) is not None
+
+
+def test_a_split_graph_compiles_once_over_new_data():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend(fuselint_backend)
+    generator = torch.Generator().manual_seed(3)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(around_a_mask, backend=counter, dynamic=False)
+        for _ in range(3):
+            edges = torch.randint(0, 8, (2, 40), generator=generator)
+            x = torch.randn(8, 16, generator=generator)
+            got, want = flat(compiled(edges, x)), flat(around_a_mask(edges, x))
+            assert all(torch.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want, strict=True))
     assert counter.frame_count == 1
