@@ -82,11 +82,16 @@ def every_index(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     if masks is None or any(stmt.lineno < b.lineno <= (loop.end_lineno or loop.lineno) for b in masks):
         return None  # the mask is bound again between the test and the loop's end
     index = loop.target.id
-    body_edits = _body(sf, loop, index, mask, row_rank, parents)
-    if body_edits is None or _read_outside(fn, loop, index):
+    made = _body(sf, loop, index, mask, row_rank, parents)
+    if made is None:
         return None
+    body_edits, variable = made
+    if _read_outside(fn, loop, index) or _read_outside(fn, loop, variable):
+        return None
+    target = (sf.replace(loop.target, variable),) if variable != index else ()
     edits = (
         sf.replace(stmt.value, sf.segment(test)),
+        *target,
         sf.replace(loop.iter, f"range({hit}.shape[0])"),
         *body_edits,
     )
@@ -188,19 +193,26 @@ def _rank(name: ast.Name, fn: ast.AST, parents: dict[int, ast.AST], line: int) -
 
 def _body(
     sf: SourceFile, loop: ast.For, index: str, mask: str, rank: int, parents: dict[int, ast.AST]
-) -> list[Edit] | None:
-    """Edits that make the body read the Python int the new loop binds, or None where the body is
-    not the shape the fix relies on."""
+) -> tuple[list[Edit], str] | None:
+    """Edits that make the body read the Python int the new loop binds, and the loop's variable
+    (`n` for a body that starts `n = int(index.item())`), or None where the body is not the shape
+    the fix relies on."""
     edits: list[Edit] = []
     body = list(loop.body)
-    if rank == 1 and _rebinds_to_first(body[0], index):
+    number = _as_int(body[0], index, rank)
+    if number is not None or (rank == 1 and _rebinds_to_first(body[0], index)):
         if has_comment(sf, body[0]):
             return None
         edits.append(sf.delete_statement(body[0]))
         body, rank = body[1:], 0
-    rows = _rows(body, index, mask)
-    if rows is None or not _only_accumulates(body, rows, index):
+    rows = _rows(body, index if number is None else number, mask)
+    if rows is None or not _only_accumulates(body, rows, index if number is None else number):
         return None
+    if number is not None:  # a Python int in the original too: every read of it reads the same
+        reads_index = number != index and any(
+            isinstance(n, ast.Name) and n.id == index for s in body for n in walk(s)
+        )
+        return None if reads_index else (edits, number)
     for stmt in body:
         for node in walk(stmt):
             if isinstance(node, ast.Name) and node.id == index:
@@ -209,7 +221,7 @@ def _body(
                     return None
                 if edit is not True:
                     edits.append(edit)
-    return edits
+    return edits, index
 
 
 def _rebinds_to_first(stmt: ast.stmt, index: str) -> bool:
@@ -220,6 +232,39 @@ def _rebinds_to_first(stmt: ast.stmt, index: str) -> bool:
         and isinstance(stmt.targets[0], ast.Name)
         and stmt.targets[0].id == index
         and _first_of(stmt.value, index)
+    )
+
+
+def _as_int(stmt: ast.stmt, index: str, rank: int) -> str | None:
+    """`n` of a first statement `n = index.item()`, `int(index)` or `int(index.item())` (also of
+    `index[0]` where rows have one element): the body then reads a Python int `n`."""
+    if not (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return None
+    value = stmt.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "int":
+        if len(value.args) != 1 or value.keywords:
+            return None
+        value = value.args[0]
+    elif not _item_call(value):
+        return None
+    if _item_call(value):
+        value = value.func.value
+    if rank == 1 and _first_of(value, index):
+        value = value.value
+    if not (isinstance(value, ast.Name) and value.id == index):
+        return None  # (`.item()` and `int()` of a one-element tensor read its element, too)
+    return stmt.targets[0].id
+
+
+def _item_call(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "item"
+        and not node.args
+        and not node.keywords
     )
 
 
@@ -236,7 +281,7 @@ def _first_of(node: ast.AST, index: str) -> bool:
 def _rows(body: list[ast.stmt], index: str, mask: str) -> set[str] | None:
     """The names bound to `torch.where(<mask>[<index>])`'s index tensors in the body."""
     rows: set[str] = set()
-    for stmt in body:
+    for stmt in _flat(body):
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             continue
         value = stmt.value
@@ -272,9 +317,35 @@ def _rows(body: list[ast.stmt], index: str, mask: str) -> set[str] | None:
     return rows or None
 
 
+_NO_GRAD = frozenset({"no_grad", "inference_mode"})
+
+
+def _grad_off(stmt: ast.stmt) -> bool:
+    """`with torch.no_grad():` (or `inference_mode()`), binding nothing."""
+    return isinstance(stmt, ast.With) and all(
+        item.optional_vars is None
+        and isinstance(item.context_expr, ast.Call)
+        and isinstance(item.context_expr.func, ast.Attribute)
+        and item.context_expr.func.attr in _NO_GRAD
+        and isinstance(item.context_expr.func.value, ast.Name)
+        and item.context_expr.func.value.id == "torch"
+        for item in stmt.items
+    )
+
+
+def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The body's statements, those inside its gradient-off `with` blocks in their place."""
+    out = []
+    for stmt in body:
+        out.extend(_flat(stmt.body) if _grad_off(stmt) else [stmt])
+    return out
+
+
 def _only_accumulates(body: list[ast.stmt], rows: set[str], index: str) -> bool:
     """The body binds plain names (never the mask rows' names or the index again), its one effect
-    is `<acc>.index_add_(0, <row>, ...)` (at least once), and it leaves only by `continue`."""
+    is `<acc>.index_add_(0, <row>, ...)` (at least once), and it leaves only by `continue`. Its
+    `if`s may take either side (for an index no row picked, both run on zero rows); `x *= c` only
+    updates a value the body computed (`_fresh`); `with torch.no_grad():` only turns off autograd."""
     adds = 0
     bound = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     for stmt in body:
@@ -283,9 +354,15 @@ def _only_accumulates(body: list[ast.stmt], rows: set[str], index: str) -> bool:
                 return False
             if isinstance(node, ast.Break | ast.Return | ast.Raise | ast.Yield | ast.YieldFrom | ast.Await):
                 return False
-            if isinstance(node, ast.Global | ast.Nonlocal | ast.Delete | ast.AugAssign | ast.AnnAssign):
+            if isinstance(node, ast.Global | ast.Nonlocal | ast.Delete | ast.AnnAssign):
                 return False
-            if isinstance(node, ast.For | ast.While | ast.With | ast.Try | ast.NamedExpr):
+            if isinstance(node, ast.For | ast.While | ast.Try | ast.NamedExpr):
+                return False
+            if isinstance(node, ast.With) and not _grad_off(node):
+                return False
+            if isinstance(node, ast.AugAssign) and not (
+                isinstance(node.target, ast.Name) and _fresh(body, node.target.id)
+            ):
                 return False
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -300,15 +377,36 @@ def _only_accumulates(body: list[ast.stmt], rows: set[str], index: str) -> bool:
                 if not _accumulates(node, rows, bound):
                     return False
                 adds += 1
-        if isinstance(stmt, ast.If) and not (
-            stmt.body and all(isinstance(s, ast.Continue) for s in stmt.body)
-        ):
-            return False  # an `if` only skips an index (`if index == masking_class: continue`)
-        if isinstance(stmt, ast.If) and stmt.orelse:
-            return False
     if index in bound or any(_binds_again(body, name) for name in rows):
         return False
     return adds > 0
+
+
+def _operands(call: ast.Call) -> list[ast.expr]:
+    receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+    return [*receiver, *call.args]
+
+
+def _fresh(body: list[ast.stmt], name: str) -> bool:
+    """Every `=` that binds `name` in the body computes a new tensor (arithmetic), or passes the
+    name's own value through a call (`h = dropout(h)`, `h = h.relu()`): an in-place update of it
+    writes nothing the body did not make."""
+    assigns = [
+        n
+        for s in body
+        for n in walk(s)
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
+    if not assigns or any(not isinstance(a.targets[0], ast.Name) for a in assigns):
+        return False
+    arithmetic = [a for a in assigns if isinstance(a.value, ast.BinOp | ast.UnaryOp)]
+    passed = [
+        a
+        for a in assigns
+        if isinstance(a.value, ast.Call)
+        and any(isinstance(arg, ast.Name) and arg.id == name for arg in _operands(a.value))
+    ]
+    return bool(arithmetic) and len(arithmetic) + len(passed) == len(assigns)
 
 
 def _accumulates(call: ast.Call, rows: set[str], bound: set[str]) -> bool:

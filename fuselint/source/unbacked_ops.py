@@ -380,6 +380,13 @@ def _loop_iterable(loop: ast.For) -> ast.expr:
     return it
 
 
+def _method_chain_of(value: ast.expr, call: ast.AST) -> bool:
+    """`value` is `call`, or methods called on it (`<call>.squeeze(-1)`, nemotron_h's hit experts)."""
+    while value is not call and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        value = value.func.value
+    return value is call
+
+
 def in_host_loop(site: Site, flow: FunctionFlow, sized: Callable[[ast.expr], int | None]) -> bool:
     """The call's result is walked by a Python `for` loop, or the call runs inside one that walks a
     data-sized result (`sized`: `count_branches.DataSized.sized` of the function; switch_transformers'
@@ -390,7 +397,7 @@ def in_host_loop(site: Site, flow: FunctionFlow, sized: Callable[[ast.expr], int
     op alone 1.17x, the body's alone 1.33x)."""
     call, stmt = site.node, site.stmt
     target = None
-    if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _method_chain_of(stmt.value, call):
         target = stmt.targets[0].id if isinstance(stmt.targets[0], ast.Name) else None
     for loop in walk(flow.fn.node):
         if not isinstance(loop, ast.For):
