@@ -108,6 +108,25 @@ def summarize(data: dict, base: str = "inductor", other: str = "fuselint") -> st
                 f"| {name} | {mean(sw) * 1e4:.3f} | {(mean(sw) - mean(final)) * 1e4:+.3f} | {above(sw, final)}/{len(final)}"
                 f" | {mean(pr) * 1e4:.3f} | {(mean(pr) - mean(final)) * 1e4:+.3f} | {above(pr, final)}/{len(final)} |"
             )
+    if "pairs" in batches[0]:
+        out.append("")
+        out.append(
+            "two units compiled as one graph, on the chain's input: error x1e-4 minus the chain's at the same "
+            "boundary, and the share of outputs unlike the chain's (batch mean)"
+        )
+        out.append("")
+        pbe = list(batches[0]["pairs"])
+        out.append("| junction | " + " | ".join(f"{be} delta | {be} differ" for be in pbe) + " |")
+        out.append("|---" * (1 + 2 * len(pbe)) + "|")
+        for k in range(len(names) - 1):
+            cells = []
+            for be in pbe:
+                got = mean([b["pairs"][be][k][0] for b in batches])
+                base_err = mean([b["chain"][be][k + 1] for b in batches])
+                cells.append(
+                    f"{(got - base_err) * 1e4:+.3f} | {mean([b['pairs'][be][k][1] for b in batches]):.4f}"
+                )
+            out.append(f"| {names[k]}+{names[k + 1]} | " + " | ".join(cells) + " |")
     if "whole" in batches[0]:
         out.append("")
         out.append("| whole model | mean err x1e-4 | outputs differing from its chain (batch mean) |")
@@ -154,6 +173,7 @@ def main(argv=None) -> None:
     p.add_argument("--json", required=True)
     p.add_argument("--whole", action="store_true")
     p.add_argument("--nose", action="store_true")
+    p.add_argument("--pairs", action="store_true")
     p.add_argument("--dump")
     p.add_argument("--cpu", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--summary", action="store_true", help="print the tables of --json (no GPU)")
@@ -180,6 +200,8 @@ def main(argv=None) -> None:
     t_start = time.perf_counter()
     dev = "cuda" if not a.cpu else "cpu"  # --cpu: a smoke test of the script (batch 2, TRITON_INTERPRET=1)
     model, args = M.build(a.model, small=a.cpu)
+    if a.cpu:
+        args = (args[0][:1, :, :64, :64].clone(),)
     model, args = M._to(model, args, dev, torch.bfloat16)
     model32 = copy.deepcopy(model).float()
     model_cl = copy.deepcopy(model).to(memory_format=torch.channels_last)
@@ -241,6 +263,31 @@ def main(argv=None) -> None:
     def err(x, r):
         d = x.double() - r.double()
         return d.abs().mean().item(), d.mean().item()
+
+    pairs: dict[str, list] = {}
+    if a.pairs:  # two consecutive units compiled as one graph: a fusion across their boundary shows
+
+        class Pair(torch.nn.Module):
+            def __init__(self, first, second):
+                super().__init__()
+                self.first, self.second = first, second
+
+            def forward(self, x):
+                return self.second(self.first(x))
+
+        for be in ("fuselint", "inductor"):
+            t0 = time.perf_counter()
+            pairs[be] = []
+            with torch.no_grad():
+                x = x0
+                for k in range(n - 1):
+                    f = torch.compile(Pair(u16[k], u16[k + 1]), backend=be)
+                    f(x)
+                    pairs[be].append(f)
+                    x = fns[be][k](x)
+            sync()
+            compile_s[f"pairs {be}"] = time.perf_counter() - t0
+            print(f"compiled pairs {be}: {compile_s[f'pairs {be}']:.1f} s", flush=True)
 
     whole = {}
     if a.whole:
@@ -342,6 +389,14 @@ def main(argv=None) -> None:
             rec["swap_eager"] = [
                 run(mix("inductor", "eager", n, at=k), start=k, x=chains["inductor"][k]) for k in range(n)
             ]
+            if pairs:  # per junction k (units k, k+1): error, and the share of outputs unlike the chain's
+                rec["pairs"] = {}
+                for be, fs in pairs.items():
+                    rows = []
+                    for k, f in enumerate(fs):
+                        y = f(chains[be][k])
+                        rows.append([err(y, refs[k + 2])[0], (y != chains[be][k + 2]).float().mean().item()])
+                    rec["pairs"][be] = rows
             if whole:
                 rec["whole"] = {}
                 for be, f in whole.items():
