@@ -14,7 +14,9 @@ compiled once, chains that mix backends cost only their calls:
 - `swap`: the base backend's chain with the other backend at one unit: the final error it moves, per unit;
 - `prefix`: the other backend for the first k units, the base backend for the rest, for every k.
 
-`--whole` compiles the whole model too (its error, and how many outputs differ from the chain's: a
+`--bn-random SEED` draws every BatchNorm's statistics and affine first (see `randomize_batchnorm`).
+`--oracle` adds a backend that runs each unit in IEEE float32 and rounds its output once (the most
+exact bf16 unit), and the Inductor chain with it at one unit (`swap_oracle`). `--whole` compiles the whole model too (its error, and how many outputs differ from the chain's: a
 fusion across a unit boundary shows there); `--nose` adds fuselint with no squeeze-excite convolution
 reduced (`squeeze_excite.MAX_MACS = 0`); `--dump DIR` writes the whole model's fuselint graph code and kernels.
 The summary (means over the batches, and on how many batches the other backend's error is the larger) is
@@ -108,6 +110,26 @@ def summarize(data: dict, base: str = "inductor", other: str = "fuselint") -> st
                 f"| {name} | {mean(sw) * 1e4:.3f} | {(mean(sw) - mean(final)) * 1e4:+.3f} | {above(sw, final)}/{len(final)}"
                 f" | {mean(pr) * 1e4:.3f} | {(mean(pr) - mean(final)) * 1e4:+.3f} | {above(pr, final)}/{len(final)} |"
             )
+    for key, who in (
+        ("swap_eager", "eager"),
+        ("swap_oracle", "oracle"),
+        ("swap_back", f"{base} in the {other} chain"),
+    ):
+        if key not in batches[0]:
+            continue
+        ref_final = [b["chain"][other if key == "swap_back" else base][-1] for b in batches]
+        out.append("")
+        out.append(
+            f"`{key}`: final error x1e-4 with {who} at one unit; delta against that chain's ({mean(ref_final) * 1e4:.3f})"
+        )
+        out.append("")
+        out.append("| unit | final | delta | up |")
+        out.append("|---|---|---|---|")
+        for k, name in enumerate(names):
+            sw = [b[key][k] for b in batches]
+            out.append(
+                f"| {name} | {mean(sw) * 1e4:.3f} | {(mean(sw) - mean(ref_final)) * 1e4:+.3f} | {above(sw, ref_final)}/{len(sw)} |"
+            )
     if "pairs" in batches[0]:
         out.append("")
         out.append(
@@ -139,6 +161,27 @@ def summarize(data: dict, base: str = "inductor", other: str = "fuselint") -> st
 
 
 # -- the device part ---------------------------------------------------------------------------------------
+
+
+def randomize_batchnorm(model, seed: int) -> int:
+    """Give every BatchNorm of `model` (float32, before the bf16 cast) drawn statistics and affine: at
+    timm's initialisation (mean 0, variance 1, weight 1, bias 0) eval BatchNorm scales by 1/sqrt(1 + eps),
+    within 5e-6 of 1, which puts exact values next to bf16 rounding ties. Returns how many were set."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    count = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            c = m.num_features
+            with torch.no_grad():
+                m.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(c, generator=g) * 1.5 + 0.5)
+                if m.weight is not None:
+                    m.weight.copy_(torch.rand(c, generator=g) + 0.5)
+                    m.bias.copy_(torch.randn(c, generator=g) * 0.1)
+            count += 1
+    return count
 
 
 def _units(model):
@@ -174,6 +217,10 @@ def main(argv=None) -> None:
     p.add_argument("--whole", action="store_true")
     p.add_argument("--nose", action="store_true")
     p.add_argument("--pairs", action="store_true")
+    p.add_argument("--oracle", action="store_true")
+    p.add_argument(
+        "--bn-random", type=int, metavar="SEED", help="draw every BatchNorm's statistics and affine from SEED"
+    )
     p.add_argument("--dump")
     p.add_argument("--cpu", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--summary", action="store_true", help="print the tables of --json (no GPU)")
@@ -202,6 +249,8 @@ def main(argv=None) -> None:
     model, args = M.build(a.model, small=a.cpu)
     if a.cpu:
         args = (args[0][:1, :, :64, :64].clone(),)
+    if a.bn_random is not None:
+        randomize_batchnorm(model, a.bn_random)
     model, args = M._to(model, args, dev, torch.bfloat16)
     model32 = copy.deepcopy(model).float()
     model_cl = copy.deepcopy(model).to(memory_format=torch.channels_last)
@@ -258,6 +307,16 @@ def main(argv=None) -> None:
             return fuselint(gm, example_inputs)
 
         compile_units("fuselint_nose", fuselint_nose, se_macs=0)
+    if a.oracle:  # each unit in IEEE float32 on its (bf16) input, rounded once: the best bf16 a unit can give
+
+        def oracle(u):
+            def f(x):
+                with M._ieee_float32():
+                    return u(x.float()).to(torch.bfloat16)
+
+            return f
+
+        fns["oracle"] = [oracle(u) for u in u32]
     backends = list(fns)
 
     def err(x, r):
@@ -315,6 +374,7 @@ def main(argv=None) -> None:
 
     data = {
         "model": a.model,
+        "bn_random": a.bn_random,
         "units": names,
         "backends": backends,
         "compile_s": compile_s,
@@ -389,6 +449,11 @@ def main(argv=None) -> None:
             rec["swap_eager"] = [
                 run(mix("inductor", "eager", n, at=k), start=k, x=chains["inductor"][k]) for k in range(n)
             ]
+            if "oracle" in fns:
+                rec["swap_oracle"] = [
+                    run(mix("inductor", "oracle", n, at=k), start=k, x=chains["inductor"][k])
+                    for k in range(n)
+                ]
             if pairs:  # per junction k (units k, k+1): error, and the share of outputs unlike the chain's
                 rec["pairs"] = {}
                 for be, fs in pairs.items():

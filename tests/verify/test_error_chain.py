@@ -70,3 +70,23 @@ def test_summary_counts_batches_where_fuselint_is_above(chain):
     ]
     assert "| 2.500 | -0.500 | 0/2 |" in swap_rows[-2]
     assert "| 4.000 | +1.000 | 1/2 | 2.500 | -0.500 | 0/2 |" in swap_rows[-1]
+
+
+def test_randomize_batchnorm_is_seeded_and_leaves_other_layers(chain):
+    import torch
+
+    def net():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4))
+
+    a, b, c = net(), net(), net()
+    conv = a[0].weight.clone()
+    assert chain.randomize_batchnorm(a, 7) == 2
+    chain.randomize_batchnorm(b, 7)
+    chain.randomize_batchnorm(c, 8)
+    assert torch.equal(a[0].weight, conv)
+    assert torch.equal(a[1].running_var, b[1].running_var) and torch.equal(a[2].bias, b[2].bias)
+    assert not torch.equal(a[1].running_var, c[1].running_var)
+    assert not torch.equal(a[1].running_mean, a[2].running_mean)
+    assert bool((a[1].running_var >= 0.5).all()) and bool((a[1].running_var <= 2.0).all())
+    assert not torch.allclose(a[1].weight, torch.ones(4))
