@@ -216,7 +216,7 @@ def _body(
     for stmt in body:
         for node in walk(stmt):
             if isinstance(node, ast.Name) and node.id == index:
-                edit = _read(sf, node, rank, parents)
+                edit = _read(sf, node, rank, parents, mask)
                 if edit is None:
                     return None
                 if edit is not True:
@@ -433,7 +433,9 @@ def _binds_again(body: list[ast.stmt], name: str) -> bool:
     return count > 1
 
 
-def _read(sf: SourceFile, node: ast.Name, rank: int, parents: dict[int, ast.AST]) -> Edit | bool | None:
+def _read(
+    sf: SourceFile, node: ast.Name, rank: int, parents: dict[int, ast.AST], mask: str
+) -> Edit | bool | None:
     """How a read of the index becomes a read of the int: an edit, True (reads the same), or None."""
     parent = parents.get(id(node))
     if not isinstance(node.ctx, ast.Load):
@@ -441,8 +443,16 @@ def _read(sf: SourceFile, node: ast.Name, rank: int, parents: dict[int, ast.AST]
     if rank == 1:  # the index is `tensor([e])`
         if isinstance(parent, ast.Subscript) and parent.value is node and _first_of(parent, node.id):
             return sf.replace(parent, node.id)  # `index[0]` -> `index`
-        if isinstance(parent, ast.Subscript) and parent.slice is node and isinstance(parent.ctx, ast.Load):
-            return sf.replace(node, f"{node.id} : {node.id} + 1")  # `t[index]` keeps its dim
+        if (
+            isinstance(parent, ast.Subscript)
+            and parent.slice is node
+            and isinstance(parent.ctx, ast.Load)
+            and isinstance(parent.value, ast.Name)
+            and parent.value.id == mask
+        ):
+            return sf.replace(node, f"{node.id} : {node.id} + 1")  # `mask[index]` keeps its dim
+        # anything else it indexes may be a module list (`self.experts[index]`, older Mixtral), where
+        # a slice would be another list: no form reads the same from both
         return None
     if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Load):
         if parent.slice is node or (isinstance(parent.slice, ast.Tuple) and node in parent.slice.elts):

@@ -453,6 +453,37 @@ def test_no_every_expert_loop_where_the_body_or_the_test_is_not_the_shape_it_rel
     assert "range(expert_hit.shape[0])" not in head
 
 
+_LIST_EXPERTS = """
+import torch
+from torch import nn
+
+
+class ListExperts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x: torch.Tensor, chosen: torch.Tensor):
+        out = torch.zeros_like(x)
+        expert_mask = nn.functional.one_hot(chosen, 3).unsqueeze(1).permute(2, 1, 0)
+        expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
+            out.index_add_(0, top_x, expert_layer(x[top_x]))
+        return out
+"""
+
+
+def test_no_every_expert_loop_where_a_one_element_index_picks_from_a_module_list():
+    # `self.experts[tensor([e])]` is the module (older transformers Mixtral); `self.experts[e : e + 1]` would
+    # be a ModuleList, so the fixed layer would raise
+    found = findings(_LIST_EXPERTS, "FL106")
+    assert found and not any(f.fix and "range(" in f.fix.message for f in found)
+    module = load_namespace(fixed(_LIST_EXPERTS, "FL106"), "list_experts").ListExperts()
+    module(torch.randn(5, 4), torch.tensor([0, 2, 2, 0, 1]))  # still runs
+
+
 def test_the_every_expert_fix_is_unsafe_and_says_what_it_assumes():
     found = next(f for f in findings(HIT_EXPERTS.read_text(), "FL106") if f.fix and "range(" in f.fix.message)
     assert found.fix.applicability is Applicability.UNSAFE
