@@ -88,6 +88,8 @@ def every_index(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     body_edits, variable = made
     if _read_outside(fn, loop, index) or _read_outside(fn, loop, variable):
         return None
+    if any(_read_outside(fn, loop, name) for name in _stored(loop.body)):
+        return None  # after the loop it would hold the last expert's value, not the last hit one's
     target = (sf.replace(loop.target, variable),) if variable != index else ()
     edits = (
         sf.replace(stmt.value, sf.segment(test)),
@@ -379,7 +381,42 @@ def _only_accumulates(body: list[ast.stmt], rows: set[str], index: str) -> bool:
                 adds += 1
     if index in bound or any(_binds_again(body, name) for name in rows):
         return False
-    return adds > 0
+    return adds > 0 and _bound_before_read(body, bound, set()) is not None
+
+
+def _bound_before_read(body: list[ast.stmt], bound: set[str], known: set[str]) -> set[str] | None:
+    """The body's names bound on every path through `body` (after `known`), or None where one is
+    read before this pass binds it: it would then hold an earlier expert's value, and the new loop
+    runs experts the old one skipped (`if rows.numel(): y = ...` then `y` read, `z = z + ...`)."""
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            if _reads(stmt.test, bound) - known:
+                return None
+            sides = [_bound_before_read(side, bound, set(known)) for side in (stmt.body, stmt.orelse)]
+            if None in sides:
+                return None
+            ends = [bool(side) and isinstance(side[-1], ast.Continue) for side in (stmt.body, stmt.orelse)]
+            open_sides = [s for s, end in zip(sides, ends, strict=True) if not end]
+            known = set.intersection(*open_sides) if open_sides else set(bound)
+        elif _grad_off(stmt):
+            inner = _bound_before_read(stmt.body, bound, known)
+            if inner is None:
+                return None
+            known = inner
+        else:
+            if _reads(stmt, bound) - known:
+                return None
+            known |= {n.id for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return known
+
+
+def _reads(node: ast.AST, names: set[str]) -> set[str]:
+    """The names of `names` that `node` reads (an augmented assignment reads its target)."""
+    loads = {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    updated = {
+        n.target.id for n in walk(node) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+    }
+    return (loads | updated) & names
 
 
 def _operands(call: ast.Call) -> list[ast.expr]:
@@ -468,6 +505,10 @@ def _read(
     ):
         return True  # `if index == n:` decides as the 0-d bool did
     return None
+
+
+def _stored(body: list[ast.stmt]) -> set[str]:
+    return {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _read_outside(fn: ast.AST, loop: ast.For, index: str) -> bool:

@@ -329,6 +329,25 @@ def _pure_operand(node: ast.expr) -> bool:
     return all(isinstance(n, _READS) for n in ast.walk(node))
 
 
+_CONVERSIONS = frozenset(
+    {"to", "float", "half", "bfloat16", "double", "type_as", "view", "reshape", "contiguous", "detach"}
+)
+
+
+def _keeps_target(value: ast.expr, tensor: ast.expr, mask: ast.expr) -> bool:
+    """`x` and `m` of `x[m] += v` read the same after `v` as before it: `+=` evaluates them once, before
+    `v`, the rewrite again after it. A call in `v` may write `x` in place (`self.act(x)` with an
+    in-place ReLU), so it is let through only when the two are plain names (the same objects then)
+    or it only converts a tensor (`v.to(x.device)`, Higgs Audio)."""
+    if isinstance(tensor, ast.Name) and isinstance(mask, ast.Name):
+        return True
+    return all(
+        isinstance(n.func, ast.Attribute) and n.func.attr in _CONVERSIONS
+        for n in ast.walk(value)
+        if isinstance(n, ast.Call)
+    )
+
+
 def unbacked_select(sf: SourceFile, site: Site, flow: FunctionFlow, mask: ast.expr) -> Fix | None:
     """`x[mask]`, `x[:, mask]` (full slices before the mask, any after) or `x[..., mask]`, read (not
     written) -> `_fuselint_select_<k>(x, mask)`; `x[mask] += v` (Higgs Audio's text and audio rows)
@@ -339,6 +358,8 @@ def unbacked_select(sf: SourceFile, site: Site, flow: FunctionFlow, mask: ast.ex
         return None
     if augmented is not None:
         if type(augmented.op) not in _IN_PLACE or not (_pure_operand(sub.value) and _pure_operand(mask)):
+            return None
+        if not _keeps_target(augmented.value, sub.value, mask):
             return None
     elif not isinstance(sub.ctx, ast.Load):
         return None

@@ -439,6 +439,18 @@ def _mutated(old: str, new: str) -> str:
             "            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])\n            gate",
             "            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])\n            hidden_states *= 1.0\n            gate",
         ),
+        # a name the body binds, read after the loop: the last expert's rows, not the last hit one's
+        ("        return out\n\n\nclass Switch", "        return out, rows\n\n\nclass Switch"),
+        # a name bound only where an `if` runs: an unhit expert would add an earlier expert's rows
+        (
+            "            rows = nn.functional.linear(",
+            "            if token_idx.numel() > 0:\n                rows = nn.functional.linear(",
+        ),
+        # a name read before the body binds it: it carries one expert's value into the next
+        (
+            "            out.index_add_(0, token_idx, rows",
+            "            rows = rows + carry[:1]\n            carry = rows\n            out.index_add_(0, token_idx, rows",
+        ),
         # a `with` that does more than turn autograd off
         (
             "            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])\n            gate",
@@ -529,9 +541,21 @@ def test_an_augmented_masked_write_keeps_the_gradient():
     [
         "x[x[:, 0] > 0] //= 2",  # no in-place method with `//=`'s rounding on every dtype
         "x.clone()[x[:, 0] > 0] += 1",  # a call: evaluated twice, it would read two tensors
+        # `+=` computes the mask once, before `relu_` writes `x`; the rewrite again after it
+        "x[x[:, 0] < 0] += torch.relu_(x)[:1]",
     ],
 )
 def test_no_augmented_masked_write_fix_where_the_rewrite_would_change_what_runs(write):
     text = _snippet("x").replace("        return x", f"        x = x + 1\n        {write}\n        return x")
     after = fixed(text, "FL106")
     assert write in after
+
+
+def test_an_augmented_masked_write_with_a_conversion_in_its_value_is_still_fixed():
+    # Higgs Audio's `hidden_states[~audio_token_mask] += text_hidden_states.to(hidden_states.device)`
+    text = _snippet("x").replace(
+        "        return x",
+        "        x = x + 1\n        x[~(x[:, 0] > 0)] += r[:1].to(x.device)\n        return x",
+    )
+    after = " ".join(fixed(text, "FL106").split())
+    assert "x[~(x[:, 0] > 0)] = _fuselint_select_0(x, ~(x[:, 0] > 0)).add_( r[:1].to(x.device) )" in after
