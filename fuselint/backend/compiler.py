@@ -617,8 +617,8 @@ def _static_pieces(
         if n.op == "get_attr":
             parts[n.name] = min((parts[u.name] for u in n.users if u.name in parts), default=0)
     split = split_module(gm, gm, lambda n: parts[n.name], keep_original_order=True)
-    mark = history_mark()
-    done = 0
+    global _compiled_total
+    pieces: list[CompileReport] = []
     for node in split.graph.nodes:
         if node.op != "call_module" or dynamic.get(int(node.target.rsplit("_", 1)[1]), True):
             continue
@@ -628,11 +628,11 @@ def _static_pieces(
             continue  # a number or a data-sized value crosses in: ATen runs the piece
         compiled = compile_graph(sub, examples, name=f"{name}.{node.target}", inference=inference)
         setattr(split, node.target, _Piece(GraphRunner(compiled, f"{name}.{node.target}")))
-        done += 1
-    global _compiled_total
-    pieces = reports_since(mark)
-    del history[len(history) - len(pieces) :]
-    _compiled_total -= len(pieces)  # the pieces are this graph's report, not graphs of their own
+        # the piece's report (the last one: a piece splits no further) is this graph's, not a graph of
+        # its own; taken at once, as the history keeps only the latest 64 and a MoE graph has more pieces
+        pieces.append(history.pop())
+        _compiled_total -= 1
+    done = len(pieces)
     if report in history:
         history.remove(report)
     history.append(report)

@@ -122,3 +122,25 @@ def test_a_split_graph_compiles_once_over_new_data():
             got, want = flat(compiled(edges, x)), flat(around_a_mask(edges, x))
             assert all(torch.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want, strict=True))
     assert counter.frame_count == 1
+
+
+def many_reads(x, m):
+    """65 masked reads, each between static work: 66 static pieces, more than the history keeps."""
+    out = x
+    for _ in range(65):
+        out = out * 0.5 + 1
+        out = out + out[m].sum() * 1e-3
+    return out
+
+
+def test_a_graph_of_more_pieces_than_the_history_keeps_is_one_report_of_all_their_kernels():
+    torch._dynamo.reset()
+    x = torch.randn(8, generator=torch.Generator().manual_seed(4))
+    _compile(lambda t: torch.cos(t).sin() + 1, x)  # an older report in the history
+    start = history_mark()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        got = torch.compile(many_reads, backend=fuselint_backend, dynamic=False)(x, x > 0)
+    assert torch.allclose(got, many_reads(x, x > 0), rtol=1e-5, atol=1e-5)
+    (report,) = reports_since(start)
+    (why,) = [why for _, why in report.fallbacks if "static pieces compiled" in why]
+    assert "66 static pieces" in why and len(report.kernels) >= 66
