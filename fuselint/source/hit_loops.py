@@ -81,6 +81,8 @@ def every_index(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     masks = _bindings(fn, mask)
     if masks is None or any(stmt.lineno < b.lineno <= (loop.end_lineno or loop.lineno) for b in masks):
         return None  # the mask is bound again between the test and the loop's end
+    if _written(fn, mask, stmt.lineno, loop.end_lineno or loop.lineno):
+        return None  # an expert the test left out may have rows in the mask the loop reads
     index = loop.target.id
     made = _body(sf, loop, index, mask, row_rank, parents)
     if made is None:
@@ -203,8 +205,11 @@ def _body(
     body = list(loop.body)
     number = _as_int(body[0], index, rank)
     if number is not None or (rank == 1 and _rebinds_to_first(body[0], index)):
-        if has_comment(sf, body[0]):
-            return None
+        shares_a_line = body[0].lineno == loop.lineno or (
+            len(body) > 1 and body[1].lineno == (body[0].end_lineno or body[0].lineno)
+        )
+        if has_comment(sf, body[0]) or shares_a_line:
+            return None  # deleting its lines would delete the other statement on them too
         edits.append(sf.delete_statement(body[0]))
         body, rank = body[1:], 0
     rows = _rows(body, index if number is None else number, mask)
@@ -505,6 +510,32 @@ def _read(
     ):
         return True  # `if index == n:` decides as the 0-d bool did
     return None
+
+
+def _written(fn: ast.AST, name: str, first: int, last: int) -> bool:
+    """Something on lines `first`..`last` writes into the tensor `name` holds: an item store, an
+    augmented assignment or an in-place call (`name[3] = 1`, `name[0].fill_(1)`, `zero_(name)`)."""
+    for node in walk(fn):
+        if not first <= getattr(node, "lineno", 0) <= last:
+            continue
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _root(node) == name:
+            return True
+        if isinstance(node, ast.AugAssign) and _root(node.target) == name:
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            operands = [*([func.value] if isinstance(func, ast.Attribute) else []), *node.args]
+            if called.endswith("_") and any(_root(o) == name for o in operands):
+                return True
+    return False
+
+
+def _root(node: ast.AST) -> str | None:
+    """`x` of `x`, `x[i]`, `x.a[i]`."""
+    while isinstance(node, ast.Subscript | ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _stored(body: list[ast.stmt]) -> set[str]:

@@ -451,6 +451,14 @@ def _mutated(old: str, new: str) -> str:
             "            out.index_add_(0, token_idx, rows",
             "            rows = rows + carry[:1]\n            carry = rows\n            out.index_add_(0, token_idx, rows",
         ),
+        # the deleted first statement shares its line with another: that one would go too
+        ("            expert_idx = expert_idx[0]\n", "            expert_idx = expert_idx[0]; top = 0\n"),
+        # the mask written between the test and the loop: an expert the test left out may have rows
+        (
+            "0).nonzero()\n        for expert_idx in expert_hit:\n            expert_idx = expert_idx[0]",
+            "0).nonzero()\n        expert_mask[1] += 1\n        for expert_idx in expert_hit:\n"
+            "            expert_idx = expert_idx[0]",
+        ),
         # a `with` that does more than turn autograd off
         (
             "            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])\n            gate",
