@@ -38,3 +38,37 @@ def test_paired_ratios_follow_the_rounds_where_the_ratio_of_medians_does_not():
     for r in rows:
         r.pop("wall_rounds")
     assert [line[:3] for line in m.ratio_lines(rows)] == ["- f", "- f"]
+
+
+def test_bn_random_draws_every_batchnorm_of_a_timm_model_from_its_seed(monkeypatch):
+    # timm is not a test dependency: a stand-in `create_model` returns a small CNN with two BatchNorms
+    import types
+
+    import torch
+
+    m = _models_module()
+
+    def create_model(arch, pretrained=False, **kw):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3),
+            torch.nn.BatchNorm2d(4),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(4, 4, 1),
+            torch.nn.BatchNorm2d(4),
+        )
+
+    monkeypatch.setitem(sys.modules, "timm", types.SimpleNamespace(create_model=create_model))
+    name = next(iter(m.TIMM))
+    plain, _ = m.build(name, small=True)
+    monkeypatch.setattr(m, "BN_SEED", 3)
+    drawn, _ = m.build(name, small=True)
+    again, _ = m.build(name, small=True)
+    norms = [
+        (a, b, c) for a, b, c in zip(plain, drawn, again, strict=True) if isinstance(a, torch.nn.BatchNorm2d)
+    ]
+    assert len(norms) == 2
+    for a, b, c in norms:
+        assert torch.equal(a.running_var, torch.ones(4)) and not torch.equal(b.running_var, a.running_var)
+        assert torch.equal(b.running_var, c.running_var) and torch.equal(b.weight, c.weight)  # seeded
+    assert torch.equal(plain[0].weight, drawn[0].weight)  # convolutions untouched
