@@ -1238,3 +1238,21 @@ def test_the_where_fix_reads_the_tables_other_0d_reads_as_1d_so_aot_keeps_one_gr
     assert torch.equal(
         step.alphas[torch.as_tensor(15, device=step.alphas.device).unsqueeze(0)][0], step.alphas[15]
     )
+
+
+def test_the_where_fix_says_a_non_finite_skipped_branch_reaches_the_gradient():
+    """Forward values are the taken branch's, but torch.where's backward multiplies the skipped branch's
+    zero gradient by its derivative: a NaN or inf there (a division by zero Python never ran) makes the
+    gradient NaN. The fix's message must say so."""
+    import torch
+
+    x = torch.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    y = torch.where(x.max() > 5, x / (x - x), x)  # the fixed form of `if x.max() > 5: y = x / (x - x)` else x
+    y.sum().backward()
+    assert torch.equal(y.detach(), x.detach()) and torch.isnan(x.grad).all()
+    text = (ROOT / "paired_branch.py").read_text()
+    found = lint_text("paired_branch.py", text, load_catalog(), Config(select=("FL102",)))
+    messages = [
+        f.fix.message for f in found if f.fix and f.fix.message.startswith("select with `torch.where`")
+    ]
+    assert messages and all("stays finite" in m and "gradient" in m for m in messages)

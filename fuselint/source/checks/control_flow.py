@@ -655,7 +655,8 @@ def _fix(sf: SourceFile, edit, beside: list | tuple = ()) -> Fix:
     return Fix(
         Applicability.UNSAFE,
         "select with `torch.where` (both branches are computed: assumes the branch Python skipped "
-        "raises nothing; an index `X[j + k]` in it, or `X[j]` with `j` compared to a number or an int "
+        "raises nothing and stays finite, since a NaN or inf there turns the gradient through `torch.where` "
+        "into NaN; an index `X[j + k]` in it, or `X[j]` with `j` compared to a number or an int "
         f"subtracted from it in the test, is read wrapped into range, taking `j` as an integer index, not a mask{also})",
         (edit, *beside),
         imports,
