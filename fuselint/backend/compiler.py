@@ -656,13 +656,7 @@ def data_sized_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     """The first node whose value has a size only the data decides (an unbacked symbol: `nonzero`,
     a mask read, or a custom op whose fake gives one, FL106's fix). The planner prices bytes and
     the codegen sizes grids from concrete shapes, so such a graph is not generated: ATen runs it."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    for n in gm.graph.nodes:
-        val = n.meta.get("val")
-        if val is not None and any(free_unbacked_symbols(v) for v in torch.utils._pytree.tree_leaves(val)):
-            return n
-    return None
+    return next((n for n in gm.graph.nodes if _unbacked(n.meta.get("val"))), None)
 
 
 def _why_aten(gm: torch.fx.GraphModule, example_inputs: list) -> str | None:

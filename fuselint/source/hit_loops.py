@@ -37,7 +37,7 @@ from fuselint.findings import Applicability, Edit, Fix
 from fuselint.source.checks._shared import has_comment
 from fuselint.source.dataflow import FunctionFlow, Site
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import int_literal, parent_map, walk
 
 MESSAGE = (
     "loop over every index of the hit test, `range({hit}.shape[0])`, instead of the `nonzero` of it: the "
@@ -48,7 +48,7 @@ MESSAGE = (
     "expert, hit or not)"
 )
 
-_TESTS = {"greater": ast.Gt, "gt": ast.Gt, "ne": ast.NotEq}
+_TESTS = frozenset({"greater", "gt", "ne"})  # `x > 0` or `x != 0` as a call
 _IN_PLACE_ACC = "index_add_"
 
 
@@ -65,7 +65,7 @@ def every_index(sf: SourceFile, site: Site, flow: FunctionFlow) -> Fix | None:
     if row_rank is None:
         return None
     test = call.func.value  # `_nonzero_rows` took only `<test>.nonzero()`
-    parents = _parents(fn)
+    parents = parent_map(fn)
     mask = _hit_mask(test, fn, parents, stmt.lineno)
     if mask is None:
         return None
@@ -116,7 +116,7 @@ def _nonzero_rows(value: ast.expr, call: ast.AST) -> int | None:
         and value.func.value is call
         and len(value.args) == 1
         and not value.keywords
-        and _int(value.args[0]) in (-1, 1)
+        and int_literal(value.args[0]) in (-1, 1)
     ):
         squeezed, value = 1, call
     if value is not call or not isinstance(call, ast.Call):
@@ -149,15 +149,15 @@ def _hit_mask(test: ast.expr, fn: ast.AST, parents: dict[int, ast.AST], line: in
 def _positive(test: ast.expr) -> ast.expr | None:
     """`x` of `x > 0`, `x != 0`, `torch.greater(x, 0)`, `x.gt(0)`."""
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Gt | ast.NotEq):
-        return test.left if _int(test.comparators[0]) == 0 else None
+        return test.left if int_literal(test.comparators[0]) == 0 else None
     if not isinstance(test, ast.Call) or test.keywords or not isinstance(test.func, ast.Attribute):
         return None
     if test.func.attr not in _TESTS:
         return None
     if len(test.args) == 2 and isinstance(test.func.value, ast.Name) and test.func.value.id == "torch":
-        return test.args[0] if _int(test.args[1]) == 0 else None
+        return test.args[0] if int_literal(test.args[1]) == 0 else None
     if len(test.args) == 1:
-        return test.func.value if _int(test.args[0]) == 0 else None
+        return test.func.value if int_literal(test.args[0]) == 0 else None
     return None
 
 
@@ -171,7 +171,7 @@ def _sum_dims(call: ast.Call) -> list[int] | None:
     dims = keywords.get("dim", call.args[0] if len(call.args) == 1 else None)
     if "dim" in keywords and call.args or not isinstance(dims, ast.Tuple | ast.List):
         return None
-    values = [_int(d) for d in dims.elts]
+    values = [int_literal(d) for d in dims.elts]
     return None if None in values or len(set(values)) != len(values) else values
 
 
@@ -187,7 +187,7 @@ def _rank(name: ast.Name, fn: ast.AST, parents: dict[int, ast.AST], line: int) -
     ):
         return None
     dims = value.args[0].elts if len(value.args) == 1 and isinstance(value.args[0], ast.Tuple) else value.args
-    if value.keywords or not dims or any(_int(d) is None for d in dims):
+    if value.keywords or not dims or any(int_literal(d) is None for d in dims):
         return None
     return len(dims)
 
@@ -203,7 +203,7 @@ def _body(
     the fix relies on."""
     edits: list[Edit] = []
     body = list(loop.body)
-    number = _as_int(body[0], index, rank)
+    number = _asint_literal(body[0], index, rank)
     if number is not None or (rank == 1 and _rebinds_to_first(body[0], index)):
         shares_a_line = body[0].lineno == loop.lineno or (
             len(body) > 1 and body[1].lineno == (body[0].end_lineno or body[0].lineno)
@@ -242,7 +242,7 @@ def _rebinds_to_first(stmt: ast.stmt, index: str) -> bool:
     )
 
 
-def _as_int(stmt: ast.stmt, index: str, rank: int) -> str | None:
+def _asint_literal(stmt: ast.stmt, index: str, rank: int) -> str | None:
     """`n` of a first statement `n = index.item()`, `int(index)` or `int(index.item())` (also of
     `index[0]` where rows have one element): the body then reads a Python int `n`."""
     if not (
@@ -280,7 +280,7 @@ def _first_of(node: ast.AST, index: str) -> bool:
         isinstance(node, ast.Subscript)
         and isinstance(node.value, ast.Name)
         and node.value.id == index
-        and _int(node.slice) == 0
+        and int_literal(node.slice) == 0
         and isinstance(node.ctx, ast.Load)
     )
 
@@ -307,7 +307,7 @@ def _rows(body: list[ast.stmt], index: str, mask: str) -> set[str] | None:
             isinstance(selected, ast.Call)
             and isinstance(selected.func, ast.Attribute)
             and selected.func.attr == "squeeze"
-            and [_int(a) for a in selected.args] == [0]
+            and [int_literal(a) for a in selected.args] == [0]
         ):
             selected = selected.func.value
         if not (
@@ -354,7 +354,7 @@ def _only_accumulates(body: list[ast.stmt], rows: set[str], index: str) -> bool:
     `if`s may take either side (for an index no row picked, both run on zero rows); `x *= c` only
     updates a value the body computed (`_fresh`); `with torch.no_grad():` only turns off autograd."""
     adds = 0
-    bound = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound = _stored(body)
     for stmt in body:
         for node in walk(stmt):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
@@ -460,7 +460,7 @@ def _accumulates(call: ast.Call, rows: set[str], bound: set[str]) -> bool:
         and func.value.id not in bound
         and len(call.args) == 3
         and not call.keywords
-        and _int(call.args[0]) == 0
+        and int_literal(call.args[0]) == 0
         and isinstance(call.args[1], ast.Name)
         and call.args[1].id in rows
     )
@@ -525,8 +525,7 @@ def _written(fn: ast.AST, name: str, first: int, last: int) -> bool:
         if isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            operands = [*([func.value] if isinstance(func, ast.Attribute) else []), *node.args]
-            if called.endswith("_") and any(_root(o) == name for o in operands):
+            if called.endswith("_") and any(_root(o) == name for o in _operands(node)):
                 return True
     return False
 
@@ -548,14 +547,6 @@ def _read_outside(fn: ast.AST, loop: ast.For, index: str) -> bool:
 
 
 # ---------------------------------------------------------------- small readers
-
-
-def _parents(fn: ast.AST) -> dict[int, ast.AST]:
-    parents = {}
-    for node in walk(fn):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    return parents
 
 
 def _straight(stmt: ast.stmt, fn: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -588,11 +579,3 @@ def _bindings(fn: ast.AST, name: str) -> list[ast.Assign] | None:
 
 def _constant(node: ast.AST | None) -> object:
     return node.value if isinstance(node, ast.Constant) else ...
-
-
-def _int(node: ast.AST | None) -> int | None:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int(node.operand)
-        return None if inner is None else -inner
-    value = _constant(node)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

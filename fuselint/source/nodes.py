@@ -206,3 +206,18 @@ def type_checking_only(stmt: ast.stmt) -> bool:
     test = stmt.test
     name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
     return name == "TYPE_CHECKING"
+
+
+def parent_map(fn: ast.AST) -> dict[int, ast.AST]:
+    """id of each node under `fn` -> its parent node."""
+    return {id(child): node for node in walk(fn) for child in child_nodes(node)}
+
+
+def int_literal(node: ast.AST | None) -> int | None:
+    """The value of an int literal, `-1` included (not a bool), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = int_literal(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None

@@ -22,7 +22,7 @@ from fuselint.source.dataflow import BOOL, Env, FunctionFlow, Site, describe, fl
 from fuselint.source.export_reads import export_reads
 from fuselint.source.item_asserts import item_assert
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import child_nodes, walk
+from fuselint.source.nodes import parent_map, walk
 from fuselint.source.numpy_numbers import numpy_on_numbers, numpy_sum_as_size
 from fuselint.source.paths import EXPORT
 from fuselint.source.scope import ModelFunction
@@ -673,10 +673,6 @@ def _in_tensor_branch(node: ast.AST, parents: dict[int, ast.AST], flow: Function
     return False
 
 
-def _parents(fn: ast.AST) -> dict[int, ast.AST]:
-    return {id(child): node for node in walk(fn) for child in child_nodes(node)}
-
-
 @check("FL101")
 def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Iterable[Finding]:
     file_flows = flows(functions, sf.imports)
@@ -694,13 +690,13 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
             if what is not None:
                 fix = None
                 if site.node.func.attr == "item":
-                    parents = parents if parents is not None else _parents(fn.node)
+                    parents = parents if parents is not None else parent_map(fn.node)
                     fix = _item_fix(site, flow, sf, parents) or item_assert(sf, site, flow, parents)
                 subject = describe(site.node.func.value, 40)
                 if site.node.func.attr == "numpy":
                     copy = _numpy_copy(site.node, flow)
                     if copy is None:
-                        parents = parents if parents is not None else _parents(fn.node)
+                        parents = parents if parents is not None else parent_map(fn.node)
                         taker = _array_taker(site.node, parents, sf)
                         if taker is not None:
                             # a CPU tensor: no sync, but the array goes to code dynamo cannot trace here
@@ -762,7 +758,7 @@ def host_sync(sf: SourceFile, functions: list[ModelFunction], rule: Rule) -> Ite
             else:
                 index = None
             if index is not None:
-                parents = parents if parents is not None else _parents(fn.node)
+                parents = parents if parents is not None else parent_map(fn.node)
                 yield finding(
                     sf,
                     rule,

@@ -18,7 +18,7 @@ from fuselint.source.checks import check
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import DIM, LIST, TENSORISH, TENSORS, FunctionFlow, Site, describe, flows
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import int_literal, walk
 from fuselint.source.scope import ModelFunction
 
 
@@ -85,15 +85,6 @@ _DATA_WORDS = ("seq", "batch", "bsz", "time", "frame", "token", "step", "length"
 _DATA_LETTERS = frozenset({"B", "N", "T", "L", "S"})
 
 
-def _constant_index(node: ast.expr | None) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _constant_index(node.operand)
-        return None if inner is None else -inner
-    return None
-
-
 def _shape_position(expr: ast.expr) -> int | None:
     """Which dim `x.shape[k]`, `x.size(k)` or `len(x)` reads (negative from the end), or None."""
     if (
@@ -101,9 +92,9 @@ def _shape_position(expr: ast.expr) -> int | None:
         and isinstance(expr.value, ast.Attribute)
         and expr.value.attr == "shape"
     ):
-        return _constant_index(expr.slice)
+        return int_literal(expr.slice)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size":
-        return _constant_index(expr.args[0]) if len(expr.args) == 1 else None
+        return int_literal(expr.args[0]) if len(expr.args) == 1 else None
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len":
         return 0
     return None
@@ -203,7 +194,7 @@ def _row_loop(site: Site, flow: FunctionFlow) -> str | None:
             and func.attr == "unbind"
             and flow.kind(func.value, env) in TENSORS
         ):
-            dim = _constant_index(iterable.args[0]) if iterable.args else 0
+            dim = int_literal(iterable.args[0]) if iterable.args else 0
             if dim is None or dim in (0, 1):
                 return f"`for ... in {describe(iterable, 30)}` iterates over a tensor's slices"
             return None
