@@ -25,12 +25,14 @@ MAX32, MEAN32 = 1, 2
 
 
 def per_model(rows: list[dict]) -> dict[str, dict[str, list[list[float]]]]:
-    """{model: {backend: per-batch errors}} for the inference rows that measured errors."""
+    """{model: {backend: per-batch errors}} for the inference rows that measured errors. A run of
+    several dtypes keys each model as `model dtype` (a bf16 and a float32 row are two models here)."""
+    measured = [r for r in rows if not r.get("train") and "error" not in r and r.get("err_batches")]
+    several = len({r.get("dtype") for r in measured}) > 1
     found: dict[str, dict[str, list[list[float]]]] = {}
-    for row in rows:
-        if row.get("train") or "error" in row or not row.get("err_batches"):
-            continue
-        found.setdefault(row["model"], {})[row["backend"]] = row["err_batches"]
+    for row in measured:
+        name = f"{row['model']} {row.get('dtype')}" if several else row["model"]
+        found.setdefault(name, {})[row["backend"]] = row["err_batches"]
     return found
 
 

@@ -1,6 +1,12 @@
 """Errors against float32 of the suite's models in bf16, eager / fuselint / Inductor, on a CPU.
 
     TRITON_INTERPRET=1 PYTHONPATH=. python bench/error_cpu.py t5enc gpt2 vit
+    TRITON_INTERPRET=1 PYTHONPATH=. python bench/error_cpu.py mobilenetv3 --dtype float32 --bn-random 1
+
+With `--dtype float32` the models run in float32 and the exact answer is the same model in float64
+(a CPU's float32 convolutions and matmuls are IEEE: what differs is each backend's own arithmetic);
+the table then also gives each backend's error against eager float32. `--bn-random SEED` draws every
+timm BatchNorm's statistics and affine first (bench/models.py's option).
 
 Where the plan decides which values are stored in bf16 and which are recomputed in float32
 inside their readers, the error tells it, and that needs no GPU: fuselint's kernels run in
@@ -48,35 +54,58 @@ def _round_like_gpu() -> None:
     builder.create_fp_trunc = lambda self, src, dst_type: self.cast_impl(src, dst_type)
 
 
-def errors(name: str) -> dict[str, tuple[float, float]]:
-    """backend -> (max, mean) abs error of its bf16 output against the float32 model."""
+def errors(name: str, dtype: torch.dtype = torch.bfloat16) -> dict[str, tuple[float, ...]]:
+    """backend -> (max, mean) abs error of its output in `dtype` against the model one precision
+    up (float32 for bf16, float64 for float32); in float32 also (max, mean) against eager float32."""
     import fuselint.backend  # noqa: F401  (registers the backend)
 
     model, args = M.build(name, small=True)
-    m32, a32 = M._to(copy.deepcopy(model), args, "cpu", torch.float32)
-    mb, ab = M._to(copy.deepcopy(model), args, "cpu", torch.bfloat16)
-    out: dict[str, tuple[float, float]] = {}
+    wide = torch.float64 if dtype == torch.float32 else torch.float32
+    mw, aw = M._to(copy.deepcopy(model), args, "cpu", wide)
+    mb, ab = M._to(copy.deepcopy(model), args, "cpu", dtype)
+    out: dict[str, tuple[float, ...]] = {}
     with torch.no_grad():
-        exact = M._first_tensor(m32(*a32)).float()
+        exact = M._first_tensor(mw(*aw)).double()
+        eager = None
         for backend in ("eager", "fuselint", "inductor"):
             torch._dynamo.reset()
             run = mb if backend == "eager" else torch.compile(mb, backend=backend)
-            got = M._first_tensor(run(*ab)).float()
-            out[backend] = (M.max_error(got, exact), M.mean_error(got, exact))
+            got = M._first_tensor(run(*ab)).double()
+            eager = got if eager is None else eager
+            row = (M.max_error(got, exact), M.mean_error(got, exact))
+            if dtype == torch.float32:
+                row += (M.max_error(got, eager), M.mean_error(got, eager))
+            out[backend] = row
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+", choices=M.MODELS)
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--bn-random", type=int, default=None, metavar="SEED")
     opts = ap.parse_args()
     _round_like_gpu()
-    print(f"torch {torch.__version__}; bf16 vs the float32 model, CPU; max / mean abs error (mean x 1e-4)")
+    M.BN_SEED = opts.bn_random
+    dtype = getattr(torch, opts.dtype)
+    if dtype == torch.bfloat16:
+        print(
+            f"torch {torch.__version__}; bf16 vs the float32 model, CPU; max / mean abs error (mean x 1e-4)"
+        )
+    else:
+        print(
+            f"torch {torch.__version__}; float32 vs the float64 model, CPU; max / mean abs error "
+            "(mean x 1e-8); then vs eager float32"
+        )
     print("| model | eager | fuselint | inductor |")
     print("|---|---|---|---|")
+    scale = 1e4 if dtype == torch.bfloat16 else 1e8
     for name in opts.models:
-        e = errors(name)
-        cells = " | ".join(f"{e[b][0]:.4f} / {e[b][1] * 1e4:.2f}" for b in ("eager", "fuselint", "inductor"))
+        e = errors(name, dtype)
+        cells = " | ".join(
+            "  ".join(f"{e[b][i]:.4g} / {e[b][i + 1] * scale:.3f}" for i in range(0, len(e[b]), 2))
+            for b in ("eager", "fuselint", "inductor")
+        )
         print(f"| {name} | {cells} |", flush=True)
 
 

@@ -50,6 +50,9 @@ COMBINE_TILE = 4096
 # the H200 (.gpu/bnsweep.py) ran 14% faster than with 64 x 64 tiles and 8 warps at 32x64x112x112,
 # 26% at 32x1024x14x14, level with Inductor's autotuned kernels (32 x 32 was within 2%).
 SPLIT_OUTER_RBLOCK = 16
+# Short rows reduced along memory's innermost dim go several to a program, about this many
+# elements a program (FUSELINT_ROW_TILE overrides it, for side-by-side runs).
+ROW_TILE = 2048
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,8 @@ def _unsplit_config(ir: KernelIR, interpret: bool, max_persistent: int | None) -
     if inner:
         rblock = full if persistent else min(LOOPED_RBLOCK, cap)
         # Short rows: several per program so that each moves ~2K elements.
-        xblock = 1 if rblock >= 1024 else max(1, min(next_pow2(xnumel), 2048 // rblock))
+        tile = ROW_TILE if not os.environ.get("FUSELINT_ROW_TILE") else int(os.environ["FUSELINT_ROW_TILE"])
+        xblock = 1 if rblock >= 1024 else max(1, min(next_pow2(xnumel), tile // rblock))
         warps = _row_warps(rblock * xblock)
     else:
         # Reducing an outer dim: the contiguous dim is x; tile it 64 wide.

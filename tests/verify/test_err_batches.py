@@ -55,6 +55,16 @@ def test_counts_the_batches_where_fuselint_is_above(errs):
     assert "compare" in summary["net"] and summary["net"]["backends"]["eager"]["batches"] == 3
 
 
+def test_a_run_of_two_dtypes_keeps_them_apart(errs):
+    rows = [dict(r, dtype="bfloat16") for r in _rows()[:3]]
+    rows += [dict(r, dtype="float32", err_batches=[[0.0, 1.0, 1.0, 1.0]] * 3) for r in _rows()[:3]]
+    summary = errs.summarize(rows)
+    assert list(summary) == ["net bfloat16", "net float32"]
+    assert summary["net bfloat16"]["backends"]["fuselint"]["mean_of_means"] == pytest.approx(0.02)
+    assert summary["net float32"]["backends"]["fuselint"]["mean_of_means"] == pytest.approx(1.0)
+    assert list(errs.summarize([dict(r, dtype="float32") for r in _rows()])) == ["net"]
+
+
 def test_batches_of_different_counts_are_refused(errs):
     rows = _rows()
     rows[2]["err_batches"].pop()
