@@ -57,6 +57,13 @@ def _with_alpha(expr: str, of_bools: str | None = None) -> Lower:
     return lower
 
 
+# A square root rounded as IEEE float32 rounds it, as ATen's CUDA kernels and Inductor's
+# (`tl.sqrt_rn`) do: `tl.sqrt` is the GPU's approximate square root, and in float32 BatchNorm's
+# 1 / sqrt(var + eps) made MobileNetV3's error against float64 15% larger than Inductor's
+# (bench/results/h200-s23, `tf32_errors.py --bn-random 1`). Values are computed in float32 here.
+_SQRT = "tl.sqrt_rn({})"
+
+
 def _div(lo: Lowering, args: list, kwargs: dict) -> Value:
     if kwargs.get("rounding_mode") is not None:
         lo.unsupported("div with rounding_mode")
@@ -73,7 +80,7 @@ def _pow_tensor_scalar(lo: Lowering, args: list, kwargs: dict) -> Value:
         lo.unsupported("pow with a non-numeric exponent")
     if e == 0:
         return lo.literal(1.0)
-    special = {1: "{}", 0.5: "tl.sqrt({})", -0.5: "tl.rsqrt({})", -1: "(1.0 / {})"}
+    special = {1: "{}", 0.5: _SQRT, -0.5: "tl.rsqrt({})", -1: "(1.0 / {})"}
     if e in special:
         return lo.math(special[e], x)
     if float(e).is_integer() and 2 <= abs(e) <= 8:
@@ -167,7 +174,7 @@ POINTWISE: dict[str, Lower] = {
     "log": _unary("tl.log({})"),
     "log2": _unary("tl.log2({})"),
     "log1p": _unary(_LOG1P),
-    "sqrt": _unary("tl.sqrt({})"),
+    "sqrt": _unary(_SQRT),
     "rsqrt": _unary("tl.rsqrt({})"),
     "abs": _unary("tl.abs({})"),
     "sin": _unary("tl.sin({})"),
