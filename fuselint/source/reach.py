@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from fuselint.source.aliases import type_aliases
 from fuselint.source.dataflow import argument_kind
 from fuselint.source.imports import ImportTable, iter_statements
 from fuselint.source.nodes import child_nodes, grouped, made_once, walk
@@ -123,6 +124,8 @@ class FileSummary:
     # function or "Class.method" -> what every one of its `return`s calls, whatever its annotation
     # says (`built_returns`): when all are classes, its result is an object the compiled code built
     built: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # module-level type aliases that name a tensor -> their text (`aliases.type_aliases`)
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
         """`C`, `m.f`, `pkg.mod.C` as an absolute qualified name, or None."""
@@ -236,7 +239,10 @@ def summarize(
                 own = f"{module}.{name}" if _decorated(stmt, "classmethod") else None
                 if found := built_returns(stmt, local, own):
                     built[f"{name}.{stmt.name}"] = found
-    return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns, built)
+    aliases = type_aliases(tree)
+    return FileSummary(
+        module, package, bindings, frozenset(functions), classes, tables, returns, built, aliases
+    )
 
 
 _UNBOUND = ("staticmethod", "classmethod")
