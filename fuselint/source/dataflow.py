@@ -881,7 +881,7 @@ def _narrow(env: Env, name: str, members: frozenset[str]) -> Env:
     if members and members <= _TENSOR_TYPES | {"Parameter"}:
         return {**env, name: BOOL if members == {"BoolTensor"} else TENSOR}
     if not members & (_TENSOR_TYPES | {"Parameter"}):
-        return without(env, name)
+        return env if env.get(name) in HOST else without(env, name)  # `isinstance(x, float)` said more
     return env
 
 
