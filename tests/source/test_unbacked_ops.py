@@ -241,7 +241,10 @@ FIXTURE_INPUTS = {
     "keypoint_nonzero.py": ("HeatmapKeypoints", lambda g: (torch.rand(16, 16, generator=g),)),
     "expert_tokens.py": ("TopOneExperts", lambda g: (torch.randn(10, 16, generator=g),)),
     "token_type_mlps.py": ("TokenTypeMLPs", lambda g: (torch.randint(5, 9, (2, 6), generator=g),)),
-    "union_edges.py": ("DiagonalBoostConv", lambda g: (torch.randn(6, 8, generator=g), _edges_with_loops(6, g))),
+    "union_edges.py": (
+        "DiagonalBoostConv",
+        lambda g: (torch.randn(6, 8, generator=g), _edges_with_loops(6, g)),
+    ),
     "unique_labels.py": (
         "LabelMeans",
         lambda g: (torch.randn(12, 3, generator=g), torch.randint(0, 9, (12,), generator=g)),
