@@ -47,11 +47,15 @@ class LocalPatches(nn.Module):
     """deepseek_ocr2's `get_image_features`: local features split per image by a count that may
     come as a tensor (the processor's output) and is made a list first."""
 
-    def forward(self, local_features: torch.Tensor, num_local_patches: list[int] | torch.Tensor | None = None):
+    def forward(
+        self, local_features: torch.Tensor, num_local_patches: list[int] | torch.Tensor | None = None
+    ):
         if isinstance(num_local_patches, torch.Tensor):
             num_local_patches = num_local_patches.tolist()
         per_image = torch.split(local_features, num_local_patches, dim=0)
-        return [p.mean(0) if p.shape[0] else local_features.new_zeros(local_features.shape[1:]) for p in per_image]
+        return [
+            p.mean(0) if p.shape[0] else local_features.new_zeros(local_features.shape[1:]) for p in per_image
+        ]
 
 
 def deepseek_ocr2() -> tuple[int, list[str]]:

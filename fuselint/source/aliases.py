@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping
 
+from fuselint.source.imports import module_statements
 from fuselint.source.nodes import made_once
 
 # A root named "=Name": `Name` is imported from another file of the tree, where it is a type
@@ -48,28 +49,11 @@ def _alias_value(value: ast.expr) -> bool:
     return False
 
 
-def _module_statements(tree: ast.Module) -> Iterable[ast.stmt]:
-    """The module's own statements, those under a module-level `if`/`try` included."""
-    stack = list(reversed(tree.body))
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try)):
-            nested = (
-                [*stmt.body, *stmt.orelse, *stmt.finalbody]
-                if isinstance(stmt, ast.Try)
-                else [*stmt.body, *stmt.orelse]
-            )
-            for handler in getattr(stmt, "handlers", ()):
-                nested.extend(handler.body)
-            stack.extend(reversed(nested))
-
-
 def type_aliases(tree: ast.Module) -> dict[str, str]:
     """The module's type aliases that name a tensor: name -> the value's text. A name assigned
     more than once at module level is no alias."""
     values: dict[str, list[ast.expr]] = {}
-    for stmt in _module_statements(tree):
+    for stmt in module_statements(tree):
         if isinstance(stmt, ast.Assign):
             targets, value = stmt.targets, stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:

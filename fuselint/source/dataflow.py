@@ -875,6 +875,20 @@ def _numpy_test(test: ast.expr) -> str | None:
     return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
 
 
+def _bound_names(node: ast.AST) -> tuple[str, ...]:
+    """The names `node` binds or deletes: a `Name` stored or deleted, `except E as n`, an import,
+    a nested def or class, a `match` capture."""
+    if isinstance(node, ast.Name):
+        return () if isinstance(node.ctx, ast.Load) else (node.id,)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return (node.name,) if node.name else ()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return tuple((a.asname or a.name).split(".")[0] for a in node.names)
+    return ()
+
+
 def _narrow(env: Env, name: str, members: frozenset[str]) -> Env:
     """`env` where union parameter `name` holds one of `members` (types' last names): a tensor when
     each is a tensor type, no tensor when none is, and what it was when they are mixed."""
@@ -1835,7 +1849,11 @@ class FunctionFlow:
         members = self._members.get(name, self.unions[name])
         if "object" in types or not types & members or not self._holds_parameter(name, stmt):
             return None
-        kept, rest = members & types, members - types
+        # an int passes where `float` is annotated (and an int or float where `complex` is): a test of
+        # `float` alone leaves them
+        implied = {"int"} if "float" in members else set()
+        implied |= {"int", "float"} if "complex" in members else set()
+        kept, rest = members & types, (members | implied) - types
         if conjunction:
             return name, kept, members  # the other arm runs whether or not x is one
         return (name, rest, kept) if negated else (name, kept, rest)
@@ -1845,12 +1863,8 @@ class FunctionFlow:
         own (not a nested def's), nothing stores to `name` above it, nor in a loop around it."""
         if not any(node is stmt for node in own_nodes(self.fn.node)):
             return False
-        stores = [
-            n.lineno
-            for n in walk(self.fn.node)
-            if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-        ]
-        if any(line < stmt.lineno for line in stores):
+        stores = [n.lineno for n in walk(self.fn.node) if name in _bound_names(n)]
+        if any(line <= stmt.lineno for line in stores):  # the test's own line: a walrus in it
             return False
         for loop in walk(self.fn.node):
             if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):

@@ -88,9 +88,11 @@ def test_where_the_tests_leave_no_tensor_type_it_is_no_tensor(body):
         "    edge_index = torch.cat([x, x])",  # stored in a loop around the test
         f"def inner(edge_index):\n    if isinstance(edge_index, Coo):\n        {ADD}\n"
         "inner(x)",  # a nested def's own parameter
+        f"if (edge_index := edge_index) is not None and isinstance(edge_index, Coo):\n    {ADD}",  # walrus
+        f"try:\n    pass\nexcept ValueError as edge_index:\n    pass\nif isinstance(edge_index, Coo):\n    {ADD}",
     ],
     ids=["unnarrowed", "else", "other-name", "or", "and-else", "not-a-member", "object", "stored-above",
-         "loop", "nested-def"],
+         "loop", "nested-def", "walrus", "except-as"],
 )  # fmt: skip
 def test_the_annotation_holds_where_the_tests_do_not_narrow_it(body):
     assert len(_flagged(body)) == 1
@@ -101,9 +103,11 @@ def test_elif_arms_narrow_what_the_earlier_tests_left():
     body = f"if isinstance(edge_index, Coo):\n    {ADD}\nelif isinstance(edge_index, Other):\n    {ADD}\nelse:\n    {ADD}"
     assert _flagged(body, three) == [5]
     # a union with a host type is no tensor until a test leaves only the tensor
-    body = f"if isinstance(edge_index, float):\n    {ADD}\nelse:\n    {ADD}"
+    body = f"if isinstance(edge_index, (int, float)):\n    {ADD}\nelse:\n    {ADD}"
     assert _flagged(body, "Union[Tensor, float]") == [3]
     assert _flagged(ADD, "Union[Tensor, float]") == []
+    # an int passes where `float` is annotated: a test of `float` alone leaves it
+    assert _flagged(body.replace("(int, float)", "float"), "Union[Tensor, float]") == []
 
 
 def test_a_call_arm_keeps_the_tensor_kind():
