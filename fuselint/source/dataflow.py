@@ -893,6 +893,8 @@ def _narrow(env: Env, name: str, members: frozenset[str]) -> Env:
     """`env` where union parameter `name` holds one of `members` (types' last names): a tensor when
     each is a tensor type, no tensor when none is, and what it was when they are mixed."""
     if members and members <= _TENSOR_TYPES | {"Parameter"}:
+        if env.get(name) in TENSORS:
+            return env  # a caller's boolean tensor stays one
         return {**env, name: BOOL if members == {"BoolTensor"} else TENSOR}
     if not members & (_TENSOR_TYPES | {"Parameter"}):
         return env if env.get(name) in HOST else without(env, name)  # `isinstance(x, float)` said more
@@ -1836,6 +1838,8 @@ class FunctionFlow:
         Also under `not`, and for the body of `isinstance(x, A) and ...`. None where the test names
         no member of the union (`EdgeIndex`, a subclass the annotation does not list, tells nothing:
         a `Tensor` may be one), or names `object`."""
+        if not self.unions:
+            return None
         test, negated, conjunction = stmt.test, False, False
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, True
