@@ -28,16 +28,18 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
+from fuselint.source.aliases import resolved, union_members
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
 from fuselint.source.nodes import child_nodes, made_once, of_types, stored_names, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.paths import DEPRECATION, MISUSE, branch_path, handler_path, warns_of_override
-from fuselint.source.scope import FunctionNode, ModelFunction
+from fuselint.source.scope import FunctionNode, ModelFunction, own_nodes
 from fuselint.source.tracing_truth import compile_truth, live_nodes
 
 TENSOR, BOOL, MAYBE, TUPLE, MODULE = "tensor", "bool", "maybe", "tuple", "module"
@@ -287,6 +289,7 @@ def parameter_kinds(
     passed: dict[str, list[str | None]] | None = None,
     guessed: set[str] | None = None,
     cls: ast.ClassDef | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> Env:
     """Kinds of a model function's parameters.
 
@@ -297,7 +300,8 @@ def parameter_kinds(
     those guesses go into `guessed`, for rules that need more than a guess, and so does an
     unannotated parameter that its callers only hand guesses (`GUESS`). A parameter the body
     shows to hold strings (`host_strings_by_use`; `cls` is the function's class) is no tensor,
-    whatever its callers pass, unless its annotation says it is one.
+    whatever its callers pass, unless its annotation says it is one. An annotation that names one of
+    the file's type `aliases` (name -> text, `fuselint.source.aliases`) says what the alias says.
     """
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
@@ -309,7 +313,10 @@ def parameter_kinds(
         name = arg.arg
         if index == 0 and name in ("self", "cls"):
             continue
-        annotated = annotation_kind(arg.annotation) if arg.annotation is not None else None
+        annotation = (
+            resolved(arg.annotation, aliases) if aliases and arg.annotation is not None else arg.annotation
+        )
+        annotated = annotation_kind(annotation) if annotation is not None else None
         sure = [k for k in (passed or {}).get(name, []) if k in TENSORS]
         if sure:
             # A caller hands it a tensor: annotations are hints (`timestep: int` gets a 0-d tensor).
@@ -351,7 +358,9 @@ def parameter_kinds(
         env.pop(name)  # `S : int` in the docstring: the author says it is no tensor, as an annotation would
         guesses.remove(name)
     annotated_tensors = {
-        a.arg for a, _ in pairs if a.annotation is not None and annotation_kind(a.annotation)
+        a.arg
+        for a, _ in pairs
+        if a.annotation is not None and annotation_kind(resolved(a.annotation, aliases or {}))
     }
     for name in host_strings_by_use(fn, sorted(set(env) - annotated_tensors), cls):
         env.pop(name)
@@ -866,6 +875,32 @@ def _numpy_test(test: ast.expr) -> str | None:
     return tested[0] if tested is not None and tested[1] == {"ndarray"} else None
 
 
+def _bound_names(node: ast.AST) -> tuple[str, ...]:
+    """The names `node` binds or deletes: a `Name` stored or deleted, `except E as n`, an import,
+    a nested def or class, a `match` capture."""
+    if isinstance(node, ast.Name):
+        return () if isinstance(node.ctx, ast.Load) else (node.id,)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return (node.name,) if node.name else ()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return tuple((a.asname or a.name).split(".")[0] for a in node.names)
+    return ()
+
+
+def _narrow(env: Env, name: str, members: frozenset[str]) -> Env:
+    """`env` where union parameter `name` holds one of `members` (types' last names): a tensor when
+    each is a tensor type, no tensor when none is, and what it was when they are mixed."""
+    if members and members <= _TENSOR_TYPES | {"Parameter"}:
+        if env.get(name) in TENSORS:
+            return env  # a caller's boolean tensor stays one
+        return {**env, name: BOOL if members == {"BoolTensor"} else TENSOR}
+    if not members & (_TENSOR_TYPES | {"Parameter"}):
+        return env if env.get(name) in HOST else without(env, name)  # `isinstance(x, float)` said more
+    return env
+
+
 def _leaves(block: list[ast.stmt]) -> bool:
     """The block ends in `return` or `raise`: nothing after it runs with its kinds."""
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
@@ -1045,6 +1080,11 @@ class FunctionFlow:
     # Parameters a caller in another file hands an element it iterates from this object's tensor
     # attribute (`iterated_parameters`): 0-d tensors computed in the caller's graph.
     iterated: frozenset[str] = frozenset()
+    # Parameters annotated with a union (`edge_index: Adj`, `Adj = Union[Tensor, SparseTensor]`):
+    # the last names of the types each may hold (`fuselint.source.aliases.union_members`).
+    unions: dict[str, frozenset[str]] = field(default_factory=dict)
+    # What the `isinstance` tests around the statement being walked left of each union (`_walk_If`).
+    _members: dict[str, frozenset[str]] = field(default_factory=dict)
     _kinds: dict[int, str | None] = field(default_factory=dict)
     _recording: bool = True
     _path: str | None = None
@@ -1616,12 +1656,12 @@ class FunctionFlow:
 
     def branch(self, body: list[ast.stmt], env: Env, live: bool, path: str | None) -> Env:
         """Walk a branch; its sites are on `path` unless the branch already sits on a side road."""
-        outer = self._path
+        outer, members = self._path, self._members
         self._path = outer or path
         try:
             return self.block(body, env, live)
         finally:
-            self._path = outer
+            self._path, self._members = outer, members
 
     def statement(self, stmt: ast.stmt, env: Env, live: bool) -> Env:
         """Walk one statement: record its sites, and return the environment after it."""
@@ -1765,10 +1805,22 @@ class FunctionFlow:
                 # option there: the tensor arm is dead, and its kinds reach nothing after it
                 # (normflows' `compute_domain_codomain`).
                 truth = negated
+        union = self._union_test(stmt)
+        members = self._members
+        if union is not None:
+            name, body_members, else_members = union
+            body_in, else_in = _narrow(body_in, name, body_members), _narrow(else_in, name, else_members)
+            self._members = {**members, name: body_members}
         body_env = self.branch(stmt.body, body_in, live and truth is not False, body_path)
+        if union is not None:
+            self._members = {**members, name: else_members}
         else_env = self.branch(
             stmt.orelse, else_in, live and truth is not True, branch_path(None, stmt.orelse, stmt.body)
         )
+        self._members = members
+        if union is not None and truth is None and _leaves(stmt.body) != _leaves(stmt.orelse):
+            # after `if isinstance(x, SparseTensor): return ...`, x is what the other arm left
+            self._members = {**members, name: body_members if _leaves(stmt.orelse) else else_members}
         # A branch that returns or raises hands nothing on: after `if isinstance(x, Tensor):
         # return f(x)` only the other branch's kinds hold (`x` is no tensor there; kornia's
         # `_patch_indices` then reads `int(i) for i in x` of a list).
@@ -1779,6 +1831,51 @@ class FunctionFlow:
         if _leaves(stmt.orelse) and not _leaves(stmt.body):
             return body_env
         return _merge(body_env, else_env)
+
+    def _union_test(self, stmt: ast.If) -> tuple[str, frozenset[str], frozenset[str]] | None:
+        """`if isinstance(x, SparseTensor):` on a union parameter `x` (`unions`) that still holds
+        what the caller passed: (x, the members it may be in the body, those in the other arm).
+        Also under `not`, and for the body of `isinstance(x, A) and ...`. None where the test names
+        no member of the union (`EdgeIndex`, a subclass the annotation does not list, tells nothing:
+        a `Tensor` may be one), or names `object`."""
+        if not self.unions:
+            return None
+        test, negated, conjunction = stmt.test, False, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        elif isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            test = next((v for v in test.values if _isinstance_test(v) is not None), test)
+            conjunction = True
+        tested = _isinstance_test(test)
+        if tested is None or tested[0] not in self.unions:
+            return None
+        name, types = tested
+        members = self._members.get(name, self.unions[name])
+        if "object" in types or not types & members or not self._holds_parameter(name, stmt):
+            return None
+        # an int passes where `float` is annotated (and an int or float where `complex` is): a test of
+        # `float` alone leaves them
+        implied = {"int"} if "float" in members else set()
+        implied |= {"int", "float"} if "complex" in members else set()
+        kept, rest = members & types, (members | implied) - types
+        if conjunction:
+            return name, kept, members  # the other arm runs whether or not x is one
+        return (name, rest, kept) if negated else (name, kept, rest)
+
+    def _holds_parameter(self, name: str, stmt: ast.stmt) -> bool:
+        """`name` holds what the caller passed when `stmt` runs: the statement is the function's
+        own (not a nested def's), nothing stores to `name` above it, nor in a loop around it."""
+        if not any(node is stmt for node in own_nodes(self.fn.node)):
+            return False
+        stores = [n.lineno for n in walk(self.fn.node) if name in _bound_names(n)]
+        if any(line <= stmt.lineno for line in stores):  # the test's own line: a walrus in it
+            return False
+        for loop in walk(self.fn.node):
+            if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+                span = range(loop.lineno, (loop.end_lineno or loop.lineno) + 1)
+                if stmt.lineno in span and any(line in span for line in stores):
+                    return False
+        return True
 
     def _left_as_passed(self, line: int) -> frozenset[str]:
         """The parameters defaulting to None or False that the function has not rebound before `line`:
@@ -2776,7 +2873,9 @@ def analyze(
         given = {name: list(kinds) for name, kinds in fn.given}
         for name, kinds in passed.get(id(fn.node), {}).items():
             given.setdefault(name, []).extend(kinds)
-    env = parameter_kinds(fn.node, given, flow.guessed, fn.cls)
+    aliases = dict(fn.aliases)
+    env = parameter_kinds(fn.node, given, flow.guessed, fn.cls, aliases)
+    flow.unions = union_parameters(fn.node, aliases)
     if fn.reason == "called" and given is None:
         _no_guesses(env, flow.guessed)
     flow.iterated = iterated_parameters(fn, tensor_attrs)
@@ -2793,6 +2892,20 @@ def analyze(
     if callees:
         _record_calls(flow, callees, passed)
     return flow
+
+
+def union_parameters(fn: FunctionNode, aliases: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """The parameters annotated with a union that holds a tensor type, written out or through one
+    of the file's type `aliases`: name -> the last names of the union's types."""
+    found = {}
+    args = fn.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.annotation is None:
+            continue
+        members = union_members(resolved(arg.annotation, aliases))
+        if members is not None and members & (_TENSOR_TYPES | {"Parameter"}):
+            found[arg.arg] = members
+    return found
 
 
 def _no_guesses(env: Env, guessed: set[str]) -> None:

@@ -10,6 +10,7 @@ code: rebinding `F` to something else is rare and would be confusing anyway.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fuselint.source.nodes import remembered
@@ -33,6 +34,20 @@ def iter_statements(tree: ast.AST):
     if isinstance(tree, ast.Module):
         return remembered("statements", tree, _statements)
     return _statements(tree)
+
+
+def module_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """A module's own statements, those under a module-level `if`/`try` included (not functions'
+    or classes' bodies)."""
+    stack = list(reversed(tree.body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try)) or type(stmt).__name__ == "TryStar":
+            nested = [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", ())]
+            for handler in getattr(stmt, "handlers", ()):
+                nested.extend(handler.body)
+            stack.extend(reversed(nested))
 
 
 def _statements(tree: ast.AST):

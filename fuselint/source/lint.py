@@ -26,6 +26,7 @@ from fuselint import __version__
 from fuselint.catalog import Catalog, load_catalog
 from fuselint.config import Config
 from fuselint.findings import Applicability, Edit, Finding, Fix, Span
+from fuselint.source.aliases import imported_aliases
 from fuselint.source.checks import load_checks
 from fuselint.source.guards import dead_lines
 from fuselint.source.module import SourceFile, Unreadable, comment_tokens, decode
@@ -1019,7 +1020,8 @@ class _RoundIndex(Index):
         # for each call on an instance: like a target, it depends only on the summaries.
         self._orders: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._inner: dict[tuple[str, int], list[tuple[str, str]]] = {}
-        # `inherited_modules` of the files of the run: the same in every round this index serves.
+        # `inherited_modules` and `imported_aliases` of the files of the run: the same in every
+        # round this index serves.
         self.inherited: dict[str, tuple[Reached, ...]] | None = None
 
     def targets(self, call: Call) -> list[tuple[str, str, bool | str]]:
@@ -1067,6 +1069,8 @@ def _settle(
         found = reach_roots(index, [(n, r.calls) for n, r in (*outside.items(), *results.items())])
         if index.inherited is None:
             index.inherited = inherited_modules(index, names)
+            for n, aliases in imported_aliases(index, names).items():
+                index.inherited[n] = (*index.inherited.get(n, ()), *aliases)
         for n, extra in index.inherited.items():
             found[n] = (*extra, *found.get(n, ()))
         # A root that the file's own entries already reach adds nothing (and re-linting for it

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from fuselint.source.aliases import type_aliases
 from fuselint.source.dataflow import argument_kind
-from fuselint.source.imports import ImportTable, iter_statements
+from fuselint.source.imports import ImportTable, iter_statements, module_statements
 from fuselint.source.nodes import child_nodes, grouped, made_once, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.scope import (
@@ -123,6 +124,8 @@ class FileSummary:
     # function or "Class.method" -> what every one of its `return`s calls, whatever its annotation
     # says (`built_returns`): when all are classes, its result is an object the compiled code built
     built: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # module-level type aliases that name a tensor -> their text (`aliases.type_aliases`)
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def qualify(self, expr: ast.AST) -> str | None:
         """`C`, `m.f`, `pkg.mod.C` as an absolute qualified name, or None."""
@@ -151,19 +154,6 @@ def _absolute(module: str, package: bool, level: int, name: str | None) -> str:
     return ".".join([*base, name] if name else base)
 
 
-def _top_statements(tree: ast.Module) -> Iterable[ast.stmt]:
-    """Module-level statements, those under a module-level `if`/`try` included."""
-    stack = list(reversed(tree.body))
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try)) or type(stmt).__name__ == "TryStar":
-            nested = [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", ())]
-            for handler in getattr(stmt, "handlers", ()):
-                nested.extend(handler.body)
-            stack.extend(reversed(nested))
-
-
 def summarize(
     tree: ast.Module, module: str, package: bool, imports: ImportTable | None = None
 ) -> FileSummary:
@@ -187,7 +177,7 @@ def summarize(
     functions: set[str] = set()
     class_nodes: dict[str, ast.ClassDef] = {}
     dicts: dict[str, list[ast.expr]] = {}  # module-level name -> every value assigned to it
-    for stmt in _top_statements(tree):
+    for stmt in module_statements(tree):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.add(stmt.name)
         elif isinstance(stmt, ast.ClassDef):
@@ -218,14 +208,14 @@ def summarize(
         found = table_values(values[0], summary) if len(values) == 1 else ()
         if found:
             tables[name] = found
-    for stmt in _top_statements(tree):
+    for stmt in module_statements(tree):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in tables:
             found = factory_values(stmt, summary)
             if found:
                 tables[stmt.name] = found
     returns = {}
     built = {}
-    for stmt in _top_statements(tree):
+    for stmt in module_statements(tree):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             returns.update(result_classes(stmt, local))
             if found := built_returns(stmt, local):
@@ -236,7 +226,10 @@ def summarize(
                 own = f"{module}.{name}" if _decorated(stmt, "classmethod") else None
                 if found := built_returns(stmt, local, own):
                     built[f"{name}.{stmt.name}"] = found
-    return FileSummary(module, package, bindings, frozenset(functions), classes, tables, returns, built)
+    aliases = type_aliases(tree)
+    return FileSummary(
+        module, package, bindings, frozenset(functions), classes, tables, returns, built, aliases
+    )
 
 
 _UNBOUND = ("staticmethod", "classmethod")

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from fuselint.source.aliases import ALIAS_ROOT, file_aliases, type_aliases
 from fuselint.source.dispatchers import swapped_methods
 from fuselint.source.guards import common_facts, site_facts
 from fuselint.source.imports import ImportTable, iter_statements
@@ -89,6 +90,9 @@ class ModelFunction:
     # What every in-scope call of this method states about `self` (`if self.merged:
     # self.unmerge()`): (attribute, truth) pairs, `fuselint.source.guards`. Empty for entries.
     facts: frozenset[tuple[str, bool]] = frozenset()
+    # The type aliases the file's annotations may name, its own and those it imports from other
+    # files of the tree: (name, the alias's text), sorted (`fuselint.source.aliases`).
+    aliases: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -332,7 +336,7 @@ def model_functions(
     # Roots from other files come after this file's own closure, so that a function both reach
     # keeps no path: its findings belong to this file's entries.
     for root in reached:
-        if root.name.startswith(MODULE_ROOT):  # taken into `modules` above
+        if root.name.startswith((MODULE_ROOT, ALIAS_ROOT)):  # taken into `modules` above, or aliases
             continue
         if root.name.startswith("@"):  # a decorator of another file's entry: its wrappers run
             for wrapper in wrappers(free[root.name[1:]], free) if root.name[1:] in free else ():
@@ -361,6 +365,9 @@ def model_functions(
     # methods that another file's entry calls too: callers whose guards we do not read
     called_from_outside = {m.split(".", 1)[1] for m in (r.name for r in reached) if "." in m}
     _add_facts(found, free, methods, frozenset(called_from_outside))
+    aliases = tuple(sorted(file_aliases(type_aliases(tree), reached).items())) if found else ()
+    if aliases:
+        found = {key: replace(mf, aliases=aliases) for key, mf in found.items()}
     return sorted(found.values(), key=lambda m: (m.node.lineno, m.node.col_offset))
 
 

@@ -241,6 +241,10 @@ FIXTURE_INPUTS = {
     "keypoint_nonzero.py": ("HeatmapKeypoints", lambda g: (torch.rand(16, 16, generator=g),)),
     "expert_tokens.py": ("TopOneExperts", lambda g: (torch.randn(10, 16, generator=g),)),
     "token_type_mlps.py": ("TokenTypeMLPs", lambda g: (torch.randint(5, 9, (2, 6), generator=g),)),
+    "union_edges.py": (
+        "DiagonalBoostConv",
+        lambda g: (torch.randn(6, 8, generator=g), _edges_with_loops(6, g)),
+    ),
     "unique_labels.py": (
         "LabelMeans",
         lambda g: (torch.randn(12, 3, generator=g), torch.randint(0, 9, (12,), generator=g)),
@@ -257,6 +261,15 @@ FIXTURE_INPUTS = {
         ),
     ),
 }
+
+
+def _edges_with_loops(nodes: int, g) -> torch.Tensor:
+    """Random edges between distinct nodes, then one self loop per node in node order (what
+    torch_geometric's `add_self_loops` appends): the rows `row == col` selects, one per node."""
+    row = torch.randint(0, nodes, (12,), generator=g)
+    col = (row + torch.randint(1, nodes, (12,), generator=g)) % nodes
+    loops = torch.arange(nodes)
+    return torch.cat([torch.stack([row, col]), torch.stack([loops, loops])], dim=1)
 
 
 DATA_SIZED_OUTPUTS = {"keypoint_nonzero.py", "unique_labels.py", "repeat_segments.py"}
