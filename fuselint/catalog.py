@@ -39,6 +39,9 @@ class Rule:
     use_instead: str
     fix: str = "none"
     fix_notes: str = ""
+    # What an unsafe fix assumes, in a few words: its message carries it (issue 10: an unsafe fix
+    # states its assumption where the user sees the fix).
+    fix_assumption: str = ""
     bad: tuple[str, ...] = ()
     good: tuple[str, ...] = ()
     fixed: tuple[str, ...] = ()
@@ -93,6 +96,7 @@ def _rule_from_toml(path: Path, user: bool = False) -> Rule:
         use_instead=data["use_instead"].strip(),
         fix=fix,
         fix_notes=data.get("fix_notes", "").strip(),
+        fix_assumption=" ".join(data.get("fix_assumption", "").split()),
         bad=tuple(data.get("bad", ())),
         good=tuple(data.get("good", ())),
         fixed=tuple(data.get("fixed", ())),

@@ -33,6 +33,19 @@ class Block(nn.Module):
         return x * torch.sigmoid(x)
 """
 
+# FL205's fix is unsafe (F.silu rounds differently from x * sigmoid(x)); FL220's (cat of
+# unsqueezed tensors -> stack) is bit-equal, so safe: the tests of what `--fix` writes use it.
+STACK = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        print(x.shape)
+        return torch.cat([x.unsqueeze(0), x.unsqueeze(0)])
+"""
+
 
 # ---------------------------------------------------------------- --output-format
 
@@ -189,14 +202,12 @@ def test_unused_noqa_fix_keeps_other_tools_codes_and_show_fixes_lists_it(tmp_pat
 
 
 def test_show_fixes_lists_the_fixes_per_file_before_the_summary(tmp_path):
-    (tmp_path / "a.py").write_text(SILU)
-    (tmp_path / "b.py").write_text(SILU)
+    (tmp_path / "a.py").write_text(STACK)
+    (tmp_path / "b.py").write_text(STACK)
     result = _run(
         ["check", "--no-cache", "--fix", "--show-fixes", "--output-format", "concise", "."], tmp_path
     )
-    listing = (
-        "Fixed 2 errors:\n- a.py:\n    1 × FL205 (manual-silu)\n- b.py:\n    1 × FL205 (manual-silu)\n\n"
-    )
+    listing = "Fixed 2 errors:\n- a.py:\n    1 × FL220 (cat-of-unsqueeze)\n- b.py:\n    1 × FL220 (cat-of-unsqueeze)\n\n"
     assert listing in result.stdout
     assert result.stdout.index(listing) < result.stdout.index("Found 2 errors.")
     plain = _run(["check", "--no-cache", "--fix", "--output-format", "concise", "."], tmp_path)
@@ -218,12 +229,12 @@ def test_stdin_gives_the_findings_of_the_file_under_its_name(tmp_path):
 
 
 def test_stdin_with_fix_prints_what_fixing_the_file_writes_and_reports_on_stderr(tmp_path):
-    result = _run(["check", "--fix", "--stdin-filename", "m.py"], tmp_path, stdin=SILU)
+    result = _run(["check", "--fix", "--stdin-filename", "m.py"], tmp_path, stdin=STACK)
     assert not (tmp_path / "m.py").exists()
-    (tmp_path / "on_disk.py").write_text(SILU)
+    (tmp_path / "on_disk.py").write_text(STACK)
     _run(["check", "--no-cache", "--fix", "on_disk.py"], tmp_path)
     fixed = (tmp_path / "on_disk.py").read_text()
-    assert "nn.functional.silu(x)" in fixed
+    assert "torch.stack([x, x])" in fixed
     assert result.stdout == fixed
     # The print is left: reported under the stdin name, on its line in the fixed source.
     line = fixed.splitlines().index("        print(x.shape)") + 1
@@ -232,9 +243,12 @@ def test_stdin_with_fix_prints_what_fixing_the_file_writes_and_reports_on_stderr
 
 
 def test_stdin_with_diff_prints_a_diff(tmp_path):
-    result = _run(["check", "--diff", "--stdin-filename", "m.py"], tmp_path, stdin=SILU)
+    result = _run(["check", "--diff", "--stdin-filename", "m.py"], tmp_path, stdin=STACK)
     assert result.exit_code == 1
-    assert "-        return x * torch.sigmoid(x)\n+        return nn.functional.silu(x)" in result.stdout
+    assert (
+        "-        return torch.cat([x.unsqueeze(0), x.unsqueeze(0)])\n+        return torch.stack([x, x])"
+        in result.stdout
+    )
 
 
 def test_stdin_honours_per_file_ignores_and_force_exclude(tmp_path):
@@ -335,7 +349,7 @@ def test_add_noqa_runs_when_the_settings_file_asks_for_fixes(tmp_path):
 
 
 def test_silent_diff_prints_nothing_and_keeps_the_exit_code(tmp_path):
-    (tmp_path / "m.py").write_text(SILU)
+    (tmp_path / "m.py").write_text(STACK)
     result = _run(["check", "--no-cache", "--diff", "-s", "m.py"], tmp_path)
     assert result.exit_code == 1 and result.output == ""
 

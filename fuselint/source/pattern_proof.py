@@ -3,9 +3,12 @@
 Every alternative of a `kind = "pattern"` rule is evaluated with torch on random inputs
 drawn from the metavariables' declared kinds, once as written in `match` and once as
 written in `replace`; the two results must agree in shape, dtype and value (relative
-error below 1e-9 in float64, 1e-4 in float32). The suite runs this for every built-in
-rule and `fuselint rule --test` runs it for a user's rule, so a rule whose two sides
-disagree fails before it reaches anyone's model.
+error below 1e-9 in float64, 1e-4 in float32). A rule whose fix is `safe` claims more: the
+same output for every input, so its two sides must be bit-equal, in float64, float32 and
+bfloat16 (a library op that rounds once where the hand-written form rounds each step is an
+`unsafe` fix, its assumption stated). The suite runs this for every built-in rule and
+`fuselint rule --test` runs it for a user's rule, so a rule whose two sides disagree fails
+before it reaches anyone's model.
 
 How inputs are drawn, from `[pattern.vars]` (a bare string is the kind alone):
 
@@ -170,8 +173,11 @@ def tolerance(dtype: Any) -> float:
     return {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
 
 
-def prove_alternative(rule: Rule, match: str, replace: str, alternative: int, dtype: Any) -> Proof:
-    """Evaluate one `match`/`replace` pair on SEEDS draws of every var combination."""
+def prove_alternative(
+    rule: Rule, match: str, replace: str, alternative: int, dtype: Any, exact: bool = False
+) -> Proof:
+    """Evaluate one `match`/`replace` pair on SEEDS draws of every var combination; `exact`: the
+    two must be bit-equal."""
     names = set(METAVAR.findall(match)) | set(METAVAR.findall(replace))
     label = str(dtype).removeprefix("torch.")
     checked = 0
@@ -181,7 +187,7 @@ def prove_alternative(rule: Rule, match: str, replace: str, alternative: int, dt
                 want_text = expand(match, lists, rule, "each")
                 got_text = expand(replace, lists, rule, "render")
                 want, got = evaluate(want_text, env), evaluate(got_text, env)
-                problem = _disagreement(want, got)
+                problem = _disagreement(want, got, exact)
                 if problem:
                     return Proof(
                         rule.code, alternative, label, checked, f"{problem}: {want_text} vs {got_text}"
@@ -194,7 +200,7 @@ def prove_alternative(rule: Rule, match: str, replace: str, alternative: int, dt
     return Proof(rule.code, alternative, label, checked)
 
 
-def _disagreement(want: Any, got: Any) -> str:
+def _disagreement(want: Any, got: Any, exact: bool = False) -> str:
     import torch
 
     if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
@@ -209,6 +215,9 @@ def _disagreement(want: Any, got: Any) -> str:
         return "the pattern is not finite on the drawn inputs (declare a `domain`)"
     if not torch.isfinite(got).all():  # NaN would compare as no error at all
         return "the replacement is not finite where the pattern is"
+    if exact and not torch.equal(got, want):
+        error = relative_error(got.double(), want.double())
+        return f"not bit-equal, as a safe fix must be (relative error {error:.3g})"
     error = relative_error(got.double(), want.double())
     if not error < tolerance(want.dtype):
         return f"relative error {error:.3g}"
@@ -226,11 +235,14 @@ def alternatives(rule: Rule) -> list[tuple[str, str]]:
 
 
 def prove(rule: Rule) -> list[Proof]:
-    """Every alternative of a pattern rule, in float64 and float32."""
+    """Every alternative of a pattern rule, in float64 and float32; a safe rule's bit-equal, and in
+    bfloat16 too."""
     import torch
 
+    safe = rule.fix == "safe"
+    dtypes = (torch.float64, torch.float32, torch.bfloat16) if safe else (torch.float64, torch.float32)
     return [
-        prove_alternative(rule, match, replace, i, dtype)
+        prove_alternative(rule, match, replace, i, dtype, exact=safe)
         for i, (match, replace) in enumerate(alternatives(rule))
-        for dtype in (torch.float64, torch.float32)
+        for dtype in dtypes
     ]

@@ -356,9 +356,10 @@ def _finding(
             edits = [renderer.edit(root.node, text)]
             edits += _deletions(sf, block, deleted)
             short = text if len(text) <= 80 else text[:77] + "..."
+            assumes = f" ({rule.fix_assumption})" if rule.fix == "unsafe" and rule.fix_assumption else ""
             fix = Fix(
                 applicability(sf.text, edits, rule.fix),
-                f"replace with `{short}`",
+                f"replace with `{short}`{assumes}",
                 tuple(sorted(edits)),
                 tuple(sorted(renderer.imports)),
             )

@@ -104,35 +104,37 @@ def test_cli_fixed_count_agrees_with_found(tmp_path):
     runner = CliRunner()
     found = runner.invoke(main, ["check", "--no-cache", str(path)])
     assert "Found 1 error." in found.output
-    fixed = runner.invoke(main, ["check", "--no-cache", "--fix", str(path)])
+    fixed = runner.invoke(main, ["check", "--no-cache", "--fix", "--unsafe-fixes", str(path)])
     assert "Fixed 1 error." in fixed.output, fixed.output
 
 
+# FL220 (cat of unsqueezed tensors -> stack) is a safe fix: bit-equal for every input. Its fix
+# consumes the named temporary, and with it the temporary's comment.
 NAMED_TEMPORARY = """\
 import torch
 
 
-def norm(x, eps):
-    variance = x.pow(2).mean(-1, keepdim=True)  # fp32 accumulation matters here
-    return x * torch.rsqrt(variance + eps)
+def pair(a, b):
+    ua = a.unsqueeze(1)  # keep the batch dim first
+    return torch.cat([ua, b.unsqueeze(1)], dim=1)
 """
 
 
 def test_a_fix_that_deletes_a_comment_is_unsafe():
     (finding,) = [f for f in _lint(NAMED_TEMPORARY) if f.fix is not None]
-    assert finding.code == "FL214"
+    assert finding.code == "FL220"
     assert finding.fix.applicability.value == "unsafe"
     assert _fix(NAMED_TEMPORARY, unsafe=False).text == NAMED_TEMPORARY
-    assert "rms_norm" in _fix(NAMED_TEMPORARY, unsafe=True).text
+    assert "torch.stack([a, b], 1)" in _fix(NAMED_TEMPORARY, unsafe=True).text
 
 
 def test_a_fix_that_keeps_every_comment_stays_safe():
-    source = NAMED_TEMPORARY.replace("  # fp32 accumulation matters here", "").replace(
-        "    variance", "    # fp32 accumulation matters here\n    variance"
+    source = NAMED_TEMPORARY.replace("  # keep the batch dim first", "").replace(
+        "    return", "    # keep the batch dim first\n    return"
     )
     (finding,) = [f for f in _lint(source) if f.fix is not None]
     assert finding.fix.applicability.value == "safe"
-    assert "# fp32 accumulation matters here\n" in _fix(source, unsafe=False).text
+    assert "# keep the batch dim first\n" in _fix(source, unsafe=False).text
 
 
 def test_a_deleted_statement_between_blank_lines_leaves_one_blank_run():
@@ -404,3 +406,12 @@ def test_an_argument_ending_in_its_trailing_comma_wraps_without_recursing():
         "            ),",
         "        )",
     ]
+
+
+def test_an_unsafe_pattern_fix_states_its_assumption_in_its_message():
+    (finding,) = _lint("import torch\n\n\ndef f(x):\n    return torch.exp(x) - 1\n")
+    assert finding.code == "FL210" and finding.fix.applicability.value == "unsafe"
+    assert finding.fix.message == (
+        "replace with `torch.expm1(x)` (unsafe: the result is more exact than the hand-written "
+        "form's near zero, so it differs)"
+    )

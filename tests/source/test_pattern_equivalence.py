@@ -69,3 +69,24 @@ def test_an_unknown_domain_is_named():
     )
     with pytest.raises(ProofError, match="domain"):
         prove_alternative(rule, "torch.log(1 + $x)", "torch.log1p($x)", 0, torch.float64)
+
+
+def test_a_safe_rule_must_be_bit_equal():
+    """`safe` means the same output for every input: FL203's GELU composite agrees within rounding
+    (so its proof as an unsafe rule passes) but is no safe fix, and the proof says so."""
+    from fuselint.source.pattern_proof import prove
+
+    assert all(p.ok for p in prove(CATALOG["FL203"]))
+    as_safe = [p for p in prove(dataclasses.replace(CATALOG["FL203"], fix="safe")) if not p.ok]
+    assert as_safe and all("not bit-equal" in p.error for p in as_safe)
+    assert {p.dtype for p in prove(dataclasses.replace(CATALOG["FL203"], fix="safe"))} >= {"bfloat16"}
+
+
+def test_every_safe_pattern_rule_is_bit_equal_and_every_unsafe_one_states_its_assumption():
+    from fuselint.source.pattern_proof import prove
+
+    for rule in RULES:
+        if rule.fix == "safe":
+            assert all(p.ok for p in prove(rule)), rule.code
+        else:
+            assert rule.fix_assumption.startswith("unsafe: "), rule.code

@@ -43,7 +43,7 @@ def test_conv_block_runs_channels_last_under_the_backend_and_matches_eager():
         Config(),
         backends=("eager", "fuselint"),
         device="cpu",
-        unsafe=False,
+        unsafe=True,
         predict_on=H200,
     )
     assert result.ok, render_text(result)
