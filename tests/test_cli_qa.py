@@ -190,7 +190,16 @@ def test_recording_a_baseline_while_a_fix_cannot_be_written_is_not_a_pass(tmp_pa
     path.write_text(EXPM1)
     os.chmod(path, 0o444)
     result = _run(
-        ["check", "--no-cache", "--fix", "--unsafe-fixes", "--baseline", "b.json", "--update-baseline", "m.py"],
+        [
+            "check",
+            "--no-cache",
+            "--fix",
+            "--unsafe-fixes",
+            "--baseline",
+            "b.json",
+            "--update-baseline",
+            "m.py",
+        ],
         tmp_path,
     )
     assert result.exit_code == 2
