@@ -56,9 +56,12 @@ _ROW_FUNCTIONS = frozenset(
 
 class DataSized:
     """Which expressions of one function hold a result sized by the data, and which numbers are
-    its count. `roots`: ids of the ops FL106 flags there (and calls of FL106's fixed ops)."""
+    its count. `roots`: ids of the ops FL106 flags there (and calls of FL106's fixed ops, and of
+    helpers that return a data-sized value: `sized_calls`); `params`: the parameters a caller
+    fills with rows sized by the data (`sized_calls`), whose count is their first dimension only
+    (`boxes.shape[-1] != 4` checks a width the caller's code fixes)."""
 
-    def __init__(self, fn: ast.AST, roots: set[int], sf: SourceFile) -> None:
+    def __init__(self, fn: ast.AST, roots: set[int], sf: SourceFile, params: Iterable[str] = ()) -> None:
         self.roots = roots
         self.sf = sf
         # name -> its bindings in line order: (line, the line of the data-sized op it holds / the
@@ -66,6 +69,10 @@ class DataSized:
         self.names: dict[str, list[tuple[int, int | None, Branches]]] = {}
         self.counts: dict[str, list[tuple[int, str | None, Branches]]] = {}
         self.branches = _branches(fn)
+        # A parameter is bound on the `def` line, above every use; its rows carry that line.
+        self.param_line = getattr(fn, "lineno", 0)
+        for name in sorted(params):
+            self.names[name] = [(self.param_line, self.param_line, frozenset())]
         for stmt in sorted(
             (n for n in walk(fn) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
         ):
@@ -142,11 +149,11 @@ class DataSized:
             if isinstance(func, ast.Attribute) and func.attr in _SIZE_METHODS and not expr.args:
                 return self._counted(func.value)
             if isinstance(func, ast.Attribute) and func.attr == "size" and len(expr.args) == 1:
-                return self._counted(func.value)
+                return self._counted(func.value, expr.args[0])
             return None
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
             if expr.value.attr == "shape":  # x.shape[0]
-                return self._counted(expr.value.value)
+                return self._counted(expr.value.value, expr.slice)
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Call):
             func = expr.value.func  # x.size()[0]
             if isinstance(func, ast.Attribute) and func.attr == "size" and not expr.value.args:
@@ -155,8 +162,18 @@ class DataSized:
             return self.count(expr.left) or self.count(expr.right)
         return None
 
-    def _counted(self, value: ast.expr) -> str | None:
-        return self.sf.segment(value) if self.sized(value) is not None else None
+    def _counted(self, value: ast.expr, dim: ast.expr | None = None) -> str | None:
+        line = self.sized(value)
+        if line is None:
+            return None
+        if line == self.param_line and dim is not None and not _first(dim):
+            return None  # a caller's rows: only their count is the data's
+        return self.sf.segment(value)
+
+
+def _first(dim: ast.expr) -> bool:
+    """`0` (the rows' dimension)."""
+    return isinstance(dim, ast.Constant) and type(dim.value) is int and dim.value == 0
 
 
 # The `if` statements a node sits in, each with its side: (id of the `if`, 0 body / 1 else).
