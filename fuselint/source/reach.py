@@ -610,7 +610,10 @@ def entry_path(path: str, fn) -> tuple[str, ...]:
 
 
 def outgoing_calls(
-    path: str, flows: list, summary: FileSummary, sized: Mapping[int, tuple[tuple[int | str, bool], ...]] | None = None
+    path: str,
+    flows: list,
+    summary: FileSummary,
+    sized: Mapping[int, tuple[tuple[int | str, bool], ...]] | None = None,
 ) -> tuple[Call, ...]:
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds and, in
     `sized` (by the call node's id), which of them hold rows sized by the data."""
@@ -697,7 +700,9 @@ def outgoing_calls(
                 through = (*via, label) if label else via
                 kept = elements if form == "stored" else ()
                 found.add(
-                    Call(form, qualname, attr, tuple(args), keywords, through, site.path or fn.side, kept, rows)
+                    Call(
+                        form, qualname, attr, tuple(args), keywords, through, site.path or fn.side, kept, rows
+                    )
                 )
     return tuple(sorted(found, key=_call_key))
 

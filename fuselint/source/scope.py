@@ -269,10 +269,14 @@ def model_functions(
     found: dict[int, ModelFunction] = {}
     work: list[ModelFunction] = []
 
-    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=(), elements=(), sized=()) -> None:
+    def add(
+        fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=(), elements=(), sized=()
+    ) -> None:
         if id(fn) not in found and not _opaque_op(fn, imports):
             chain = chain or (f"{cls.name}.{fn.name}" if cls is not None else fn.name,)
-            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left, elements, sized=sized)
+            found[id(fn)] = ModelFunction(
+                fn, cls, reason, via, given, chain, side, left, elements, sized=sized
+            )
             work.append(found[id(fn)])
 
     distributions = distribution_classes(tree, imports) if methods else set()

@@ -182,7 +182,9 @@ def _arguments(flow, roots: set[int], calling: bool, out: FileSized) -> None:
     fixed = out.sized(flow, roots, fixed_only=True)
     for call in _calls(flow):
         found = tuple(
-            (where, fixed.sized(arg) is not None) for where, arg in _arguments_of(call) if both.sized(arg) is not None
+            (where, fixed.sized(arg) is not None)
+            for where, arg in _arguments_of(call)
+            if both.sized(arg) is not None
         )
         if found:
             out.arguments[id(call)] = found
@@ -211,4 +213,3 @@ def _own_returns(fn: ast.AST) -> list[ast.Return]:
             found.append(node)
         todo.extend(ast.iter_child_nodes(node))
     return sorted(found, key=lambda r: (r.lineno, r.col_offset))
-
