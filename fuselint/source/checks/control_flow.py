@@ -688,10 +688,12 @@ def _count_tests(
     roots = data_sized_roots(sf, flow)
     across = file_sized(sf, flows(functions, sf.imports))
     params = across.params.get(id(flow.fn.node), {})
-    returned = any(
-        id(callee.node) in across.returns
-        for site in flow.of(ast.Call)
-        if (callee := across.callees.get(id(site.node))) is not None
+    returned = sorted(
+        {
+            callee.node.name
+            for site in flow.of(ast.Call)
+            if (callee := across.callees.get(id(site.node))) is not None and id(callee.node) in across.returns
+        }
     )
     if not roots and FIX_OPS not in sf.text and not params and not returned:
         return []
@@ -710,7 +712,11 @@ def _count_tests(
             path = AFTER_FIX
         read = describe_counts(counts, sized)
         what = "counts of results" if ", " in read else "the count of a result"
-        source = _sizing_calls(counts, sized, params) or "a `nonzero` or mask read above"
+        source = _sizing_calls(counts, sized, params) or (
+            "a `nonzero` or mask read above"
+            if roots or not returned
+            else f"returned by `{'`, `'.join(returned)}`: a `nonzero` or mask read there"
+        )
         message = (
             f"the test compares {read}, {what} sized by the data ({source}): "
             "dynamo breaks at that op, and once FL106's fix keeps it in the graph, here, since Python must "
