@@ -31,7 +31,7 @@ needs the branches as functions of tensors (NOTES, fix12).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from fuselint.findings import Applicability, Fix
 from fuselint.source.dataflow import FIX_OPS
@@ -61,18 +61,22 @@ class DataSized:
     fills with rows sized by the data (`sized_calls`), whose count is their first dimension only
     (`boxes.shape[-1] != 4` checks a width the caller's code fixes)."""
 
-    def __init__(self, fn: ast.AST, roots: set[int], sf: SourceFile, params: Iterable[str] = ()) -> None:
+    def __init__(
+        self, fn: ast.AST, roots: set[int], sf: SourceFile, params: Mapping[str, int] | None = None
+    ) -> None:
         self.roots = roots
         self.sf = sf
         # name -> its bindings in line order: (line, the line of the data-sized op it holds / the
         # value it counts, or None)
         self.names: dict[str, list[tuple[int, int | None, Branches]]] = {}
-        self.counts: dict[str, list[tuple[int, str | None, Branches]]] = {}
+        self.counts: dict[str, list[tuple[int, Count | None, Branches]]] = {}
         self.branches = _branches(fn)
-        # A parameter is bound on the `def` line, above every use; its rows carry that line.
-        self.param_line = getattr(fn, "lineno", 0)
-        for name in sorted(params):
-            self.names[name] = [(self.param_line, self.param_line, frozenset())]
+        # A parameter is bound on the `def` line, above every use; its rows carry a negative number
+        # in place of an op's line, one per source in the callers (`sized_calls`): two parameters
+        # filled from one op have one count.
+        line = getattr(fn, "lineno", 0)
+        for name, source in sorted((params or {}).items()):
+            self.names[name] = [(line, source, frozenset())]
         for stmt in sorted(
             (n for n in walk(fn) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
         ):
@@ -117,6 +121,9 @@ class DataSized:
                 return expr.lineno
             if isinstance(func, ast.Attribute) and func.attr in _ROW_METHODS:
                 return self.sized(func.value)
+            if self.sf.imports.qualname(func) == "torch.arange" and len(expr.args) == 1:
+                counted = self.count(expr.args[0])  # `torch.arange(idx.size(0))`: as many rows
+                return counted.source if counted is not None else None
             if self.sf.imports.qualname(func) in _ROW_FUNCTIONS and expr.args:
                 first = expr.args[0]
                 parts = first.elts if isinstance(first, ast.Tuple | ast.List) else [first]
@@ -135,7 +142,7 @@ class DataSized:
             return self.sized(expr.operand)
         return None
 
-    def count(self, expr: ast.expr) -> str | None:
+    def count(self, expr: ast.expr) -> Count | None:
         """What `expr` counts when it is the length of a data-sized value (`len(x)`, `x.shape[0]`,
         `x.size(0)`, `x.numel()`, a name bound to one, `min`/`max`/arithmetic of one), else None."""
         if isinstance(expr, ast.Name):
@@ -162,13 +169,25 @@ class DataSized:
             return self.count(expr.left) or self.count(expr.right)
         return None
 
-    def _counted(self, value: ast.expr, dim: ast.expr | None = None) -> str | None:
+    def _counted(self, value: ast.expr, dim: ast.expr | None = None) -> Count | None:
         line = self.sized(value)
         if line is None:
             return None
-        if line == self.param_line and dim is not None and not _first(dim):
+        if line < 0 and dim is not None and not _first(dim):
             return None  # a caller's rows: only their count is the data's
-        return self.sf.segment(value)
+        return Count(self.sf.segment(value), line)
+
+
+class Count(str):
+    """What a count counts (`len(idx)` -> "idx"), with the line of the data-sized op it comes from
+    (`source`; negative for a caller's, `DataSized.params`): two counts of one source are one size."""
+
+    source: int
+
+    def __new__(cls, text: str, source: int) -> Count:
+        made = super().__new__(cls, text)
+        made.source = source
+        return made
 
 
 def _first(dim: ast.expr) -> bool:
@@ -227,6 +246,9 @@ def side(compare: ast.Compare, sized: DataSized, raises: bool) -> tuple[str, str
         op = _FLIPPED.get(op)
     if counted is None or op is None:
         return None
+    other = sized.count(right)
+    if other is not None and other.source == counted.source:
+        return None  # one size (`x[m]` and a read at its rows): dynamo knows they agree
     if raises:
         return (
             "guard_or_false",

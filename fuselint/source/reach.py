@@ -594,8 +594,8 @@ class Call(NamedTuple):
     # they are (`dataflow.iterated_parameters`): the elements of its tensor `self.timesteps`.
     elements: tuple[tuple[int | str, str], ...] = ()
     # Arguments that hold rows sized by the data (`sized_calls`): (position or keyword, sized by
-    # one of FL106's fixed ops). The callee's parameter is data-sized in this call only.
-    sized: tuple[tuple[int | str, bool], ...] = ()
+    # one of FL106's fixed ops, their source). The callee's parameter is data-sized in this call only.
+    sized: tuple[tuple[int | str, bool, tuple], ...] = ()
 
 
 def function_name(fn) -> str:
@@ -613,7 +613,7 @@ def outgoing_calls(
     path: str,
     flows: list,
     summary: FileSummary,
-    sized: Mapping[int, tuple[tuple[int | str, bool], ...]] | None = None,
+    sized: Mapping[int, tuple[tuple[int | str, bool, tuple], ...]] | None = None,
 ) -> tuple[Call, ...]:
     """The calls out of a file's analysed functions (`flows`), with their arguments' kinds and, in
     `sized` (by the call node's id), which of them hold rows sized by the data."""
@@ -1549,7 +1549,7 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
     kinds every caller passed."""
     merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set], set]] = {}
     iterated: dict[tuple[str, str], set[tuple[int | str, str, str]]] = {}
-    sized: dict[tuple[str, str], set[tuple[int | str, bool, tuple[str, ...]]]] = {}
+    sized: dict[tuple[str, str], set[tuple[int | str, bool, tuple[str, ...], tuple]]] = {}
     best: dict[tuple[str, str], tuple] = {}
     for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
         for call in file_calls:
@@ -1578,10 +1578,10 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                     where = where + shift if isinstance(where, int) else where
                     if not isinstance(where, int) or where >= 0:
                         iterated.setdefault(key, set()).add((where, attr, call.via[0]))
-                for where, fixed in call.sized if not name.endswith("__post_init__") else ():
+                for where, fixed, source in call.sized if not name.endswith("__post_init__") else ():
                     where = where + shift if isinstance(where, int) else where
                     if not isinstance(where, int) or where >= 0:
-                        sized.setdefault(key, set()).add((where, fixed, (*call.via, name)))
+                        sized.setdefault(key, set()).add((where, fixed, (*call.via, name), source))
     roots: dict[str, list[Reached]] = {}
     for (path, name), (via, args, keywords, sides) in sorted(merged.items()):
         roots.setdefault(path, []).append(
@@ -1599,11 +1599,11 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
     return {path: tuple(found) for path, found in roots.items()}
 
 
-def _best_sized(found: set[tuple[int | str, bool, tuple[str, ...]]]) -> tuple:
+def _best_sized(found: set[tuple[int | str, bool, tuple[str, ...], tuple]]) -> tuple:
     """One entry per position or keyword: sized by a fixed op where some call is, then the
     shortest path, then the first in sort order (the call the finding names)."""
-    best: dict[int | str, tuple[int | str, bool, tuple[str, ...]]] = {}
-    for entry in sorted(found, key=lambda e: (repr(e[0]), not e[1], len(e[2]), e[2])):
+    best: dict[int | str, tuple[int | str, bool, tuple[str, ...], tuple]] = {}
+    for entry in sorted(found, key=lambda e: (repr(e[0]), not e[1], len(e[2]), e[2], repr(e[3]))):
         best.setdefault(entry[0], entry)
     return tuple(best[k] for k in sorted(best, key=repr))
 

@@ -90,8 +90,8 @@ class ModelFunction:
     # self.unmerge()`): (attribute, truth) pairs, `fuselint.source.guards`. Empty for entries.
     facts: frozenset[tuple[str, bool]] = frozenset()
     # Parameters a caller in another file fills with rows sized by the data (`sized_calls`):
-    # (parameter, sized by one of FL106's fixed ops, the path of that call), sorted.
-    sized: tuple[tuple[str, bool, tuple[str, ...]], ...] = ()
+    # (parameter, sized by one of FL106's fixed ops, the path of that call, the rows' source), sorted.
+    sized: tuple[tuple[str, bool, tuple[str, ...], tuple], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,9 @@ class Reached:
     # after the bound one or keyword, attribute, the caller's entry), as `reach.Call.elements`.
     elements: tuple[tuple[int | str, str, str], ...] = ()
     # Arguments a caller fills with rows sized by the data: (position after the bound one or
-    # keyword, sized by a fixed op, the path of that call, callee included), as `reach.Call.sized`.
-    sized: tuple[tuple[int | str, bool, tuple[str, ...]], ...] = ()
+    # keyword, sized by a fixed op, the path of that call, callee included, the rows' source), as
+    # `reach.Call.sized`.
+    sized: tuple[tuple[int | str, bool, tuple[str, ...], tuple], ...] = ()
 
 
 def _fullgraph(call: ast.Call) -> bool:
@@ -559,7 +560,9 @@ def _elements(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, 
     return tuple(sorted(found))
 
 
-def _sized(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, bool, tuple[str, ...]], ...]:
+def _sized(
+    fn: FunctionNode, bound: bool, root: Reached
+) -> tuple[tuple[str, bool, tuple[str, ...], tuple], ...]:
     """The parameters of `fn` that a caller fills with rows sized by the data (`Reached.sized`)."""
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
@@ -567,19 +570,17 @@ def _sized(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, boo
         params = params[1:]
     named = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     found = []
-    for where, fixed, path in root.sized:
+    for where, fixed, path, source in root.sized:
         name = params[where] if isinstance(where, int) and where < len(params) else where
         if isinstance(name, str) and name in named:
-            found.append((name, fixed, path))
+            found.append((name, fixed, path, source))
     return _joined_sized((), tuple(found))
 
 
-def _joined_sized(
-    known: tuple[tuple[str, bool, tuple[str, ...]], ...], more: tuple[tuple[str, bool, tuple[str, ...]], ...]
-) -> tuple[tuple[str, bool, tuple[str, ...]], ...]:
+def _joined_sized(known: tuple, more: tuple) -> tuple:
     """One entry per parameter: sized by a fixed op where some call is, then the shortest path."""
-    best: dict[str, tuple[str, bool, tuple[str, ...]]] = {}
-    for entry in sorted((*known, *more), key=lambda e: (e[0], not e[1], len(e[2]), e[2])):
+    best: dict[str, tuple] = {}
+    for entry in sorted((*known, *more), key=lambda e: (e[0], not e[1], len(e[2]), e[2], repr(e[3]))):
         best.setdefault(entry[0], entry)
     return tuple(best[name] for name in sorted(best))
 

@@ -28,8 +28,9 @@ from fuselint.source.dataflow import FIX_OPS
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import made_once
 
-# (parameter or position, sized by a fixed op, the path of the call that sizes it)
-SizedParameter = tuple[str, bool, tuple[str, ...]]
+# Where rows sized by the data come from: (the path to the function that holds the op, its line).
+# Two parameters filled from one source have one count (`count_branches.Count`).
+Source = tuple[tuple[str, ...], int]
 _MAX_ROUNDS = 8  # a chain of helpers in one file passing rows on is rarely longer
 
 
@@ -38,14 +39,27 @@ class FileSized:
     """What `file_sized` finds in one file."""
 
     sf: SourceFile
-    # id of a function node -> parameter -> (sized by a fixed op, the path of the call)
-    params: dict[int, dict[str, tuple[bool, tuple[str, ...]]]] = field(default_factory=dict)
+    # id of a function node -> parameter -> (sized by a fixed op, the path of the call, the source)
+    params: dict[int, dict[str, tuple[bool, tuple[str, ...], Source]]] = field(default_factory=dict)
     # id of a function node -> its returns hold rows sized by a fixed op (False: by an unfixed one)
     returns: dict[int, bool] = field(default_factory=dict)
-    # id of a call node -> (position or keyword, sized by a fixed op) of its data-sized arguments
-    arguments: dict[int, tuple[tuple[int | str, bool], ...]] = field(default_factory=dict)
+    # id of a call node -> (position or keyword, sized by a fixed op, source) of its data-sized arguments
+    arguments: dict[int, tuple[tuple[int | str, bool, Source], ...]] = field(default_factory=dict)
     # id of a call node -> the same-file function it runs (a `ModelFunction`)
     callees: dict[int, object] = field(default_factory=dict)
+    # each source of a parameter's rows -> the negative number `DataSized` counts it by, and back
+    numbers: dict[Source, int] = field(default_factory=dict)
+    sources: dict[int, Source] = field(default_factory=dict)
+
+    def number(self, source: Source) -> int:
+        if source not in self.numbers:
+            self.numbers[source] = -1 - len(self.numbers)
+            self.sources[self.numbers[source]] = source
+        return self.numbers[source]
+
+    def source(self, flow, line: int) -> Source:
+        """The source of rows `DataSized` says come from `line` of `flow`'s function."""
+        return self.sources[line] if line < 0 else (flow.fn.chain, line)
 
     def sized(self, flow, roots: set[int], fixed_only: bool = False) -> DataSized:
         """The function's `DataSized`, with its helpers' data-sized results and its sized parameters
@@ -57,14 +71,12 @@ class FileSized:
             for fixed in (self.returns[id(callee.node)],)
         }
         params = self.params.get(id(flow.fn.node), {})
+        numbers = {
+            p: self.number(source) for p, (fixed, _, source) in params.items() if fixed or not fixed_only
+        }
         if fixed_only:
-            return DataSized(
-                flow.fn.node,
-                {i for i, fixed in returned.items() if fixed},
-                self.sf,
-                [p for p, (fixed, _) in params.items() if fixed],
-            )
-        return DataSized(flow.fn.node, roots | set(returned), self.sf, list(params))
+            return DataSized(flow.fn.node, {i for i, fixed in returned.items() if fixed}, self.sf, numbers)
+        return DataSized(flow.fn.node, roots | set(returned), self.sf, numbers)
 
 
 def _calls(flow) -> list[ast.Call]:
@@ -98,7 +110,9 @@ def _file_sized(sf: SourceFile, flows: list) -> FileSized:
     out = FileSized(sf)
     for flow in flows:
         if flow.fn.sized:
-            out.params[id(flow.fn.node)] = {p: (fixed, path) for p, fixed, path in flow.fn.sized}
+            out.params[id(flow.fn.node)] = {
+                p: (fixed, path, source) for p, fixed, path, source in flow.fn.sized
+            }
     roots = {id(flow): data_sized_roots(sf, flow) for flow in flows}
     fixed_ops = FIX_OPS in sf.text
     if not out.params and not fixed_ops and not any(roots.values()):
@@ -158,12 +172,13 @@ def _round(flows: list, roots: dict[int, set[int]], calling: set[int], out: File
             path = (*flow.fn.chain, _label(callee))
             for where, arg in _arguments_of(call):
                 name = names[where] if isinstance(where, int) and where < len(names) else where
-                if not isinstance(name, str) or both.sized(arg) is None:
+                line = both.sized(arg)
+                if not isinstance(name, str) or line is None:
                     continue
                 by_fixed = fixed.sized(arg) is not None
                 known = out.params.setdefault(id(callee.node), {})
                 if name not in known or (by_fixed and not known[name][0]):
-                    known[name] = (by_fixed, path)
+                    known[name] = (by_fixed, path, out.source(flow, line))
                     changed = True
         values = [r.value for r in _own_returns(flow.fn.node)]
         if values and all(v is not None and both.sized(v) is not None for v in values):
@@ -182,9 +197,9 @@ def _arguments(flow, roots: set[int], calling: bool, out: FileSized) -> None:
     fixed = out.sized(flow, roots, fixed_only=True)
     for call in _calls(flow):
         found = tuple(
-            (where, fixed.sized(arg) is not None)
+            (where, fixed.sized(arg) is not None, out.source(flow, line))
             for where, arg in _arguments_of(call)
-            if both.sized(arg) is not None
+            if (line := both.sized(arg)) is not None
         )
         if found:
             out.arguments[id(call)] = found

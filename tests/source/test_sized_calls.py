@@ -99,7 +99,9 @@ def test_a_caller_that_sizes_a_parameter_makes_it_data_sized_in_that_call_only()
         return pair(x, x)
 
     def masked(x: Tensor) -> Tensor:
-        return pair(x[x > 0], x[x > 0])
+        boxes = x[x > 0]
+        scores = x[x > 0.5]
+        return pair(boxes, scores)
 
     class M(nn.Module):
         def forward(self, x: Tensor) -> Tensor:
@@ -107,6 +109,33 @@ def test_a_caller_that_sizes_a_parameter_makes_it_data_sized_in_that_call_only()
     """
     (count,) = findings(text, "FL102")
     assert "as the call M.forward → masked → pair passes them" in count.message
+
+
+def test_two_parameters_filled_from_one_op_have_one_count():
+    # torch_geometric's `SelectOutput(node_index=perm, cluster_index=torch.arange(perm.size(0)),
+    # weight=score[perm])`: one unbacked size, which dynamo compares without a guard
+    text = """
+    import torch
+    from torch import Tensor, nn
+
+    def check(index: Tensor, cluster: Tensor, weight: Tensor) -> Tensor:
+        if index.numel() != cluster.numel():
+            raise ValueError("index and cluster differ")
+        if weight.numel() != index.numel():
+            raise ValueError("weight and index differ")
+        return index + cluster + weight.long()
+
+    class M(nn.Module):
+        def forward(self, x: Tensor) -> Tensor:
+            perm = torch.nonzero(x > 0).view(-1)
+            return check(perm, torch.arange(perm.size(0)), x[perm])
+    """
+    assert findings(text, "FL102") == []
+    ops_fixed = fixed(text, "FL106")
+    assert "_fuselint_" in ops_fixed and findings(ops_fixed, "FL102") == []
+    model = load_namespace(ops_fixed, "one").M()
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(model)(torch.randn(8)).graph_break_count == 0
 
 
 def test_a_helper_returning_a_data_sized_value_sizes_its_callers_count():

@@ -705,14 +705,14 @@ def _count_tests(
     out = []
     for site in sites:
         counts, fix = count_branch_fix(sf, site.node, sized)
-        if not counts:
+        if not counts or (params and _not_tensors_here(counts, params, flow, site.env)):
             continue
         path = site.path
         if path is None and not count_branch_fix(sf, site.node, after_fix)[0]:
             path = AFTER_FIX
         read = describe_counts(counts, sized)
         what = "counts of results" if ", " in read else "the count of a result"
-        source = _sizing_calls(counts, sized, params) or (
+        source = (_sizing_calls(counts, sized, params) if params and not roots else "") or (
             "a `nonzero` or mask read above"
             if roots or not returned
             else f"returned by `{'`, `'.join(returned)}`: a `nonzero` or mask read there"
@@ -726,7 +726,19 @@ def _count_tests(
     return out
 
 
-def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple[bool, tuple[str, ...]]]) -> str:
+def _not_tensors_here(counts: list, params: dict, flow: FunctionFlow, env: Env) -> bool:
+    """A counted parameter that the code shows is a tuple or a host value where it is tested (torch_geometric's
+    `maybe_num_nodes` under `elif isinstance(edge_index, tuple):`, called with a tensor): that branch never
+    runs for the call that sizes it."""
+    return any(
+        isinstance(node, ast.Name) and node.id in params and flow.kind(node, env) in (TUPLE, *HOST)
+        for cmp, _, _ in counts
+        for operand in (cmp.left, *cmp.comparators)
+        for node in walk(operand)
+    )
+
+
+def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple]) -> str:
     """Where the parameters a test counts come from: "`boxes`, `scores` as the call a → b → nms
     passes them (...)"; "" when the test counts none."""
     by_path: dict[tuple[str, ...], list[str]] = {}
@@ -739,6 +751,9 @@ def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple[bool, 
                     names = by_path.setdefault(params[node.id][1], [])
                     if f"`{node.id}`" not in names:
                         names.append(f"`{node.id}`")
+    if not by_path:  # a count of a value made from them (`x = input.to(dtype)`)
+        for name, (_fixed, path, _source) in sorted(params.items()):
+            by_path.setdefault(path, []).append(f"`{name}`")
     return "; ".join(
         f"{', '.join(names)} as the call {' → '.join(path)} passes them: a `nonzero` or mask read there"
         for path, names in by_path.items()
