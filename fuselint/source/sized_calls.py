@@ -27,6 +27,7 @@ from fuselint.source.count_branches import DataSized
 from fuselint.source.dataflow import FIX_OPS
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import made_once
+from fuselint.source.unbacked_ops import in_host_loop
 
 # Where rows sized by the data come from: (the path to the function that holds the op, its line).
 # Two parameters filled from one source have one count (`count_branches.Count`).
@@ -113,7 +114,7 @@ def _file_sized(sf: SourceFile, flows: list) -> FileSized:
             out.params[id(flow.fn.node)] = {
                 p: (fixed, path, source) for p, fixed, path, source in flow.fn.sized
             }
-    roots = {id(flow): data_sized_roots(sf, flow) for flow in flows}
+    roots = {id(flow): _kept_roots(sf, flow, data_sized_roots(sf, flow)) for flow in flows}
     fixed_ops = FIX_OPS in sf.text
     if not out.params and not fixed_ops and not any(roots.values()):
         return out
@@ -131,6 +132,21 @@ def _file_sized(sf: SourceFile, flows: list) -> FileSized:
     for flow in flows:
         _arguments(flow, roots[id(flow)], id(flow) in calling, out)
     return out
+
+
+def _kept_roots(sf: SourceFile, flow, roots: set[int]) -> set[int]:
+    """The roots whose rows can reach a callee unbacked: not a call FL106's fix leaves alone because
+    a Python loop walks a data-sized result around or from it (`unbacked_ops.in_host_loop`): dynamo
+    breaks at that op for good, and what it hands on has a known size (sam3_video's
+    `nonzero(prompt_ids_tensor == prompt_id)` in a loop over `unique()`, passed as rows to a helper)."""
+    if not roots:
+        return roots
+    plain = DataSized(flow.fn.node, roots, sf)
+    return roots - {
+        id(site.node)
+        for site in flow.of(ast.Call)
+        if id(site.node) in roots and in_host_loop(site, flow, plain.sized)
+    }
 
 
 def _same_file_callees(flow, by_node: dict) -> dict[int, object]:

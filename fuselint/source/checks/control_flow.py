@@ -712,7 +712,7 @@ def _count_tests(
             path = AFTER_FIX
         read = describe_counts(counts, sized)
         what = "counts of results" if ", " in read else "the count of a result"
-        source = (_sizing_calls(counts, sized, params) if params and not roots else "") or (
+        source = _sizing_calls(counts, sized, params, every=not roots) or (
             "a `nonzero` or mask read above"
             if roots or not returned
             else f"returned by `{'`, `'.join(returned)}`: a `nonzero` or mask read there"
@@ -738,7 +738,7 @@ def _not_tensors_here(counts: list, params: dict, flow: FunctionFlow, env: Env) 
     )
 
 
-def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple]) -> str:
+def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple], every: bool) -> str:
     """Where the parameters a test counts come from: "`boxes`, `scores` as the call a → b → nms
     passes them (...)"; "" when the test counts none."""
     by_path: dict[tuple[str, ...], list[str]] = {}
@@ -751,7 +751,7 @@ def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple]) -> s
                     names = by_path.setdefault(params[node.id][1], [])
                     if f"`{node.id}`" not in names:
                         names.append(f"`{node.id}`")
-    if not by_path:  # a count of a value made from them (`x = input.to(dtype)`)
+    if not by_path and every:  # a count of a value made from them (`x = input.to(dtype)`), no op here
         for name, (_fixed, path, _source) in sorted(params.items()):
             by_path.setdefault(path, []).append(f"`{name}`")
     return "; ".join(
