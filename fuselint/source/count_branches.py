@@ -62,10 +62,17 @@ class DataSized:
     (`boxes.shape[-1] != 4` checks a width the caller's code fixes)."""
 
     def __init__(
-        self, fn: ast.AST, roots: set[int], sf: SourceFile, params: Mapping[str, int] | None = None
+        self,
+        fn: ast.AST,
+        roots: set[int],
+        sf: SourceFile,
+        params: Mapping[str, int] | None = None,
+        strict: bool = False,
     ) -> None:
         self.roots = roots
         self.sf = sf
+        # `x[i]` at a tensor or name `i` has `i`'s rows, not `x`'s (what crosses a call is read so)
+        self.strict = strict
         # name -> its bindings in line order: (line, the line of the data-sized op it holds / the
         # value it counts, or None)
         self.names: dict[str, list[tuple[int, int | None, Branches]]] = {}
@@ -132,10 +139,13 @@ class DataSized:
         if isinstance(expr, ast.Subscript):
             # rows of a data-sized value, or any tensor read at a data-sized index tensor
             index = expr.slice.elts if isinstance(expr.slice, ast.Tuple) else [expr.slice]
-            return self.sized(expr.value) or next(
+            read_at = next(
                 (line for p in index if not isinstance(p, ast.Slice) and (line := self.sized(p)) is not None),
                 None,
             )
+            if self.strict and any(not isinstance(p, ast.Slice) and not _constant(p) for p in index):
+                return read_at  # `x[idx]` has as many rows as `idx` (kornia's `junctions[nms(...)]`)
+            return self.sized(expr.value) or read_at
         if isinstance(expr, ast.BinOp):
             return self.sized(expr.left) or self.sized(expr.right)
         if isinstance(expr, ast.UnaryOp):
@@ -188,6 +198,13 @@ class Count(str):
         made = super().__new__(cls, text)
         made.source = source
         return made
+
+
+def _constant(expr: ast.expr) -> bool:
+    """`0`, `-1`, `None`, `...`: an index that reads no tensor."""
+    if isinstance(expr, ast.UnaryOp):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant)
 
 
 def _first(dim: ast.expr) -> bool:

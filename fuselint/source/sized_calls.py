@@ -62,9 +62,10 @@ class FileSized:
         """The source of rows `DataSized` says come from `line` of `flow`'s function."""
         return self.sources[line] if line < 0 else (flow.fn.chain, line)
 
-    def sized(self, flow, roots: set[int], fixed_only: bool = False) -> DataSized:
+    def sized(self, flow, roots: set[int], fixed_only: bool = False, strict: bool = False) -> DataSized:
         """The function's `DataSized`, with its helpers' data-sized results and its sized parameters
-        (only those a fixed op sizes, with `fixed_only`: then `roots` are left out too)."""
+        (only those a fixed op sizes, with `fixed_only`: then `roots` are left out too); `strict`
+        for what crosses a call (`DataSized.strict`)."""
         returned = {
             id(call): fixed
             for call in _calls(flow)
@@ -76,8 +77,10 @@ class FileSized:
             p: self.number(source) for p, (fixed, _, source) in params.items() if fixed or not fixed_only
         }
         if fixed_only:
-            return DataSized(flow.fn.node, {i for i, fixed in returned.items() if fixed}, self.sf, numbers)
-        return DataSized(flow.fn.node, roots | set(returned), self.sf, numbers)
+            return DataSized(
+                flow.fn.node, {i for i, fixed in returned.items() if fixed}, self.sf, numbers, strict
+            )
+        return DataSized(flow.fn.node, roots | set(returned), self.sf, numbers, strict)
 
 
 def _calls(flow) -> list[ast.Call]:
@@ -178,8 +181,8 @@ def _round(flows: list, roots: dict[int, set[int]], calling: set[int], out: File
     for flow in flows:
         if not roots[id(flow)] and id(flow.fn.node) not in out.params and id(flow) not in calling:
             continue
-        both = out.sized(flow, roots[id(flow)])
-        fixed = out.sized(flow, roots[id(flow)], fixed_only=True)
+        both = out.sized(flow, roots[id(flow)], strict=True)
+        fixed = out.sized(flow, roots[id(flow)], fixed_only=True, strict=True)
         for call in _calls(flow):
             callee = out.callees.get(id(call))
             if callee is None:
@@ -209,8 +212,8 @@ def _arguments(flow, roots: set[int], calling: bool, out: FileSized) -> None:
     """The data-sized arguments of the function's calls (for the calls into other files)."""
     if not roots and id(flow.fn.node) not in out.params and not calling:
         return
-    both = out.sized(flow, roots)
-    fixed = out.sized(flow, roots, fixed_only=True)
+    both = out.sized(flow, roots, strict=True)
+    fixed = out.sized(flow, roots, fixed_only=True, strict=True)
     for call in _calls(flow):
         found = tuple(
             (where, fixed.sized(arg) is not None, out.source(flow, line))
