@@ -31,7 +31,7 @@ needs the branches as functions of tensors (NOTES, fix12).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from fuselint.findings import Applicability, Fix
 from fuselint.source.dataflow import FIX_OPS
@@ -56,16 +56,34 @@ _ROW_FUNCTIONS = frozenset(
 
 class DataSized:
     """Which expressions of one function hold a result sized by the data, and which numbers are
-    its count. `roots`: ids of the ops FL106 flags there (and calls of FL106's fixed ops)."""
+    its count. `roots`: ids of the ops FL106 flags there (and calls of FL106's fixed ops, and of
+    helpers that return a data-sized value: `sized_calls`); `params`: the parameters a caller
+    fills with rows sized by the data (`sized_calls`), whose count is their first dimension only
+    (`boxes.shape[-1] != 4` checks a width the caller's code fixes)."""
 
-    def __init__(self, fn: ast.AST, roots: set[int], sf: SourceFile) -> None:
+    def __init__(
+        self,
+        fn: ast.AST,
+        roots: set[int],
+        sf: SourceFile,
+        params: Mapping[str, int] | None = None,
+        strict: bool = False,
+    ) -> None:
         self.roots = roots
         self.sf = sf
+        # `x[i]` at a tensor or name `i` has `i`'s rows, not `x`'s (what crosses a call is read so)
+        self.strict = strict
         # name -> its bindings in line order: (line, the line of the data-sized op it holds / the
         # value it counts, or None)
         self.names: dict[str, list[tuple[int, int | None, Branches]]] = {}
-        self.counts: dict[str, list[tuple[int, str | None, Branches]]] = {}
+        self.counts: dict[str, list[tuple[int, Count | None, Branches]]] = {}
         self.branches = _branches(fn)
+        # A parameter is bound on the `def` line, above every use; its rows carry a negative number
+        # in place of an op's line, one per source in the callers (`sized_calls`): two parameters
+        # filled from one op have one count.
+        line = getattr(fn, "lineno", 0)
+        for name, source in sorted((params or {}).items()):
+            self.names[name] = [(line, source, frozenset())]
         for stmt in sorted(
             (n for n in walk(fn) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
         ):
@@ -110,6 +128,9 @@ class DataSized:
                 return expr.lineno
             if isinstance(func, ast.Attribute) and func.attr in _ROW_METHODS:
                 return self.sized(func.value)
+            if self.sf.imports.qualname(func) == "torch.arange" and len(expr.args) == 1:
+                counted = self.count(expr.args[0])  # `torch.arange(idx.size(0))`: as many rows
+                return counted.source if counted is not None else None
             if self.sf.imports.qualname(func) in _ROW_FUNCTIONS and expr.args:
                 first = expr.args[0]
                 parts = first.elts if isinstance(first, ast.Tuple | ast.List) else [first]
@@ -118,17 +139,20 @@ class DataSized:
         if isinstance(expr, ast.Subscript):
             # rows of a data-sized value, or any tensor read at a data-sized index tensor
             index = expr.slice.elts if isinstance(expr.slice, ast.Tuple) else [expr.slice]
-            return self.sized(expr.value) or next(
+            read_at = next(
                 (line for p in index if not isinstance(p, ast.Slice) and (line := self.sized(p)) is not None),
                 None,
             )
+            if self.strict and any(not isinstance(p, ast.Slice) and not _constant(p) for p in index):
+                return read_at  # `x[idx]` has as many rows as `idx` (kornia's `junctions[nms(...)]`)
+            return self.sized(expr.value) or read_at
         if isinstance(expr, ast.BinOp):
             return self.sized(expr.left) or self.sized(expr.right)
         if isinstance(expr, ast.UnaryOp):
             return self.sized(expr.operand)
         return None
 
-    def count(self, expr: ast.expr) -> str | None:
+    def count(self, expr: ast.expr) -> Count | None:
         """What `expr` counts when it is the length of a data-sized value (`len(x)`, `x.shape[0]`,
         `x.size(0)`, `x.numel()`, a name bound to one, `min`/`max`/arithmetic of one), else None."""
         if isinstance(expr, ast.Name):
@@ -142,11 +166,11 @@ class DataSized:
             if isinstance(func, ast.Attribute) and func.attr in _SIZE_METHODS and not expr.args:
                 return self._counted(func.value)
             if isinstance(func, ast.Attribute) and func.attr == "size" and len(expr.args) == 1:
-                return self._counted(func.value)
+                return self._counted(func.value, expr.args[0])
             return None
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
             if expr.value.attr == "shape":  # x.shape[0]
-                return self._counted(expr.value.value)
+                return self._counted(expr.value.value, expr.slice)
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Call):
             func = expr.value.func  # x.size()[0]
             if isinstance(func, ast.Attribute) and func.attr == "size" and not expr.value.args:
@@ -155,8 +179,37 @@ class DataSized:
             return self.count(expr.left) or self.count(expr.right)
         return None
 
-    def _counted(self, value: ast.expr) -> str | None:
-        return self.sf.segment(value) if self.sized(value) is not None else None
+    def _counted(self, value: ast.expr, dim: ast.expr | None = None) -> Count | None:
+        line = self.sized(value)
+        if line is None:
+            return None
+        if line < 0 and dim is not None and not _first(dim):
+            return None  # a caller's rows: only their count is the data's
+        return Count(self.sf.segment(value), line)
+
+
+class Count(str):
+    """What a count counts (`len(idx)` -> "idx"), with the line of the data-sized op it comes from
+    (`source`; negative for a caller's, `DataSized.params`): two counts of one source are one size."""
+
+    source: int
+
+    def __new__(cls, text: str, source: int) -> Count:
+        made = super().__new__(cls, text)
+        made.source = source
+        return made
+
+
+def _constant(expr: ast.expr) -> bool:
+    """`0`, `-1`, `None`, `...`: an index that reads no tensor."""
+    if isinstance(expr, ast.UnaryOp):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant)
+
+
+def _first(dim: ast.expr) -> bool:
+    """`0` (the rows' dimension)."""
+    return isinstance(dim, ast.Constant) and type(dim.value) is int and dim.value == 0
 
 
 # The `if` statements a node sits in, each with its side: (id of the `if`, 0 body / 1 else).
@@ -210,6 +263,9 @@ def side(compare: ast.Compare, sized: DataSized, raises: bool) -> tuple[str, str
         op = _FLIPPED.get(op)
     if counted is None or op is None:
         return None
+    other = sized.count(right)
+    if other is not None and other.source == counted.source:
+        return None  # one size (`x[m]` and a read at its rows): dynamo knows they agree
     if raises:
         return (
             "guard_or_false",
