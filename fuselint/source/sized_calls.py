@@ -44,6 +44,9 @@ class FileSized:
     params: dict[int, dict[str, tuple[bool, tuple[str, ...], Source]]] = field(default_factory=dict)
     # id of a function node -> its returns hold rows sized by a fixed op (False: by an unfixed one)
     returns: dict[int, bool] = field(default_factory=dict)
+    # id of a function node -> position -> that item of every tuple it returns holds data-sized rows
+    # (sized by a fixed op: True); for functions whose returns are not all data-sized
+    items: dict[int, dict[int, bool]] = field(default_factory=dict)
     # id of a call node -> (position or keyword, sized by a fixed op, source) of its data-sized arguments
     arguments: dict[int, tuple[tuple[int | str, bool, Source], ...]] = field(default_factory=dict)
     # id of a call node -> the same-file function it runs (a `ModelFunction`)
@@ -72,15 +75,23 @@ class FileSized:
             if (callee := self.callees.get(id(call))) is not None and id(callee.node) in self.returns
             for fixed in (self.returns[id(callee.node)],)
         }
+        items = {
+            id(call): frozenset(
+                p for p, fixed in self.items[id(callee.node)].items() if fixed or not fixed_only
+            )
+            for call in _calls(flow)
+            if (callee := self.callees.get(id(call))) is not None and id(callee.node) in self.items
+        }
+        items = {call: positions for call, positions in items.items() if positions}
         params = self.params.get(id(flow.fn.node), {})
         numbers = {
             p: self.number(source) for p, (fixed, _, source) in params.items() if fixed or not fixed_only
         }
         if fixed_only:
             return DataSized(
-                flow.fn.node, {i for i, fixed in returned.items() if fixed}, self.sf, numbers, strict
+                flow.fn.node, {i for i, fixed in returned.items() if fixed}, self.sf, numbers, strict, items
             )
-        return DataSized(flow.fn.node, roots | set(returned), self.sf, numbers, strict)
+        return DataSized(flow.fn.node, roots | set(returned), self.sf, numbers, strict, items)
 
 
 def _calls(flow) -> list[ast.Call]:
@@ -204,6 +215,28 @@ def _round(flows: list, roots: dict[int, set[int]], calling: set[int], out: File
             by_fixed = all(fixed.sized(v) is not None for v in values)
             if out.returns.get(id(flow.fn.node)) not in (True, by_fixed):
                 out.returns[id(flow.fn.node)] = by_fixed
+                changed = True
+        elif _returned_items(values, both, fixed, out.items.setdefault(id(flow.fn.node), {})):
+            changed = True
+    return changed
+
+
+def _returned_items(values: list, both: DataSized, fixed: DataSized, known: dict[int, bool]) -> bool:
+    """Record the positions at which every returned tuple (each `return` a tuple display of one
+    length: `return best, frames, filled, dtype`) holds data-sized rows; whether any was added."""
+    if not values or not all(isinstance(v, ast.Tuple) for v in values):
+        return False
+    if len({len(v.elts) for v in values}) != 1 or any(
+        isinstance(e, ast.Starred) for v in values for e in v.elts
+    ):
+        return False
+    changed = False
+    for position in range(len(values[0].elts)):
+        parts = [v.elts[position] for v in values]
+        if all(both.sized(p) is not None for p in parts):
+            by_fixed = all(fixed.sized(p) is not None for p in parts)
+            if known.get(position) not in (True, by_fixed):
+                known[position] = by_fixed
                 changed = True
     return changed
 

@@ -39,6 +39,7 @@ from fuselint.source.checks._shared import atom, finding, has_comment, one_row_r
 from fuselint.source.checks.dynamic_shapes import data_sized_roots
 from fuselint.source.checks.stored_lambdas import stored_lambda_tests
 from fuselint.source.count_branches import DataSized, count_branch_fix, describe_counts
+from fuselint.source.count_pads import pad_fix, pads_to_count
 from fuselint.source.dataflow import (
     BOOL,
     DIM,
@@ -693,7 +694,8 @@ def _count_tests(
         {
             callee.node.name
             for site in flow.of(ast.Call)
-            if (callee := across.callees.get(id(site.node))) is not None and id(callee.node) in across.returns
+            if (callee := across.callees.get(id(site.node))) is not None
+            and (id(callee.node) in across.returns or across.items.get(id(callee.node)))
         }
     )
     if not roots and FIX_OPS not in sf.text and not params and not returned:
@@ -706,6 +708,8 @@ def _count_tests(
     out = []
     for site in sites:
         counts, fix = count_branch_fix(sf, site.node, sized)
+        if counts and pads_to_count(sf, site.node, sized):
+            fix = pad_fix(sf, site.node, sized, flow.fn.node)  # no guard: it would crop or never pad
         if not counts or (params and _not_tensors_here(counts, params, flow, site.env)):
             continue
         path = site.path
