@@ -136,20 +136,26 @@ class DataSized:
                     self.structures.setdefault(name.id, []).append((stmt.lineno, kept, where))
 
     def _latest(self, bindings: dict[str, list], name: ast.Name):
-        """What `name` may hold where it is used: the last binding above the use that can reach it
-        (not one on a later line, an `else` below, nor one in the other branch of an `if` the use
-        sits in: seamless_m4t's `hidden_states = repeat_interleave(...)` under `if`, then a test of
-        `hidden_states.shape[0]` under its `else`), and where that binding sits in a branch the use
-        is not in, the bindings above it too, up to one that always runs before the use: a value
-        bound in both arms of an `if` holds either arm's (kornia SIFT's top-K under `if B == 1:` and
-        its batched twin under `else:`), and the first data-sized one is taken."""
+        """What `name` holds where it is used: the last binding above the use that can reach it (not
+        one on a later line, an `else` below, nor one in the other branch of an `if` the use sits in:
+        seamless_m4t's `hidden_states = repeat_interleave(...)` under `if`, then a test of
+        `hidden_states.shape[0]` under its `else`). Where that binding sits in one arm of an `if`
+        the use is not in, and the other arm binds the name too, the name holds either arm's value:
+        the first data-sized one is taken (kornia SIFT's top-K under `if B == 1:` and its batched
+        twin under `else:`)."""
         here = self.branches.get(id(name), frozenset())
-        for line, value, where in reversed(bindings.get(name.id, [])):
-            if line >= name.lineno or any((block, 1 - side) in here for block, side in where):
-                continue
-            if value is not None or where <= here:
-                return value
-        return None
+        reaching = [
+            (value, where)
+            for line, value, where in reversed(bindings.get(name.id, []))
+            if line < name.lineno and not any((block, 1 - side) in here for block, side in where)
+        ]
+        if not reaching:
+            return None
+        value, where = reaching[0]
+        arms = {(block, 1 - side) for block, side in where - here}
+        if value is not None or not arms:
+            return value
+        return next((v for v, w in reaching[1:] if v is not None and w & arms), None)
 
     def _name(self, bindings: dict[str, list], name: ast.Name):
         if name.id in self._scope:  # a comprehension's target: rows or a tuple, never a count
