@@ -26,7 +26,8 @@ When the rewrite gives what the original gives (each checked here; anything else
   (`torch.nn.functional.pad`, constant mode), each padding `t` at the end of one dimension by `A`,
   the name `P` or the expression `K - n`, every other amount 0; `t` is bound earlier in the block;
   `c` reads no name the body binds;
-- the body binds no name that `n` or `K` reads, and `P` is read nowhere else in the function (where
+- no statement binds a name that `n` or `K` reads before a later one computes `K - n` (each
+  statement computes its amount before it binds), and `P` is read nowhere else in the function (where
   the test failed the original left `P` unbound, the rewrite binds 0);
 - the `if` line carries no comment (the rewrite drops that line).
 
@@ -82,10 +83,9 @@ def pad_fix(sf: SourceFile, node: ast.If, sized: DataSized, fn: ast.AST) -> Fix 
     if amounts is None:
         return None
     named, pads = amounts
-    bound = {t.id for s in node.body for t in s.targets}
     read = {n.id for side in (count, limit) for n in walk(side) if isinstance(n, ast.Name)}
-    if bound & read:
-        return None  # the body would change what the pad's amount reads
+    if _rebound_before_read(node.body, shortfall, read):
+        return None
     if named is not None and _read_elsewhere(fn, node, named):
         return None
     block = block_of(fn, node)
@@ -169,6 +169,19 @@ def _end_pad(
         else:
             return False
     return True
+
+
+def _rebound_before_read(body: list[ast.stmt], shortfall: ast.expr, read: set[str]) -> bool:
+    """A statement of the body binds a name that `K - n` reads before a later statement computes
+    `K - n` again: the rewrite would compute it on the new value where the test read the old one.
+    (Each statement computes its amount before it binds: `s = F.pad(s, (0, k - s.size(0)))` reads
+    the `s` the test read, as do the sew and Anima pads in transformers and diffusers.)"""
+    bound: set[str] = set()
+    for stmt in body:
+        if bound & read and any(_same(n, shortfall) for n in walk(stmt.value)):
+            return True
+        bound.update(t.id for t in stmt.targets)
+    return False
 
 
 def _read_elsewhere(fn: ast.AST, node: ast.If, name: str) -> bool:
