@@ -48,7 +48,7 @@ _ROW_METHODS = frozenset(
     {"to", "float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach", "contiguous",
      "flip", "abs", "neg", "unsqueeze", "view", "reshape", "expand", "t", "squeeze", "sort", "argsort",
      "cpu", "cuda", "type", "type_as", "view_as", "round", "floor", "ceil", "exp", "log", "sqrt",
-     "masked_fill", "clamp", "clamp_min", "clamp_max"}
+     "masked_fill"}
 )  # fmt: skip
 _ROW_FUNCTIONS = frozenset(
     {"torch.stack", "torch.cat", "torch.sort", "torch.argsort", "torch.flip", "torch.clamp", "torch.clip",

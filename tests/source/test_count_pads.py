@@ -293,3 +293,24 @@ def test_a_comprehension_of_calls_and_a_cat_of_its_items():
             return totals
     """
     assert _count_lines(source) == [13]
+
+
+def test_a_clamp_of_data_sized_rows_keeps_their_count():
+    """`torch.clamp(x, ...)` is a function here, not a method of `torch` (SOLD2's `num_cand =
+    len(cand_h)` after `cand_h = torch.clamp(...)`); `masked_fill` keeps the rows (SIFT's `-inf`)."""
+    source = """
+    import torch
+
+
+    class Clamped(torch.nn.Module):
+        def forward(self, x: torch.Tensor):
+            rows = x[x > 0]
+            kept = torch.clamp(rows, min=0, max=1)
+            filled = rows.masked_fill(rows > 1, 1.0)
+            if len(kept) > 5:
+                return kept
+            if len(filled) > 5:
+                return filled
+            return x
+    """
+    assert _count_lines(source) == [10, 12]
