@@ -36,7 +36,9 @@ the original's for every count, but where the count is at least `K` the original
 and `F.pad` with a zero pad returns a new tensor (a copy), so a later in-place write to `t` no
 longer reaches the tensor's other names, nor theirs `t`; and a zero pad of a tensor with fewer
 dimensions than the pad names raises where the original skipped the pad (the padded dimension is the
-one `n` measures in the code this fix is for; the lint cannot see ranks, so the message says so).
+one `n` measures in the code this fix is for; the lint cannot see ranks, so the message says so), as
+does a limit that is not a Python int (`torch.sym_max(K - n, 0)` is `0.0` for a float `K` and asserts on
+a tensor one; a float literal gets no fix).
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def _bounds(test: ast.expr, sized: DataSized) -> tuple[ast.expr, ast.expr] | Non
         return None
     if sized.count(count) is None or sized.count(limit) is not None or not _plain_limit(limit):
         return None
+    if isinstance(limit, ast.Constant) and type(limit.value) is not int:
+        return (
+            None  # `torch.sym_max(2.5 - n, 0)` is 0.0 where the count is above it, and `F.pad` raises on it
+        )
     return count, limit
 
 
@@ -254,7 +260,9 @@ def _rewrite(
         f"`{sf.segment(limit)}` the original's pad, at or above it a pad of zero) and no test of the "
         "unbacked count while compiling; a guard here would pad by a negative amount (cropping) or not "
         "at all. Unsafe: where the count is at least the limit the original kept each tensor itself and "
-        "the fixed code holds a copy (a later in-place write no longer reaches its other names), and a "
-        "zero pad of a tensor with fewer dimensions than the pad names raises where the original skipped it"
+        "the fixed code holds a copy (a later in-place write no longer reaches its other names); a zero "
+        "pad of a tensor with fewer dimensions than the pad names raises where the original skipped it; "
+        f"and it assumes `{sf.segment(limit)}` is a Python int (a float or tensor limit makes the zero pad or "
+        "`sym_max` raise)"
     )
     return Fix(Applicability.UNSAFE, message, (sf.replace(node, content),), imports)

@@ -152,6 +152,7 @@ def test_the_pad_is_rewritten_and_equal_at_every_count(body):
             "a count read from a tensor padded before",
             "if s.size(0) < k:\n    s = F.pad(s, (0, k - s.size(0)))\n    s = F.pad(s, (0, k - s.size(0)))\n",
         ),
+        ("a float limit", "if n < 2.5:\n    s = F.pad(s, (0, 2.5 - n))\n"),
         ("a value read from the body", "if n < k:\n    pad = k - n\n    s = F.pad(s, (0, pad), value=pad)\n"),
     ],
 )
