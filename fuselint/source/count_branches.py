@@ -31,7 +31,8 @@ needs the branches as functions of tensors (NOTES, fix12).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from fuselint.findings import Applicability, Fix
 from fuselint.source.dataflow import FIX_OPS
@@ -46,7 +47,8 @@ _SIZE_METHODS = frozenset({"numel", "nelement"})
 _ROW_METHODS = frozenset(
     {"to", "float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach", "contiguous",
      "flip", "abs", "neg", "unsqueeze", "view", "reshape", "expand", "t", "squeeze", "sort", "argsort",
-     "cpu", "cuda", "type", "type_as", "view_as", "round", "floor", "ceil", "exp", "log", "sqrt"}
+     "cpu", "cuda", "type", "type_as", "view_as", "round", "floor", "ceil", "exp", "log", "sqrt",
+     "masked_fill"}
 )  # fmt: skip
 _ROW_FUNCTIONS = frozenset(
     {"torch.stack", "torch.cat", "torch.sort", "torch.argsort", "torch.flip", "torch.clamp", "torch.clip",
@@ -54,85 +56,216 @@ _ROW_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Items:
+    """A tuple some of whose items hold rows sized by the data: (position, the line of the op they
+    come from) pairs (a helper's `return best, frames, filled`, `sized_calls`)."""
+
+    lines: tuple[tuple[int, int], ...]
+
+    def at(self, position: int) -> int | None:
+        return dict(self.lines).get(position)
+
+
+@dataclass(frozen=True)
+class Each:
+    """A list (a comprehension) each of whose elements is `element`: data-sized rows (a line) or an
+    `Items` tuple (kornia SIFT's `[self._process_octave(...) for i in range(n_oct)]`)."""
+
+    element: int | Items
+
+
 class DataSized:
     """Which expressions of one function hold a result sized by the data, and which numbers are
-    its count. `roots`: ids of the ops FL106 flags there (and calls of FL106's fixed ops)."""
+    its count. `roots`: ids of the ops FL106 flags there (and calls of FL106's fixed ops, and of
+    helpers that return a data-sized value: `sized_calls`); `params`: the parameters a caller
+    fills with rows sized by the data (`sized_calls`), whose count is their first dimension only
+    (`boxes.shape[-1] != 4` checks a width the caller's code fixes); `items`: ids of calls of
+    helpers that return a tuple with data-sized items, with those items' positions."""
 
-    def __init__(self, fn: ast.AST, roots: set[int], sf: SourceFile) -> None:
+    def __init__(
+        self,
+        fn: ast.AST,
+        roots: set[int],
+        sf: SourceFile,
+        params: Mapping[str, int] | None = None,
+        strict: bool = False,
+        items: Mapping[int, frozenset[int]] | None = None,
+    ) -> None:
         self.roots = roots
+        self.items = items or {}
         self.sf = sf
+        # the targets of the comprehension being read: name -> what it holds (None: nothing sized)
+        self._scope: dict[str, int | Items | None] = {}
+        # `x[i]` at a tensor or name `i` has `i`'s rows, not `x`'s (what crosses a call is read so)
+        self.strict = strict
         # name -> its bindings in line order: (line, the line of the data-sized op it holds / the
         # value it counts, or None)
         self.names: dict[str, list[tuple[int, int | None, Branches]]] = {}
-        self.counts: dict[str, list[tuple[int, str | None, Branches]]] = {}
+        self.counts: dict[str, list[tuple[int, Count | None, Branches]]] = {}
+        self.structures: dict[str, list[tuple[int, Items | Each | None, Branches]]] = {}
         self.branches = _branches(fn)
+        # A parameter is bound on the `def` line, above every use; its rows carry a negative number
+        # in place of an op's line, one per source in the callers (`sized_calls`): two parameters
+        # filled from one op have one count.
+        line = getattr(fn, "lineno", 0)
+        for name, source in sorted((params or {}).items()):
+            self.names[name] = [(line, source, frozenset())]
         for stmt in sorted(
-            (n for n in walk(fn) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)
+            (n for n in walk(fn) if isinstance(n, ast.Assign) or (isinstance(n, ast.AnnAssign) and n.value)),
+            key=lambda n: (n.lineno, n.col_offset),
         ):
             self._bind(stmt)
 
-    def _bind(self, stmt: ast.Assign) -> None:
+    def _bind(self, stmt: ast.Assign | ast.AnnAssign) -> None:
         line = self.sized(stmt.value)
         counted = self.count(stmt.value)
-        for target in stmt.targets:
+        structure = self.structure(stmt.value) if line is None else None
+        where = self.branches.get(id(stmt), frozenset())
+        for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
             names = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
-            for name in names:
+            for position, name in enumerate(names):
                 if isinstance(name, ast.Name):
-                    where = self.branches.get(id(stmt), frozenset())
-                    self.names.setdefault(name.id, []).append((stmt.lineno, line, where))
+                    held = line
+                    if held is None and len(names) > 1 and isinstance(structure, Items):
+                        held = structure.at(position)  # `best, frames, filled = helper(...)`
+                    self.names.setdefault(name.id, []).append((stmt.lineno, held, where))
                     one = counted if len(names) == 1 and line is None else None
                     self.counts.setdefault(name.id, []).append((stmt.lineno, one, where))
+                    kept = structure if len(names) == 1 else None
+                    self.structures.setdefault(name.id, []).append((stmt.lineno, kept, where))
 
     def _latest(self, bindings: dict[str, list], name: ast.Name):
-        """What `name` was last bound to above its use, by a binding that can reach it: not one on a
-        later line (an `else` below), nor one in the other branch of an `if` the use sits in
-        (seamless_m4t's `hidden_states = repeat_interleave(...)` under `if`, then a test of
-        `hidden_states.shape[0]` under its `else`)."""
+        """What `name` holds where it is used: the last binding above the use that can reach it (not
+        one on a later line, an `else` below, nor one in the other branch of an `if` the use sits in:
+        seamless_m4t's `hidden_states = repeat_interleave(...)` under `if`, then a test of
+        `hidden_states.shape[0]` under its `else`). Where that binding sits in one arm of an `if`
+        the use is not in, and the other arm binds the name too, the name holds either arm's value:
+        the first data-sized one is taken (kornia SIFT's top-K under `if B == 1:` and its batched
+        twin under `else:`)."""
         here = self.branches.get(id(name), frozenset())
-        return next(
-            (
-                value
-                for line, value, where in reversed(bindings.get(name.id, []))
-                if line < name.lineno and not any((block, 1 - side) in here for block, side in where)
-            ),
-            None,
-        )
+        reaching = [
+            (value, where)
+            for line, value, where in reversed(bindings.get(name.id, []))
+            if line < name.lineno and not any((block, 1 - side) in here for block, side in where)
+        ]
+        if not reaching:
+            return None
+        value, where = reaching[0]
+        arms = {(block, 1 - side) for block, side in where - here}
+        if value is not None or not arms:
+            return value
+        return next((v for v, w in reaching[1:] if v is not None and w & arms), None)
+
+    def _name(self, bindings: dict[str, list], name: ast.Name):
+        if name.id in self._scope:  # a comprehension's target: rows or a tuple, never a count
+            held = self._scope[name.id]
+            if bindings is self.names:
+                return held if isinstance(held, int) else None
+            return held if bindings is self.structures and isinstance(held, Items) else None
+        return self._latest(bindings, name)
+
+    def structure(self, expr: ast.expr) -> Items | Each | None:
+        """What a tuple or list `expr` holds, where some of its parts are data-sized: a call of a
+        helper that returns such a tuple (`items`), a name bound to one, a comprehension of them."""
+        if id(expr) in self.items:
+            return Items(tuple((position, expr.lineno) for position in sorted(self.items[id(expr)])))
+        if isinstance(expr, ast.Name):
+            return self._name(self.structures, expr)
+        if isinstance(expr, ast.ListComp | ast.GeneratorExp):
+            element = self._element(expr)
+            return Each(element) if element is not None else None
+        return None
+
+    def _element(self, comp: ast.ListComp | ast.GeneratorExp) -> int | Items | None:
+        """What each element of a one-generator comprehension holds, its target bound to what the
+        iterable's elements hold (`[r[0] for r in results]`)."""
+        if len(comp.generators) != 1 or not isinstance(comp.generators[0].target, ast.Name):
+            return None
+        generator = comp.generators[0]
+        iterated = self.structure(generator.iter)
+        target = generator.target.id
+        saved = self._scope.get(target, ...)
+        self._scope[target] = iterated.element if isinstance(iterated, Each) else None
+        try:
+            element = self.sized(comp.elt)
+            return element if element is not None else self._items(comp.elt)
+        finally:
+            if saved is ...:
+                del self._scope[target]
+            else:
+                self._scope[target] = saved
+
+    def _items(self, expr: ast.expr) -> Items | None:
+        found = self.structure(expr)
+        return found if isinstance(found, Items) else None
 
     def sized(self, expr: ast.expr) -> int | None:
         """The line of the data-sized op whose rows `expr` holds, else None."""
         if id(expr) in self.roots:
             return expr.lineno
         if isinstance(expr, ast.Name):
-            return self._latest(self.names, expr)
+            return self._name(self.names, expr)
         if isinstance(expr, ast.Call):
             func = expr.func
             if isinstance(func, ast.Name) and func.id.startswith(FIX_OPS):
                 return expr.lineno
             if isinstance(func, ast.Attribute) and func.attr in _ROW_METHODS:
                 return self.sized(func.value)
+            if self.sf.imports.qualname(func) == "torch.arange" and len(expr.args) == 1:
+                counted = self.count(expr.args[0])  # `torch.arange(idx.size(0))`: as many rows
+                return counted.source if counted is not None else None
             if self.sf.imports.qualname(func) in _ROW_FUNCTIONS and expr.args:
                 first = expr.args[0]
+                if isinstance(
+                    first, ast.ListComp | ast.GeneratorExp
+                ):  # `torch.cat([r[0] for r in results], 1)`
+                    element = self._element(first)
+                    return element if isinstance(element, int) else None
                 parts = first.elts if isinstance(first, ast.Tuple | ast.List) else [first]
                 return next((line for p in parts if (line := self.sized(p)) is not None), None)
-            return None
+            return self._top_k(expr)
+        if isinstance(expr, ast.Subscript) and _constant(expr.slice):
+            items = self._items(expr.value)  # `r[0]` of a tuple a helper returns
+            if items is not None and isinstance(expr.slice, ast.Constant):
+                return items.at(expr.slice.value) if type(expr.slice.value) is int else None
         if isinstance(expr, ast.Subscript):
             # rows of a data-sized value, or any tensor read at a data-sized index tensor
             index = expr.slice.elts if isinstance(expr.slice, ast.Tuple) else [expr.slice]
-            return self.sized(expr.value) or next(
+            read_at = next(
                 (line for p in index if not isinstance(p, ast.Slice) and (line := self.sized(p)) is not None),
                 None,
             )
+            if self.strict and any(not isinstance(p, ast.Slice) and not _constant(p) for p in index):
+                return read_at  # `x[idx]` has as many rows as `idx` (kornia's `junctions[nms(...)]`)
+            return self.sized(expr.value) or read_at
         if isinstance(expr, ast.BinOp):
             return self.sized(expr.left) or self.sized(expr.right)
         if isinstance(expr, ast.UnaryOp):
             return self.sized(expr.operand)
         return None
 
-    def count(self, expr: ast.expr) -> str | None:
+    def _top_k(self, call: ast.Call) -> int | None:
+        """`torch.topk(x, k)` or `x.topk(k)` with a count for `k` (SIFT's `min(num_feats,
+        nms_idx.shape[0])`): as many values and indices as the data has."""
+        func = call.func
+        if self.sf.imports.qualname(func) == "torch.topk":
+            k = call.args[1] if len(call.args) > 1 else None
+        elif (
+            isinstance(func, ast.Attribute) and func.attr == "topk" and self.sf.imports.qualname(func) is None
+        ):
+            k = call.args[0] if call.args else None
+        else:
+            return None
+        k = next((kw.value for kw in call.keywords if kw.arg == "k"), k)
+        counted = self.count(k) if k is not None else None
+        return counted.source if counted is not None else None
+
+    def count(self, expr: ast.expr) -> Count | None:
         """What `expr` counts when it is the length of a data-sized value (`len(x)`, `x.shape[0]`,
         `x.size(0)`, `x.numel()`, a name bound to one, `min`/`max`/arithmetic of one), else None."""
         if isinstance(expr, ast.Name):
-            return self._latest(self.counts, expr)
+            return self._name(self.counts, expr)
         if isinstance(expr, ast.Call):
             func = expr.func
             if isinstance(func, ast.Name) and func.id == "len" and len(expr.args) == 1:
@@ -142,11 +275,11 @@ class DataSized:
             if isinstance(func, ast.Attribute) and func.attr in _SIZE_METHODS and not expr.args:
                 return self._counted(func.value)
             if isinstance(func, ast.Attribute) and func.attr == "size" and len(expr.args) == 1:
-                return self._counted(func.value)
+                return self._counted(func.value, expr.args[0])
             return None
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
             if expr.value.attr == "shape":  # x.shape[0]
-                return self._counted(expr.value.value)
+                return self._counted(expr.value.value, expr.slice)
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Call):
             func = expr.value.func  # x.size()[0]
             if isinstance(func, ast.Attribute) and func.attr == "size" and not expr.value.args:
@@ -155,8 +288,37 @@ class DataSized:
             return self.count(expr.left) or self.count(expr.right)
         return None
 
-    def _counted(self, value: ast.expr) -> str | None:
-        return self.sf.segment(value) if self.sized(value) is not None else None
+    def _counted(self, value: ast.expr, dim: ast.expr | None = None) -> Count | None:
+        line = self.sized(value)
+        if line is None:
+            return None
+        if line < 0 and dim is not None and not _first(dim):
+            return None  # a caller's rows: only their count is the data's
+        return Count(self.sf.segment(value), line)
+
+
+class Count(str):
+    """What a count counts (`len(idx)` -> "idx"), with the line of the data-sized op it comes from
+    (`source`; negative for a caller's, `DataSized.params`): two counts of one source are one size."""
+
+    source: int
+
+    def __new__(cls, text: str, source: int) -> Count:
+        made = super().__new__(cls, text)
+        made.source = source
+        return made
+
+
+def _constant(expr: ast.expr) -> bool:
+    """`0`, `-1`, `None`, `...`: an index that reads no tensor."""
+    if isinstance(expr, ast.UnaryOp):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant)
+
+
+def _first(dim: ast.expr) -> bool:
+    """`0` (the rows' dimension)."""
+    return isinstance(dim, ast.Constant) and type(dim.value) is int and dim.value == 0
 
 
 # The `if` statements a node sits in, each with its side: (id of the `if`, 0 body / 1 else).
@@ -210,6 +372,9 @@ def side(compare: ast.Compare, sized: DataSized, raises: bool) -> tuple[str, str
         op = _FLIPPED.get(op)
     if counted is None or op is None:
         return None
+    other = sized.count(right)
+    if other is not None and other.source == counted.source:
+        return None  # one size (`x[m]` and a read at its rows): dynamo knows they agree
     if raises:
         return (
             "guard_or_false",

@@ -546,9 +546,11 @@ def _rule_findings(
     calls: tuple[Call, ...] = ()
     if functions:
         from fuselint.source.dataflow import flows
+        from fuselint.source.sized_calls import file_sized
 
         try:
-            calls = outgoing_calls(sf.path, flows(functions, sf.imports), summary)
+            found = flows(functions, sf.imports)
+            calls = outgoing_calls(sf.path, found, summary, file_sized(sf, found).arguments)
         except RecursionError:
             calls = ()
     local = frozenset(m.chain[-1] for m in functions if m.via is None and m.chain)

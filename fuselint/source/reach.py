@@ -586,6 +586,9 @@ class Call(NamedTuple):
     # self.scheduler.step(out, t, x)` gives ((1, "timesteps"),). The callee's class decides what
     # they are (`dataflow.iterated_parameters`): the elements of its tensor `self.timesteps`.
     elements: tuple[tuple[int | str, str], ...] = ()
+    # Arguments that hold rows sized by the data (`sized_calls`): (position or keyword, sized by
+    # one of FL106's fixed ops, their source). The callee's parameter is data-sized in this call only.
+    sized: tuple[tuple[int | str, bool, tuple], ...] = ()
 
 
 def function_name(fn) -> str:
@@ -599,8 +602,14 @@ def entry_path(path: str, fn) -> tuple[str, ...]:
     return (f"{path}:{chain[0]}", *chain[1:]) if fn.via is None else chain
 
 
-def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, ...]:
-    """The calls out of a file's analysed functions (`flows`), with their arguments' kinds."""
+def outgoing_calls(
+    path: str,
+    flows: list,
+    summary: FileSummary,
+    sized: Mapping[int, tuple[tuple[int | str, bool, tuple], ...]] | None = None,
+) -> tuple[Call, ...]:
+    """The calls out of a file's analysed functions (`flows`), with their arguments' kinds and, in
+    `sized` (by the call node's id), which of them hold rows sized by the data."""
     found: set[Call] = set()
     assigned: dict[int, frozenset[str]] = {}  # class node id -> the attributes its methods set on self
     handed_by: dict[int, frozenset[str]] = {}  # class node id -> what `__init__` stores as handed
@@ -679,11 +688,14 @@ def outgoing_calls(path: str, flows: list, summary: FileSummary) -> tuple[Call, 
                 for k in site.node.keywords
             )
             elements = _iterated_arguments(site.node, iterated) if iterated else ()
+            rows = sized.get(id(site.node), ()) if sized else ()
             for form, qualname, attr, label in targets:
                 through = (*via, label) if label else via
                 kept = elements if form == "stored" else ()
                 found.add(
-                    Call(form, qualname, attr, tuple(args), keywords, through, site.path or fn.side, kept)
+                    Call(
+                        form, qualname, attr, tuple(args), keywords, through, site.path or fn.side, kept, rows
+                    )
                 )
     return tuple(sorted(found, key=_call_key))
 
@@ -698,6 +710,7 @@ def _call_key(call: Call) -> tuple:
         repr(call.keywords),
         call.side or "",
         repr(call.elements),
+        repr(call.sized),
     )
 
 
@@ -1529,6 +1542,7 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
     kinds every caller passed."""
     merged: dict[tuple[str, str], tuple[tuple[str, ...], list[set], dict[str, set], set]] = {}
     iterated: dict[tuple[str, str], set[tuple[int | str, str, str]]] = {}
+    sized: dict[tuple[str, str], set[tuple[int | str, bool, tuple[str, ...], tuple]]] = {}
     best: dict[tuple[str, str], tuple] = {}
     for _caller, file_calls in sorted(calls, key=lambda item: item[0]):
         for call in file_calls:
@@ -1557,6 +1571,10 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                     where = where + shift if isinstance(where, int) else where
                     if not isinstance(where, int) or where >= 0:
                         iterated.setdefault(key, set()).add((where, attr, call.via[0]))
+                for where, fixed, source in call.sized if not name.endswith("__post_init__") else ():
+                    where = where + shift if isinstance(where, int) else where
+                    if not isinstance(where, int) or where >= 0:
+                        sized.setdefault(key, set()).add((where, fixed, (*call.via, name), source))
     roots: dict[str, list[Reached]] = {}
     for (path, name), (via, args, keywords, sides) in sorted(merged.items()):
         roots.setdefault(path, []).append(
@@ -1568,9 +1586,19 @@ def reach_roots(index: Index, calls: Iterable[tuple[str, Iterable[Call]]]) -> di
                 # On a side road only when every call is: one call on the normal path makes it normal.
                 None if "" in sides else min(sides),
                 tuple(sorted(iterated.get((path, name), ()), key=repr)),
+                _best_sized(sized.get((path, name), set())),
             )
         )
     return {path: tuple(found) for path, found in roots.items()}
+
+
+def _best_sized(found: set[tuple[int | str, bool, tuple[str, ...], tuple]]) -> tuple:
+    """One entry per position or keyword: sized by a fixed op where some call is, then the
+    shortest path, then the first in sort order (the call the finding names)."""
+    best: dict[int | str, tuple[int | str, bool, tuple[str, ...], tuple]] = {}
+    for entry in sorted(found, key=lambda e: (repr(e[0]), not e[1], len(e[2]), e[2], repr(e[3]))):
+        best.setdefault(entry[0], entry)
+    return tuple(best[k] for k in sorted(best, key=repr))
 
 
 def _via_rank(call: Call) -> tuple:

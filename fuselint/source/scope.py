@@ -93,6 +93,9 @@ class ModelFunction:
     # The type aliases the file's annotations may name, its own and those it imports from other
     # files of the tree: (name, the alias's text), sorted (`fuselint.source.aliases`).
     aliases: tuple[tuple[str, str], ...] = ()
+    # Parameters a caller in another file fills with rows sized by the data (`sized_calls`):
+    # (parameter, sized by one of FL106's fixed ops, the path of that call, the rows' source), sorted.
+    sized: tuple[tuple[str, bool, tuple[str, ...], tuple], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,10 @@ class Reached:
     # Arguments that are elements a caller iterates from the receiver's own attribute: (position
     # after the bound one or keyword, attribute, the caller's entry), as `reach.Call.elements`.
     elements: tuple[tuple[int | str, str, str], ...] = ()
+    # Arguments a caller fills with rows sized by the data: (position after the bound one or
+    # keyword, sized by a fixed op, the path of that call, callee included, the rows' source), as
+    # `reach.Call.sized`.
+    sized: tuple[tuple[int | str, bool, tuple[str, ...], tuple], ...] = ()
 
 
 def _fullgraph(call: ast.Call) -> bool:
@@ -267,10 +274,14 @@ def model_functions(
     found: dict[int, ModelFunction] = {}
     work: list[ModelFunction] = []
 
-    def add(fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=(), elements=()) -> None:
+    def add(
+        fn, cls, reason: str, via=None, given=(), chain=None, side=None, left=(), elements=(), sized=()
+    ) -> None:
         if id(fn) not in found and not _opaque_op(fn, imports):
             chain = chain or (f"{cls.name}.{fn.name}" if cls is not None else fn.name,)
-            found[id(fn)] = ModelFunction(fn, cls, reason, via, given, chain, side, left, elements)
+            found[id(fn)] = ModelFunction(
+                fn, cls, reason, via, given, chain, side, left, elements, sized=sized
+            )
             work.append(found[id(fn)])
 
     distributions = distribution_classes(tree, imports) if methods else set()
@@ -350,6 +361,10 @@ def model_functions(
         if elements and id(fn) in found:
             known = found[id(fn)]
             found[id(fn)] = replace(known, elements=tuple(sorted({*known.elements, *elements})))
+        sized = _sized(fn, cls is not None, root)
+        if sized and id(fn) in found:
+            known = found[id(fn)]
+            found[id(fn)] = replace(known, sized=_joined_sized(known.sized, sized))
         add(
             fn,
             cls,
@@ -360,6 +375,7 @@ def model_functions(
             root.side,
             _left(fn, cls is not None, root),
             elements,
+            sized,
         )
     close()
     # methods that another file's entry calls too: callers whose guards we do not read
@@ -549,6 +565,31 @@ def _elements(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, 
         elif where in named:
             found.add((where, attr, caller))
     return tuple(sorted(found))
+
+
+def _sized(
+    fn: FunctionNode, bound: bool, root: Reached
+) -> tuple[tuple[str, bool, tuple[str, ...], tuple], ...]:
+    """The parameters of `fn` that a caller fills with rows sized by the data (`Reached.sized`)."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    if bound and not static:
+        params = params[1:]
+    named = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    found = []
+    for where, fixed, path, source in root.sized:
+        name = params[where] if isinstance(where, int) and where < len(params) else where
+        if isinstance(name, str) and name in named:
+            found.append((name, fixed, path, source))
+    return _joined_sized((), tuple(found))
+
+
+def _joined_sized(known: tuple, more: tuple) -> tuple:
+    """One entry per parameter: sized by a fixed op where some call is, then the shortest path."""
+    best: dict[str, tuple] = {}
+    for entry in sorted((*known, *more), key=lambda e: (e[0], not e[1], len(e[2]), e[2], repr(e[3]))):
+        best.setdefault(entry[0], entry)
+    return tuple(best[name] for name in sorted(best))
 
 
 def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -89,6 +89,7 @@ BREAK_FIXES = {
         "decide it with `guard_or_",
         "test_count_branches.py",
     ),
+    "count_pads:_rewrite": ("pad_to_count.py", "pad without the test, by `", "test_count_pads.py"),
     "hit_loops:every_index": (
         "hit_experts.py",
         "loop over every index of the hit test",

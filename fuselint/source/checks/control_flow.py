@@ -39,6 +39,7 @@ from fuselint.source.checks._shared import atom, finding, has_comment, one_row_r
 from fuselint.source.checks.dynamic_shapes import data_sized_roots
 from fuselint.source.checks.stored_lambdas import stored_lambda_tests
 from fuselint.source.count_branches import DataSized, count_branch_fix, describe_counts
+from fuselint.source.count_pads import pad_fix, pads_to_count
 from fuselint.source.dataflow import (
     BOOL,
     DIM,
@@ -62,6 +63,7 @@ from fuselint.source.module import SourceFile, newline_of
 from fuselint.source.nodes import walk
 from fuselint.source.paths import AFTER_FIX
 from fuselint.source.scope import ModelFunction
+from fuselint.source.sized_calls import file_sized
 
 # Calls that turn a tensor into a Python value (so a test on them depends on tensor values).
 # `.item()`, `.tolist()`, `bool(t)`, `int(t)` and `float(t)` are left to FL101, which reports the
@@ -669,13 +671,15 @@ def data_dependent_control_flow(
 ) -> Iterable[Finding]:
     for flow in flows(functions, sf.imports):
         found = list(_tests(sf, flow, rule))
-        found += _count_tests(sf, flow, rule, {f.span.line for f in found})
+        found += _count_tests(sf, functions, flow, rule, {f.span.line for f in found})
         yield from found
         yield from _host_comparisons(sf, flow, rule, {f.span.line for f in found})
     yield from stored_lambda_tests(sf, functions, rule)
 
 
-def _count_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[int]) -> list[Finding]:
+def _count_tests(
+    sf: SourceFile, functions: list[ModelFunction], flow: FunctionFlow, rule: Rule, flagged: set[int]
+) -> list[Finding]:
     """`if len(idx) > limit:` where `idx` is sized by the data (`nonzero`, a mask read): once FL106's
     fix keeps that op in the graph, its count is an unbacked size and dynamo breaks at the test
     ("Could not guard on data-dependent expression", torch 2.13: kornia ALIKED, SOLD2, SIFT); before
@@ -684,34 +688,81 @@ def _count_tests(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[in
     if not sites:
         return []
     roots = data_sized_roots(sf, flow)
-    fixed_ops = FIX_OPS in sf.text
-    if not roots and not fixed_ops:
+    across = file_sized(sf, flows(functions, sf.imports))
+    params = across.params.get(id(flow.fn.node), {})
+    returned = sorted(
+        {
+            callee.node.name
+            for site in flow.of(ast.Call)
+            if (callee := across.callees.get(id(site.node))) is not None
+            and (id(callee.node) in across.returns or across.items.get(id(callee.node)))
+        }
+    )
+    if not roots and FIX_OPS not in sf.text and not params and not returned:
         return []
-    sized = DataSized(flow.fn.node, roots, sf)
-    # Only the results of FL106's fixed ops (`_fuselint_...` calls): a count sized by nothing else breaks
-    # at the op that sizes it, and here only once that op is fixed (the next `--fix` round flags it normal).
-    after_fix = DataSized(flow.fn.node, set(), sf) if fixed_ops and roots else None
+    sized = across.sized(flow, roots)
+    # Only the results of FL106's fixed ops (`_fuselint_...` calls, and what they size across calls): a
+    # count sized by nothing else breaks at the op that sizes it, and here only once that op is fixed
+    # (the next `--fix` round flags it normal).
+    after_fix = across.sized(flow, roots, fixed_only=True)
     out = []
     for site in sites:
         counts, fix = count_branch_fix(sf, site.node, sized)
-        if not counts:
+        if counts and pads_to_count(sf, site.node, sized):
+            fix = pad_fix(sf, site.node, sized, flow.fn.node)  # no guard: it would crop or never pad
+        if not counts or (params and _not_tensors_here(counts, params, flow, site.env)):
             continue
         path = site.path
-        if (
-            path is None
-            and roots
-            and not (after_fix is not None and count_branch_fix(sf, site.node, after_fix)[0])
-        ):
+        if path is None and not count_branch_fix(sf, site.node, after_fix)[0]:
             path = AFTER_FIX
         read = describe_counts(counts, sized)
         what = "counts of results" if ", " in read else "the count of a result"
+        source = _sizing_calls(counts, sized, params, every=not roots) or (
+            "a `nonzero` or mask read above"
+            if roots or not returned
+            else f"returned by `{'`, `'.join(returned)}`: a `nonzero` or mask read there"
+        )
         message = (
-            f"the test compares {read}, {what} sized by the data (a `nonzero` or mask read above): "
+            f"the test compares {read}, {what} sized by the data ({source}): "
             "dynamo breaks at that op, and once FL106's fix keeps it in the graph, here, since Python must "
             "know the count to pick a path (an unbacked size)"
         )
         out.append(finding(sf, rule, site.node.test, message, fix, path=path))
     return out
+
+
+def _not_tensors_here(counts: list, params: dict, flow: FunctionFlow, env: Env) -> bool:
+    """A counted parameter that the code shows is a tuple or a host value where it is tested (torch_geometric's
+    `maybe_num_nodes` under `elif isinstance(edge_index, tuple):`, called with a tensor): that branch never
+    runs for the call that sizes it."""
+    return any(
+        isinstance(node, ast.Name) and node.id in params and flow.kind(node, env) in (TUPLE, *HOST)
+        for cmp, _, _ in counts
+        for operand in (cmp.left, *cmp.comparators)
+        for node in walk(operand)
+    )
+
+
+def _sizing_calls(counts: list, sized: DataSized, params: dict[str, tuple], every: bool) -> str:
+    """Where the parameters a test counts come from: "`boxes`, `scores` as the call a → b → nms
+    passes them (...)"; "" when the test counts none."""
+    by_path: dict[tuple[str, ...], list[str]] = {}
+    for cmp, _, _ in counts:
+        for operand in (cmp.left, *cmp.comparators):
+            if sized.count(operand) is None:
+                continue
+            for node in walk(operand):
+                if isinstance(node, ast.Name) and node.id in params:
+                    names = by_path.setdefault(params[node.id][1], [])
+                    if f"`{node.id}`" not in names:
+                        names.append(f"`{node.id}`")
+    if not by_path and every:  # a count of a value made from them (`x = input.to(dtype)`), no op here
+        for name, (_fixed, path, _source) in sorted(params.items()):
+            by_path.setdefault(path, []).append(f"`{name}`")
+    return "; ".join(
+        f"{', '.join(names)} as the call {' → '.join(path)} passes them: a `nonzero` or mask read there"
+        for path, names in by_path.items()
+    )
 
 
 def _host_comparisons(sf: SourceFile, flow: FunctionFlow, rule: Rule, flagged: set[int]) -> Iterable[Finding]:

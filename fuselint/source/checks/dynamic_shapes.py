@@ -264,7 +264,17 @@ def resumed_method_calls(
 
 def data_sized_roots(sf: SourceFile, flow: FunctionFlow) -> set[int]:
     """Ids of the ops of `flow` whose output FL106 flags as sized by the data (its mask reads and
-    calls): where a count the data decides starts (`count_branches.DataSized`)."""
+    calls): where a count the data decides starts (`count_branches.DataSized`). Made once per file
+    analysis: FL102 and `sized_calls` ask for every function."""
+    # Beside the flows (`dataflow.flows`), which a later round of a kept file makes anew.
+    made = made_once("flows", None, lambda _: {})
+    found = made.get(("data_sized_roots", id(flow)))
+    if found is None:
+        found = made["data_sized_roots", id(flow)] = (flow, _data_sized_roots(sf, flow))
+    return found[1]
+
+
+def _data_sized_roots(sf: SourceFile, flow: FunctionFlow) -> set[int]:
     ctc_modules = ctc_attributes(flow.fn.cls, sf)
     roots = {id(s.node) for s in flow.of(ast.Call) if _dynamic_call(s, flow, sf, ctc_modules) is not None}
     return roots | {id(s.node) for s in flow.of(ast.Subscript) if _boolean_index(s, flow) is not None}
