@@ -49,10 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     model, args = M.build(a.model)
     model, args = M._to(model, args, "cuda", getattr(torch, a.dtype))
     for backend in a.backends.split(","):
-        compiled = M.compile_with(backend, model)
+        compiled = M.warmed(backend, model, args)
         with torch.no_grad():
-            for _ in range(3):
-                compiled(*args)
             rows = kernel_table(lambda: compiled(*args), a.calls)  # noqa: B023
         total = sum(r[1] for r in rows)
         print(f"== {a.model} {backend}: {total:g} kernels, {sum(r[2] for r in rows):.0f} GPU µs per call")

@@ -199,6 +199,16 @@ def compile_with(backend: str, model):
     raise KeyError(backend)
 
 
+def warmed(backend: str, model, args: tuple, calls: int = 3):
+    """`model` compiled under `backend` and called `calls` times without grad (compiled, autotuned,
+    caches filled): what the profiling scripts then measure."""
+    compiled = compile_with(backend, model)
+    with torch.no_grad():
+        for _ in range(calls):
+            compiled(*args)
+    return compiled
+
+
 # -- measurements -------------------------------------------------------------------------
 def host_us(fn, calls: int = 30) -> float:
     """Python time to issue one call while the GPU has a long queue ahead of it: a call that

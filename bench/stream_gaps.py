@@ -119,10 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     model, args = M.build(a.model)
     model, args = M._to(model, args, "cuda", getattr(torch, a.dtype))
     for backend in a.backends.split(","):
-        compiled = M.compile_with(backend, model)
+        compiled = M.warmed(backend, model, args)
         with torch.no_grad():
-            for _ in range(3):
-                compiled(*args)
             events = profile_calls(lambda: compiled(*args), a.calls)  # noqa: B023
         calls = split_calls(events)
         s = summarize([call_stats(end, evs) for end, evs in calls], a.top)
