@@ -44,6 +44,7 @@ from fuselint.source.reach import (
     summarize,
 )
 from fuselint.source.scope import ModelFunction, Reached, innermost_function, model_functions
+from fuselint.source.scripted import scripted_lines, without_scripted_fixes
 from fuselint.source.sites import in_site, site_codes
 from fuselint.source.unresumable import CODE as UNRESUMABLE
 from fuselint.source.unresumable import BrokenPath, FreshCall, broken_paths, fresh_calls, unresumable
@@ -483,6 +484,10 @@ def _check(
         findings, calls, local, patterns, functions = _rule_findings(
             sf, enabled, config, reached, summary, patterns
         )
+        if findings and "jit" in sf.text:  # no fix in code TorchScript compiles (`scripted`)
+            spans = scripted_lines(sf.tree, sf.imports)
+            if spans:
+                findings = without_scripted_fixes(findings, spans)
     else:
         patterns = None
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
