@@ -234,6 +234,10 @@ NO_FIX = {
     ("sold2_detector.py", "torch.where(prob >= prob_thresh)"): "(untuned16) the junctions are the "
     "heatmap's points above the threshold: their number sizes every later tensor and the output",
     ("sold2_detector.py", "prob[prob >= prob_thresh]"): "(untuned16) the junctions' scores (the line above)",
+    ("bbox.py", "while order.shape[0] > 0"): "(xfn22, pad23) NMS's size check is decided now "
+    "(FL102's guard fix, the counts carried across the call), and dynamo breaks at the greedy loop right "
+    "after it, as xfn22 measured: a loop that runs once per kept box, each pass a data-dependent read "
+    "(the next site); the boxes kept are the returned count",
     ("bbox.py", "x1[order[1:]]"): "(untuned16) greedy NMS (`while order.shape[0] > 0`): a data-dependent "
     "read inside a loop that runs once per kept box; the boxes kept are the data's (the returned count)",
     # torch_geometric's layers (UNTUNED16)
