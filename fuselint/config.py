@@ -60,12 +60,23 @@ class Config:
     force_exclude: bool = False
     fix: bool = False
     unsafe_fixes: bool = False
+    # Rules (codes, prefixes, ALL) whose unsafe fixes count as safe, and whose safe fixes count as
+    # unsafe, as ruff's settings of the same names: a project that accepts a composite's rounding
+    # (FL2) takes those fixes with `--fix` without every unsafe break fix. Unsafe wins where both name a rule.
+    extend_safe_fixes: tuple[str, ...] = ()
+    extend_unsafe_fixes: tuple[str, ...] = ()
     extra_rules: tuple[str, ...] = ()
     entries: tuple[str, ...] = ()
     # `name` or `Class.method` patterns of functions the project compiles outside any forward
     # (a scheduler's `step` in a compiled sampling loop): linted as if decorated with torch.compile.
     traced_functions: tuple[str, ...] = ()
     root: Path = field(default=Path("."), compare=False)
+
+    def fix_safety(self, code: str, safe: bool) -> bool:
+        """Whether a fix of rule `code` is applied as safe: its own safety, then the settings."""
+        if any(p == "ALL" or code.startswith(p) for p in self.extend_unsafe_fixes):
+            return False
+        return safe or any(p == "ALL" or code.startswith(p) for p in self.extend_safe_fixes)
 
     def selects(self, code: str) -> bool:
         """Whether `select` names the code (by itself, a prefix or ALL), whatever `ignore` says."""
@@ -151,6 +162,8 @@ def load_config(pyproject: Path | None) -> Config:
         "force-exclude",
         "fix",
         "unsafe-fixes",
+        "extend-safe-fixes",
+        "extend-unsafe-fixes",
         "extra-rules",
         "entries",
         "traced-functions",
@@ -188,6 +201,9 @@ def load_config(pyproject: Path | None) -> Config:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{pyproject}: [tool.fuselint] {key} must be true or false")
             config = replace(config, **{attr: table[key]})
+    for key in ("extend-safe-fixes", "extend-unsafe-fixes"):
+        if key in table:
+            config = replace(config, **{key.replace("-", "_"): _str_list(table[key], key, pyproject)})
     if "extra-rules" in table:
         dirs = _str_list(table["extra-rules"], "extra-rules", pyproject)
         config = replace(config, extra_rules=tuple(str((root / d).resolve()) for d in dirs))

@@ -151,7 +151,13 @@ def check_selectors(config: Config, catalog: Catalog) -> None:
     """A selector that matches no rule is a typo (`FL21O`): fail, as ruff does, instead of
     silently selecting nothing and letting CI pass."""
     codes = [r.code for r in catalog]
-    named = [*config.select, *config.ignore, *(c for _glob, cs in config.per_file_ignores for c in cs)]
+    named = [
+        *config.select,
+        *config.ignore,
+        *(c for _glob, cs in config.per_file_ignores for c in cs),
+        *config.extend_safe_fixes,
+        *config.extend_unsafe_fixes,
+    ]
     for selector in named:
         if selector != "ALL" and not any(code.startswith(selector) for code in codes):
             raise CheckError(f"unknown rule selector {selector!r}; `fuselint rules` lists the codes")

@@ -488,6 +488,8 @@ def _check(
             spans = scripted_lines(sf.tree, sf.imports)
             if spans:
                 findings = without_scripted_fixes(findings, spans)
+        if config.extend_safe_fixes or config.extend_unsafe_fixes:
+            findings = [_settled_safety(f, config) for f in findings]
     else:
         patterns = None
     judge_noqa = config.enabled(UNUSED_NOQA, sf.path)
@@ -515,6 +517,18 @@ def _check(
                 fresh = ()
         joins = (fresh, broken_paths(sf.path, unique.values(), functions))
     return sorted(unique.values(), key=lambda f: f.sort_key), calls, local, patterns, joins
+
+
+def _settled_safety(finding: Finding, config: Config) -> Finding:
+    """`finding` with its fix's safety as `extend-safe-fixes` / `extend-unsafe-fixes` say."""
+    fix = finding.fix
+    if fix is None:
+        return finding
+    safe = config.fix_safety(finding.code, fix.applicability is Applicability.SAFE)
+    wanted = Applicability.SAFE if safe else Applicability.UNSAFE
+    if wanted is fix.applicability:
+        return finding
+    return replace(finding, fix=replace(fix, applicability=wanted))
 
 
 def _rule_findings(
@@ -795,7 +809,16 @@ class Cache:
         for rule in catalog:
             digest.update(Path(rule.path).read_bytes() if rule.path else rule.code.encode())
         digest.update(
-            repr((config.select, config.ignore, config.per_file_ignores, config.traced_functions)).encode()
+            repr(
+                (
+                    config.select,
+                    config.ignore,
+                    config.per_file_ignores,
+                    config.traced_functions,
+                    config.extend_safe_fixes,
+                    config.extend_unsafe_fixes,
+                )
+            ).encode()
         )
         digest.update(sys.version.encode())
         return cls(root / ".fuselint_cache" / f"{__version__}-{digest.hexdigest()[:16]}.pickle")
