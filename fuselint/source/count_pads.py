@@ -25,7 +25,8 @@ When the rewrite gives what the original gives (each checked here; anything else
 - the body is only an optional `P = K - n` and statements `t = F.pad(t, (0, ..., 0, A), value=c)`
   (`torch.nn.functional.pad`, constant mode), each padding `t` at the end of one dimension by `A`,
   the name `P` or the expression `K - n`, every other amount 0; `t` is bound earlier in the block;
-  `c` reads no name the body binds;
+  `c` reads no name the body binds and is a constant, a name or attribute, a sign of one or
+  `float("-inf")` (the rewrite evaluates it where the test failed);
 - no statement binds a name that `n` or `K` reads before a later one computes `K - n` (each
   statement computes its amount before it binds), and `P` is read nowhere else in the function (where
   the test failed the original left `P` unbound, the rewrite binds 0);
@@ -170,11 +171,32 @@ def _end_pad(
             if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == "constant"):
                 return False
         elif keyword.arg == "value":
-            if any(isinstance(n, ast.Name) and n.id in bound for n in walk(keyword.value)):
+            if not _inert(keyword.value) or any(
+                isinstance(n, ast.Name) and n.id in bound for n in walk(keyword.value)
+            ):
                 return False
         else:
             return False
     return True
+
+
+def _inert(value: ast.expr) -> bool:
+    """A pad value the rewrite may evaluate where the test failed, as the original did not: a
+    constant, a name or attribute, a sign of one, or `float` of a constant (`float("-inf")`). A call
+    or an operator may raise there (`1.0 / (k - n)` at `n == k`) or move a generator."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub | ast.UAdd):
+        return _inert(value.operand)
+    if isinstance(value, ast.Call):
+        return (
+            isinstance(value.func, ast.Name)
+            and value.func.id == "float"
+            and not value.keywords
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Constant)
+        )
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Constant | ast.Name)
 
 
 def _rebound_before_read(body: list[ast.stmt], shortfall: ast.expr, read: set[str]) -> bool:

@@ -162,6 +162,29 @@ def test_no_fix_where_the_rewrite_is_not_the_original(why, body):
     assert found[0].fix is None, why  # no guard either: one would crop or never pad
 
 
+def test_no_fix_where_the_pad_value_does_work_the_test_skipped():
+    """The rewrite evaluates `value=` on every call: where the test failed the original never did.
+    At a count equal to `k` the original returns the top-k; the rewrite would divide by zero."""
+    body = "if n < k:\n    s = F.pad(s, (0, k - n), value=1.0 / (k - n))\n"
+    source, found = _pad_findings(body)
+    assert len(found) == 1 and found[0].fix is None
+    x = torch.linspace(1.0, 2.0, 5)
+    assert torch.equal(_run(source)(x, 5), x.flip(0))
+    written = "s = F.pad(s, (0, torch.sym_max(k - n, 0)), value=1.0 / (k - n))"  # the fix before this test
+    unguarded = source.replace(
+        "if n < k:\n            s = F.pad(s, (0, k - n), value=1.0 / (k - n))", written
+    )
+    assert written in unguarded
+    with pytest.raises(ZeroDivisionError):
+        _run(unguarded)(x, 5)
+    # a random draw moves the generator on every call; a name, an attribute and `-inf` stay fixable
+    _, drawn = _pad_findings("if n < k:\n    s = F.pad(s, (0, k - n), value=float(torch.rand(())))\n")
+    assert drawn[0].fix is None
+    for value in ("-self.fill", "fill", "float('-inf')", "-1"):
+        _, plain = _pad_findings(f"if n < k:\n    s = F.pad(s, (0, k - n), value={value})\n")
+        assert plain[0].fix is not None, value
+
+
 def test_no_fix_where_the_shortfall_is_read_after_the_test():
     _, found = _pad_findings(
         "if n < k:\n    pad = k - n\n    s = F.pad(s, (0, pad))\n",
