@@ -30,7 +30,7 @@ When the rewrite gives what the original gives (each checked here; anything else
 - no statement binds a name that `n` or `K` reads before a later one computes `K - n` (each
   statement computes its amount before it binds), and `P` is read nowhere else in the function (where
   the test failed the original left `P` unbound, the rewrite binds 0);
-- the `if` line carries no comment (the rewrite drops that line).
+- the `if` line, and the test's other lines, carry no comment (the rewrite drops them).
 
 Unsafe, by DESIGN.md's definition (identical for every input): the values, shapes and dtypes are
 the original's for every count, but where the count is at least `K` the original kept `t` itself
@@ -79,7 +79,8 @@ def pad_fix(sf: SourceFile, node: ast.If, sized: DataSized, fn: ast.AST) -> Fix 
     if bounds is None or node.orelse or not sf.line_text(node.lineno)[node.col_offset :].startswith("if"):
         return None
     count, limit = bounds
-    if "#" in sf.line_text(node.lineno) or not whole_lines(sf, node):
+    header = range(node.lineno, (node.test.end_lineno or node.lineno) + 1)
+    if any("#" in sf.line_text(n) for n in header) or not whole_lines(sf, node):
         return None
     shortfall = ast.BinOp(limit, ast.Sub(), count)  # `K - n`: only compared with the body's, never unparsed
     amounts = _body_amounts(sf, node.body, shortfall)
@@ -249,8 +250,14 @@ def _rewrite(
     imports: tuple[str, ...] = ()
     if torch is None or "." in torch:
         torch, imports = "torch", ("import torch",)
-    first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
-    lines = [sf.line_text(n) for n in range(first, last + 1)]
+    # from the line after the test, so that comment lines above the body stay; to the end of the
+    # last statement, where the `if` ends, so that a comment after it stays once
+    first, end = (node.test.end_lineno or node.lineno) + 1, node.body[-1]
+    lines = [sf.line_text(n) for n in range(first, (end.end_lineno or end.lineno) + 1)]
+    lines[-1] = lines[-1].encode("utf-8")[: end.end_col_offset].decode("utf-8")
+    while not lines[0].strip():  # blank lines under the test go with it
+        lines.pop(0)
+        first += 1
     if spans_string("\n".join(lines)):
         return None
     amount = f"{torch}.sym_max({sf.segment(limit)} - {sf.segment(count)}, 0)"
@@ -272,7 +279,8 @@ def _rewrite(
         lines[row] = (raw[:start] + amount.encode("utf-8") + raw[end:]).decode("utf-8")
     header = sf.line_text(node.lineno)
     indent = header[: len(header) - len(header.lstrip())]
-    inner = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+    opening = sf.line_text(node.body[0].lineno)
+    inner = opening[: len(opening) - len(opening.lstrip())]
     step = len(inner) - len(indent)
     if step <= 0 or any(line[:step].strip() for line in lines):
         return None

@@ -185,6 +185,21 @@ def test_no_fix_where_the_pad_value_does_work_the_test_skipped():
         assert plain[0].fix is not None, value
 
 
+def test_the_body_s_comments_are_kept_once():
+    """A comment after the last pad stays once (it was written twice), a comment line above the
+    body stays; a comment inside a test spread over lines gets no fix (the rewrite drops the test)."""
+    body = "if n < k:\n\n    # up to k\n    pad = k - n  # short\n    s = F.pad(s, (0, pad))  # to k\n"
+    source, found = _pad_findings(body)
+    assert found[0].fix is not None
+    after = fixed(source, "FL102")
+    assert after.count("# to k") == 1 and after.count("# short") == 1 and after.count("# up to k") == 1
+    assert "n = s.size(0)\n        # up to k\n        pad = torch.sym_max(k - n, 0)  # short\n" in after
+    x = torch.linspace(1.0, 2.0, 3)
+    assert torch.equal(_run(source)(x, 5), _run(after)(x, 5))
+    _, split = _pad_findings("if (\n    n < k  # short\n):\n    s = F.pad(s, (0, k - n))\n")
+    assert len(split) == 1 and split[0].fix is None
+
+
 def test_no_fix_where_the_shortfall_is_read_after_the_test():
     _, found = _pad_findings(
         "if n < k:\n    pad = k - n\n    s = F.pad(s, (0, pad))\n",
