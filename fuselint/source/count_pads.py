@@ -260,7 +260,10 @@ def _rewrite(
         first += 1
     if spans_string("\n".join(lines)):
         return None
-    amount = f"{torch}.sym_max({sf.segment(limit)} - {sf.segment(count)}, 0)"
+    counted = sf.segment(count)
+    if isinstance(count, ast.BinOp):  # `K - (n - 1)`, as the test and the body read it
+        counted = f"({counted})"
+    amount = f"{torch}.sym_max({sf.segment(limit)} - {counted}, 0)"
     # the body's first statement binds the named shortfall (`_body_amounts`), the pads may spell it out
     edits = [node.body[0].value] if named is not None else []
     edits += [

@@ -200,6 +200,25 @@ def test_the_body_s_comments_are_kept_once():
     assert len(split) == 1 and split[0].fix is None
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if n - 1 <= 0:\n    s = F.pad(s, (0, 0 - (n - 1)))\n",
+        "if n + 1 < 1:\n    pad = 1 - (n + 1)\n    s = F.pad(s, (0, pad))\n",
+    ],
+)
+def test_a_count_that_is_a_sum_keeps_its_parentheses(body):
+    """`K - (n - 1)` was written `K - n - 1`: at a count of 0 the rewrite padded nothing where the
+    original padded one; `1 - (n + 1)` padded two where the original padded nothing."""
+    source, found = _pad_findings(body, tail="\n        return s\n")
+    assert found[0].fix is not None
+    after = fixed(source, "FL102")
+    original, rewritten = _run(source), _run(after)
+    for count in range(4):
+        x = torch.cat([torch.linspace(1.0, 2.0, count), -torch.ones(3)])
+        assert torch.equal(original(x, 1), rewritten(x, 1)), count
+
+
 def test_no_fix_where_the_shortfall_is_read_after_the_test():
     _, found = _pad_findings(
         "if n < k:\n    pad = k - n\n    s = F.pad(s, (0, pad))\n",
