@@ -127,7 +127,8 @@ class DataSized:
             for position, name in enumerate(names):
                 if isinstance(name, ast.Name):
                     held = line
-                    if held is None and len(names) > 1 and isinstance(structure, Items):
+                    starred = any(isinstance(n, ast.Starred) for n in names[:position])
+                    if held is None and len(names) > 1 and isinstance(structure, Items) and not starred:
                         held = structure.at(position)  # `best, frames, filled = helper(...)`
                     self.names.setdefault(name.id, []).append((stmt.lineno, held, where))
                     one = counted if len(names) == 1 and line is None else None
@@ -142,7 +143,7 @@ class DataSized:
         `hidden_states.shape[0]` under its `else`). Where that binding sits in one arm of an `if`
         the use is not in, and the other arm binds the name too, the name holds either arm's value:
         the first data-sized one is taken (kornia SIFT's top-K under `if B == 1:` and its batched
-        twin under `else:`)."""
+        twin under `else:`), unless that arm binds the name again after it (outside a further `if`)."""
         here = self.branches.get(id(name), frozenset())
         reaching = [
             (value, where)
@@ -155,7 +156,12 @@ class DataSized:
         arms = {(block, 1 - side) for block, side in where - here}
         if value is not None or not arms:
             return value
-        return next((v for v, w in reaching[1:] if v is not None and w & arms), None)
+        for v, w in reaching[1:]:
+            if w & arms and v is not None:
+                return v
+            if w - here == arms:  # the other arm's last binding outside a further `if`: it holds
+                return None
+        return None
 
     def _name(self, bindings: dict[str, list], name: ast.Name):
         if name.id in self._scope:  # a comprehension's target: rows or a tuple, never a count

@@ -372,3 +372,53 @@ def test_a_clamp_of_data_sized_rows_keeps_their_count():
             return x
     """
     assert _count_lines(source) == [10, 12]
+
+
+def test_items_after_a_starred_target_are_not_read_by_position():
+    """`a, *b, c = helper(x)`: `c` is the last item (here the input), not the third (the rows)."""
+    source = """
+    import torch
+
+
+    class Peaks(torch.nn.Module):
+        def _pick(self, x):
+            return x[x > 0], x, x[x > 0], x
+
+        def forward(self, x):
+            a, *b, c = self._pick(x)
+            if len(c) > 3:
+                return c[:3]
+            if len(a) > 3:
+                return a[:3]
+            return x
+    """
+    assert _count_lines(source) == [13]
+
+
+def test_a_name_rebound_later_in_the_other_arm_holds_what_that_arm_left():
+    """The `if` arm binds the rows and then three of them: either arm leaves three."""
+    source = """
+    import torch
+
+
+    class Rows(torch.nn.Module):
+        def forward(self, x: torch.Tensor, flag: bool):
+            if flag:
+                r = x[x > 0]
+                r = x[:3]
+            else:
+                r = x[:3]
+            if len(r) > 2:
+                return r
+            if flag:
+                s = x[x > 0]
+                if len(x) > 9:
+                    s = x[:3]
+            else:
+                s = x[:3]
+            if len(s) > 2:
+                return s
+            return x
+    """
+    # `s` keeps the rows where `flag` holds and `x` is short
+    assert _count_lines(source) == [20]
