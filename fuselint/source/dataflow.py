@@ -1875,7 +1875,8 @@ class FunctionFlow:
         if not any(node is stmt for node in own_nodes(self.fn.node)):
             return False
         stores = [n.lineno for n in walk(self.fn.node) if name in _bound_names(n)]
-        if any(line <= stmt.lineno for line in stores):  # the test's own line: a walrus in it
+        test = stmt.test if isinstance(stmt, ast.If) else stmt
+        if any(line <= (test.end_lineno or stmt.lineno) for line in stores):  # a walrus in the test
             return False
         for loop in walk(self.fn.node):
             if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):

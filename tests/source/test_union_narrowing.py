@@ -203,3 +203,12 @@ def test_an_early_return_narrows_only_to_the_end_of_its_block(body):
         f"if isinstance(edge_index, (int, float)):\n    return w\nif not isinstance(edge_index, Coo):\n    {ADD}",
         "Union[Tensor, Coo, float]",
     ) == [3]
+
+
+def test_a_walrus_on_a_later_line_of_the_test_rebinds_before_the_body():
+    """The test is spread over lines and its second line binds a float to the name: no tensor in the
+    body, though the first line tested for one."""
+    body = (
+        f"if (\n    isinstance(edge_index, Tensor)\n    and (edge_index := float(x.sum())) > 0\n):\n    {ADD}"
+    )
+    assert _flagged(body, "Union[Tensor, float]") == []
