@@ -112,10 +112,26 @@ class DataSized:
         for name, source in sorted((params or {}).items()):
             self.names[name] = [(line, source, frozenset())]
         for stmt in sorted(
-            (n for n in walk(fn) if isinstance(n, ast.Assign) or (isinstance(n, ast.AnnAssign) and n.value)),
+            (
+                n
+                for n in walk(fn)
+                if isinstance(n, ast.Assign | ast.For | ast.AsyncFor)
+                or (isinstance(n, ast.AnnAssign) and n.value)
+            ),
             key=lambda n: (n.lineno, n.col_offset),
         ):
-            self._bind(stmt)
+            if isinstance(stmt, ast.For | ast.AsyncFor):
+                self._bind_loop(stmt)
+            else:
+                self._bind(stmt)
+
+    def _bind_loop(self, stmt: ast.For | ast.AsyncFor) -> None:
+        """A loop's target holds each element in turn, no data-sized rows, count or tuple of them."""
+        where = self.branches.get(id(stmt), frozenset())
+        for name in walk(stmt.target):
+            if isinstance(name, ast.Name):
+                for bindings in (self.names, self.counts, self.structures):
+                    bindings.setdefault(name.id, []).append((stmt.lineno, None, where))
 
     def _bind(self, stmt: ast.Assign | ast.AnnAssign) -> None:
         line = self.sized(stmt.value)
