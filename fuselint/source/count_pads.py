@@ -250,9 +250,14 @@ def _rewrite(
     imports: tuple[str, ...] = ()
     if torch is None or "." in torch:
         torch, imports = "torch", ("import torch",)
-    # from the line after the test, so that comment lines above the body stay; to the end of the
-    # last statement, where the `if` ends, so that a comment after it stays once
-    first, end = (node.test.end_lineno or node.lineno) + 1, node.body[-1]
+    # from the comment lines above the body (below the test's last line), so that they stay; to the
+    # end of the last statement, where the `if` ends, so that a comment after it stays once
+    first, end = node.body[0].lineno, node.body[-1]
+    while first - 1 > (node.test.end_lineno or node.lineno) and sf.line_text(first - 1).lstrip()[:1] in (
+        "#",
+        "",
+    ):
+        first -= 1
     lines = [sf.line_text(n) for n in range(first, (end.end_lineno or end.lineno) + 1)]
     lines[-1] = lines[-1].encode("utf-8")[: end.end_col_offset].decode("utf-8")
     while not lines[0].strip():  # blank lines under the test go with it

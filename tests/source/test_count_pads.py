@@ -198,6 +198,10 @@ def test_the_body_s_comments_are_kept_once():
     assert torch.equal(_run(source)(x, 5), _run(after)(x, 5))
     _, split = _pad_findings("if (\n    n < k  # short\n):\n    s = F.pad(s, (0, k - n))\n")
     assert len(split) == 1 and split[0].fix is None
+    source, split = _pad_findings("if (\n    n < k\n):\n    # up\n    s = F.pad(s, (0, k - n))\n")
+    after = fixed(source, "FL102")
+    assert "if (" not in after and "n = s.size(0)\n        # up\n        s = F.pad(" in after
+    assert torch.equal(_run(source)(x, 5), _run(after)(x, 5))
 
 
 @pytest.mark.parametrize(
