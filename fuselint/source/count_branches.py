@@ -112,10 +112,26 @@ class DataSized:
         for name, source in sorted((params or {}).items()):
             self.names[name] = [(line, source, frozenset())]
         for stmt in sorted(
-            (n for n in walk(fn) if isinstance(n, ast.Assign) or (isinstance(n, ast.AnnAssign) and n.value)),
+            (
+                n
+                for n in walk(fn)
+                if isinstance(n, ast.Assign | ast.For | ast.AsyncFor)
+                or (isinstance(n, ast.AnnAssign) and n.value)
+            ),
             key=lambda n: (n.lineno, n.col_offset),
         ):
-            self._bind(stmt)
+            if isinstance(stmt, ast.For | ast.AsyncFor):
+                self._bind_loop(stmt)
+            else:
+                self._bind(stmt)
+
+    def _bind_loop(self, stmt: ast.For | ast.AsyncFor) -> None:
+        """A loop's target holds each element in turn, no data-sized rows, count or tuple of them."""
+        where = self.branches.get(id(stmt), frozenset())
+        for name in walk(stmt.target):
+            if isinstance(name, ast.Name):
+                for bindings in (self.names, self.counts, self.structures):
+                    bindings.setdefault(name.id, []).append((stmt.lineno, None, where))
 
     def _bind(self, stmt: ast.Assign | ast.AnnAssign) -> None:
         line = self.sized(stmt.value)
@@ -127,7 +143,8 @@ class DataSized:
             for position, name in enumerate(names):
                 if isinstance(name, ast.Name):
                     held = line
-                    if held is None and len(names) > 1 and isinstance(structure, Items):
+                    starred = any(isinstance(n, ast.Starred) for n in names[:position])
+                    if held is None and len(names) > 1 and isinstance(structure, Items) and not starred:
                         held = structure.at(position)  # `best, frames, filled = helper(...)`
                     self.names.setdefault(name.id, []).append((stmt.lineno, held, where))
                     one = counted if len(names) == 1 and line is None else None
@@ -142,7 +159,7 @@ class DataSized:
         `hidden_states.shape[0]` under its `else`). Where that binding sits in one arm of an `if`
         the use is not in, and the other arm binds the name too, the name holds either arm's value:
         the first data-sized one is taken (kornia SIFT's top-K under `if B == 1:` and its batched
-        twin under `else:`)."""
+        twin under `else:`), unless that arm binds the name again after it (outside a further `if`)."""
         here = self.branches.get(id(name), frozenset())
         reaching = [
             (value, where)
@@ -155,7 +172,12 @@ class DataSized:
         arms = {(block, 1 - side) for block, side in where - here}
         if value is not None or not arms:
             return value
-        return next((v for v, w in reaching[1:] if v is not None and w & arms), None)
+        for v, w in reaching[1:]:
+            if w & arms and v is not None:
+                return v
+            if w - here == arms:  # the other arm's last binding outside a further `if`: it holds
+                return None
+        return None
 
     def _name(self, bindings: dict[str, list], name: ast.Name):
         if name.id in self._scope:  # a comprehension's target: rows or a tuple, never a count

@@ -25,11 +25,12 @@ When the rewrite gives what the original gives (each checked here; anything else
 - the body is only an optional `P = K - n` and statements `t = F.pad(t, (0, ..., 0, A), value=c)`
   (`torch.nn.functional.pad`, constant mode), each padding `t` at the end of one dimension by `A`,
   the name `P` or the expression `K - n`, every other amount 0; `t` is bound earlier in the block;
-  `c` reads no name the body binds;
+  `c` reads no name the body binds and is a constant, a name or attribute, a sign of one or
+  `float("-inf")` (the rewrite evaluates it where the test failed);
 - no statement binds a name that `n` or `K` reads before a later one computes `K - n` (each
   statement computes its amount before it binds), and `P` is read nowhere else in the function (where
   the test failed the original left `P` unbound, the rewrite binds 0);
-- the `if` line carries no comment (the rewrite drops that line).
+- the `if` line, and the test's other lines, carry no comment (the rewrite drops them).
 
 Unsafe, by DESIGN.md's definition (identical for every input): the values, shapes and dtypes are
 the original's for every count, but where the count is at least `K` the original kept `t` itself
@@ -78,7 +79,8 @@ def pad_fix(sf: SourceFile, node: ast.If, sized: DataSized, fn: ast.AST) -> Fix 
     if bounds is None or node.orelse or not sf.line_text(node.lineno)[node.col_offset :].startswith("if"):
         return None
     count, limit = bounds
-    if "#" in sf.line_text(node.lineno) or not whole_lines(sf, node):
+    header = range(node.lineno, (node.test.end_lineno or node.lineno) + 1)
+    if any("#" in sf.line_text(n) for n in header) or not whole_lines(sf, node):
         return None
     shortfall = ast.BinOp(limit, ast.Sub(), count)  # `K - n`: only compared with the body's, never unparsed
     amounts = _body_amounts(sf, node.body, shortfall)
@@ -170,11 +172,32 @@ def _end_pad(
             if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == "constant"):
                 return False
         elif keyword.arg == "value":
-            if any(isinstance(n, ast.Name) and n.id in bound for n in walk(keyword.value)):
+            if not _inert(keyword.value) or any(
+                isinstance(n, ast.Name) and n.id in bound for n in walk(keyword.value)
+            ):
                 return False
         else:
             return False
     return True
+
+
+def _inert(value: ast.expr) -> bool:
+    """A pad value the rewrite may evaluate where the test failed, as the original did not: a
+    constant, a name or attribute, a sign of one, or `float` of a constant (`float("-inf")`). A call
+    or an operator may raise there (`1.0 / (k - n)` at `n == k`) or move a generator."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub | ast.UAdd):
+        return _inert(value.operand)
+    if isinstance(value, ast.Call):
+        return (
+            isinstance(value.func, ast.Name)
+            and value.func.id == "float"
+            and not value.keywords
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Constant)
+        )
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Constant | ast.Name)
 
 
 def _rebound_before_read(body: list[ast.stmt], shortfall: ast.expr, read: set[str]) -> bool:
@@ -227,11 +250,25 @@ def _rewrite(
     imports: tuple[str, ...] = ()
     if torch is None or "." in torch:
         torch, imports = "torch", ("import torch",)
-    first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
-    lines = [sf.line_text(n) for n in range(first, last + 1)]
+    # from the comment lines above the body (below the test's last line), so that they stay; to the
+    # end of the last statement, where the `if` ends, so that a comment after it stays once
+    first, end = node.body[0].lineno, node.body[-1]
+    while first - 1 > (node.test.end_lineno or node.lineno) and sf.line_text(first - 1).lstrip()[:1] in (
+        "#",
+        "",
+    ):
+        first -= 1
+    lines = [sf.line_text(n) for n in range(first, (end.end_lineno or end.lineno) + 1)]
+    lines[-1] = lines[-1].encode("utf-8")[: end.end_col_offset].decode("utf-8")
+    while not lines[0].strip():  # blank lines under the test go with it
+        lines.pop(0)
+        first += 1
     if spans_string("\n".join(lines)):
         return None
-    amount = f"{torch}.sym_max({sf.segment(limit)} - {sf.segment(count)}, 0)"
+    counted = sf.segment(count)
+    if isinstance(count, ast.BinOp):  # `K - (n - 1)`, as the test and the body read it
+        counted = f"({counted})"
+    amount = f"{torch}.sym_max({sf.segment(limit)} - {counted}, 0)"
     # the body's first statement binds the named shortfall (`_body_amounts`), the pads may spell it out
     edits = [node.body[0].value] if named is not None else []
     edits += [
@@ -250,7 +287,8 @@ def _rewrite(
         lines[row] = (raw[:start] + amount.encode("utf-8") + raw[end:]).decode("utf-8")
     header = sf.line_text(node.lineno)
     indent = header[: len(header) - len(header.lstrip())]
-    inner = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+    opening = sf.line_text(node.body[0].lineno)
+    inner = opening[: len(opening) - len(opening.lstrip())]
     step = len(inner) - len(indent)
     if step <= 0 or any(line[:step].strip() for line in lines):
         return None

@@ -1641,13 +1641,20 @@ class FunctionFlow:
             self._record_tree(end, inner, stmt, path)
 
     def block(self, body: list[ast.stmt], env: Env, live: bool) -> Env:
-        for stmt in body:
-            env = self.statement(stmt, env, live)
-            if live and isinstance(stmt, ast.If) and self._always_leaves(stmt):
-                # `if not flag: return x` with flag left False, or `if is_tracing(x): return`
-                # (transformers' padding warning): the rest is dead while dynamo traces
-                live = False
-        return env
+        # What an early return narrowed (`_walk_If`) holds to the end of its own block only: a loop
+        # may run no time and starts each pass as it started, a handler runs after a raise in the
+        # `try`, another `case` runs instead.
+        members = self._members
+        try:
+            for stmt in body:
+                env = self.statement(stmt, env, live)
+                if live and isinstance(stmt, ast.If) and self._always_leaves(stmt):
+                    # `if not flag: return x` with flag left False, or `if is_tracing(x): return`
+                    # (transformers' padding warning): the rest is dead while dynamo traces
+                    live = False
+            return env
+        finally:
+            self._members = members
 
     def _always_leaves(self, stmt: ast.If) -> bool:
         truth = self.trace_truth(stmt.test)
@@ -1868,7 +1875,8 @@ class FunctionFlow:
         if not any(node is stmt for node in own_nodes(self.fn.node)):
             return False
         stores = [n.lineno for n in walk(self.fn.node) if name in _bound_names(n)]
-        if any(line <= stmt.lineno for line in stores):  # the test's own line: a walrus in it
+        test = stmt.test if isinstance(stmt, ast.If) else stmt
+        if any(line <= (test.end_lineno or stmt.lineno) for line in stores):  # a walrus in the test
             return False
         for loop in walk(self.fn.node):
             if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):

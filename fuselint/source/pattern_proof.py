@@ -218,6 +218,9 @@ def _disagreement(want: Any, got: Any, exact: bool = False) -> str:
     if exact and not torch.equal(got, want):
         error = relative_error(got.double(), want.double())
         return f"not bit-equal, as a safe fix must be (relative error {error:.3g})"
+    # `equal` holds -0.0 equal to 0.0, whose bits differ (`1 / y` is -inf against inf)
+    if exact and got.is_floating_point() and not torch.equal(torch.signbit(got), torch.signbit(want)):
+        return "not bit-equal, as a safe fix must be (the sign of a zero differs)"
     error = relative_error(got.double(), want.double())
     if not error < tolerance(want.dtype):
         return f"relative error {error:.3g}"

@@ -24,9 +24,10 @@ import ast
 from dataclasses import dataclass, field
 
 from fuselint.source.count_branches import DataSized
-from fuselint.source.dataflow import FIX_OPS
+from fuselint.source.dataflow import FIX_OPS, _bound_names
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import made_once
+from fuselint.source.scope import own_nodes
 from fuselint.source.unbacked_ops import in_host_loop
 
 # Where rows sized by the data come from: (the path to the function that holds the op, its line).
@@ -164,14 +165,16 @@ def _kept_roots(sf: SourceFile, flow, roots: set[int]) -> set[int]:
 
 
 def _same_file_callees(flow, by_node: dict) -> dict[int, object]:
-    """The same-file function each call runs: a free function `f(...)` or `self.m(...)` of the
-    caller's class (what `scope` follows in the file)."""
+    """The same-file function each call runs: a free function `f(...)` that the caller does not
+    bind itself, or `self.m(...)` of the caller's class (what `scope` follows in the file)."""
     fn = flow.fn
     found = {}
+    local = _local_names(fn.node)
     for call in _calls(flow):
         func = call.func
         if isinstance(func, ast.Name):
-            callee = by_node.get((None, func.id))
+            # a parameter or a local binding of the name (a callable handed in) shadows the file's function
+            callee = by_node.get((None, func.id)) if func.id not in local else None
         elif (
             isinstance(func, ast.Attribute)
             and isinstance(func.value, ast.Name)
@@ -184,6 +187,13 @@ def _same_file_callees(flow, by_node: dict) -> dict[int, object]:
         if callee is not None and callee.node is not fn.node:
             found[id(call)] = callee
     return found
+
+
+def _local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names `fn` binds itself: its parameters, and what its own body stores, defines or imports."""
+    args = fn.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    return names.union(*(_bound_names(n) for n in own_nodes(fn)))
 
 
 def _round(flows: list, roots: dict[int, set[int]], calling: set[int], out: FileSized) -> bool:

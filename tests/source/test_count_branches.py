@@ -274,3 +274,23 @@ def test_a_count_of_an_unfixed_op_is_an_after_fix_road_and_normal_once_the_op_is
     assert off_path(count) is None and count.fix is not None
     both = fixed(text, "FL1")  # one `--fix` run writes both, round after round
     assert "guard_or_false(len(idx) > 3)" in both and "_fuselint_" in both
+
+
+def test_a_loop_target_rebinds_the_name():
+    """`for rows in chunks:` binds `rows` to each chunk: the test in the loop reads a chunk, not the
+    rows bound above the loop."""
+    text = """
+    import torch
+    from torch import Tensor, nn
+
+    class M(nn.Module):
+        def forward(self, x: Tensor, chunks: list):
+            rows = x[x > 0]
+            for rows in chunks:
+                if len(rows) > 2:
+                    return rows
+            if len(x[x > 0]) > 2:
+                return x
+            return x
+    """
+    assert [f.span.line for f in findings(text, "FL102")] == [11]

@@ -162,6 +162,67 @@ def test_no_fix_where_the_rewrite_is_not_the_original(why, body):
     assert found[0].fix is None, why  # no guard either: one would crop or never pad
 
 
+def test_no_fix_where_the_pad_value_does_work_the_test_skipped():
+    """The rewrite evaluates `value=` on every call: where the test failed the original never did.
+    At a count equal to `k` the original returns the top-k; the rewrite would divide by zero."""
+    body = "if n < k:\n    s = F.pad(s, (0, k - n), value=1.0 / (k - n))\n"
+    source, found = _pad_findings(body)
+    assert len(found) == 1 and found[0].fix is None
+    x = torch.linspace(1.0, 2.0, 5)
+    assert torch.equal(_run(source)(x, 5), x.flip(0))
+    written = "s = F.pad(s, (0, torch.sym_max(k - n, 0)), value=1.0 / (k - n))"  # the fix before this test
+    unguarded = source.replace(
+        "if n < k:\n            s = F.pad(s, (0, k - n), value=1.0 / (k - n))", written
+    )
+    assert written in unguarded
+    with pytest.raises(ZeroDivisionError):
+        _run(unguarded)(x, 5)
+    # a random draw moves the generator on every call; a name, an attribute and `-inf` stay fixable
+    _, drawn = _pad_findings("if n < k:\n    s = F.pad(s, (0, k - n), value=float(torch.rand(())))\n")
+    assert drawn[0].fix is None
+    for value in ("-self.fill", "fill", "float('-inf')", "-1"):
+        _, plain = _pad_findings(f"if n < k:\n    s = F.pad(s, (0, k - n), value={value})\n")
+        assert plain[0].fix is not None, value
+
+
+def test_the_body_s_comments_are_kept_once():
+    """A comment after the last pad stays once (it was written twice), a comment line above the
+    body stays; a comment inside a test spread over lines gets no fix (the rewrite drops the test)."""
+    body = "if n < k:\n\n    # up to k\n    pad = k - n  # short\n    s = F.pad(s, (0, pad))  # to k\n"
+    source, found = _pad_findings(body)
+    assert found[0].fix is not None
+    after = fixed(source, "FL102")
+    assert after.count("# to k") == 1 and after.count("# short") == 1 and after.count("# up to k") == 1
+    assert "n = s.size(0)\n        # up to k\n        pad = torch.sym_max(k - n, 0)  # short\n" in after
+    x = torch.linspace(1.0, 2.0, 3)
+    assert torch.equal(_run(source)(x, 5), _run(after)(x, 5))
+    _, split = _pad_findings("if (\n    n < k  # short\n):\n    s = F.pad(s, (0, k - n))\n")
+    assert len(split) == 1 and split[0].fix is None
+    source, split = _pad_findings("if (\n    n < k\n):\n    # up\n    s = F.pad(s, (0, k - n))\n")
+    after = fixed(source, "FL102")
+    assert "if (" not in after and "n = s.size(0)\n        # up\n        s = F.pad(" in after
+    assert torch.equal(_run(source)(x, 5), _run(after)(x, 5))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if n - 1 <= 0:\n    s = F.pad(s, (0, 0 - (n - 1)))\n",
+        "if n + 1 < 1:\n    pad = 1 - (n + 1)\n    s = F.pad(s, (0, pad))\n",
+    ],
+)
+def test_a_count_that_is_a_sum_keeps_its_parentheses(body):
+    """`K - (n - 1)` was written `K - n - 1`: at a count of 0 the rewrite padded nothing where the
+    original padded one; `1 - (n + 1)` padded two where the original padded nothing."""
+    source, found = _pad_findings(body, tail="\n        return s\n")
+    assert found[0].fix is not None
+    after = fixed(source, "FL102")
+    original, rewritten = _run(source), _run(after)
+    for count in range(4):
+        x = torch.cat([torch.linspace(1.0, 2.0, count), -torch.ones(3)])
+        assert torch.equal(original(x, 1), rewritten(x, 1)), count
+
+
 def test_no_fix_where_the_shortfall_is_read_after_the_test():
     _, found = _pad_findings(
         "if n < k:\n    pad = k - n\n    s = F.pad(s, (0, pad))\n",
@@ -315,3 +376,53 @@ def test_a_clamp_of_data_sized_rows_keeps_their_count():
             return x
     """
     assert _count_lines(source) == [10, 12]
+
+
+def test_items_after_a_starred_target_are_not_read_by_position():
+    """`a, *b, c = helper(x)`: `c` is the last item (here the input), not the third (the rows)."""
+    source = """
+    import torch
+
+
+    class Peaks(torch.nn.Module):
+        def _pick(self, x):
+            return x[x > 0], x, x[x > 0], x
+
+        def forward(self, x):
+            a, *b, c = self._pick(x)
+            if len(c) > 3:
+                return c[:3]
+            if len(a) > 3:
+                return a[:3]
+            return x
+    """
+    assert _count_lines(source) == [13]
+
+
+def test_a_name_rebound_later_in_the_other_arm_holds_what_that_arm_left():
+    """The `if` arm binds the rows and then three of them: either arm leaves three."""
+    source = """
+    import torch
+
+
+    class Rows(torch.nn.Module):
+        def forward(self, x: torch.Tensor, flag: bool):
+            if flag:
+                r = x[x > 0]
+                r = x[:3]
+            else:
+                r = x[:3]
+            if len(r) > 2:
+                return r
+            if flag:
+                s = x[x > 0]
+                if len(x) > 9:
+                    s = x[:3]
+            else:
+                s = x[:3]
+            if len(s) > 2:
+                return s
+            return x
+    """
+    # `s` keeps the rows where `flag` holds and `x` is short
+    assert _count_lines(source) == [20]

@@ -90,3 +90,16 @@ def test_every_safe_pattern_rule_is_bit_equal_and_every_unsafe_one_states_its_as
             assert all(p.ok for p in prove(rule)), rule.code
         else:
             assert rule.fix_assumption.startswith("unsafe: "), rule.code
+
+
+def test_a_safe_rule_that_flips_the_sign_of_zero_is_not_bit_equal():
+    """`x * 0` is -0.0 where `x` is negative, `zeros_like` +0.0: equal values (`torch.equal`), other
+    bits (`1 / y` is -inf against inf), so no safe fix."""
+    rule = dataclasses.replace(
+        CATALOG["FL211"], fix="safe", pattern={"match": "$x * 0", "replace": "torch.zeros_like($x)"}
+    )
+    x = -torch.ones(3, dtype=torch.float64)
+    want, got = evaluate("__mv_x * 0", {"x": x}), evaluate("torch.zeros_like(__mv_x)", {"x": x})
+    assert torch.equal(want, got) and not torch.equal(1 / want, 1 / got)
+    proof = prove_alternative(rule, "$x * 0", "torch.zeros_like($x)", 0, torch.float64, exact=True)
+    assert not proof.ok and "not bit-equal" in proof.error

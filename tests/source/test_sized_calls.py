@@ -201,3 +201,28 @@ def test_the_count_check_breaks_once_the_callers_ops_are_kept_in_the_graph():
     both = load_namespace(fixed(text, "FL10"), "both").JunctionBoxes().eval()
     torch._dynamo.reset()
     assert torch._dynamo.explain(both)(x).graph_break_count == 0
+
+
+def test_a_call_of_a_local_name_is_no_call_of_the_file_s_function():
+    """`check` is the caller's own parameter (a callable handed in) that shadows the file's `check`:
+    the file's function is not what runs, and its test is not sized by the caller's rows."""
+    text = """
+    import torch
+    from torch import Tensor, nn
+
+    def check(boxes: Tensor, k: int) -> Tensor:
+        if boxes.shape[0] > k:
+            return boxes
+        return boxes.sum()
+
+    class M(nn.Module):
+        def forward(self, x, check):
+            rows = x[x > 0]
+            return check(rows, 2)
+
+    class N(nn.Module):
+        def forward(self, x):
+            return check(x[x > 0], 2)
+    """
+    assert [f.span.line for f in findings(text, "FL102")] == [6]
+    assert findings(text.split("class N")[0], "FL102") == []

@@ -176,3 +176,39 @@ def test_an_alias_assigned_twice_is_no_alias(tmp_path):
         "pkg/conv.py": CONV.format(source="pkg.typing").replace("import Adj", "import Adj, SparseTensor"),
     }
     assert [f for f in tree_findings(tmp_path, files) if f.code == "FL106"] == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "for _ in range(x.shape[0]):\n    if isinstance(edge_index, (int, float)):\n        return w\n"
+        f"if not isinstance(edge_index, Coo):\n    {ADD}",  # the loop may run no time
+        "n = x.shape[0]\nwhile n > 0:\n    if isinstance(edge_index, (int, float)):\n        return w\n"
+        f"    n -= 1\nif not isinstance(edge_index, Coo):\n    {ADD}",
+        f"for _ in range(2):\n    if not isinstance(edge_index, Coo):\n        {ADD}\n"
+        "    if isinstance(edge_index, (int, float)):\n        return w",  # the first pass's top
+        "match x.dim():\n    case 1:\n        if isinstance(edge_index, (int, float)):\n            return w\n"
+        f"    case _:\n        if not isinstance(edge_index, Coo):\n            {ADD}",  # another case
+        "try:\n    if isinstance(edge_index, (int, float)):\n        raise ValueError\nexcept ValueError:\n"
+        f"    if not isinstance(edge_index, Coo):\n        {ADD}",  # the handler runs after the raise
+    ],
+    ids=["for", "while", "loop-top", "match", "try"],
+)
+def test_an_early_return_narrows_only_to_the_end_of_its_block(body):
+    """`edge_index` may still be a float at the `+=`: the return that ruled it out sits in a block
+    that the path to the `+=` need not have run through to its end."""
+    assert _flagged(body, "Union[Tensor, Coo, float]") == []
+    # the same return in the function's own block narrows what follows it
+    assert _flagged(
+        f"if isinstance(edge_index, (int, float)):\n    return w\nif not isinstance(edge_index, Coo):\n    {ADD}",
+        "Union[Tensor, Coo, float]",
+    ) == [3]
+
+
+def test_a_walrus_on_a_later_line_of_the_test_rebinds_before_the_body():
+    """The test is spread over lines and its second line binds a float to the name: no tensor in the
+    body, though the first line tested for one."""
+    body = (
+        f"if (\n    isinstance(edge_index, Tensor)\n    and (edge_index := float(x.sum())) > 0\n):\n    {ADD}"
+    )
+    assert _flagged(body, "Union[Tensor, float]") == []
