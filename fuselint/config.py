@@ -45,6 +45,11 @@ DEFAULT_EXCLUDE = (
 OPT_IN = ("FL001",)
 
 
+def _names(selectors: tuple[str, ...], code: str) -> bool:
+    """A selector of the list names `code`: the code itself, a prefix of it, or ALL."""
+    return any(p == "ALL" or code.startswith(p) for p in selectors)
+
+
 class ConfigError(Exception):
     """Unusable settings; the message is one line naming the file and key."""
 
@@ -74,13 +79,13 @@ class Config:
 
     def fix_safety(self, code: str, safe: bool) -> bool:
         """Whether a fix of rule `code` is applied as safe: its own safety, then the settings."""
-        if any(p == "ALL" or code.startswith(p) for p in self.extend_unsafe_fixes):
+        if _names(self.extend_unsafe_fixes, code):
             return False
-        return safe or any(p == "ALL" or code.startswith(p) for p in self.extend_safe_fixes)
+        return safe or _names(self.extend_safe_fixes, code)
 
     def selects(self, code: str) -> bool:
         """Whether `select` names the code (by itself, a prefix or ALL), whatever `ignore` says."""
-        return any(p == "ALL" or code.startswith(p) for p in self.select)
+        return _names(self.select, code)
 
     def enabled(self, code: str, path: str | None = None) -> bool:
         ignored = list(self.ignore)

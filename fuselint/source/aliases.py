@@ -20,7 +20,7 @@ import ast
 from collections.abc import Iterable, Mapping
 
 from fuselint.source.imports import module_statements
-from fuselint.source.nodes import made_once
+from fuselint.source.nodes import last_name, made_once
 
 # A root named "=Name": `Name` is imported from another file of the tree, where it is a type
 # alias; the root's `via` holds the alias's text.
@@ -31,19 +31,13 @@ _TYPING_FORMS = frozenset(
 _MAX_DEPTH = 8  # re-exports followed at most this deep
 
 
-def _type_name(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    return expr.attr if isinstance(expr, ast.Attribute) else None
-
-
 def _alias_value(value: ast.expr) -> bool:
     """`Union[Tensor, X]`, `typing.Optional[Tensor]`, `Tensor | None`: a value that is a type."""
     if isinstance(value, ast.Subscript):
-        return _type_name(value.value) in _TYPING_FORMS
+        return last_name(value.value) in _TYPING_FORMS
     if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr):
         return all(
-            _alias_value(side) or _type_name(side) is not None or isinstance(side, ast.Constant)
+            _alias_value(side) or last_name(side) is not None or isinstance(side, ast.Constant)
             for side in (value.left, value.right)
         )
     return False
@@ -139,9 +133,9 @@ def union_members(annotation: ast.expr) -> frozenset[str] | None:
     def collect(node: ast.expr) -> bool:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return collect(node.left) and collect(node.right)
-        if isinstance(node, ast.Subscript) and _type_name(node.value) == "Optional":
+        if isinstance(node, ast.Subscript) and last_name(node.value) == "Optional":
             return collect(node.slice)
-        if isinstance(node, ast.Subscript) and _type_name(node.value) == "Union":
+        if isinstance(node, ast.Subscript) and last_name(node.value) == "Union":
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             return all(collect(p) for p in parts)
         members.append(node)
@@ -153,7 +147,7 @@ def union_members(annotation: ast.expr) -> frozenset[str] | None:
     for member in members:
         if isinstance(member, ast.Constant) and member.value is None:
             continue
-        name = _type_name(member.value if isinstance(member, ast.Subscript) else member)
+        name = last_name(member.value if isinstance(member, ast.Subscript) else member)
         if name is None:
             return None  # a member the names cannot tell (a string, a call)
         names.add(name)

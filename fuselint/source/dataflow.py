@@ -36,7 +36,7 @@ from typing import NamedTuple
 from fuselint.source.aliases import resolved, union_members
 from fuselint.source.docstring_types import documented_host_params
 from fuselint.source.imports import ImportTable
-from fuselint.source.nodes import child_nodes, made_once, of_types, stored_names, walk
+from fuselint.source.nodes import child_nodes, last_name, made_once, of_types, stored_names, walk
 from fuselint.source.nodes import self_attribute as _self_attr
 from fuselint.source.paths import DEPRECATION, MISUSE, branch_path, handler_path, warns_of_override
 from fuselint.source.scope import FunctionNode, ModelFunction, own_nodes
@@ -189,13 +189,6 @@ def annotation_kind(annotation: ast.expr) -> str | None:
     return BOOL if "BoolTensor" in text else TENSOR
 
 
-def _type_name(expr: ast.expr) -> str | None:
-    """`List` of `List[...]` or `typing.List[...]`."""
-    if isinstance(expr, ast.Name):
-        return expr.id
-    return expr.attr if isinstance(expr, ast.Attribute) else None
-
-
 def _without_none(annotation: ast.expr) -> ast.expr:
     """`X` of `Optional[X]`, `X | None` and `Union[X, None]`."""
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
@@ -203,7 +196,7 @@ def _without_none(annotation: ast.expr) -> ast.expr:
         kept = [a for a in sides if not (isinstance(a, ast.Constant) and a.value is None)]
         return _without_none(kept[0]) if len(kept) == 1 else annotation
     if isinstance(annotation, ast.Subscript):
-        name = _type_name(annotation.value)
+        name = last_name(annotation.value)
         if name == "Optional":
             return _without_none(annotation.slice)
         if name == "Union" and isinstance(annotation.slice, ast.Tuple):
@@ -225,10 +218,10 @@ def tuple_element_annotations(annotation: ast.expr) -> list[ast.expr] | None:
         except SyntaxError:
             return None
     outer = _without_none(annotation)
-    if not (isinstance(outer, ast.Subscript) and _type_name(outer.value) in _ITERABLES):
+    if not (isinstance(outer, ast.Subscript) and last_name(outer.value) in _ITERABLES):
         return None
     inner = outer.slice
-    if not (isinstance(inner, ast.Subscript) and _type_name(inner.value) in ("tuple", "Tuple")):
+    if not (isinstance(inner, ast.Subscript) and last_name(inner.value) in ("tuple", "Tuple")):
         return None
     fields = inner.slice
     if not isinstance(fields, ast.Tuple) or any(

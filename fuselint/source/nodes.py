@@ -156,6 +156,13 @@ def of_types(node: ast.AST, *kinds: type) -> list[ast.AST]:
     return [n for kind in kinds for n in groups.get(kind, ())]
 
 
+def last_name(expr: ast.AST) -> str | None:
+    """The last name of a plain or dotted name (`List` of `typing.List`), else None."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return expr.attr if isinstance(expr, ast.Attribute) else None
+
+
 def stored_names(node: ast.AST) -> set[str]:
     """The names `node` binds as `ast.Name` stores (targets, loop variables, walrus), nested
     scopes included: a copy, the caller's to keep."""

@@ -29,7 +29,7 @@ from fuselint.findings import Finding
 from fuselint.source.checks._shared import finding
 from fuselint.source.dataflow import TENSORS, FunctionFlow
 from fuselint.source.module import SourceFile
-from fuselint.source.nodes import walk
+from fuselint.source.nodes import last_name, walk
 
 OPTIMIZER = "optimizer"
 SCHEDULER = "lr scheduler"
@@ -46,14 +46,6 @@ _WHY = {
     (OPTIMIZER, "zero_grad"): _ZERO_SKIPPED,
     (SCHEDULER, "step"): "dynamo skips an lr scheduler's `step` and breaks the graph",
 }
-
-
-def _last_name(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
 
 
 def _named(name: str) -> str | None:
@@ -105,7 +97,7 @@ def _receiver_kind(receiver: ast.expr, built: dict[str, str]) -> str | None:
         key = f"{receiver.value.id}.{receiver.attr}"
         if key in built:
             return built[key]
-    name = _last_name(receiver)
+    name = last_name(receiver)
     return _named(name) if name is not None else None
 
 

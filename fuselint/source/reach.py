@@ -244,7 +244,7 @@ def built_returns(
     gives something else (`return self`, a stored object, an argument) or a decorator wraps `fn`.
     When all are classes of the tree (`unresumable` asks the `Index`), dynamo treats the result as
     an object the compiled code built (bench/reach21_toys.py)."""
-    returns = _own_returns(fn)
+    returns = own_returns(fn)
     others = [d for d in fn.decorator_list if not (isinstance(d, ast.Name) and d.id in _UNBOUND)]
     if not returns or others:  # a decorator may hand back what it keeps (`functools.cache`)
         return ()
@@ -290,7 +290,7 @@ def returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSu
     if fn.returns is not None:
         return tuple(sorted(set(_annotated_classes(fn.returns, summary))))
     found: set[str] = set()
-    for node in _own_returns(fn) or ():
+    for node in own_returns(fn) or ():
         built = _constructed(node.value, summary, {})
         if not built or any(outside(q) for q in built):
             return ()
@@ -331,7 +331,7 @@ def tuple_items(
             return []  # `tuple[A, ...]`: no position is known
         found = [(i, tuple(sorted(set(_annotated_classes(e, summary))))) for i, e in enumerate(items)]
         return [(i, classes) for i, classes in found if classes]
-    returns = _own_returns(fn) or ()
+    returns = own_returns(fn) or ()
     if not returns or not all(isinstance(r.value, ast.Tuple) for r in returns):
         return []
     if len({len(r.value.elts) for r in returns}) != 1:
@@ -344,7 +344,7 @@ def tuple_items(
     return out
 
 
-def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.Return, ...] | None:
+def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.Return, ...] | None:
     """The function's own `return` statements (a nested definition's returns are its own); None
     for a generator, whose call returns no value of its `return`s. Listed once per file's
     analysis: a summary asks for them three times per function."""
@@ -380,7 +380,7 @@ def factory_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, summary: FileSumm
     names one (torchsde's `methods.select(method, sde_type)` returns `Euler`, `SRK`, ...), so
     calling its result may run any of them, as a dispatch table's. () for any other function."""
     found: set[str] = set()
-    for node in _own_returns(fn) or ():
+    for node in own_returns(fn) or ():
         qual = summary.qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
         if qual is None or outside(qual):
             return ()

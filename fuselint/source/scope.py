@@ -550,12 +550,17 @@ def _own_nodes(fn: FunctionNode) -> list[ast.AST]:
     return out
 
 
-def _elements(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, str, str], ...]:
-    """`root.elements` by parameter name of `fn`: (parameter, attribute, caller), sorted."""
+def call_parameters(fn: FunctionNode, bound: bool) -> list[str]:
+    """The positional parameters a call of `fn` fills, in order: a bound call's `self` left out
+    (a staticmethod has none)."""
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-    if bound and not static:
-        params = params[1:]
+    return params[1:] if bound and not static else params
+
+
+def _elements(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, str, str], ...]:
+    """`root.elements` by parameter name of `fn`: (parameter, attribute, caller), sorted."""
+    params = call_parameters(fn, bound)
     named = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     found = set()
     for where, attr, caller in root.elements:
@@ -571,10 +576,7 @@ def _sized(
     fn: FunctionNode, bound: bool, root: Reached
 ) -> tuple[tuple[str, bool, tuple[str, ...], tuple], ...]:
     """The parameters of `fn` that a caller fills with rows sized by the data (`Reached.sized`)."""
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-    if bound and not static:
-        params = params[1:]
+    params = call_parameters(fn, bound)
     named = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     found = []
     for where, fixed, path, source in root.sized:
@@ -594,10 +596,7 @@ def _joined_sized(known: tuple, more: tuple) -> tuple:
 
 def _given(fn: FunctionNode, bound: bool, root: Reached) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The kinds callers passed, per parameter name of `fn` (unknown kinds left out)."""
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-    if bound and not static:
-        params = params[1:]
+    params = call_parameters(fn, bound)
     kinds: dict[str, set[str]] = {}
     for position, options in enumerate(root.args):
         if position < len(params) and options != (STARRED,):

@@ -27,7 +27,8 @@ from fuselint.source.count_branches import DataSized
 from fuselint.source.dataflow import FIX_OPS, _bound_names
 from fuselint.source.module import SourceFile
 from fuselint.source.nodes import made_once
-from fuselint.source.scope import own_nodes
+from fuselint.source.reach import own_returns
+from fuselint.source.scope import call_parameters, own_nodes
 from fuselint.source.unbacked_ops import in_host_loop
 
 # Where rows sized by the data come from: (the path to the function that holds the op, its line).
@@ -97,13 +98,6 @@ class FileSized:
 
 def _calls(flow) -> list[ast.Call]:
     return [site.node for site in flow.of(ast.Call)]
-
-
-def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, bound: bool) -> list[str]:
-    """The positional parameters a call fills, the bound `self` left out."""
-    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-    return names[1:] if bound and not static else names
 
 
 def _label(fn) -> str:
@@ -208,7 +202,7 @@ def _round(flows: list, roots: dict[int, set[int]], calling: set[int], out: File
             callee = out.callees.get(id(call))
             if callee is None:
                 continue
-            names = parameters(callee.node, callee.cls is not None)
+            names = call_parameters(callee.node, callee.cls is not None)
             path = (*flow.fn.chain, _label(callee))
             for where, arg in _arguments_of(call):
                 name = names[where] if isinstance(where, int) and where < len(names) else where
@@ -220,7 +214,7 @@ def _round(flows: list, roots: dict[int, set[int]], calling: set[int], out: File
                 if name not in known or (by_fixed and not known[name][0]):
                     known[name] = (by_fixed, path, out.source(flow, line))
                     changed = True
-        values = [r.value for r in _own_returns(flow.fn.node)]
+        values = [r.value for r in own_returns(flow.fn.node) or ()]  # none for a generator
         if values and all(v is not None and both.sized(v) is not None for v in values):
             by_fixed = all(fixed.sized(v) is not None for v in values)
             if out.returns.get(id(flow.fn.node)) not in (True, by_fixed):
@@ -276,17 +270,3 @@ def _arguments_of(call: ast.Call) -> list[tuple[int | str, ast.expr]]:
         found.append((position, arg))
     found.extend((k.arg, k.value) for k in call.keywords if k.arg is not None)
     return found
-
-
-def _own_returns(fn: ast.AST) -> list[ast.Return]:
-    """The function's own `return` statements (not those of nested functions or lambdas)."""
-    found = []
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            continue
-        if isinstance(node, ast.Return):
-            found.append(node)
-        todo.extend(ast.iter_child_nodes(node))
-    return sorted(found, key=lambda r: (r.lineno, r.col_offset))

@@ -363,7 +363,7 @@ def test_a_functions_own_returns_leave_out_nested_scopes_and_generators():
     import ast
 
     from fuselint.source import nodes
-    from fuselint.source.reach import _own_returns
+    from fuselint.source.reach import own_returns
 
     def reference(fn):
         found, todo = [], list(fn.body)
@@ -392,10 +392,10 @@ def test_a_functions_own_returns_leave_out_nested_scopes_and_generators():
         tree = ast.parse(source)
         with nodes.remembered_walks():
             for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-                got = _own_returns(fn)
+                got = own_returns(fn)
                 assert (None if got is None else {id(r) for r in got}) == reference(fn)
                 checked += 1
     assert checked > 40
     funcs = {f.name: f for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef)}
-    assert _own_returns(funcs["gen"]) is None and len(_own_returns(funcs["plain"])) == 2
-    assert len(_own_returns(funcs["nested"])) == 1
+    assert own_returns(funcs["gen"]) is None and len(own_returns(funcs["plain"])) == 2
+    assert len(own_returns(funcs["nested"])) == 1
