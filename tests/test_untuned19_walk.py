@@ -4,21 +4,16 @@ enter, and no trace starts past the time cut."""
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import sys
 from pathlib import Path
+
+from bench_loader import bench_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _select():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "fuselint_untuned19_select", ROOT / "bench" / "untuned19_select.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("untuned19_select")
 
 
 def _clock(hour, minute):

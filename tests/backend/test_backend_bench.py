@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 from backend_helpers import needs_interpreter
+from bench_loader import bench_module
 
 pytestmark = needs_interpreter
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _bench_module():
-    spec = importlib.util.spec_from_file_location("fuselint_bench_backend", ROOT / "bench" / "backend.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("backend")
 
 
 def test_smoke_run_writes_json_and_markdown(tmp_path):

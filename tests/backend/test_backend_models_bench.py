@@ -3,19 +3,13 @@ round (the one a host that drifts between rounds cannot bias). No GPU needed."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 def _models_module():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("fuselint_bench_models", ROOT / "bench" / "models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("models")
 
 
 def _row(model, backend, rounds):

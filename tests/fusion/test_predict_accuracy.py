@@ -6,23 +6,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 @pytest.fixture(scope="module")
 def acc():
-    sys.path.insert(0, str(ROOT / "bench"))  # predict_accuracy imports bench/models.py
-    spec = importlib.util.spec_from_file_location(
-        "fuselint_bench_predict_accuracy", ROOT / "bench" / "predict_accuracy.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("predict_accuracy")
 
 
 @pytest.mark.parametrize(

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 @pytest.fixture(scope="module")
 def errs():
-    spec = importlib.util.spec_from_file_location(
-        "fuselint_bench_err_batches", ROOT / "bench" / "err_batches.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("err_batches")
 
 
 def _row(model: str, backend: str, batches: list[tuple[float, float]]) -> dict:

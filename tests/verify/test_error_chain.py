@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 @pytest.fixture(scope="module")
 def chain():
-    spec = importlib.util.spec_from_file_location(
-        "fuselint_bench_error_chain", ROOT / "bench" / "error_chain.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("error_chain")
 
 
 def test_unit_names(chain):

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 @pytest.fixture(scope="module")
 def gain():
-    spec = importlib.util.spec_from_file_location("fuselint_bench_fix_gain", ROOT / "bench" / "fix_gain.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("fix_gain")
 
 
 def _side(graphs, breaks, first_s, median_s, calls=40):

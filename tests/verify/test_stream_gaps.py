@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 @pytest.fixture(scope="module")
 def gaps():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "fuselint_bench_stream_gaps", ROOT / "bench" / "stream_gaps.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("stream_gaps")
 
 
 def _ev(name: str, ts: float, dur: float) -> dict:

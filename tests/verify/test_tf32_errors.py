@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import bench_module
 
 
 def _module():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "fuselint_bench_tf32_errors", ROOT / "bench" / "tf32_errors.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("tf32_errors")
 
 
 def test_above_counts_batches_where_a_backend_is_above_inductor():
