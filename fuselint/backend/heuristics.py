@@ -182,7 +182,7 @@ def _unsplit_config(ir: KernelIR, interpret: bool, max_persistent: int | None) -
     if inner:
         rblock = full if persistent else min(LOOPED_RBLOCK, cap)
         # Short rows: several per program so that each moves ~2K elements.
-        tile = ROW_TILE if not os.environ.get("FUSELINT_ROW_TILE") else int(os.environ["FUSELINT_ROW_TILE"])
+        tile = int(os.environ.get("FUSELINT_ROW_TILE") or ROW_TILE)
         xblock = 1 if rblock >= 1024 else max(1, min(next_pow2(xnumel), tile // rblock))
         warps = _row_warps(rblock * xblock)
     else:

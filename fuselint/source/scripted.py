@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from dataclasses import replace
 
 from fuselint.findings import Finding
 from fuselint.source.imports import ImportTable
@@ -52,8 +53,6 @@ def scripted_lines(tree: ast.Module, imports: ImportTable) -> list[tuple[int, in
 
 def without_scripted_fixes(findings: Iterable[Finding], spans: list[tuple[int, int]]) -> list[Finding]:
     """`findings`, those inside a scripted span without their fix."""
-    from dataclasses import replace
-
     out = []
     for f in findings:
         if f.fix is not None and any(first <= f.span.line <= last for first, last in spans):
