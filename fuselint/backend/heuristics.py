@@ -53,6 +53,17 @@ SPLIT_OUTER_RBLOCK = 16
 # Short rows reduced along memory's innermost dim go several to a program, about this many
 # elements a program (FUSELINT_ROW_TILE overrides it, for side-by-side runs).
 ROW_TILE = 2048
+# ...with no more warps than one row's 16-byte vectors fill (a warp's 32 threads load 512 bytes of a
+# row at once) where rows are 256 lanes or more and the kernel reads a vector along the row (a
+# LayerNorm's weight): Triton lays out that [1, RBLOCK] load with every warp along the row, and a
+# tile whose warps also split its rows then converts between the two layouts through shared memory
+# (two `convert_layout`s in the TTGIR; none at 128 lanes with 8 warps, which stay). ConvNeXt-T's
+# LayerNorm over 25088 rows of 192 float32 ran 19.9 µs with 8 rows and 8 warps a program, 7.6 with
+# 2 warps, as Inductor's 7.6. Over 16 float32 and 9 bf16 row shapes of 192-512 lanes the rule was
+# 1.13-3.4x faster than 8 warps, and against the best of 1-16 rows with 1-8 warps within 1.00-1.03
+# from 25088 rows up, 1.00-1.27 at 6272 and 1.08-1.39 at 1568 rows (0.2-0.7 µs) (H200,
+# bench/ln_sweep.py, bench/results/h200-s24/).
+VECTOR_WARP_BYTES = 512
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,16 @@ def _split(ir: KernelIR, cfg: LaunchConfig, interpret: bool) -> LaunchConfig | N
     return LaunchConfig(xblock, rblock, False, warps, _cdiv(ir.xnumel, xblock), split, chunk, combine)
 
 
+def _column_vector_bytes(ir: KernelIR) -> int:
+    """The element size of the widest tensor the kernel reads along the reduced dims only (a
+    LayerNorm's weight and bias, a bias added before the norm), 0 when it reads none."""
+    rdims = set(ir.rdims)
+    return max(
+        (v.dtype.itemsize for v in ir.values if v.kind == "load" and v.dtype and v.dims and v.dims <= rdims),
+        default=0,
+    )
+
+
 def _reduces_inner(ir: KernelIR) -> bool:
     """Rows are contiguous when memory's innermost dim is reduced (channels_last makes C, not
     W, innermost: a mean over H and W then reduces columns)."""
@@ -185,6 +206,9 @@ def _unsplit_config(ir: KernelIR, interpret: bool, max_persistent: int | None) -
         tile = int(os.environ.get("FUSELINT_ROW_TILE") or ROW_TILE)
         xblock = 1 if rblock >= 1024 else max(1, min(next_pow2(xnumel), tile // rblock))
         warps = _row_warps(rblock * xblock)
+        vector = _column_vector_bytes(ir)
+        if xblock > 1 and vector and rblock >= 256:
+            warps = min(warps, max(1, rblock * vector // VECTOR_WARP_BYTES))
     else:
         # Reducing an outer dim: the contiguous dim is x; tile it 64 wide.
         rblock = full if full <= 64 else 64
