@@ -13,11 +13,12 @@ otherwise everything there runs as ATen.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import torch
 
-from fuselint.backend.callgen import GraphRunner
+from fuselint.backend.callgen import GraphRunner, conv_allow_tf32
 from fuselint.backend.compiler import (
     CompileReport,
     _static,
@@ -29,6 +30,7 @@ from fuselint.backend.compiler import (
 from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
 from fuselint.backend.gemm_groups import joined_weights
 from fuselint.backend.precompile import start_workers_for
+from fuselint.backend.squeeze_excite import follows_tf32
 
 __all__ = [
     "OPTIONS",
@@ -52,26 +54,53 @@ def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         visible = _user_outputs(model_outputs) if name == "forward" else None
         static = _static_inputs() if name != "backward" else frozenset()
-        compiled = compile_graph(
-            gm,
-            example_inputs,
-            name=name,
-            inference=name == "inference",
-            user_outputs=visible,
-            static=static,
-        )
-        if name == "forward":
-            _report_output_strides(compiled)
-        runner = GraphRunner(compiled, name, static)
-        history[-1].runner = runner
-        if not cudagraphs:
-            return make_boxed_func(runner)
-        why_not = why_not_recordable(compiled, example_inputs)
-        replay = GraphReplay(runner, name, why_not, _static(example_inputs), joined_weights(compiled))
-        history[-1].replay = replay
-        return make_boxed_func(replay)
+        inference = name == "inference"
+        pristine = _copy(gm) if inference and follows_tf32(gm) else None
+
+        def build(graph: torch.fx.GraphModule) -> Callable:
+            compiled = compile_graph(
+                graph, example_inputs, name=name, inference=inference, user_outputs=visible, static=static
+            )
+            if name == "forward":
+                _report_output_strides(compiled)
+            runner = GraphRunner(compiled, name, static)
+            history[-1].runner = runner
+            if not cudagraphs:
+                return runner
+            why_not = why_not_recordable(compiled, example_inputs)
+            replay = GraphReplay(runner, name, why_not, _static(example_inputs), joined_weights(compiled))
+            history[-1].replay = replay
+            return replay
+
+        first = build(gm)
+        tf32 = history[-1].conv_tf32
+        if pristine is None or tf32 is None:
+            return make_boxed_func(first)
+        return make_boxed_func(TF32Switch(tf32, first, lambda: build(_copy(pristine))))
 
     return compile_one
+
+
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A graph module of its own (compiling rewrites a graph in place) on the same attributes."""
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+
+
+class TF32Switch:
+    """A graph whose squeeze-excite reductions round as cuDNN's TF32 setting said at compile time
+    (:mod:`fuselint.backend.squeeze_excite`): each call reads the setting, as ATen's convolutions
+    do, and one that differs runs the graph compiled again for it (once; then either runs)."""
+
+    def __init__(self, tf32: bool, compiled: Callable, build: Callable[[], Callable]) -> None:
+        self.by_setting: dict[bool, Callable] = {tf32: compiled}
+        self._build = build
+
+    def __call__(self, *args: object) -> object:
+        setting = conv_allow_tf32()
+        run = self.by_setting.get(setting)
+        if run is None:
+            run = self.by_setting[setting] = self._build()
+        return run(*args)
 
 
 def _user_outputs(model_outputs: int | None) -> range | None:

@@ -360,7 +360,7 @@ _CUDNN_FLOATS = (*HALF, torch.float32)
 _PRECISION = getattr(torch._C, "_get_fp32_precision_getter", None)
 
 
-def _conv_allow_tf32() -> bool:
+def conv_allow_tf32() -> bool:
     """Whether ``aten.convolution`` lets cuDNN use TF32 for float32: the convolution's own
     precision on CUDA, where unset ("none") CUDA's, then the generic one (ATen's order of
     fallback). ``torch._C._get_cudnn_allow_tf32()`` is not it: it raises once a user sets the
@@ -380,7 +380,7 @@ def _cudnn_flags() -> tuple[bool, bool, bool]:
     return (
         c._get_cudnn_benchmark(),
         c._get_cudnn_deterministic() or c._get_deterministic_algorithms(),
-        _conv_allow_tf32(),
+        conv_allow_tf32(),
     )
 
 

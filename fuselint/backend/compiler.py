@@ -73,6 +73,8 @@ class CompileReport:
     merged: int = 0  # nodes that repeated an earlier node's op on the same arguments
     joined: int = 0  # GEMMs run as part of another's (gemm_groups.join_small_gemms)
     reduced: int = 0  # convolutions of a pooled image run as reductions (squeeze_excite)
+    # the cuDNN TF32 setting those reductions round as (None: none of them has one to follow)
+    conv_tf32: bool | None = None
     replay: object | None = None  # its GraphReplay under options={"cudagraphs": True}
     runner: object | None = None  # its GraphRunner (the generated call function, once built)
     precompiled: int = 0  # kernel launches compiled on the thread pool before the first call
@@ -715,7 +717,7 @@ def compile_graph(
         report.joined = join_small_gemms(gm, static)
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     if inference:  # after the layout pass, whose channels_last choice counts these convolutions too
-        report.reduced = reduce_pooled_convolutions(gm)
+        report.reduced, report.conv_tf32 = reduce_pooled_convolutions(gm)
     sink_pads(gm)
     repeats_as_cats(gm)
     unfuse_addmm_bias(gm)

@@ -217,9 +217,17 @@ POINTWISE: dict[str, Lower] = {
     "scalar_tensor": _constant,
 }
 
-# Overloads whose meaning differs from their packet's entry above.
+# float32 rounded to TF32's 10-bit mantissa, to nearest even (squeeze_excite.round_to_tf32; NaN kept).
+_TF32_BITS = "{0}.to(tl.int32, bitcast=True)"
+_TF32 = (
+    f"tl.where({{0}} != {{0}}, {{0}}, "
+    f"(({_TF32_BITS} + 4095 + (({_TF32_BITS} >> 13) & 1)) & -8192).to(tl.float32, bitcast=True))"
+)
+
+# Overloads whose meaning differs from their packet's entry above, and fuselint's own pointwise ops.
 OVERLOADS: dict[str, Lower] = {
     "aten.pow.Scalar": _pow_scalar,
+    "fuselint.round_to_tf32.default": _unary(_TF32),
 }
 
 # Reductions: packet name -> combine kind. mean and var_mean are built from sums.

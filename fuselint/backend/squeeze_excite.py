@@ -17,11 +17,25 @@ that is ``(x.view(N, 1, C).float() * w.view(1, O, C).float()).sum(-1)``, viewed 
 ``(N, O, C)`` tensor written) and the bias and the activation after it into the same kernel.
 The products of 16-bit numbers are exact in float32, and the sum accumulates in float32, as the
 GEMM's does (in another order); the bias is added before the one rounding, where the
-convolution's result was rounded before its bias was added. In float32 the sum is a plain float32
-sum, never TF32 (at least as exact as the library call, which may use TF32 where the user allows it),
-and the launch of its bias and activation joins it (EfficientNet-B0 in float32 launched 184 kernels per
-call to Inductor's 183 before, bench/results/h100-s16/kl-efficientnet.txt). Only small products are rewritten
-(``MAX_MACS``): on an H200, EfficientNet-B0's summed GPU time per call was 1971 µs with its gate
+convolution's result was rounded before its bias was added. In float32 the sum is a float32 sum (of
+operands rounded as the next paragraph says where the library call would use TF32), and the launch of
+its bias and activation joins it (EfficientNet-B0 in float32 launched 184 kernels per call to
+Inductor's 183 before, bench/results/h100-s16/kl-efficientnet.txt).
+
+Where the library call would round to TF32 (a float32 convolution on a GPU while the user lets cuDNN
+use TF32, PyTorch's default), the reduction rounds its operands as cuDNN does: each to TF32's 10-bit
+mantissa, to nearest even (:func:`round_to_tf32`), their products then exact and summed in float32.
+On an H200 cuDNN's results for MobileNetV3's 8 and EfficientNet-B0's 16 gate convolutions were within
+1.8e-7-2.6e-6 (relative) of the float64 product of operands so rounded, 2.4e-4-7.7e-4 of the unrounded
+one, 8e-4-1.7e-3 of truncated operands (bench/results/h200-s24/tf32_rounding*.txt; cuDNN may also
+pick an IEEE algorithm where TF32 is allowed: both models' stems came out so). Summed exactly instead,
+MobileNetV3's gates had raised the whole model's error at timm's initial BatchNorm to 1.19x
+Inductor's (eager with its gates so computed: 1.20x eager's; so rounded, 1.000x). The setting is read
+when the graph compiles; a graph so rounded records it (:attr:`CompileReport.conv_tf32`), and its
+calls check it, compiling the graph again for the other setting when it changes
+(:class:`fuselint.backend.TF32Switch`).
+
+Only small products are rewritten (``MAX_MACS``): on an H200, EfficientNet-B0's summed GPU time per call was 1971 µs with its gate
 convolutions reduced against 2069 µs with them in cuDNN and cuBLAS. Such a convolution of few
 channels is not a patch convolution here (patchify's GEMM is a library call).
 """
@@ -31,8 +45,9 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from fuselint.backend.callgen import conv_allow_tf32
 from fuselint.backend.ops import HALF
-from fuselint.backend.runtime import can_generate_for
+from fuselint.backend.runtime import can_generate_for, direct_impl
 from fuselint.graph.fusion_graph import op_kind
 from fuselint.graph.layout import NewNodes, rewrite_each
 
@@ -45,6 +60,31 @@ MAX_MACS = 1 << 23
 
 
 _FLOATS = (*HALF, torch.float32)
+# Devices whose float32 convolutions may run in TF32 when the user allows it (tests add "cpu").
+TF32_DEVICES = ("cuda",)
+
+
+@torch.library.custom_op("fuselint::round_to_tf32", mutates_args=(), tags=(torch.Tag.pointwise,))
+@direct_impl("fuselint::round_to_tf32")
+def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 `x` rounded to TF32's 10-bit mantissa, to nearest even, as cuDNN rounds a TF32
+    convolution's operands: the 13 low bits dropped after adding half of their unit (less one when
+    the bit kept last is even). NaN stays NaN; past TF32's largest value a number becomes infinite."""
+    x = x.contiguous()
+    bits = x.view(torch.int32)
+    kept = (bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF
+    return torch.where(torch.isnan(x), x, kept.view(torch.float32))
+
+
+@round_to_tf32.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _rounds_like_tf32(n: torch.fx.Node) -> bool:
+    """Is `n` a float32 convolution on a device where cuDNN's TF32 setting decides its rounding?"""
+    val = n.meta.get("val")
+    return val.dtype == torch.float32 and val.device.type in TF32_DEVICES
 
 
 def pooled_convolution(n: torch.fx.Node) -> bool:
@@ -96,9 +136,27 @@ def _ends_in_library(conv: torch.fx.Node) -> bool:
     return True
 
 
-def reduce_pooled_convolutions(gm: torch.fx.GraphModule) -> int:
-    """Rewrite each convolution of a pooled image in `gm` (module docstring); how many."""
-    return rewrite_each(gm, [n for n in gm.graph.nodes if pooled_convolution(n)], _rewrite)
+def follows_tf32(gm: torch.fx.GraphModule) -> bool:
+    """Would :func:`reduce_pooled_convolutions` rewrite a convolution of `gm` that cuDNN's TF32
+    setting rounds (before the layout pass too: it keeps shapes, dtypes and devices)?"""
+    return any(pooled_convolution(n) and _rounds_like_tf32(n) for n in gm.graph.nodes)
+
+
+def reduce_pooled_convolutions(gm: torch.fx.GraphModule) -> tuple[int, bool | None]:
+    """Rewrite each convolution of a pooled image in `gm` (module docstring): how many, and the TF32
+    setting their rounding follows (None where no rewritten convolution has one)."""
+    found = [n for n in gm.graph.nodes if pooled_convolution(n)]
+    tf32 = conv_allow_tf32() if any(_rounds_like_tf32(n) for n in found) else None
+    follows: list[bool] = []
+
+    def rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> int:
+        rounds = tf32 is True and _rounds_like_tf32(conv)
+        done = _rewrite(graph, conv, rounds)
+        follows.append(bool(done) and _rounds_like_tf32(conv))
+        return done
+
+    done = rewrite_each(gm, found, rewrite)
+    return done, tf32 if any(follows) else None
 
 
 def _equivalent_strides(got: torch.Tensor, want: torch.Tensor) -> bool:
@@ -108,7 +166,7 @@ def _equivalent_strides(got: torch.Tensor, want: torch.Tensor) -> bool:
     )
 
 
-def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> int:
+def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node, tf32: bool) -> int:
     x, w, bias = conv.args[:3]
     batch, channels = x.meta["val"].shape[:2]
     out_channels = w.meta["val"].shape[0]
@@ -126,6 +184,9 @@ def _rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> int:
                 new(aten.view.default, w, [1, out_channels, channels]),
                 torch.float32,
             )
+            if tf32:  # the operands as cuDNN rounds them (module docstring)
+                rows = new(torch.ops.fuselint.round_to_tf32.default, rows)
+                cols = new(torch.ops.fuselint.round_to_tf32.default, cols)
             total = new(aten.sum.dim_IntList, new(aten.mul.Tensor, rows, cols), [2])
             if bias is not None:
                 total = new(

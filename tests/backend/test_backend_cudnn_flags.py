@@ -42,29 +42,29 @@ def test_the_convolutions_own_setting_decides_even_where_the_legacy_flag_raises(
     precision(cuda_conv="ieee", cuda_rnn="tf32")
     with pytest.raises(RuntimeError, match="different TF32 flags"):
         torch._C._get_cudnn_allow_tf32()
-    assert callgen._conv_allow_tf32() is False
+    assert callgen.conv_allow_tf32() is False
     assert callgen._cudnn_flags()[2] is False
     precision(cuda_conv="tf32", cuda_rnn="ieee")
-    assert callgen._conv_allow_tf32() is True
+    assert callgen.conv_allow_tf32() is True
 
 
 def test_an_unset_convolution_falls_back_to_cuda_then_generic(precision):
     precision(generic_all="none", cuda_all="ieee")
     precision(cuda_conv="none")
-    assert callgen._conv_allow_tf32() is False  # from cuda/all
+    assert callgen.conv_allow_tf32() is False  # from cuda/all
     precision(cuda_all="tf32")
     precision(cuda_conv="none")
-    assert callgen._conv_allow_tf32() is True
+    assert callgen.conv_allow_tf32() is True
     precision(cuda_all="none", generic_all="tf32")
     precision(cuda_conv="none")
-    assert callgen._conv_allow_tf32() is True  # from generic/all
+    assert callgen.conv_allow_tf32() is True  # from generic/all
     precision(generic_all="ieee")
     precision(cuda_all="none", cuda_conv="none")
-    assert callgen._conv_allow_tf32() is False
+    assert callgen.conv_allow_tf32() is False
 
 
 def test_the_legacy_switch_still_turns_tf32_off_and_on(precision):
     torch.backends.cudnn.allow_tf32 = False
-    assert callgen._conv_allow_tf32() is False
+    assert callgen.conv_allow_tf32() is False
     torch.backends.cudnn.allow_tf32 = True
-    assert callgen._conv_allow_tf32() is True
+    assert callgen.conv_allow_tf32() is True

@@ -164,3 +164,30 @@ def test_float32_square_roots_are_rounded_as_ieee_as_atens_are():
     for fn in (lambda t: torch.sqrt(t + 1.0), lambda t: (t + 1.0) ** 0.5):
         torch._dynamo.reset()
         assert torch.equal(torch.compile(fn, backend=fuselint_backend)(x), fn(x))
+
+
+def test_a_float32_gate_rounds_its_operands_as_cudnn_s_tf32_convolution_does():
+    """MobileNetV3's squeeze-excite shapes (64 images, 672 channels into 168): with TF32 allowed the
+    reduction that replaces the gate's convolution is as near cuDNN's result as float32 sums in
+    another order are (operands rounded to nearest even, squeeze_excite.round_to_tf32); with TF32 off
+    it is IEEE float32 again, and far from the TF32 result."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    reduce, expand = torch.nn.Conv2d(672, 168, 1).cuda().eval(), torch.nn.Conv2d(168, 672, 1).cuda().eval()
+    x = torch.randn(64, 672, 1, 1, device="cuda", generator=gen)
+    fn = lambda t: expand(torch.relu(reduce(t)))  # noqa: E731  (`reduce` ends in a library call: reduced)
+    c = torch.backends.cudnn
+    for allowed in (True, False):
+        torch._dynamo.reset()
+        with torch.no_grad(), c.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=allowed):
+            want = fn(x)
+            start = history_mark()
+            got = torch.compile(fn, backend=fuselint_backend)(x)
+        assert [r.reduced for r in reports_since(start)] == [1]
+        with (
+            torch.no_grad(),
+            c.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=not allowed),
+        ):
+            other = fn(x)
+        scale = want.abs().max()
+        assert (got - want).abs().max() / scale < 1e-5
+        assert (other - want).abs().max() / scale > 1e-4  # the two settings' results do differ

@@ -105,3 +105,105 @@ def test_a_gate_whose_product_feeds_the_next_convolution_is_still_not_rounded():
     assert [r.reduced for r in reports] == [1]
     with torch.no_grad():
         torch.testing.assert_close(got, model(x), **tol(BF16))
+
+
+def _tf32_reference(value: float) -> float:
+    """`value` (a float32) rounded to TF32 by hand: the nearer of the two 10-bit-mantissa neighbours,
+    the one whose last kept bit is 0 on a tie."""
+    import math
+    import struct
+
+    if math.isnan(value) or math.isinf(value):
+        return value
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    low = bits & ~0x1FFF
+    high = low + 0x2000
+    dropped = bits & 0x1FFF
+    if dropped > 0x1000 or (dropped == 0x1000 and low & 0x2000):
+        low = high
+    if (low & 0x7F800000) == 0x7F800000:  # rounded past the largest finite value
+        return math.copysign(math.inf, value)
+    return struct.unpack("<f", struct.pack("<I", low))[0]
+
+
+def _hard_values() -> torch.Tensor:
+    torch.manual_seed(0)
+    spread = torch.randn(4000) * torch.exp2(torch.randint(-140, 128, (4000,)).float())
+    ties = torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11), -(1 + 3 * 2**-11), 2**-130 * 3])
+    edges = torch.tensor([0.0, -0.0, 1e-45, -1e-45, 3.4028234663852886e38, float("inf"), float("-inf")])
+    return torch.cat([spread, ties, edges, torch.full((1,), float("nan"))]).float()
+
+
+def test_round_to_tf32_rounds_to_the_nearest_even_ten_bit_mantissa():
+    from fuselint.backend.squeeze_excite import round_to_tf32
+
+    x = _hard_values()
+    got = round_to_tf32(x)
+    want = torch.tensor([_tf32_reference(v) for v in x.tolist()], dtype=torch.float32)
+    assert torch.equal(got.isnan(), want.isnan())
+    keep = ~want.isnan()
+    assert torch.equal(got[keep].view(torch.int32), want[keep].view(torch.int32))
+
+
+def test_the_kernel_rounds_to_tf32_bit_for_bit_as_the_op_does():
+    from fuselint.backend.squeeze_excite import round_to_tf32
+
+    x = _hard_values()
+    got, reports = _run(lambda x: torch.ops.fuselint.round_to_tf32(x) * 1.0, x)
+    assert [len(r.kernels) for r in reports] == [1] and not reports[0].fallbacks
+    want = round_to_tf32(x)
+    assert torch.equal(got.isnan(), want.isnan())
+    keep = ~want.isnan()
+    assert torch.equal(got[keep].view(torch.int32), want[keep].view(torch.int32))
+
+
+def _tf32_flag(allowed: bool):
+    c = torch.backends.cudnn
+    return c.flags(
+        enabled=c.enabled, benchmark=c.benchmark, deterministic=c.deterministic, allow_tf32=allowed
+    )
+
+
+def test_float32_gates_round_as_cudnn_s_tf32_setting_says_at_each_call(monkeypatch):
+    """Where cuDNN would run the gate's float32 convolution in TF32, the reduction rounds its
+    operands as cuDNN does; a call after the setting changed runs the graph compiled for the new
+    one, and back (a CPU stands in for the GPU here: TF32_DEVICES)."""
+    from fuselint.backend import squeeze_excite
+
+    monkeypatch.setattr(squeeze_excite, "TF32_DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    model = SqueezeExcite(64, 16).eval()
+    x = torch.randn(2, 64, 4, 4) * 3
+
+    def reference(rounded: bool):
+        r = squeeze_excite.round_to_tf32 if rounded else (lambda t: t)
+        s = x.mean((2, 3), keepdim=True)
+        reduced = F.conv2d(r(s), r(model.reduce.weight), model.reduce.bias)
+        return x * torch.sigmoid(model.expand(F.silu(reduced)))
+
+    torch._dynamo.reset()
+    start = history_mark()
+    compiled = torch.compile(model, backend=fuselint_backend, dynamic=False)
+    with torch.no_grad():
+        rounded, exact = reference(True), reference(False)
+        assert (rounded - exact).abs().max() > 1e-4  # the rounding shows
+        with _tf32_flag(True):
+            first = compiled(x)
+        with _tf32_flag(False):
+            second = compiled(x)
+        with _tf32_flag(True):
+            third = compiled(x)
+    reports = reports_since(start)
+    torch.testing.assert_close(first, rounded, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(second, exact, atol=2e-6, rtol=1e-5)
+    assert torch.equal(first, third)
+    # compiled once per setting: the first for TF32, the second when the setting changed
+    assert [(r.reduced, r.conv_tf32) for r in reports] == [(1, True), (1, False)]
+
+
+def test_a_gate_on_a_device_without_tf32_keeps_its_exact_sums():
+    torch.manual_seed(0)
+    model = SqueezeExcite(64, 16).eval()
+    with _tf32_flag(True):
+        _, reports = _run(model, torch.randn(2, 64, 4, 4))
+    assert [(r.reduced, r.conv_tf32) for r in reports] == [(1, None)]
