@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from fuselint.backend.callgen import GraphRunner, conv_allow_tf32
+from fuselint.backend.callgen import GraphRunner
 from fuselint.backend.compiler import (
     CompileReport,
     _static,
@@ -30,7 +30,7 @@ from fuselint.backend.compiler import (
 from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
 from fuselint.backend.gemm_groups import joined_weights
 from fuselint.backend.precompile import start_workers_for
-from fuselint.backend.squeeze_excite import follows_tf32
+from fuselint.backend.squeeze_excite import cudnn_rounds_to_tf32, follows_tf32
 
 __all__ = [
     "OPTIONS",
@@ -96,7 +96,7 @@ class TF32Switch:
         self._build = build
 
     def __call__(self, *args: object) -> object:
-        setting = conv_allow_tf32()
+        setting = cudnn_rounds_to_tf32()
         run = self.by_setting.get(setting)
         if run is None:
             run = self.by_setting[setting] = self._build()

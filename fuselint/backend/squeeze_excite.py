@@ -81,6 +81,12 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def cudnn_rounds_to_tf32() -> bool:
+    """Would ATen hand a float32 CUDA convolution to cuDNN with TF32 allowed? (With cuDNN off it
+    runs ATen's own convolution, whose GEMM follows the matmul setting: those sums stay exact.)"""
+    return torch._C._get_cudnn_enabled() and conv_allow_tf32()
+
+
 def _rounds_like_tf32(n: torch.fx.Node) -> bool:
     """Is `n` a float32 convolution on a device where cuDNN's TF32 setting decides its rounding?"""
     val = n.meta.get("val")
@@ -146,7 +152,7 @@ def reduce_pooled_convolutions(gm: torch.fx.GraphModule) -> tuple[int, bool | No
     """Rewrite each convolution of a pooled image in `gm` (module docstring): how many, and the TF32
     setting their rounding follows (None where no rewritten convolution has one)."""
     found = [n for n in gm.graph.nodes if pooled_convolution(n)]
-    tf32 = conv_allow_tf32() if any(_rounds_like_tf32(n) for n in found) else None
+    tf32 = cudnn_rounds_to_tf32() if any(_rounds_like_tf32(n) for n in found) else None
     follows: list[bool] = []
 
     def rewrite(graph: torch.fx.Graph, conv: torch.fx.Node) -> int:

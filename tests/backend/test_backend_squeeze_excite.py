@@ -157,11 +157,9 @@ def test_the_kernel_rounds_to_tf32_bit_for_bit_as_the_op_does():
     assert torch.equal(got[keep].view(torch.int32), want[keep].view(torch.int32))
 
 
-def _tf32_flag(allowed: bool):
+def _tf32_flag(allowed: bool, cudnn: bool = True):
     c = torch.backends.cudnn
-    return c.flags(
-        enabled=c.enabled, benchmark=c.benchmark, deterministic=c.deterministic, allow_tf32=allowed
-    )
+    return c.flags(enabled=cudnn, benchmark=c.benchmark, deterministic=c.deterministic, allow_tf32=allowed)
 
 
 def test_float32_gates_round_as_cudnn_s_tf32_setting_says_at_each_call(monkeypatch):
@@ -193,10 +191,12 @@ def test_float32_gates_round_as_cudnn_s_tf32_setting_says_at_each_call(monkeypat
             second = compiled(x)
         with _tf32_flag(True):
             third = compiled(x)
+        with _tf32_flag(True, cudnn=False):  # ATen's own convolution: no TF32 from cuDNN
+            fourth = compiled(x)
     reports = reports_since(start)
     torch.testing.assert_close(first, rounded, atol=2e-6, rtol=1e-5)
     torch.testing.assert_close(second, exact, atol=2e-6, rtol=1e-5)
-    assert torch.equal(first, third)
+    assert torch.equal(first, third) and torch.equal(second, fourth)
     # compiled once per setting: the first for TF32, the second when the setting changed
     assert [(r.reduced, r.conv_tf32) for r in reports] == [(1, True), (1, False)]
 
