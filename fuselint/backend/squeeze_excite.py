@@ -143,9 +143,19 @@ def _ends_in_library(conv: torch.fx.Node) -> bool:
 
 
 def follows_tf32(gm: torch.fx.GraphModule) -> bool:
-    """Would :func:`reduce_pooled_convolutions` rewrite a convolution of `gm` that cuDNN's TF32
-    setting rounds (before the layout pass too: it keeps shapes, dtypes and devices)?"""
-    return any(pooled_convolution(n) and _rounds_like_tf32(n) for n in gm.graph.nodes)
+    """Could :func:`reduce_pooled_convolutions` rewrite a convolution of `gm` that cuDNN's TF32
+    setting rounds? Asked before the graph compiles, so it asks less than :func:`pooled_convolution`
+    does (which readers a convolution has may change on the way): a float32 convolution of a 1x1
+    image on a device where that setting counts."""
+    return any(
+        n.op == "call_function"
+        and n.target is aten.convolution.default
+        and isinstance(n.meta.get("val"), torch.Tensor)
+        and isinstance(getattr(n.args[0], "meta", {}).get("val"), torch.Tensor)
+        and tuple(n.args[0].meta["val"].shape[2:]) == (1, 1)
+        and _rounds_like_tf32(n)
+        for n in gm.graph.nodes
+    )
 
 
 def reduce_pooled_convolutions(gm: torch.fx.GraphModule) -> tuple[int, bool | None]:

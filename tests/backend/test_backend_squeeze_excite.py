@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from backend_helpers import needs_interpreter, tol
+from backend_helpers import aten_graph, needs_interpreter, tol
 from torch import nn
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
@@ -207,3 +207,21 @@ def test_a_gate_on_a_device_without_tf32_keeps_its_exact_sums():
     with _tf32_flag(True):
         _, reports = _run(model, torch.randn(2, 64, 4, 4))
     assert [(r.reduced, r.conv_tf32) for r in reports] == [(1, None)]
+
+
+def test_which_graphs_may_follow_the_tf32_setting(monkeypatch):
+    """Asked before compiling: a float32 convolution of a 1x1 image on a device whose TF32 setting
+    counts; a wider image, a bf16 one, or (on a CPU) a device without TF32 does not."""
+    from fuselint.backend import squeeze_excite
+
+    w, b = torch.randn(8, 32, 1, 1), torch.randn(8)
+    pooled, wide = torch.randn(2, 32, 1, 1), torch.randn(2, 32, 3, 3)
+
+    def follows(x, dtype=torch.float32):
+        return squeeze_excite.follows_tf32(aten_graph(F.conv2d, x.to(dtype), w.to(dtype), b.to(dtype)))
+
+    assert not follows(pooled)  # a CPU: no TF32
+    monkeypatch.setattr(squeeze_excite, "TF32_DEVICES", ("cuda", "cpu"))
+    assert follows(pooled)
+    assert not follows(wide)
+    assert not follows(pooled, BF16)
