@@ -12,7 +12,10 @@ longest idle gaps on an H200 follow it, bench/results/h200-s24/).
 parameter or buffer the graph does not write into a :class:`KeptLayout` node: the copy is made
 at the first call and kept, and remade in place when the weight's storage or version changes
 (``load_state_dict`` and ``weight.mul_(2)`` bump the version; ``.data = t`` moves the storage),
-as :class:`fuselint.backend.gemm_groups.JoinedWeights` keeps its joined weights. A CUDA-graph
+as :class:`fuselint.backend.gemm_groups.JoinedWeights` keeps its joined weights. The storage
+copied from is held until the next remake: a weight replaced by a new tensor could otherwise be
+allocated where the old one lay, with the same version (a fresh tensor's is 0), and pass the
+check; the price is the replaced weight's memory until the graph's next call. A CUDA-graph
 replay, which runs no Python, calls :meth:`KeptLayout.refresh` first; the copy is remade into
 the same storage, so the recorded convolution keeps reading it.
 
@@ -51,6 +54,10 @@ class KeptLayout:
         self.__name__ = "kept_layout"
         self.tensor: torch.Tensor | None = None
         self._key: tuple | None = None
+        # the source's storage as of the key: held, so that no tensor made after it is freed
+        # (`load_state_dict(..., assign=True)`, `.data = t`) can come to lie at its address with
+        # the key's version, which the check would take for the weight it copied
+        self._source: torch.UntypedStorage | None = None
         self.remade = 0
 
     def __call__(self, w: torch.Tensor) -> torch.Tensor:
@@ -69,6 +76,7 @@ class KeptLayout:
                 else:
                     self.tensor.copy_(w)  # into the same storage: a recorded graph reads it there
             self._key = key
+            self._source = w.untyped_storage()
             self.remade += 1
         return self.tensor
 

@@ -225,3 +225,22 @@ def test_the_generated_call_function_reads_the_kept_copy():
         model.b.weight.mul_(2.0)
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
     assert [k.remade for k in kept] == [1, 2]
+
+
+def test_weights_replaced_by_new_tensors_are_never_taken_for_the_ones_copied():
+    # load_state_dict(assign=True) hands the module new tensors (version 0); twice between calls,
+    # the allocator gives the second the first one's freed memory (blocks this large, on glibc,
+    # nearly always), at the address and version the kept copy was made from, unless the copy
+    # holds that storage
+    torch.manual_seed(0)
+    conv = nn.Conv2d(64, 64, 3)
+
+    def new_weights():
+        return {"weight": torch.randn(64, 64, 3, 3), "bias": torch.randn(64)}
+
+    keep = kept_layouts.KeptLayout(0, torch.channels_last)
+    with torch.no_grad():
+        for _ in range(20):
+            assert torch.equal(keep(conv.weight), conv.weight)
+            conv.load_state_dict(new_weights(), assign=True)
+            conv.load_state_dict(new_weights(), assign=True)
