@@ -28,7 +28,7 @@ from fuselint.backend.compiler import (
     reports_since,
 )
 from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
-from fuselint.backend.gemm_groups import joined_weights
+from fuselint.backend.kept_layouts import kept_values
 from fuselint.backend.precompile import start_workers_for
 from fuselint.backend.squeeze_excite import cudnn_rounds_to_tf32, follows_tf32
 
@@ -68,7 +68,7 @@ def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> 
             if not cudagraphs:
                 return runner
             why_not = why_not_recordable(compiled, example_inputs)
-            replay = GraphReplay(runner, name, why_not, _static(example_inputs), joined_weights(compiled))
+            replay = GraphReplay(runner, name, why_not, _static(example_inputs), kept_values(compiled))
             history[-1].replay = replay
             return replay
 

@@ -27,6 +27,7 @@ from fuselint.backend.cse import merge_duplicates
 from fuselint.backend.embedding import scatter_index_adds
 from fuselint.backend.gemm_groups import join_small_gemms
 from fuselint.backend.heuristics import choose_config
+from fuselint.backend.kept_layouts import keep_layout_copies
 from fuselint.backend.lowering import KernelIR, Unsupported, lower_group
 from fuselint.backend.max_pool import hand_max_pools
 from fuselint.backend.ops import REDUCTIONS, VIEWS, lowering_for
@@ -72,6 +73,7 @@ class CompileReport:
     folded_views: int = 0  # kernel inputs read through a view's strides instead of a view op
     merged: int = 0  # nodes that repeated an earlier node's op on the same arguments
     joined: int = 0  # GEMMs run as part of another's (gemm_groups.join_small_gemms)
+    kept: int = 0  # layout copies of weights made once and kept (kept_layouts.keep_layout_copies)
     reduced: int = 0  # convolutions of a pooled image run as reductions (squeeze_excite)
     # the cuDNN TF32 setting those reductions round as (None: none of them has one to follow)
     conv_tf32: bool | None = None
@@ -721,6 +723,8 @@ def compile_graph(
     sink_pads(gm)
     repeats_as_cats(gm)
     unfuse_addmm_bias(gm)
+    if inference:  # a training graph's weights change every step: its copies stay per call
+        report.kept = keep_layout_copies(gm, static)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)
     try:

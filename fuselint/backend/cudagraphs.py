@@ -157,7 +157,8 @@ class GraphReplay:
     ) -> None:
         self.fn = fn
         # values the graph keeps between calls and checks against its inputs in Python
-        # (gemm_groups.JoinedWeights), which a replay must bring up to date before it runs
+        # (gemm_groups.JoinedWeights, kept_layouts.KeptLayout), which a replay must bring up to
+        # date before it runs
         self.refresh = tuple(refresh)
         self.name = name
         self.disabled = disabled

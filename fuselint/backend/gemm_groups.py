@@ -56,6 +56,9 @@ class JoinedWeights:
         self.__name__ = "joined_weights"
         self.tensor: torch.Tensor | None = None
         self._key: tuple | None = None
+        # the weights' storages as of the key: held, so that no tensor made after one is freed can
+        # lie at its address with the key's version (kept_layouts.KeptLayout says more)
+        self._sources: list[torch.UntypedStorage] = []
         self.remade = 0
 
     def __call__(self, *weights: torch.Tensor) -> torch.Tensor:
@@ -73,6 +76,7 @@ class JoinedWeights:
                 else:
                     torch.cat(weights, 0, out=self.tensor)
             self._key = key
+            self._sources = [w.untyped_storage() for w in weights]
             self.remade += 1
         return self.tensor
 

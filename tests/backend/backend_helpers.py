@@ -8,6 +8,7 @@ import torch.fx
 from torch._inductor.decomposition import select_decomp_table
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from fuselint.backend import runtime
 from fuselint.backend.runtime import interpreter_ready
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -42,3 +43,31 @@ class Unlaunchable:
 
     def __getitem__(self, grid):
         raise RuntimeError("no kernel here")
+
+
+class StandInLaunch:
+    """FastLaunch's fields, launching through the kernel's JIT path (a CPU kernel has no fast
+    launcher: with this stand-in, the generated call function runs on CPU as it runs on a GPU)."""
+
+    def __init__(self, kernel: runtime.FusedKernel) -> None:
+        self.kernel = kernel
+        self.grid = (kernel.cfg.grid, 1, 1)
+        self.function = object()
+        self.packed = object()
+        self.consts = tuple(kernel.consts.values())
+        self.device_index = 0
+        self.stream_of = lambda index: 0
+        self.aligned = tuple(False for _ in kernel.in_strides)
+        self.alloc = None
+        self.launches = 0
+
+    def matches(self, args, strides) -> bool:
+        return False  # FusedKernel's own path: its layout check, then the JIT launch or ATen
+
+    def run(self, g0, g1, g2, stream, function, packed, h1, h2, h3, *rest):
+        assert (g0, g1, g2) == self.grid and function is self.function and packed is self.packed
+        n_in, n_out = len(self.kernel.in_strides), len(self.kernel.out_specs)
+        args, outs = rest[:n_in], rest[n_in : n_in + n_out]
+        assert tuple(rest[n_in + n_out :]) == self.consts
+        self.launches += 1
+        self.kernel._launch_jit(args, outs)

@@ -9,38 +9,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from backend_helpers import needs_interpreter
+from backend_helpers import StandInLaunch, needs_interpreter
 
 from fuselint.backend import callgen, fuselint_backend, history_mark, reports_since, runtime
 
 pytestmark = needs_interpreter
-
-
-class StandInLaunch:
-    """FastLaunch's fields, launching through the kernel's JIT path."""
-
-    def __init__(self, kernel: runtime.FusedKernel) -> None:
-        self.kernel = kernel
-        self.grid = (kernel.cfg.grid, 1, 1)
-        self.function = object()
-        self.packed = object()
-        self.consts = tuple(kernel.consts.values())
-        self.device_index = 0
-        self.stream_of = lambda index: 0
-        self.aligned = tuple(False for _ in kernel.in_strides)
-        self.alloc = None
-        self.launches = 0
-
-    def matches(self, args, strides) -> bool:
-        return False  # FusedKernel's own path: its layout check, then the JIT launch or ATen
-
-    def run(self, g0, g1, g2, stream, function, packed, h1, h2, h3, *rest):
-        assert (g0, g1, g2) == self.grid and function is self.function and packed is self.packed
-        n_in, n_out = len(self.kernel.in_strides), len(self.kernel.out_specs)
-        args, outs = rest[:n_in], rest[n_in : n_in + n_out]
-        assert tuple(rest[n_in + n_out :]) == self.consts
-        self.launches += 1
-        self.kernel._launch_jit(args, outs)
 
 
 def block(x, w, r, g, b):

@@ -179,3 +179,19 @@ def test_a_first_call_under_inference_mode_keeps_an_ordinary_joined_tensor():
     with torch.no_grad():
         model.q.weight.mul_(-1.0)
         torch.testing.assert_close(compiled(h), model(h), rtol=2e-2, atol=2e-2)
+
+
+def test_weights_replaced_by_new_tensors_are_never_taken_for_the_ones_joined():
+    # as for kept layout copies: new tensors of version 0 at a freed weight's address
+    torch.manual_seed(0)
+    a, b = nn.Linear(384, 384, dtype=BF16), nn.Linear(384, 384, dtype=BF16)
+
+    def new_weights():
+        return {"weight": torch.randn(384, 384, dtype=BF16), "bias": torch.randn(384, dtype=BF16)}
+
+    join = gemm_groups.JoinedWeights((0, 1))
+    with torch.no_grad():
+        for _ in range(20):
+            assert torch.equal(join(a.weight, b.weight), torch.cat([a.weight, b.weight]))
+            a.load_state_dict(new_weights(), assign=True)
+            a.load_state_dict(new_weights(), assign=True)

@@ -114,6 +114,36 @@ def test_joined_weights_follow_weights_changed_in_place_between_replays(options)
     assert [r.joined for r in reports_since(mark)] == [2]
 
 
+class ConvStack(torch.nn.Module):
+    """3x3 convolutions, whose weights the layout pass reads in channels_last (a kept copy each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(16, 64, 3, padding=1, bias=False)
+        self.b = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.b(F.relu(self.a(x))).relu()
+
+
+@pytest.mark.parametrize("options", [None, {"cudagraphs": True}], ids=["plain", "cudagraphs"])
+def test_kept_weight_copies_follow_weights_changed_between_replays(options):
+    torch.manual_seed(0)
+    model = ConvStack().cuda().to(torch.bfloat16).eval()
+    x = torch.randn(8, 16, 32, 32, device="cuda", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend="fuselint", options=options)
+    with torch.no_grad():
+        for _ in range(3):  # the first call runs, the second records, the third replays
+            first = compiled(x).clone()
+        model.b.weight.mul_(-1.0)  # in place: same storage, a new version
+        torch.testing.assert_close(compiled(x), model(x), atol=3e-2, rtol=3e-2)
+        model.b.weight.mul_(-1.0)
+        assert torch.equal(compiled(x), first)  # the copy back as it was: the same result, bit for bit
+    assert [r.kept for r in reports_since(mark)] == [2]
+
+
 def test_cudagraphs_outputs_are_lent_moved_when_kept_and_never_overwritten_under_a_view():
     model, ids = _model_and_ids(torch.bfloat16)
     torch._dynamo.reset()

@@ -1,0 +1,138 @@
+"""Weights copied into another layout once, not on every call.
+
+On a GPU the layout pass (:func:`fuselint.graph.layout.gpu_conv_layout`) reads every 2-d
+convolution's weight in channels_last, and a weight that is not already laid out so (any kernel
+larger than 1x1 that is not depthwise: ResNet-50's 3x3 convolutions and its stem) is copied by
+``aten.clone(w, memory_format=torch.channels_last)``, a ``fuselint_clone`` kernel of its own.
+The weight is a parameter: the copy gives the same tensor on every call until the user changes
+the weight, yet it was launched on every call (17 of ResNet-50's 68 kernels, and the stream's
+longest idle gaps on an H200 follow it, bench/results/h200-s24/).
+
+:func:`keep_layout_copies` rewrites, in an inference graph, each such copy whose source is a
+parameter or buffer the graph does not write into a :class:`KeptLayout` node: the copy is made
+at the first call and kept, and remade in place when the weight's storage or version changes
+(``load_state_dict`` and ``weight.mul_(2)`` bump the version; ``.data = t`` moves the storage),
+as :class:`fuselint.backend.gemm_groups.JoinedWeights` keeps its joined weights. The storage
+copied from is held until the next remake: a weight replaced by a new tensor could otherwise be
+allocated where the old one lay, with the same version (a fresh tensor's is 0), and pass the
+check; the price is the replaced weight's memory until the graph's next call. A CUDA-graph
+replay, which runs no Python, calls :meth:`KeptLayout.refresh` first; the copy is remade into
+the same storage, so the recorded convolution keeps reading it.
+
+The kept copies hold the weights' memory a second time, so a graph keeps at most
+``MAX_KEPT_BYTES`` of them, the smallest first: a copy saves one launch however small it is
+(the host cost that made ResNet-50 host-bound), and the smaller it is the less memory that
+launch costs to save. The bound is the joined weights' (64 MiB): it holds every copy of the
+suite's models (ResNet-50's 17 are 43.2 MiB in float32, 21.6 MiB in bf16), and it is small
+beside a GPU's memory, while a larger model keeps what fits and copies the rest per call.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor
+
+from fuselint.backend.gemm_groups import JoinedWeights
+from fuselint.backend.views import written_storages
+
+aten = torch.ops.aten
+
+# The most memory a graph holds in kept copies (module docstring).
+MAX_KEPT_BYTES = 64 << 20
+
+
+class KeptLayout:
+    """``aten.clone(w, memory_format=fmt)``, made once and remade in place when `w` changes.
+
+    `position` is the graph-input position of `w`, so that a CUDA-graph replay can refresh the
+    copy from the call's arguments before it replays."""
+
+    def __init__(self, position: int, memory_format: torch.memory_format) -> None:
+        self.position = position
+        self.memory_format = memory_format
+        self.__name__ = "kept_layout"
+        self.tensor: torch.Tensor | None = None
+        self._key: tuple | None = None
+        # the source's storage as of the key: held, so that no tensor made after it is freed
+        # (`load_state_dict(..., assign=True)`, `.data = t`) can come to lie at its address with
+        # the key's version, which the check would take for the weight it copied
+        self._source: torch.UntypedStorage | None = None
+        self.remade = 0
+
+    def __call__(self, w: torch.Tensor) -> torch.Tensor:
+        if isinstance(w, FakeTensor) or w.is_inference():
+            # a fake tensor (a pass computing values) has no data to keep; an inference tensor
+            # has no version counter to tell a change: copied per call (inside a CUDA-graph
+            # recording, each replay copies it again)
+            return aten.clone.default(w, memory_format=self.memory_format)
+        key = (w.data_ptr(), w._version)
+        if key != self._key:
+            # a tensor of the ordinary kind even when the first call runs under inference_mode,
+            # so that a later call outside it may write it in place
+            with torch.inference_mode(False), torch.no_grad():
+                if self.tensor is None:
+                    self.tensor = aten.clone.default(w, memory_format=self.memory_format)
+                else:
+                    self.tensor.copy_(w)  # into the same storage: a recorded graph reads it there
+            self._key = key
+            self._source = w.untyped_storage()
+            self.remade += 1
+        return self.tensor
+
+    def refresh(self, args: tuple) -> None:
+        w = args[self.position]
+        if not w.is_inference():
+            self(w)
+
+
+def kept_values(gm: torch.fx.GraphModule) -> list[JoinedWeights | KeptLayout]:
+    """What `gm` keeps between calls and checks against its inputs in Python: a CUDA-graph
+    replay refreshes each before it runs."""
+    return [
+        n.target
+        for n in gm.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, (JoinedWeights, KeptLayout))
+    ]
+
+
+def _layout_copy(n: torch.fx.Node, static_inputs: dict) -> torch.memory_format | None:
+    """The memory format of a copy ``clone(w, memory_format=fmt)`` of a static input, else None."""
+    if n.op != "call_function" or n.target is not aten.clone.default or len(n.args) != 1:
+        return None
+    fmt = n.kwargs.get("memory_format")
+    if fmt is None or set(n.kwargs) != {"memory_format"} or n.args[0] not in static_inputs:
+        return None
+    return fmt
+
+
+def keep_layout_copies(gm: torch.fx.GraphModule, static: frozenset[int]) -> int:
+    """Keep each layout copy of a parameter or buffer between calls (module docstring); how many.
+    `static`: positions of the graph inputs that are parameters or buffers."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = written_storages(gm.graph.nodes)  # a buffer the graph updates is copied as it is then
+    static_inputs = {
+        p: i
+        for i, p in enumerate(placeholders)
+        if i in static and isinstance(p.meta.get("val"), torch.Tensor) and p not in written
+    }
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    returned = set(out.all_input_nodes)  # the caller would get the kept tensor itself back
+    found = []
+    for n in gm.graph.nodes:
+        fmt = _layout_copy(n, static_inputs)
+        if fmt is not None and n not in returned and isinstance(n.meta.get("val"), torch.Tensor):
+            val = n.meta["val"]
+            found.append((val.numel() * val.element_size(), n, fmt))
+    budget = MAX_KEPT_BYTES
+    kept = 0
+    for nbytes, n, fmt in sorted(found, key=lambda f: f[0]):  # stable: graph order among equals
+        if nbytes > budget:
+            break
+        budget -= nbytes
+        n.target = KeptLayout(static_inputs[n.args[0]], fmt)
+        n.kwargs = {}
+        kept += 1
+    if kept:
+        gm.recompile()
+    return kept
