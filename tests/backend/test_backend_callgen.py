@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from backend_helpers import StandInLaunch, needs_interpreter
+from backend_helpers import StandInLaunch, needs_interpreter, stand_in_call_function
 
 from fuselint.backend import callgen, fuselint_backend, history_mark, reports_since, runtime
 
@@ -36,11 +36,7 @@ def compiled_with_stand_ins():
     fn(*inputs(0))
     (report,) = reports_since(mark)
     assert report.runner.call is None  # CPU kernels: no fast launcher, the FX graph runs
-    stand_ins = []
-    for k in report.kernels:
-        k._fast = StandInLaunch(k)
-        stand_ins.append(k._fast)
-    report.runner._generate()
+    stand_ins = stand_in_call_function(report)
     return fn, report, stand_ins
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from backend_helpers import StandInLaunch, needs_interpreter
+from backend_helpers import needs_interpreter, stand_in_call_function
 
 from fuselint.backend import fuselint_backend, history_mark, kept_layouts, reports_since, runtime
 
@@ -212,11 +212,7 @@ def test_the_generated_call_function_reads_the_kept_copy():
     compiled, first, reports = _compile(model, x)
     (report,) = reports
     assert report.runner.source is None  # CPU kernels: no fast launcher, the FX graph runs
-    stand_ins = []
-    for k in report.kernels:
-        k._fast = StandInLaunch(k)
-        stand_ins.append(k._fast)
-    report.runner._generate()
+    stand_ins = stand_in_call_function(report)
     assert report.runner.source is not None, report.runner.why_not
     kept = _kept(report)
     with torch.no_grad():
