@@ -33,6 +33,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
 
+from fuselint.backend.callgen import _storage_root
 from fuselint.backend.gemm_groups import JoinedWeights
 from fuselint.backend.views import written_storages
 
@@ -117,7 +118,8 @@ def keep_layout_copies(gm: torch.fx.GraphModule, static: frozenset[int]) -> int:
         if i in static and isinstance(p.meta.get("val"), torch.Tensor) and p not in written
     }
     out = next(n for n in gm.graph.nodes if n.op == "output")
-    returned = set(out.all_input_nodes)  # the caller would get the kept tensor itself back
+    # the caller would get the kept tensor itself back, or a view of it
+    returned = {_storage_root(n) for n in out.all_input_nodes}
     found = []
     for n in gm.graph.nodes:
         fmt = _layout_copy(n, static_inputs)

@@ -240,3 +240,30 @@ def test_weights_replaced_by_new_tensors_are_never_taken_for_the_ones_copied():
             assert torch.equal(keep(conv.weight), conv.weight)
             conv.load_state_dict(new_weights(), assign=True)
             conv.load_state_dict(new_weights(), assign=True)
+
+
+def test_a_weight_copy_returned_through_a_view_is_copied_every_call():
+    """A view of the copy that the graph returns is the caller's: kept, the caller's writes to it
+    would change the convolution's weight, and a remake would change the caller's tensor."""
+
+    class ReturnsItsCopy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 8, 3, padding=1)
+
+        def forward(self, x):
+            w = self.conv.weight.clone(memory_format=torch.channels_last)
+            return F.conv2d(x, w, self.conv.bias, padding=1).sum((2, 3)), w.permute(0, 2, 3, 1)
+
+    torch.manual_seed(0)
+    model = ReturnsItsCopy().eval()
+    x = torch.randn(2, 4, 8, 8)
+    compiled, (_, handed), reports = _compile(model, x)
+    assert [r.kept for r in reports] == [0]
+    with torch.no_grad():
+        handed.zero_()  # the caller's own tensor
+        got, again = compiled(x)
+        want, want_copy = model(x)
+    torch.testing.assert_close(got, want)
+    assert torch.equal(again, want_copy)
+    assert not handed.any()
