@@ -644,6 +644,8 @@ def _static_pieces(
         report.kernels.extend(piece.kernels)
         report.fallbacks.extend(piece.fallbacks)
         report.constants.extend(piece.constants)
+        if piece.conv_tf32 is not None:  # the whole graph follows the setting (backend.TF32Switch)
+            report.conv_tf32 = piece.conv_tf32
     aten = tuple(n.name for n in gm.graph.nodes if n.name in sized)
     why = f"{DATA_SIZED}: ATen runs its {len(aten)} data-sized nodes, {done} static pieces compiled"
     log.warning("fuselint: %s: %s", name, why)

@@ -225,3 +225,32 @@ def test_which_graphs_may_follow_the_tf32_setting(monkeypatch):
     assert follows(pooled)
     assert not follows(wide)
     assert not follows(pooled, BF16)
+
+
+def test_a_data_sized_graph_s_gates_follow_the_tf32_setting_too(monkeypatch):
+    """A graph with a data-sized node compiles its static pieces as graphs of their own: the TF32
+    setting a piece's gate follows is the whole graph's, so a call under the other setting compiles
+    again (without it, the second call still rounded)."""
+    from fuselint.backend import squeeze_excite
+
+    class GateAndNonzero(SqueezeExcite):
+        def forward(self, x):
+            return super().forward(x), torch.nonzero(x > 0)
+
+    monkeypatch.setattr(squeeze_excite, "TF32_DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    model = GateAndNonzero(64, 16).eval()
+    x = torch.randn(2, 64, 4, 4) * 3
+    torch._dynamo.reset()
+    start = history_mark()
+    compiled = torch.compile(model, backend=fuselint_backend, dynamic=False)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), torch.no_grad():
+        with _tf32_flag(True):
+            first = compiled(x)[0]
+        with _tf32_flag(False):
+            second, where = compiled(x)
+        exact = model(x)[0]
+    assert torch.equal(where, torch.nonzero(x > 0))
+    assert (first - exact).abs().max() > 1e-4  # rounded under TF32
+    torch.testing.assert_close(second, exact, atol=2e-6, rtol=1e-5)
+    assert [r.conv_tf32 for r in reports_since(start)] == [True, False]
