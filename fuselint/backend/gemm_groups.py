@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from fuselint.backend.ops import HALF
 from fuselint.backend.patchify import views_reading
@@ -56,9 +57,10 @@ class JoinedWeights:
         self.__name__ = "joined_weights"
         self.tensor: torch.Tensor | None = None
         self._key: tuple | None = None
-        # the weights' storages as of the key: held, so that no tensor made after one is freed can
-        # lie at its address with the key's version (kept_layouts.KeptLayout says more)
-        self._sources: list[torch.UntypedStorage] = []
+        # the weights' storages as of the key, weakly: a freed one counts as a change (no tensor
+        # made after it is freed may lie at its address with the key's version), and a graph never
+        # called again does not keep the weights (kept_layouts.KeptLayout says more)
+        self._sources: list[StorageWeakRef] = []
         self.remade = 0
 
     def __call__(self, *weights: torch.Tensor) -> torch.Tensor:
@@ -67,7 +69,7 @@ class JoinedWeights:
             # call (inside a CUDA-graph recording, each replay joins them again)
             return torch.cat(weights, 0)
         key = tuple((w.data_ptr(), w._version) for w in weights)
-        if key != self._key:
+        if key != self._key or any(s.expired() for s in self._sources):
             # a tensor of the ordinary kind even when the first call runs under inference_mode,
             # so that a later call outside it may write it in place
             with torch.inference_mode(False), torch.no_grad():
@@ -76,7 +78,7 @@ class JoinedWeights:
                 else:
                     torch.cat(weights, 0, out=self.tensor)
             self._key = key
-            self._sources = [w.untyped_storage() for w in weights]
+            self._sources = [StorageWeakRef(w.untyped_storage()) for w in weights]
             self.remade += 1
         return self.tensor
 

@@ -13,9 +13,10 @@ parameter or buffer the graph does not write into a :class:`KeptLayout` node: th
 at the first call and kept, and remade in place when the weight's storage or version changes
 (``load_state_dict`` and ``weight.mul_(2)`` bump the version; ``.data = t`` moves the storage),
 as :class:`fuselint.backend.gemm_groups.JoinedWeights` keeps its joined weights. The storage
-copied from is held until the next remake: a weight replaced by a new tensor could otherwise be
-allocated where the old one lay, with the same version (a fresh tensor's is 0), and pass the
-check; the price is the replaced weight's memory until the graph's next call. A CUDA-graph
+copied from is watched through a weak reference, and its being freed counts as a change: a weight
+replaced by a new tensor could otherwise be allocated where the old one lay, with the same version
+(a fresh tensor's is 0), and pass the check. Weakly, because a graph may never be called again
+(after ``model.to(...)`` Dynamo compiles another) and must not keep the old weights. A CUDA-graph
 replay, which runs no Python, calls :meth:`KeptLayout.refresh` first; the copy is remade into
 the same storage, so the recorded convolution keeps reading it.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from fuselint.backend.callgen import _storage_root
 from fuselint.backend.gemm_groups import JoinedWeights
@@ -55,10 +57,11 @@ class KeptLayout:
         self.__name__ = "kept_layout"
         self.tensor: torch.Tensor | None = None
         self._key: tuple | None = None
-        # the source's storage as of the key: held, so that no tensor made after it is freed
-        # (`load_state_dict(..., assign=True)`, `.data = t`) can come to lie at its address with
-        # the key's version, which the check would take for the weight it copied
-        self._source: torch.UntypedStorage | None = None
+        # the source's storage as of the key, weakly: once it is freed (`load_state_dict(...,
+        # assign=True)`, `.data = t`) a tensor made after could lie at its address with the key's
+        # version, so a freed source counts as a change; held weakly, as a graph that is never
+        # called again (the model moved to another device or dtype) must not keep the weights
+        self._source: StorageWeakRef | None = None
         self.remade = 0
 
     def __call__(self, w: torch.Tensor) -> torch.Tensor:
@@ -68,7 +71,7 @@ class KeptLayout:
             # recording, each replay copies it again)
             return aten.clone.default(w, memory_format=self.memory_format)
         key = (w.data_ptr(), w._version)
-        if key != self._key:
+        if key != self._key or self._source.expired():
             # a tensor of the ordinary kind even when the first call runs under inference_mode,
             # so that a later call outside it may write it in place
             with torch.inference_mode(False), torch.no_grad():
@@ -77,7 +80,7 @@ class KeptLayout:
                 else:
                     self.tensor.copy_(w)  # into the same storage: a recorded graph reads it there
             self._key = key
-            self._source = w.untyped_storage()
+            self._source = StorageWeakRef(w.untyped_storage())
             self.remade += 1
         return self.tensor
 

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from backend_helpers import needs_interpreter
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from fuselint.backend import fuselint_backend, gemm_groups, history_mark, reports_since
 
@@ -195,3 +198,16 @@ def test_weights_replaced_by_new_tensors_are_never_taken_for_the_ones_joined():
             assert torch.equal(join(a.weight, b.weight), torch.cat([a.weight, b.weight]))
             a.load_state_dict(new_weights(), assign=True)
             a.load_state_dict(new_weights(), assign=True)
+
+
+def test_joined_weights_do_not_hold_weights_replaced_since():
+    """A graph never called again after its weights were replaced (the model moved to another
+    device or dtype) must not keep their memory."""
+    a, b = torch.randn(8, 4), torch.randn(8, 4)
+    join = gemm_groups.JoinedWeights((0, 1))
+    with torch.no_grad():
+        assert torch.equal(join(a, b), torch.cat([a, b]))
+    old = StorageWeakRef(a.untyped_storage())
+    del a
+    gc.collect()
+    assert old.expired()

@@ -3,11 +3,14 @@ on CPU through Triton's interpreter, where the layout pass lays convolutions out
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from backend_helpers import needs_interpreter, stand_in_call_function
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from fuselint.backend import fuselint_backend, history_mark, kept_layouts, reports_since, runtime
 
@@ -267,3 +270,20 @@ def test_a_weight_copy_returned_through_a_view_is_copied_every_call():
     torch.testing.assert_close(got, want)
     assert torch.equal(again, want_copy)
     assert not handed.any()
+
+
+def test_a_model_moved_to_another_dtype_leaves_its_old_weights_free():
+    """`model.to(...)` after compiling gives the weights new storages and Dynamo a new graph; the old
+    graph, which stays in Dynamo's cache and is never called again, must not hold the old weights'
+    memory (its kept copies are the price of keeping; the weights they were made from are not)."""
+    torch.manual_seed(0)
+    model = TwoConvs().eval()
+    x = torch.randn(2, 4, 8, 8)
+    compiled, _, reports = _compile(model, x)
+    assert [r.kept for r in reports] == [2]
+    old = StorageWeakRef(model.a.weight.untyped_storage())
+    model.to(torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x.double()), model(x.double()))
+    gc.collect()
+    assert old.expired()
