@@ -287,3 +287,20 @@ def test_a_model_moved_to_another_dtype_leaves_its_old_weights_free():
         torch.testing.assert_close(compiled(x.double()), model(x.double()))
     gc.collect()
     assert old.expired()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review24: `weight.data` has a version counter of its own, so a write through it "
+    "(`p.data.mul_(d)` in EMA updates, `p.data.copy_(t)`, older init code) changes the weight and "
+    "leaves (data_ptr, _version) as it was: the kept copy (and JoinedWeights) stays stale; the lead decides",
+)
+def test_a_weight_changed_through_its_data_gives_the_new_result():
+    torch.manual_seed(0)
+    model = TwoConvs().eval()
+    x = torch.randn(2, 4, 8, 8)
+    compiled, _, reports = _compile(model, x)
+    assert [r.kept for r in reports] == [2]
+    model.a.weight.data.mul_(2)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
