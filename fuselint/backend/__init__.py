@@ -3,6 +3,7 @@
     torch.compile(model, backend="fuselint")        # after `import fuselint.backend`
     torch.compile(model, backend=fuselint_backend)  # or pass the function itself
     torch.compile(model, backend="fuselint", options={"cudagraphs": True})  # replay CUDA graphs
+    torch.compile(model, backend="fuselint", options={"keep_weights": False})  # see OPTIONS
 
 Dynamo's graph goes through AOTAutograd with Inductor's decomposition table, so each
 forward and backward graph arrives as ATen ops; the planner's groups become one kernel
@@ -44,12 +45,18 @@ __all__ = [
 ]
 
 
-# What `options=` may hold, with its default.
-OPTIONS = {"cudagraphs": False}
+# What `options=` may hold, with its default. `keep_weights`: an inference graph keeps the values it
+# makes from its parameters between calls (joined GEMM weights, weights' channels_last copies) and
+# remakes them when a weight's `_version` or storage changes, which every in-place change, `copy_`
+# and `load_state_dict` make; a write through `weight.data` has a version counter of its own and
+# goes unseen, so code that writes weights that way sets it False (every such value made per call).
+OPTIONS = {"cudagraphs": False, "keep_weights": True}
 
 
-def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> Callable:
+def _compiler(name: str, options: dict, model_outputs: int | None = None) -> Callable:
     from functorch.compile import make_boxed_func
+
+    cudagraphs, keep_weights = bool(options["cudagraphs"]), bool(options["keep_weights"])
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         visible = _user_outputs(model_outputs) if name == "forward" else None
@@ -59,7 +66,13 @@ def _compiler(name: str, cudagraphs: bool, model_outputs: int | None = None) -> 
 
         def build(graph: torch.fx.GraphModule) -> Callable:
             compiled = compile_graph(
-                graph, example_inputs, name=name, inference=inference, user_outputs=visible, static=static
+                graph,
+                example_inputs,
+                name=name,
+                inference=inference,
+                user_outputs=visible,
+                static=static,
+                keep_weights=keep_weights,
             )
             if name == "forward":
                 _report_output_strides(compiled)
@@ -164,8 +177,9 @@ def fuselint_backend(
     """torch.compile backend: AOTAutograd to ATen, then fused Triton kernels per group.
 
     ``options={"cudagraphs": True}`` replays each compiled graph as a CUDA graph
-    (:mod:`fuselint.backend.cudagraphs`)."""
-    cudagraphs = bool(_options(options)["cudagraphs"])
+    (:mod:`fuselint.backend.cudagraphs`); ``options={"keep_weights": False}`` makes every value
+    derived from a weight on each call (:data:`OPTIONS`)."""
+    chosen = _options(options)
     start_workers_for(example_inputs)  # they load while AOTAutograd traces and the graph is planned
     # Some of Inductor's decompositions (max_pool2d's) call into its lowering module.
     import torch._inductor.lowering  # noqa: F401
@@ -176,9 +190,9 @@ def fuselint_backend(
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     model_outputs = len(torch.utils._pytree.arg_tree_leaves(*out.args))
     backend = aot_autograd(
-        fw_compiler=_compiler("forward", cudagraphs, model_outputs),
-        bw_compiler=_compiler("backward", cudagraphs),
-        inference_compiler=_compiler("inference", cudagraphs),
+        fw_compiler=_compiler("forward", chosen, model_outputs),
+        bw_compiler=_compiler("backward", chosen),
+        inference_compiler=_compiler("inference", chosen),
         decompositions=decompositions(select_decomp_table()),
         partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,

@@ -691,9 +691,12 @@ def compile_graph(
     inference: bool = True,
     user_outputs: range | None = None,
     static: frozenset[int] = frozenset(),
+    keep_weights: bool = True,
 ) -> torch.fx.GraphModule:
     """`gm` with its fusible groups running as generated Triton kernels (its convolutions laid
-    out as Inductor lays them out on a GPU, so that the plan is the one `check` prices)."""
+    out as Inductor lays them out on a GPU, so that the plan is the one `check` prices).
+    `keep_weights`: an inference graph may keep values made from its parameters between calls
+    (joined GEMM weights, weights' layout copies), remade when a weight's version changes."""
     global _compiled_total
     report = CompileReport(name)
     history.append(report)
@@ -718,14 +721,14 @@ def compile_graph(
     hand_max_pools(gm)
     if inference:
         patchify_convolutions(gm)
-        report.joined = join_small_gemms(gm, static)
+        report.joined = join_small_gemms(gm, static) if keep_weights else 0
     gm = gpu_conv_layout(gm, inference=inference, user_outputs=user_outputs, eager=False)
     if inference:  # after the layout pass, whose channels_last choice counts these convolutions too
         report.reduced, report.conv_tf32 = reduce_pooled_convolutions(gm)
     sink_pads(gm)
     repeats_as_cats(gm)
     unfuse_addmm_bias(gm)
-    if inference:  # a training graph's weights change every step: its copies stay per call
+    if inference and keep_weights:  # a training graph's weights change every step: copied per call
         report.kept = keep_layout_copies(gm, static)
     fg = FusionGraph.from_fx(gm, name=name)
     compiled = _compile_groups(gm, planner_groups(fg), report)

@@ -289,11 +289,31 @@ def test_a_model_moved_to_another_dtype_leaves_its_old_weights_free():
     assert old.expired()
 
 
+def test_code_that_writes_weights_through_data_turns_kept_weights_off():
+    """`options={"keep_weights": False}`: nothing kept, and a write through `.data` (which the
+    version check cannot see, the xfail below) gives the new result."""
+    torch.manual_seed(0)
+    model = TwoConvs().eval()
+    x = torch.randn(2, 4, 8, 8)
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(model, backend=fuselint_backend, options={"keep_weights": False})
+    with torch.no_grad():
+        compiled(x)
+        assert [(r.kept, r.joined) for r in reports_since(mark)] == [(0, 0)]
+        model.a.weight.data.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="fuselint backend options are .*keep_weights"):
+        torch.compile(model, backend=fuselint_backend, options={"keep_weight": False})(x)
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="review24: `weight.data` has a version counter of its own, so a write through it "
     "(`p.data.mul_(d)` in EMA updates, `p.data.copy_(t)`, older init code) changes the weight and "
-    "leaves (data_ptr, _version) as it was: the kept copy (and JoinedWeights) stays stale; the lead decides",
+    "leaves (data_ptr, _version) as it was: the kept copy (and JoinedWeights) stays stale. A documented "
+    "contract (fuselint.backend.OPTIONS): such code sets options={'keep_weights': False}",
 )
 def test_a_weight_changed_through_its_data_gives_the_new_result():
     torch.manual_seed(0)
