@@ -213,7 +213,7 @@ def _single_items(nodes: list[torch.fx.Node]) -> set[str]:
     return {names[0] for names in items.values() if len(names) == 1}
 
 
-def _storage_root(n: torch.fx.Node) -> torch.fx.Node:
+def storage_root(n: torch.fx.Node) -> torch.fx.Node:
     """The value whose storage `n` shares (itself when it has its own)."""
     while (a := _aliases_input(n)) is not None:
         n = a
@@ -471,7 +471,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
         elif isinstance(n.target, FusedKernel):
             into = in_place.get(n.name, {})
             for i in into.values():  # the input's storage goes on as the output, not to the pool
-                held = names.get(_storage_root(n.args[i]).name)
+                held = names.get(storage_root(n.args[i]).name)
                 if held in pooled_vars:
                     pooled_vars.discard(held)
                     for waiting in release_at.values():

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import torch
 import torch.fx
-from torch.multiprocessing.reductions import StorageWeakRef
 
+from fuselint.backend.kept_layouts import KeptValue
 from fuselint.backend.ops import HALF
 from fuselint.backend.patchify import views_reading
 from fuselint.backend.views import written_storages
@@ -46,46 +46,15 @@ MAX_JOINED_RESULT = 132 * 256 * 128
 MAX_JOINED_BYTES = 64 << 20
 
 
-class JoinedWeights:
-    """``torch.cat(weights, 0)``, made once and remade in place when a weight changes.
-
-    `positions` are the graph-input positions of the weights, so that a CUDA-graph replay can
-    refresh the joined copy from the call's arguments before it replays."""
+class JoinedWeights(KeptValue):
+    """``torch.cat(weights, 0)`` of the weights at graph-input `positions`, kept
+    (:class:`fuselint.backend.kept_layouts.KeptValue`)."""
 
     def __init__(self, positions: tuple[int, ...]) -> None:
-        self.positions = positions
-        self.__name__ = "joined_weights"
-        self.tensor: torch.Tensor | None = None
-        self._key: tuple | None = None
-        # the weights' storages as of the key, weakly: a freed one counts as a change (no tensor
-        # made after it is freed may lie at its address with the key's version), and a graph never
-        # called again does not keep the weights (kept_layouts.KeptLayout says more)
-        self._sources: list[StorageWeakRef] = []
-        self.remade = 0
+        super().__init__(positions, "joined_weights")
 
-    def __call__(self, *weights: torch.Tensor) -> torch.Tensor:
-        if any(w.is_inference() for w in weights):
-            # made under inference_mode: no version counter tells a change, so join them per
-            # call (inside a CUDA-graph recording, each replay joins them again)
-            return torch.cat(weights, 0)
-        key = tuple((w.data_ptr(), w._version) for w in weights)
-        if key != self._key or any(s.expired() for s in self._sources):
-            # a tensor of the ordinary kind even when the first call runs under inference_mode,
-            # so that a later call outside it may write it in place
-            with torch.inference_mode(False), torch.no_grad():
-                if self.tensor is None:
-                    self.tensor = torch.cat(weights, 0)
-                else:
-                    torch.cat(weights, 0, out=self.tensor)
-            self._key = key
-            self._sources = [StorageWeakRef(w.untyped_storage()) for w in weights]
-            self.remade += 1
-        return self.tensor
-
-    def refresh(self, args: tuple) -> None:
-        weights = [args[i] for i in self.positions]
-        if not any(w.is_inference() for w in weights):
-            self(*weights)
+    def _make(self, weights: tuple, out: torch.Tensor | None) -> torch.Tensor:
+        return torch.cat(weights, 0, out=out)
 
 
 def joined_weights(gm: torch.fx.GraphModule) -> list[JoinedWeights]:

@@ -35,8 +35,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from fuselint.backend.callgen import _storage_root
-from fuselint.backend.gemm_groups import JoinedWeights
+from fuselint.backend.callgen import storage_root
 from fuselint.backend.views import written_storages
 
 aten = torch.ops.aten
@@ -45,59 +44,70 @@ aten = torch.ops.aten
 MAX_KEPT_BYTES = 64 << 20
 
 
-class KeptLayout:
-    """``aten.clone(w, memory_format=fmt)``, made once and remade in place when `w` changes.
+class KeptValue:
+    """A value made from graph inputs that are weights, made once and remade in place when one of
+    them changes (its storage or version); a subclass says how with ``_make(weights, out)``, which
+    makes the value anew when `out` is None and writes it into `out` otherwise.
 
-    `position` is the graph-input position of `w`, so that a CUDA-graph replay can refresh the
-    copy from the call's arguments before it replays."""
+    `positions` are the graph-input positions of the weights, so that a CUDA-graph replay can
+    refresh the value from the call's arguments before it replays (:meth:`refresh`)."""
 
-    def __init__(self, position: int, memory_format: torch.memory_format) -> None:
-        self.position = position
-        self.memory_format = memory_format
-        self.__name__ = "kept_layout"
+    def __init__(self, positions: tuple[int, ...], name: str) -> None:
+        self.positions = positions
+        self.__name__ = name
         self.tensor: torch.Tensor | None = None
         self._key: tuple | None = None
-        # the source's storage as of the key, weakly: once it is freed (`load_state_dict(...,
+        # the weights' storages as of the key, weakly: once one is freed (`load_state_dict(...,
         # assign=True)`, `.data = t`) a tensor made after could lie at its address with the key's
         # version, so a freed source counts as a change; held weakly, as a graph that is never
         # called again (the model moved to another device or dtype) must not keep the weights
-        self._source: StorageWeakRef | None = None
+        self._sources: list[StorageWeakRef] = []
         self.remade = 0
 
-    def __call__(self, w: torch.Tensor) -> torch.Tensor:
-        if isinstance(w, FakeTensor) or w.is_inference():
+    def __call__(self, *weights: torch.Tensor) -> torch.Tensor:
+        if any(isinstance(w, FakeTensor) or w.is_inference() for w in weights):
             # a fake tensor (a pass computing values) has no data to keep; an inference tensor
-            # has no version counter to tell a change: copied per call (inside a CUDA-graph
-            # recording, each replay copies it again)
-            return aten.clone.default(w, memory_format=self.memory_format)
-        key = (w.data_ptr(), w._version)
-        if key != self._key or self._source.expired():
+            # has no version counter to tell a change: made per call (inside a CUDA-graph
+            # recording, each replay makes it again)
+            return self._make(weights, None)
+        key = tuple((w.data_ptr(), w._version) for w in weights)
+        if key != self._key or any(s.expired() for s in self._sources):
             # a tensor of the ordinary kind even when the first call runs under inference_mode,
             # so that a later call outside it may write it in place
             with torch.inference_mode(False), torch.no_grad():
                 if self.tensor is None:
-                    self.tensor = aten.clone.default(w, memory_format=self.memory_format)
-                else:
-                    self.tensor.copy_(w)  # into the same storage: a recorded graph reads it there
+                    self.tensor = self._make(weights, None)
+                else:  # into the same storage: a recorded CUDA graph reads it there
+                    self._make(weights, self.tensor)
             self._key = key
-            self._source = StorageWeakRef(w.untyped_storage())
+            self._sources = [StorageWeakRef(w.untyped_storage()) for w in weights]
             self.remade += 1
         return self.tensor
 
     def refresh(self, args: tuple) -> None:
-        w = args[self.position]
-        if not w.is_inference():
-            self(w)
+        weights = [args[i] for i in self.positions]
+        if not any(w.is_inference() for w in weights):
+            self(*weights)
 
 
-def kept_values(gm: torch.fx.GraphModule) -> list[JoinedWeights | KeptLayout]:
+class KeptLayout(KeptValue):
+    """``aten.clone(w, memory_format=fmt)`` of the weight at graph-input `position`, kept."""
+
+    def __init__(self, position: int, memory_format: torch.memory_format) -> None:
+        super().__init__((position,), "kept_layout")
+        self.memory_format = memory_format
+
+    def _make(self, weights: tuple, out: torch.Tensor | None) -> torch.Tensor:
+        (w,) = weights
+        if out is None:
+            return aten.clone.default(w, memory_format=self.memory_format)
+        return out.copy_(w)
+
+
+def kept_values(gm: torch.fx.GraphModule) -> list[KeptValue]:
     """What `gm` keeps between calls and checks against its inputs in Python: a CUDA-graph
     replay refreshes each before it runs."""
-    return [
-        n.target
-        for n in gm.graph.nodes
-        if n.op == "call_function" and isinstance(n.target, (JoinedWeights, KeptLayout))
-    ]
+    return [n.target for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, KeptValue)]
 
 
 def _layout_copy(n: torch.fx.Node, static_inputs: dict) -> torch.memory_format | None:
@@ -122,7 +132,7 @@ def keep_layout_copies(gm: torch.fx.GraphModule, static: frozenset[int]) -> int:
     }
     out = next(n for n in gm.graph.nodes if n.op == "output")
     # the caller would get the kept tensor itself back, or a view of it
-    returned = {_storage_root(n) for n in out.all_input_nodes}
+    returned = {storage_root(n) for n in out.all_input_nodes}
     found = []
     for n in gm.graph.nodes:
         fmt = _layout_copy(n, static_inputs)
