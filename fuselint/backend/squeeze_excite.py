@@ -95,23 +95,35 @@ def _rounds_like_tf32(n: torch.fx.Node) -> bool:
 
 def pooled_convolution(n: torch.fx.Node) -> bool:
     """Is `n` a small 16- or 32-bit convolution of a 1x1 image by a 1x1 kernel (module docstring)?"""
+    macs = _pooled_product(n)
+    return (
+        macs is not None
+        and macs <= MAX_MACS
+        and can_generate_for(n.meta["val"].device)
+        and _ends_in_library(n)
+    )
+
+
+def _pooled_product(n: torch.fx.Node) -> int | None:
+    """The multiply-adds of `n` when it is a 16- or 32-bit convolution of a 1x1 image by a 1x1
+    kernel (what its shapes say; which readers it has is :func:`pooled_convolution`'s), else None."""
     if n.op != "call_function" or n.target is not aten.convolution.default or len(n.args) != 9:
-        return False
+        return None
     x, w, bias, _stride, padding, _dilation, transposed, _out_pad, groups = n.args
     vals = [getattr(a, "meta", {}).get("val") for a in (x, w, n)]
     if not all(isinstance(v, torch.Tensor) for v in vals) or transposed or groups != 1:
-        return False
+        return None
     xv, wv, out = vals
     if xv.dim() != 4 or wv.dim() != 4 or xv.dtype not in _FLOATS or wv.dtype != xv.dtype:
-        return False
+        return None
     if not all(type(s) is int for s in (*xv.shape, *wv.shape)):
-        return False
+        return None
     batch, channels, h, wd = xv.shape
     if (h, wd) != (1, 1) or tuple(wv.shape[1:]) != (channels, 1, 1) or any(p != 0 for p in padding):
-        return False
+        return None
     if tuple(out.shape) != (batch, wv.shape[0], 1, 1):
-        return False
-    return batch * channels * wv.shape[0] <= MAX_MACS and can_generate_for(xv.device) and _ends_in_library(n)
+        return None
+    return batch * channels * wv.shape[0]
 
 
 def _ends_in_library(conv: torch.fx.Node) -> bool:
@@ -144,18 +156,9 @@ def _ends_in_library(conv: torch.fx.Node) -> bool:
 
 def follows_tf32(gm: torch.fx.GraphModule) -> bool:
     """Could :func:`reduce_pooled_convolutions` rewrite a convolution of `gm` that cuDNN's TF32
-    setting rounds? Asked before the graph compiles, so it asks less than :func:`pooled_convolution`
-    does (which readers a convolution has may change on the way): a float32 convolution of a 1x1
-    image on a device where that setting counts."""
-    return any(
-        n.op == "call_function"
-        and n.target is aten.convolution.default
-        and isinstance(n.meta.get("val"), torch.Tensor)
-        and isinstance(getattr(n.args[0], "meta", {}).get("val"), torch.Tensor)
-        and tuple(n.args[0].meta["val"].shape[2:]) == (1, 1)
-        and _rounds_like_tf32(n)
-        for n in gm.graph.nodes
-    )
+    setting rounds? Asked before the graph compiles, so by shapes alone (which readers a
+    convolution has may change on the way; its shapes, dtype and device do not)."""
+    return any(_pooled_product(n) is not None and _rounds_like_tf32(n) for n in gm.graph.nodes)
 
 
 def reduce_pooled_convolutions(gm: torch.fx.GraphModule) -> tuple[int, bool | None]:
