@@ -38,9 +38,7 @@ def count(name: str, dtype: torch.dtype, keep: bool) -> tuple[int, int, int, tor
     try:
         torch._dynamo.reset()
         mark = history_mark()
-        model, args = M.build(name, small=True)
-        model = model.to(dtype)
-        args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+        model, args = M._to(*M.build(name, small=True), "cpu", dtype)
         compiled = torch.compile(model, backend="fuselint")
         with torch.no_grad():
             compiled(*args)

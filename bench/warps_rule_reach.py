@@ -45,9 +45,7 @@ def reach(name: str, dtype: torch.dtype) -> tuple[int, list[tuple]]:
     compiler.choose_config = keep
     try:
         torch._dynamo.reset()
-        model, args = M.build(name, small=True)
-        model = model.to(dtype)
-        args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+        model, args = M._to(*M.build(name, small=True), "cpu", dtype)
         with torch.no_grad():
             torch.compile(model, backend="fuselint")(*args)
     finally:
