@@ -21,6 +21,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for f
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 five=eager,fuselint,inductor,fuselint-cudagraphs,inductor-reduce-overhead
+# The timing rounds run pinned to one CPU (the compiles keep every CPU): unpinned, a host-bound model's rounds
+# split into two modes 1.7x apart on the H200 host (session 25: MobileNetV3 bf16, fuselint 2.7-3.1 or 5.0-5.6 ms).
+pin="--pin $(python3 -c 'import os; print(sorted(os.sched_getaffinity(0))[-1])')"
 # The code's fingerprint (the device's copy of .git may be older than the working tree it copies):
 # the same command on a checkout names the commit that ran.
 { echo "code $(find fuselint bench -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)"
@@ -28,17 +31,17 @@ five=eager,fuselint,inductor,fuselint-cudagraphs,inductor-reduce-overhead
 case "$part" in
   hf)
     timeout 560 python3 bench/models.py --models gpt2,llama,bert,t5enc,vit --backends "$five" \
-      --rounds 8 --rep 10 --budget 390 --err-batches 5 --json "$out/hf.json" --md "$out/hf.md" > "$out/hf.log" 2>&1 ;;
+      $pin --rounds 8 --rep 10 --budget 390 --err-batches 5 --json "$out/hf.json" --md "$out/hf.md" > "$out/hf.log" 2>&1 ;;
   timm)
     timeout 330 python3 bench/models.py --models resnet50,convnext,efficientnet,mobilenetv3 --backends "$five" \
-      --rounds 8 --rep 10 --budget 300 --err-batches 5 --json "$out/timm.json" --md "$out/timm.md" > "$out/timm.log" 2>&1
+      $pin --rounds 8 --rep 10 --budget 300 --err-batches 5 --json "$out/timm.json" --md "$out/timm.md" > "$out/timm.log" 2>&1
     # The training steps are host-bound: on an H100 one process's per-round ratio of GPT-2's walls ran from
     # 0.59 to 1.01 (bench/results/h100-s14/train_prof.txt), so they take four times the rounds of inference (16 rounds gave 1.05, then 0.94 in 32, on one commit).
     timeout 260 python3 bench/models.py --dtypes "" --train gpt2,resnet50 --backends eager,fuselint,inductor \
-      --rounds 32 --rep 20 --budget 210 --json "$out/train.json" --md "$out/train.md" > "$out/train.log" 2>&1 ;;
+      $pin --rounds 32 --rep 20 --budget 210 --json "$out/train.json" --md "$out/train.md" > "$out/train.log" 2>&1 ;;
   fp32)
     timeout 560 python3 bench/models.py --dtypes float32 --backends eager,fuselint,inductor \
-      --rounds 6 --rep 10 --budget 480 --err-batches 5 --json "$out/fp32.json" --md "$out/fp32.md" > "$out/fp32.log" 2>&1 ;;
+      $pin --rounds 6 --rep 10 --budget 480 --err-batches 5 --json "$out/fp32.json" --md "$out/fp32.md" > "$out/fp32.log" 2>&1 ;;
   rest)
     timeout 200 python3 bench/backend.py --budget 150 --no-cold --json "$out/backend.json" --md "$out/backend.md" \
       > "$out/backend.log" 2>&1 ;;

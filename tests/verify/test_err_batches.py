@@ -82,3 +82,23 @@ def test_bad_input_is_a_one_line_error(errs, tmp_path, capsys):
     empty.write_text(json.dumps({"rows": [{"model": "m", "backend": "eager", "train": False}]}))
     assert errs.main([str(empty)]) == 2
     assert "no row with per-batch errors" in capsys.readouterr().err
+
+
+def test_the_float64_mean_is_compared_where_every_batch_has_it(errs, tmp_path):
+    # a float32 model's float32 reference is eager itself: only the mean against float64 says which
+    # backend is nearer the exact answer (models.py's fifth per-batch number, session 25 on)
+    rows = _rows()
+    for row, means64 in ((rows[1], (0.5, 0.1, 0.3)), (rows[2], (0.4, 0.2, 0.2))):
+        row["err_batches"] = [b + [m] for b, m in zip(row["err_batches"], means64, strict=True)]
+    c = errs.summarize(rows)["net"]["compare"]
+    assert c["mean64_above"] == 2 and c["mean64_ratio"] == pytest.approx(0.9 / 0.8)
+    run = tmp_path / "err.json"
+    run.write_text(json.dumps({"rows": rows}))
+    md = tmp_path / "out.md"
+    assert errs.main([str(run), "--md", str(md)]) == 0
+    assert "| net | fuselint / inductor | 1 of 3 | 2 of 3 | 1.0000 | 2 of 3 | 1.1250 |" in md.read_text()
+    # a run from before: four numbers a batch, no float64 columns
+    assert "mean64_ratio" not in errs.summarize(_rows())["net"]["compare"]
+    run.write_text(json.dumps({"rows": _rows()}))
+    assert errs.main([str(run), "--md", str(md)]) == 0
+    assert "float64" not in md.read_text()
