@@ -38,8 +38,28 @@ class AtenTerms:
     def term(self, n: torch.fx.Node) -> Term:
         found = self._terms.get(n)
         if found is None:
-            found = self._terms[n] = self._lower(n) or self.builder.make("n", value=n.name, node=n)
+            # The inputs' terms first, deepest first, so that lowering a node finds its inputs'
+            # terms built: a whole model's graph is hundreds of nodes deep, past Python's recursion
+            # limit were each node to build its inputs' terms itself (timm's MobileNetV3).
+            for node in self._unbuilt_inputs_first(n):
+                self._terms[node] = self._lower(node) or self.builder.make("n", value=node.name, node=node)
+            found = self._terms[n]
         return found
+
+    def _unbuilt_inputs_first(self, n: torch.fx.Node) -> list[torch.fx.Node]:
+        """`n` and the nodes it reads, transitively, that have no term yet, each after its inputs."""
+        order: list[torch.fx.Node] = []
+        expanded: set[torch.fx.Node] = set()
+        stack = [(n, False)]
+        while stack:
+            node, inputs_done = stack.pop()
+            if inputs_done:
+                order.append(node)
+            elif node not in expanded and node not in self._terms:
+                expanded.add(node)
+                stack.append((node, True))
+                stack.extend((a, False) for a in node.all_input_nodes if a not in expanded)
+        return order
 
     def _value(self, a: object) -> Term | None:
         if isinstance(a, torch.fx.Node):
