@@ -825,7 +825,8 @@ def verify(
         if prove and not no_fixed:
             from fuselint.verify.prove import entry_sources, prove
 
-            files = entry_sources(spec, catalog, config, unsafe=unsafe_fixes)
+            with _model_output_held(spec, verbose):  # it builds the model to find its package files
+                files = entry_sources(spec, catalog, config, unsafe=unsafe_fixes)
             if files:
                 proof = _prove(
                     NORMAL, lambda say, spec=spec, files=files: prove([spec], files, settings, say)
@@ -846,11 +847,37 @@ def verify(
             except EntryError as exc:
                 raise UsageFailure(str(exc)) from None
         if proof is not None:
-            result = replace(result, notes=(*result.notes, *(str(r) for r in proof.rejected)))
+            result = replace(result, notes=(*result.notes, *_rejection_notes(spec, proof.rejected)))
         click.echo(render_json(result) if fmt == "json" else render_text(result), nl=False)
         failed |= not result.ok
     if failed:
         sys.exit(1)
+
+
+def _rejection_notes(spec: str, rejected) -> list[str]:
+    """verify's notes for the fixes its proof rejected. A package file the model is made of
+    (transformers' activations.py) holds many functions this model never runs; their fixes are
+    counted in one note instead of a line each."""
+    from fuselint.verify.prove import NEVER_RUNS
+    from fuselint.verify.variants import package_root
+
+    def shown(path: str) -> str:  # from its top-level package, as verify's fixed files are shown
+        top = package_root(Path(path).resolve())
+        return Path(path).resolve().relative_to(top.parent).as_posix() if top else path
+
+    folder = Path(spec.rpartition(":")[0]).resolve().parent
+    unrun = [
+        r
+        for r in rejected
+        if not Path(r.unit.path).resolve().is_relative_to(folder) and r.reason.startswith(NEVER_RUNS)
+    ]
+    notes = [str(r) for r in rejected if r not in unrun]
+    if unrun:
+        files = sorted({shown(r.unit.path) for r in unrun})
+        notes.append(
+            f"{len(unrun)} fix(es) in package code this model never runs left out ({', '.join(files)})"
+        )
+    return notes
 
 
 def _check_verify_device(device: str | None) -> None:

@@ -90,6 +90,9 @@ class FixUnit:
         return self.code.startswith("FL2")
 
 
+NEVER_RUNS = "the entry never runs"  # how a rejection of a fix in a function no entry runs begins
+
+
 @dataclass(frozen=True)
 class Rejection:
     unit: FixUnit
@@ -661,7 +664,7 @@ def _unproven(unit: FixUnit, loaded: set[str], ran: set[tuple[str, str]]) -> str
     if path not in loaded:
         return "the entry never imports this file: nothing proves the fix (--no-prove applies it)"
     if unit.function and (path, unit.function) not in ran:
-        return f"the entry never runs {unit.function}(): nothing proves the fix (--no-prove applies it)"
+        return f"{NEVER_RUNS} {unit.function}(): nothing proves the fix (--no-prove applies it)"
     return ""
 
 
@@ -706,14 +709,16 @@ def only_kept(findings: list[Finding], keep: Callable[[Finding], bool] | None) -
 
 
 def entry_sources(spec: str, catalog, config, *, unsafe: bool) -> list[SourceFixes]:
-    """The fixable files of an entry's folder: what `verify` builds its fixed variant from."""
+    """The fixable files of an entry's folder and of the installed packages its model's classes
+    come from (the entry is built once to find them): what `verify` builds its fixed variant from."""
     from fuselint.source.fixer import line_length_for
     from fuselint.source.lint import discover, lint_text, read_source
 
     target = spec.rpartition(":")[0]
     if Path(target).suffix != ".py":
         return []
-    files = discover([str(Path(target).resolve().parent)], config)
+    folder = Path(target).resolve().parent
+    files = [*discover([str(folder)], config), *_package_files_of(spec, folder)]
     texts = {str(p): read_source(p)[0] for p in files}
     findings = [f for p, t in texts.items() if t is not None for f in lint_text(p, t, catalog, config)]
     return fixable_sources(
@@ -723,6 +728,19 @@ def entry_sources(spec: str, catalog, config, *, unsafe: bool) -> list[SourceFix
         unsafe=unsafe,
         line_length=lambda p: line_length_for(Path(p)),
     )
+
+
+def _package_files_of(spec: str, folder: Path) -> list[Path]:
+    """The package files the entry's model is made of (`variants.package_files`); none when the
+    entry cannot be built here (verify reports that itself)."""
+    from fuselint.graph.entry import EntryError, build, load_entry
+    from fuselint.verify.variants import package_files
+
+    try:
+        model = build(load_entry(spec)).model
+    except EntryError:
+        return []
+    return list(package_files(model, folder))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,12 @@ from fuselint.config import Config
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.verify.numerics import Comparison, compare
 from fuselint.verify.timing import measure_together
-from fuselint.verify.variants import FixedFile, copy_with_fixes
+from fuselint.verify.variants import (
+    FixedFile,
+    copy_with_fixes,
+    fix_package_files,
+    package_files,
+)
 
 BACKENDS = ("eager", "fuselint", "inductor", "inductor-max-autotune", "cudagraphs", "torchscript")
 
@@ -88,6 +93,31 @@ def _isolated_modules(root: Path) -> Iterator[None]:
     finally:
         for name in [n for n, m in sys.modules.items() if n in saved or _under(m, root)]:
             sys.modules.pop(name, None)
+        sys.modules.update(saved)
+
+
+@contextlib.contextmanager
+def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[object]:
+    """Import the top-level packages `tops` afresh, the files of `texts` (resolved file -> fixed
+    text) running their fixed text under their own names (the installed files are not written),
+    until the end; then the modules the process had come back. Yields the import hook, whose
+    `loaded` names the fixed files that were imported."""
+    from fuselint.verify.prove_child import FixedSources
+
+    def ours(name: str) -> bool:
+        return name.partition(".")[0] in tops
+
+    saved = {name: mod for name, mod in sys.modules.items() if ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    finder = FixedSources(texts)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield finder
+    finally:
+        sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if ours(n)]:
+            del sys.modules[name]
         sys.modules.update(saved)
 
 
@@ -215,15 +245,24 @@ def _build_fixed(
     device,
     seed,
     notes,
+    stack: contextlib.ExitStack,
     keep=None,
 ) -> tuple[str, Built, list[FixedFile]] | None:
     """The fixed variant, built from a fixed copy of the entry's folder under `tmp` (to be
-    called inside `_isolated_modules`); None when no fix applies."""
+    called inside `_isolated_modules`) and the fixed texts of the package files the model's
+    classes come from (imported in their place until `stack` closes); None when no fix applies."""
     root = _entry_root(entry)
     fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
-    if not fixed_files:
-        notes.append("no fix applies to the entry's source: only the original was run")
+    modules = package_files(original.model, root)
+    texts, package_fixed = fix_package_files(modules, catalog, config, unsafe=unsafe, keep=keep)
+    if not fixed_files and not texts:
+        notes.append(
+            "no fix applies to the entry's source: only the original was run"
+            + (" (nor to the package files its model is made of)" if modules else "")
+        )
         return None
+    tops = {modules[Path(p)].partition(".")[0] for p in texts}
+    finder = stack.enter_context(_fixed_packages(texts, tops)) if texts else None
     target, _, factory = spec.rpartition(":")
     fixed_spec = f"{tmp / Path(target).resolve().relative_to(root)}:{factory}"
     torch.manual_seed(seed)
@@ -241,6 +280,8 @@ def _build_fixed(
         if _under(m, tmp.resolve())
     }
     fixed_files = [f for f in fixed_files if Path(f.path).as_posix() in used]
+    if finder is not None:
+        fixed_files += [f for f, path in zip(package_fixed, texts, strict=True) if path in finder.loaded]
     return fixed_spec, _prepare(Built(fixed.model, original.args, original.kwargs), device), fixed_files
 
 
@@ -280,7 +321,7 @@ def verify(
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
             made = _build_fixed(
-                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, keep
+                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep
             )
             if made:
                 fixed_spec, fixed, fixed_files = made

@@ -2,11 +2,17 @@
 
 verify compares the source as the user wrote it with the source `fuselint check --fix`
 would leave, so the copy is made with the same catalog, settings and fix engine.
+
+A model built from an installed package (a Hugging Face or timm model the entry only creates)
+runs that package's code, not the entry's: the files that define the model's module classes
+(`package_files`) are fixed too, as texts that the fixed variant imports in their place
+(`fix_package_files`; the installed files are never written).
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +34,6 @@ def copy_with_fixes(
 ) -> list[FixedFile]:
     """Copy every Python file under `src` to `dst`, fixing what fuselint can fix (only the
     fixes `keep` accepts, when given: those a proof kept)."""
-    from fuselint.verify.prove import only_kept
-
     fixed = []
     dst.mkdir(parents=True, exist_ok=True)
     for path in discover([str(src)], config):
@@ -40,15 +44,84 @@ def copy_with_fixes(
         if error is not None:
             shutil.copy2(path, target)
             continue
-        result = fix_text(
-            text,
-            lambda t, p=str(path): only_kept(lint_text(p, t, catalog, config), keep),
-            unsafe=unsafe,
-            line_length=line_length_for(path),
-        )
+        result = _fixed(path, text, catalog, config, unsafe, keep)
         target.write_text(result.text, encoding=encoding, newline="")
         if result.applied:
-            # As `check --fix` counts: the findings a user was shown that the fixes removed.
-            codes = tuple(sorted({f.code for f in result.applied}))
-            fixed.append(FixedFile(str(rel), result.fixed, codes))
+            fixed.append(_fixed_file(str(rel), result))
     return fixed
+
+
+def _fixed(path: Path, text: str, catalog: Catalog, config: Config, unsafe: bool, keep):
+    """`text` of `path` as `check --fix` leaves it (only the fixes `keep` accepts, when given)."""
+    from fuselint.verify.prove import only_kept
+
+    return fix_text(
+        text,
+        lambda t, p=str(path): only_kept(lint_text(p, t, catalog, config), keep),
+        unsafe=unsafe,
+        line_length=line_length_for(path),
+    )
+
+
+def _fixed_file(shown: str, result) -> FixedFile:
+    # As `check --fix` counts: the findings a user was shown that the fixes removed.
+    return FixedFile(shown, result.fixed, tuple(sorted({f.code for f in result.applied})))
+
+
+def package_root(path: Path) -> Path | None:
+    """The top-level package folder that `path` (a module file) is part of: the highest folder
+    of the chain of folders with an `__init__.py` above it; None for a file outside a package."""
+    top = None
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        top = folder
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return top
+
+
+def package_files(model: object, root: Path) -> dict[Path, str]:
+    """{file: module name} of the installed packages' modules that define the classes `model`
+    is made of (its own and each submodule's), outside the entry's folder `root` and outside torch.
+    Only modules of a package (a dotted name: `timm.models.resnet`, a namespace package's too)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    torch_dir = Path(torch.__file__).resolve().parent
+    root = root.resolve()
+    found = {}
+    for module in model.modules():
+        name = type(module).__module__
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if "." not in name or not file or not file.endswith(".py"):
+            continue
+        path = Path(file).resolve()
+        if not (path.is_relative_to(root) or path.is_relative_to(torch_dir)):
+            found[path] = name
+    return dict(sorted(found.items()))
+
+
+def module_path(path: Path, name: str) -> str:
+    """The file of module `name` as a path from its top-level package (`timm/models/resnet.py`)."""
+    parts = name.split(".")
+    return "/".join(parts if path.name == "__init__.py" else parts[:-1]) + "/" + path.name
+
+
+def fix_package_files(
+    files: dict[Path, str], catalog: Catalog, config: Config, *, unsafe: bool, keep=None
+) -> tuple[dict[str, str], list[FixedFile]]:
+    """({file: its fixed text}, what was fixed, in the same order) for the package files
+    (`package_files`) that a fix applies to; a FixedFile's path is `module_path`'s."""
+    texts: dict[str, str] = {}
+    fixed = []
+    for path, name in files.items():
+        text, _encoding, error = read_source(path)
+        if error is not None:
+            continue
+        result = _fixed(path, text, catalog, config, unsafe, keep)
+        if result.applied:
+            texts[str(path)] = result.text
+            fixed.append(_fixed_file(module_path(path, name), result))
+    return texts, fixed

@@ -1,0 +1,133 @@
+"""verify follows a model into the installed package its classes come from: that package's files
+are fixed too, run in place of the installed ones for the fixed variant, and never written."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+from cli_runner import run as _run
+
+from fuselint.catalog import load_catalog
+from fuselint.config import Config
+from fuselint.verify.run import verify
+from fuselint.verify.variants import module_path, package_files, package_root
+
+NETS = """import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("net ran")
+        return torch.relu(y)
+
+
+class Unused(torch.nn.Module):
+    def forward(self, x):
+        print("never")
+        return x
+"""
+
+ENTRY = """import torch
+from fakepkg.nets import Net
+
+
+def entry():
+    torch.manual_seed(0)
+    return Net(), (torch.randn(2, 4),)
+"""
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """A package `fakepkg` importable from a site folder, and an entry folder that only builds its model."""
+    site = tmp_path / "site"
+    (site / "fakepkg").mkdir(parents=True)
+    (site / "fakepkg" / "__init__.py").write_text("")
+    (site / "fakepkg" / "nets.py").write_text(NETS)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "entry.py").write_text(ENTRY)
+    monkeypatch.syspath_prepend(str(site))
+    # trial children (the proof) import it too
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    for name in ("fakepkg", "fakepkg.nets"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    yield site, project
+    for name in ("fakepkg", "fakepkg.nets"):
+        sys.modules.pop(name, None)
+
+
+def test_the_package_files_are_those_of_the_model_s_classes_outside_torch_and_the_entry(installed):
+    site, project = installed
+    import fakepkg.nets
+
+    nets = (site / "fakepkg" / "nets.py").resolve()
+    assert package_files(fakepkg.nets.Net(), project) == {nets: "fakepkg.nets"}
+    assert package_files(fakepkg.nets.Net(), site) == {}  # inside the entry's folder: the folder's own copy
+    assert package_files(torch.nn.Linear(2, 2), project) == {}
+    assert package_files(lambda x: x, project) == {}
+    assert module_path(nets, "fakepkg.nets") == "fakepkg/nets.py"
+    assert module_path(site / "fakepkg" / "__init__.py", "fakepkg") == "fakepkg/__init__.py"
+    assert package_root(nets) == (site / "fakepkg").resolve() and package_root(project / "entry.py") is None
+
+
+def test_verify_fixes_the_package_file_runs_it_and_leaves_the_installed_one(installed):
+    site, project = installed
+    import fakepkg.nets
+
+    original_module = fakepkg.nets
+    before = (site / "fakepkg" / "nets.py").read_text()
+    result = verify(
+        f"{project / 'entry.py'}:entry",
+        load_catalog(),
+        Config(),
+        backends=("eager",),
+        device="cpu",
+        unsafe=True,
+    )
+    assert result.ok, result
+    fixed = {f.path: f for f in result.fixed_files}
+    assert list(fixed) == ["fakepkg/nets.py"]  # the entry's own file has nothing to fix
+    assert fixed["fakepkg/nets.py"].codes == ("FL103",) and fixed["fakepkg/nets.py"].fixes == 2
+    assert result.row("fixed", "eager").check.ok
+    assert (site / "fakepkg" / "nets.py").read_text() == before
+    # the process has its modules back: the installed package, not the fixed copy
+    assert sys.modules["fakepkg.nets"] is original_module
+    assert not any(type(f).__name__ == "FixedSources" for f in sys.meta_path)
+
+
+def test_no_fix_anywhere_says_so(installed):
+    site, project = installed
+    (site / "fakepkg" / "nets.py").write_text(
+        NETS.replace('        print("net ran")\n', "").replace('        print("never")\n', "")
+    )
+    result = verify(
+        f"{project / 'entry.py'}:entry", load_catalog(), Config(), backends=("eager",), device="cpu"
+    )
+    assert result.fixed_files == ()
+    assert (
+        "no fix applies to the entry's source: only the original was run"
+        " (nor to the package files its model is made of)" in result.notes
+    )
+
+
+@pytest.mark.slow
+def test_verify_proves_the_package_fix_and_counts_fixes_in_code_the_model_never_runs(installed):
+    _site, project = installed
+    args = ["verify", "--device", "cpu", "--backend", "eager", "--prove-backends", "", "--format", "json"]
+    result = _run([*args, "--unsafe-fixes", "--entry", "entry.py:entry"], project)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [f["path"] for f in report["fixed_files"]] == ["fakepkg/nets.py"]
+    # Unused.forward's print is never run: one note for it, not a rejection line
+    assert "1 fix(es) in package code this model never runs left out (fakepkg/nets.py)" in report["notes"]
+    assert not any(n.startswith("fix rejected") for n in report["notes"])
