@@ -895,10 +895,15 @@ def _freeze(p: _Planner, recomputed, materialized, options: PlanOptions) -> Fusi
         nodes |= {v for c in cs for v in f.values_of[c] if v != c}  # getitems of members
         roles = tuple((c, g.roles[c]) for c in sorted(cs, key=f.order.get))
         space = (g.numel // max(g.rnumel, 1), g.rnumel) if g.kind == "reduction" else (g.numel, 1)
+        kind = g.kind
+        if kind == "injective" and all(r != "gather" for _, r in roles):
+            # every gather of the group is computed by the groups that read it (dropped above):
+            # what is left is elementwise (a sibling merged side by side with a cat's group)
+            kind = "pointwise"
         groups.append(
             FusionGroup(
                 id=new_id[old],
-                kind=g.kind,
+                kind=kind,
                 nodes=tuple(sorted(nodes, key=f.order.get)),
                 inputs=tuple(sorted(inputs[old], key=f.order.get)),
                 outputs=tuple(sorted(written[old], key=f.order.get)),
