@@ -8,6 +8,7 @@ the measurement, so a user sees whether fuselint's advice held on their GPU.
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import re
 import sys
@@ -113,12 +114,35 @@ def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[object]:
     finder = FixedSources(texts)
     sys.meta_path.insert(0, finder)
     try:
-        yield finder
+        # the fixed modules' loader puts their text in linecache under the installed file's name
+        with _source_lines(texts, fixed=False):
+            yield finder
     finally:
         sys.meta_path.remove(finder)
         for name in [n for n in sys.modules if ours(n)]:
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+@contextlib.contextmanager
+def _source_lines(texts: dict[str, str], *, fixed: bool) -> Iterator[None]:
+    """The lines `inspect` (TorchScript's compiler, tracebacks) reads for the files of `texts`:
+    their fixed text, or (not `fixed`) the installed file's. The original model's classes and the
+    fixed ones share a file name, and linecache holds one text per name; its entries come back after."""
+    saved = {path: linecache.cache.get(path) for path in texts}
+    for path, text in texts.items():
+        if fixed:
+            linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
+        else:
+            linecache.cache.pop(path, None)
+    try:
+        yield
+    finally:
+        for path, entry in saved.items():
+            if entry is None:
+                linecache.cache.pop(path, None)
+            else:
+                linecache.cache[path] = entry
 
 
 def _under(module, root: Path) -> bool:
@@ -192,16 +216,24 @@ def _error_row(variant: str, backend: str, exc: BaseException) -> Row:
     return Row(variant, backend, None, None, None, reason[:300])
 
 
-def _run_backend(variants: list[tuple[str, Built]], backend: str, device: str, reference) -> list[Row]:
+def _run_backend(
+    variants: list[tuple[str, Built]],
+    backend: str,
+    device: str,
+    reference,
+    texts: dict[str, str] | None = None,
+) -> list[Row]:
     """Every variant under one backend: compile, check against eager, then time the variants
-    together (interleaved on a CPU, so that they are compared under the same load)."""
+    together (interleaved on a CPU, so that they are compared under the same load). `texts`: the
+    fixed package files' texts (file -> text), the source the fixed variant's compiler reads."""
     torch._dynamo.reset()
     ready, rows = [], {}
     for variant, built in variants:
         try:
             with torch.no_grad():
                 start = time.perf_counter()
-                fn, how = _compiled(built, backend)
+                with _source_lines(texts or {}, fixed=variant == "fixed"):
+                    fn, how = _compiled(built, backend)
                 out = fn(*built.args, **built.kwargs)
                 if device.startswith("cuda"):
                     torch.cuda.synchronize()
@@ -247,8 +279,8 @@ def _build_fixed(
     notes,
     stack: contextlib.ExitStack,
     keep=None,
-) -> tuple[str, Built, list[FixedFile]] | None:
-    """The fixed variant, built from a fixed copy of the entry's folder under `tmp` (to be
+) -> tuple[str, Built, list[FixedFile], dict[str, str]] | None:
+    """The fixed variant (and the fixed package files' texts), built from a fixed copy of the entry's folder under `tmp` (to be
     called inside `_isolated_modules`) and the fixed texts of the package files the model's
     classes come from (imported in their place until `stack` closes); None when no fix applies."""
     root = _entry_root(entry)
@@ -282,7 +314,8 @@ def _build_fixed(
     fixed_files = [f for f in fixed_files if Path(f.path).as_posix() in used]
     if finder is not None:
         fixed_files += [f for f, path in zip(package_fixed, texts, strict=True) if path in finder.loaded]
-    return fixed_spec, _prepare(Built(fixed.model, original.args, original.kwargs), device), fixed_files
+    built = _prepare(Built(fixed.model, original.args, original.kwargs), device)
+    return fixed_spec, built, fixed_files, texts
 
 
 def verify(
@@ -315,6 +348,7 @@ def verify(
     specs = [("original", spec)]
     fixed_files: list[FixedFile] = []
     notes: list[str] = []
+    texts: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         if with_fixed and ":" in spec and Path(spec.rpartition(":")[0]).suffix == ".py":
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuselint-verify-")))
@@ -324,10 +358,10 @@ def verify(
                 spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep
             )
             if made:
-                fixed_spec, fixed, fixed_files = made
+                fixed_spec, fixed, fixed_files, texts = made
                 variants.append(("fixed", fixed))
                 specs.append(("fixed", fixed_spec))
-        by_backend = [_run_backend(variants, backend, device, reference) for backend in backends]
+        by_backend = [_run_backend(variants, backend, device, reference, texts) for backend in backends]
         rows = [
             row for variant, _ in variants for group in by_backend for row in group if row.variant == variant
         ]

@@ -131,3 +131,37 @@ def test_verify_proves_the_package_fix_and_counts_fixes_in_code_the_model_never_
     # Unused.forward's print is never run: one note for it, not a rejection line
     assert "1 fix(es) in package code this model never runs left out (fakepkg/nets.py)" in report["notes"]
     assert not any(n.startswith("fix rejected") for n in report["notes"])
+
+
+def test_each_variant_reads_its_own_source_and_the_installed_lines_come_back(installed, monkeypatch):
+    """The fixed text is what `inspect` (TorchScript) reads for the fixed classes only: the original
+    model's classes read the installed file, during verify and after it."""
+    import inspect
+
+    import fuselint.verify.run as run
+
+    site, project = installed
+    import fakepkg.nets
+
+    installed_forward = inspect.getsource(fakepkg.nets.Net.forward)
+    seen = {}
+    compiled = run._compiled
+
+    def spy(built, backend):
+        original = type(built.model) is fakepkg.nets.Net
+        seen["original" if original else "fixed"] = inspect.getsource(type(built.model).forward)
+        return compiled(built, backend)
+
+    monkeypatch.setattr(run, "_compiled", spy)
+    result = verify(
+        f"{project / 'entry.py'}:entry",
+        load_catalog(),
+        Config(),
+        backends=("eager", "torchscript"),
+        device="cpu",
+        unsafe=True,
+    )
+    assert [f.path for f in result.fixed_files] == ["fakepkg/nets.py"]
+    assert seen["original"] == installed_forward
+    assert seen["fixed"] != installed_forward and "is_compiling" in seen["fixed"]
+    assert inspect.getsource(fakepkg.nets.Net.forward) == installed_forward
