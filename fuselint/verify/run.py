@@ -145,6 +145,11 @@ def _source_lines(texts: dict[str, str], *, fixed: bool) -> Iterator[None]:
                 linecache.cache[path] = entry
 
 
+def _forget_modules_under(root: Path) -> None:
+    for name in [n for n, m in list(sys.modules.items()) if _under(m, root)]:
+        sys.modules.pop(name, None)
+
+
 def _under(module, root: Path) -> bool:
     file = getattr(module, "__file__", None)
     return bool(file) and Path(file).resolve().is_relative_to(root)
@@ -352,6 +357,8 @@ def verify(
     with contextlib.ExitStack() as stack:
         if with_fixed and ":" in spec and Path(spec.rpartition(":")[0]).suffix == ".py":
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuselint-verify-")))
+            # The fixed copy's modules (its entry's, which holds the fixed package's) go with it.
+            stack.callback(_forget_modules_under, tmp.resolve())
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
             made = _build_fixed(

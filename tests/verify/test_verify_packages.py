@@ -165,3 +165,30 @@ def test_each_variant_reads_its_own_source_and_the_installed_lines_come_back(ins
     assert seen["original"] == installed_forward
     assert seen["fixed"] != installed_forward and "is_compiling" in seen["fixed"]
     assert inspect.getsource(fakepkg.nets.Net.forward) == installed_forward
+
+
+def test_the_fixed_copy_s_modules_are_not_left_in_the_process(installed):
+    """The fixed entry's module (it imported the fixed package) goes with the fixed copy's folder."""
+    site, project = installed
+    import fakepkg.nets
+
+    before = set(sys.modules)
+    verify(
+        f"{project / 'entry.py'}:entry",
+        load_catalog(),
+        Config(),
+        backends=("eager",),
+        device="cpu",
+        unsafe=True,
+    )
+    left = [
+        name
+        for name in set(sys.modules) - before
+        if "fuselint-verify-" in str(getattr(sys.modules[name], "__file__", None))
+    ]
+    assert left == []
+    assert all(
+        getattr(m, "Net", fakepkg.nets.Net) is fakepkg.nets.Net
+        for name, m in list(sys.modules.items())
+        if name.startswith("fuselint_entry_") and name not in before
+    )
