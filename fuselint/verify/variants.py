@@ -83,8 +83,10 @@ def package_root(path: Path) -> Path | None:
 
 def package_files(model: object, root: Path) -> dict[Path, str]:
     """{file: module name} of the installed packages' modules that define the classes `model`
-    is made of (its own and each submodule's), outside the entry's folder `root` and outside torch.
-    Only modules of a package (a dotted name: `timm.models.resnet`, a namespace package's too)."""
+    is made of (its own and each submodule's, and the classes they inherit from: a forward may
+    call a base class's method, BERT's `get_extended_attention_mask`), outside the entry's folder
+    `root` and outside torch. Only modules of a package (a dotted name: `timm.models.resnet`, a
+    namespace package's too)."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -92,10 +94,10 @@ def package_files(model: object, root: Path) -> dict[Path, str]:
     torch_dir = Path(torch.__file__).resolve().parent
     root = root.resolve()
     found = {}
-    for module in model.modules():
-        name = type(module).__module__
-        file = getattr(sys.modules.get(name), "__file__", None)
-        if "." not in name or not file or not file.endswith(".py"):
+    classes = {cls for module in model.modules() for cls in type(module).__mro__}
+    for name in {getattr(cls, "__module__", None) for cls in classes}:
+        file = getattr(sys.modules.get(name), "__file__", None) if isinstance(name, str) else None
+        if "." not in (name or "") or not file or not file.endswith(".py"):
             continue
         path = Path(file).resolve()
         if not (path.is_relative_to(root) or path.is_relative_to(torch_dir)):

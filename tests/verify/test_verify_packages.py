@@ -80,6 +80,17 @@ def test_the_package_files_are_those_of_the_model_s_classes_outside_torch_and_th
     assert package_root(nets) == (site / "fakepkg").resolve() and package_root(project / "entry.py") is None
 
 
+def test_a_subclass_made_outside_the_package_brings_its_base_class_s_file(installed):
+    # the entry's own subclass of a package model runs the base class's forward
+    site, project = installed
+    import fakepkg.nets
+
+    class Mine(fakepkg.nets.Net):
+        pass
+
+    assert list(package_files(Mine(), project)) == [(site / "fakepkg" / "nets.py").resolve()]
+
+
 def test_verify_fixes_the_package_file_runs_it_and_leaves_the_installed_one(installed):
     site, project = installed
     import fakepkg.nets
