@@ -30,6 +30,7 @@ from fuselint.verify.variants import (
     FixedFile,
     copy_with_fixes,
     fix_package_files,
+    forward_files,
     package_files,
 )
 
@@ -97,12 +98,40 @@ def _isolated_modules(root: Path) -> Iterator[None]:
         sys.modules.update(saved)
 
 
+class _PackageWindow:
+    """The fixed packages' window (`_fixed_packages`): `finder.loaded` names the fixed files that
+    were imported; `as_variant("original")` puts the installed packages' modules back in
+    `sys.modules` meanwhile, for the original model's compile (dynamo builds its guards from the
+    modules by name, and the fixed copy's are not the ones the original's code came from)."""
+
+    def __init__(self, tops: set[str], saved: dict, finder: object) -> None:
+        self.tops, self.saved, self.finder = tops, saved, finder
+
+    def ours(self, name: str) -> bool:
+        return name.partition(".")[0] in self.tops
+
+    @contextlib.contextmanager
+    def as_variant(self, variant: str) -> Iterator[None]:
+        if variant != "original":
+            yield
+            return
+        fixed = {name: mod for name, mod in sys.modules.items() if self.ours(name)}
+        for name in fixed:
+            del sys.modules[name]
+        sys.modules.update(self.saved)
+        try:
+            yield
+        finally:
+            for name in [n for n in sys.modules if self.ours(n)]:
+                del sys.modules[name]
+            sys.modules.update(fixed)
+
+
 @contextlib.contextmanager
-def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[object]:
+def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[_PackageWindow]:
     """Import the top-level packages `tops` afresh, the files of `texts` (resolved file -> fixed
     text) running their fixed text under their own names (the installed files are not written),
-    until the end; then the modules the process had come back. Yields the import hook, whose
-    `loaded` names the fixed files that were imported."""
+    until the end; then the modules the process had come back."""
     from fuselint.verify.prove_child import FixedSources
 
     def ours(name: str) -> bool:
@@ -116,7 +145,7 @@ def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[object]:
     try:
         # the fixed modules' loader puts their text in linecache under the installed file's name
         with _source_lines(texts, fixed=False):
-            yield finder
+            yield _PackageWindow(tops, saved, finder)
     finally:
         sys.meta_path.remove(finder)
         for name in [n for n in sys.modules if ours(n)]:
@@ -227,6 +256,7 @@ def _run_backend(
     device: str,
     reference,
     texts: dict[str, str] | None = None,
+    window: _PackageWindow | None = None,
 ) -> list[Row]:
     """Every variant under one backend: compile, check against eager, then time the variants
     together (interleaved on a CPU, so that they are compared under the same load). `texts`: the
@@ -237,9 +267,13 @@ def _run_backend(
         try:
             with torch.no_grad():
                 start = time.perf_counter()
-                with _source_lines(texts or {}, fixed=variant == "fixed"):
+                # the first call compiles: each variant with its own copy of the packages in place
+                with contextlib.ExitStack() as own:
+                    own.enter_context(_source_lines(texts or {}, fixed=variant == "fixed"))
+                    if window is not None:
+                        own.enter_context(window.as_variant(variant))
                     fn, how = _compiled(built, backend)
-                out = fn(*built.args, **built.kwargs)
+                    out = fn(*built.args, **built.kwargs)
                 if device.startswith("cuda"):
                     torch.cuda.synchronize()
                 compile_s = time.perf_counter() - start
@@ -284,13 +318,14 @@ def _build_fixed(
     notes,
     stack: contextlib.ExitStack,
     keep=None,
-) -> tuple[str, Built, list[FixedFile], dict[str, str]] | None:
+    ran: dict[Path, str] | None = None,
+) -> tuple[str, Built, list[FixedFile], dict[str, str], _PackageWindow | None] | None:
     """The fixed variant (and the fixed package files' texts), built from a fixed copy of the entry's folder under `tmp` (to be
     called inside `_isolated_modules`) and the fixed texts of the package files the model's
     classes come from (imported in their place until `stack` closes); None when no fix applies."""
     root = _entry_root(entry)
     fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
-    modules = package_files(original.model, root)
+    modules = dict(sorted({**package_files(original.model, root), **(ran or {})}.items()))
     texts, package_fixed = fix_package_files(modules, catalog, config, unsafe=unsafe, keep=keep)
     if not fixed_files and not texts:
         notes.append(
@@ -299,7 +334,7 @@ def _build_fixed(
         )
         return None
     tops = {modules[Path(p)].partition(".")[0] for p in texts}
-    finder = stack.enter_context(_fixed_packages(texts, tops)) if texts else None
+    window = stack.enter_context(_fixed_packages(texts, tops)) if texts else None
     target, _, factory = spec.rpartition(":")
     fixed_spec = f"{tmp / Path(target).resolve().relative_to(root)}:{factory}"
     torch.manual_seed(seed)
@@ -317,10 +352,11 @@ def _build_fixed(
         if _under(m, tmp.resolve())
     }
     fixed_files = [f for f in fixed_files if Path(f.path).as_posix() in used]
-    if finder is not None:
-        fixed_files += [f for f, path in zip(package_fixed, texts, strict=True) if path in finder.loaded]
+    if window is not None:
+        loaded = window.finder.loaded
+        fixed_files += [f for f, path in zip(package_fixed, texts, strict=True) if path in loaded]
     built = _prepare(Built(fixed.model, original.args, original.kwargs), device)
-    return fixed_spec, built, fixed_files, texts
+    return fixed_spec, built, fixed_files, texts, window
 
 
 def verify(
@@ -345,8 +381,10 @@ def verify(
     torch.manual_seed(seed)
     original = _prepare(build(entry), device)
     try:
-        with torch.no_grad():
-            reference = original.model(*original.args, **original.kwargs)
+        with torch.no_grad():  # the package files whose functions the forward runs are fixed too
+            reference, ran = forward_files(
+                lambda: original.model(*original.args, **original.kwargs), _entry_root(entry)
+            )
     except Exception as exc:  # the user's model fails on its own: nothing to compare against
         raise EntryError(f"entry {spec!r}: running the model failed: {_one_line(exc)}") from exc
     variants = [("original", original)]
@@ -354,6 +392,7 @@ def verify(
     fixed_files: list[FixedFile] = []
     notes: list[str] = []
     texts: dict[str, str] = {}
+    window: _PackageWindow | None = None
     with contextlib.ExitStack() as stack:
         if with_fixed and ":" in spec and Path(spec.rpartition(":")[0]).suffix == ".py":
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuselint-verify-")))
@@ -362,13 +401,15 @@ def verify(
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
             made = _build_fixed(
-                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep
+                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep, ran
             )
             if made:
-                fixed_spec, fixed, fixed_files, texts = made
+                fixed_spec, fixed, fixed_files, texts, window = made
                 variants.append(("fixed", fixed))
                 specs.append(("fixed", fixed_spec))
-        by_backend = [_run_backend(variants, backend, device, reference, texts) for backend in backends]
+        by_backend = [
+            _run_backend(variants, backend, device, reference, texts, window) for backend in backends
+        ]
         rows = [
             row for variant, _ in variants for group in by_backend for row in group if row.variant == variant
         ]

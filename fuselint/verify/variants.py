@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,18 +92,82 @@ def package_files(model: object, root: Path) -> dict[Path, str]:
 
     if not isinstance(model, torch.nn.Module):
         return {}
-    torch_dir = Path(torch.__file__).resolve().parent
-    root = root.resolve()
+    root, skip = root.resolve(), _skipped_folders()
     found = {}
     classes = {cls for module in model.modules() for cls in type(module).__mro__}
     for name in {getattr(cls, "__module__", None) for cls in classes}:
-        file = getattr(sys.modules.get(name), "__file__", None) if isinstance(name, str) else None
-        if "." not in (name or "") or not file or not file.endswith(".py"):
-            continue
-        path = Path(file).resolve()
-        if not (path.is_relative_to(root) or path.is_relative_to(torch_dir)):
+        name = name if isinstance(name, str) else None
+        path = _package_module(getattr(sys.modules.get(name or ""), "__file__", None), name, root, skip)
+        if path is not None:
             found[path] = name
     return dict(sorted(found.items()))
+
+
+def _package_module(file: str | None, name: str | None, root: Path, skip) -> Path | None:
+    """`file` when it is the source of a package's module (a dotted `name`) outside `root` and
+    outside the folders `skip` (`_skipped_folders`) leaves out."""
+    if not file or not file.endswith(".py") or "." not in (name or ""):
+        return None
+    path = Path(file).resolve()
+    folders, stdlib, site = skip
+    if path.is_relative_to(root) or any(path.is_relative_to(f) for f in folders):
+        return None
+    in_site = any(path.is_relative_to(s) for s in site)
+    return None if not in_site and any(path.is_relative_to(s) for s in stdlib) else path
+
+
+def _skipped_folders() -> tuple[tuple[Path, ...], tuple[Path, ...], tuple[Path, ...]]:
+    """(torch's and fuselint's folders, the standard library's, the site-packages folders): not
+    the model's package are the first two, but a venv's or a system Python's site-packages sits
+    inside its standard library's folder (`lib/python3.11/site-packages`), and is."""
+    import site
+    import sysconfig
+
+    import torch
+
+    import fuselint
+
+    def resolved(folders) -> tuple[Path, ...]:
+        return tuple(sorted({Path(f).resolve() for f in folders if f}))
+
+    paths = sysconfig.get_paths()
+    sites = [paths.get("purelib"), paths.get("platlib"), *site.getsitepackages(), site.getusersitepackages()]
+    return (
+        resolved([Path(torch.__file__).parent, Path(fuselint.__file__).parent]),
+        resolved([paths.get("stdlib"), paths.get("platstdlib")]),
+        resolved(sites),
+    )
+
+
+def forward_files(call: Callable[[], object], root: Path) -> tuple[object, dict[Path, str]]:
+    """Run `call` (the model's forward on its inputs) and return (its result, {file: module name}
+    of the installed packages' modules whose Python functions ran meanwhile), as `package_files`
+    picks them: the attention and masking functions a transformers model calls, timm's layer helpers.
+    Watched with `sys.setprofile`, in this thread only."""
+    names = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            names.setdefault(file, name)
+    ran: set[str] = set()
+
+    def profile(frame, event, _arg) -> None:
+        if event == "call":
+            ran.add(frame.f_code.co_filename)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(previous)
+    root, skip = root.resolve(), _skipped_folders()
+    found = {}
+    for file in ran:
+        path = _package_module(file, names.get(file), root, skip)
+        if path is not None:
+            found[path] = names[file]
+    return result, dict(sorted(found.items()))
 
 
 def module_path(path: Path, name: str) -> str:

@@ -203,3 +203,74 @@ def test_the_fixed_copy_s_modules_are_not_left_in_the_process(installed):
         for name, m in list(sys.modules.items())
         if name.startswith("fuselint_entry_") and name not in before
     )
+
+
+HELPERS = """import math
+
+import torch
+
+
+def scaled(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+"""
+
+MINE = """import torch
+from fakepkg.helpers import scaled
+
+
+class Mine(torch.nn.Module):
+    def forward(self, x):
+        return scaled(x) + 1
+
+
+def entry():
+    return Mine(), (torch.randn(2, 4),)
+"""
+
+
+def test_a_package_function_the_forward_calls_is_followed(installed):
+    # the user's own model, calling a package's plain function (transformers' attention functions)
+    site, project = installed
+    (site / "fakepkg" / "helpers.py").write_text(HELPERS)
+    (project / "mine.py").write_text(MINE)
+    sys.modules.pop("fakepkg.helpers", None)
+    from fuselint.verify.variants import forward_files
+
+    model, args = _load(project / "mine.py").entry()
+    out, ran = forward_files(lambda: model(*args), project)
+    assert torch.allclose(out, torch.nn.functional.gelu(args[0], approximate="tanh") + 1, atol=1e-6)
+    assert ran == {(site / "fakepkg" / "helpers.py").resolve(): "fakepkg.helpers"}
+    result = verify(
+        f"{project / 'mine.py'}:entry",
+        load_catalog(),
+        Config(),
+        backends=("eager",),
+        device="cpu",
+        unsafe=True,
+    )
+    # a hand-written tanh GELU in a plain function: FL204's fix (F.gelu), found only by running the forward
+    assert [(f.path, f.codes) for f in result.fixed_files] == [("fakepkg/helpers.py", ("FL204",))]
+    assert result.ok and result.row("fixed", "eager").check.ok
+    sys.modules.pop("fakepkg.helpers", None)
+
+
+def _load(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mine_entry_for_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_site_packages_inside_the_standard_library_s_folder_is_still_a_package_folder(tmp_path):
+    # a venv's platstdlib is `venv/lib/python3.11`, and its site-packages sits inside it
+    from fuselint.verify.variants import _package_module
+
+    lib = tmp_path / "lib" / "python3.11"
+    site = lib / "site-packages"
+    skip = ((), (lib.resolve(),), (site.resolve(),))
+    installed, stdlib_module = site / "pkg" / "m.py", lib / "json" / "decoder.py"
+    assert _package_module(str(installed), "pkg.m", tmp_path / "project", skip) == installed.resolve()
+    assert _package_module(str(stdlib_module), "json.decoder", tmp_path / "project", skip) is None
+    assert _package_module(str(installed), "m", tmp_path / "project", skip) is None  # not a package's
