@@ -16,7 +16,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
+# bench/models.py builds the models. verify also imports a copy of this file from a temporary folder,
+# whose parent is no bench/: there `models` is the module this file's original already imported.
+_BENCH = Path(__file__).resolve().parents[1]
+if (_BENCH / "models.py").is_file() and str(_BENCH) not in sys.path:
+    sys.path.insert(0, str(_BENCH))
 import models as M  # noqa: E402
 import torch  # noqa: E402
 
