@@ -46,6 +46,10 @@ def entry():
 """
 
 
+def _verify(spec: str, backends=("eager",), unsafe: bool = False):
+    return verify(spec, load_catalog(), Config(), backends=backends, device="cpu", unsafe=unsafe)
+
+
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
     """A package `fakepkg` importable from a site folder, and an entry folder that only builds its model."""
@@ -97,14 +101,7 @@ def test_verify_fixes_the_package_file_runs_it_and_leaves_the_installed_one(inst
 
     original_module = fakepkg.nets
     before = (site / "fakepkg" / "nets.py").read_text()
-    result = verify(
-        f"{project / 'entry.py'}:entry",
-        load_catalog(),
-        Config(),
-        backends=("eager",),
-        device="cpu",
-        unsafe=True,
-    )
+    result = _verify(f"{project / 'entry.py'}:entry", unsafe=True)
     assert result.ok, result
     fixed = {f.path: f for f in result.fixed_files}
     assert list(fixed) == ["fakepkg/nets.py"]  # the entry's own file has nothing to fix
@@ -121,9 +118,7 @@ def test_no_fix_anywhere_says_so(installed):
     (site / "fakepkg" / "nets.py").write_text(
         NETS.replace('        print("net ran")\n', "").replace('        print("never")\n', "")
     )
-    result = verify(
-        f"{project / 'entry.py'}:entry", load_catalog(), Config(), backends=("eager",), device="cpu"
-    )
+    result = _verify(f"{project / 'entry.py'}:entry")
     assert result.fixed_files == ()
     assert (
         "no fix applies to the entry's source: only the original was run"
@@ -164,14 +159,7 @@ def test_each_variant_reads_its_own_source_and_the_installed_lines_come_back(ins
         return compiled(built, backend)
 
     monkeypatch.setattr(run, "_compiled", spy)
-    result = verify(
-        f"{project / 'entry.py'}:entry",
-        load_catalog(),
-        Config(),
-        backends=("eager", "torchscript"),
-        device="cpu",
-        unsafe=True,
-    )
+    result = _verify(f"{project / 'entry.py'}:entry", backends=("eager", "torchscript"), unsafe=True)
     assert [f.path for f in result.fixed_files] == ["fakepkg/nets.py"]
     assert seen["original"] == installed_forward
     assert seen["fixed"] != installed_forward and "is_compiling" in seen["fixed"]
@@ -184,14 +172,7 @@ def test_the_fixed_copy_s_modules_are_not_left_in_the_process(installed):
     import fakepkg.nets
 
     before = set(sys.modules)
-    verify(
-        f"{project / 'entry.py'}:entry",
-        load_catalog(),
-        Config(),
-        backends=("eager",),
-        device="cpu",
-        unsafe=True,
-    )
+    _verify(f"{project / 'entry.py'}:entry", unsafe=True)
     left = [
         name
         for name in set(sys.modules) - before
@@ -240,14 +221,7 @@ def test_a_package_function_the_forward_calls_is_followed(installed):
     out, ran = forward_files(lambda: model(*args), project)
     assert torch.allclose(out, torch.nn.functional.gelu(args[0], approximate="tanh") + 1, atol=1e-6)
     assert ran == {(site / "fakepkg" / "helpers.py").resolve(): "fakepkg.helpers"}
-    result = verify(
-        f"{project / 'mine.py'}:entry",
-        load_catalog(),
-        Config(),
-        backends=("eager",),
-        device="cpu",
-        unsafe=True,
-    )
+    result = _verify(f"{project / 'mine.py'}:entry", unsafe=True)
     # a hand-written tanh GELU in a plain function: FL204's fix (F.gelu), found only by running the forward
     assert [(f.path, f.codes) for f in result.fixed_files] == [("fakepkg/helpers.py", ("FL204",))]
     assert result.ok and result.row("fixed", "eager").check.ok
