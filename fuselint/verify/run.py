@@ -203,8 +203,13 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     if not text:
         return type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        # dynamo's "backend='inductor' raised:" names the error on the next line (CppCompileError: ...)
+        first = f"{first} {lines[1]}"
     # The tracer quotes the whole output it could not type, tensors and all: keep its name.
-    first = re.sub(r"(cannot infer type of \w+)\(.*", r"\1", text.splitlines()[0])
+    first = re.sub(r"(cannot infer type of \w+)\(.*", r"\1", first)
     first = re.sub(r" at 0x[0-9a-fA-F]+", "", first)  # object addresses change from run to run
     return f"{type(exc).__name__}: {first}"
 

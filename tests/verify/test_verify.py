@@ -56,3 +56,20 @@ def test_unknown_backend_and_bad_entry_exit_two(tmp_path):
     entry = f"{FIXTURES / 'handwritten_llama.py'}:entry"
     assert runner.invoke(main, ["verify", "--entry", entry, "--backend", "tvm"]).exit_code == 2
     assert runner.invoke(main, ["verify", "--entry", str(tmp_path / "x.py:f")]).exit_code == 2
+
+
+def test_a_backend_failure_row_names_the_error_the_backend_raised():
+    # dynamo's BackendCompilerFailed says "backend='inductor' raised:" and names the error on the next line
+    from fuselint.verify.run import _one_line
+
+    class BackendCompilerFailed(Exception):
+        pass
+
+    wrapped = BackendCompilerFailed(
+        "backend='inductor' raised:\nCppCompileError: C++ compile error\n\nCommand:\ng++ x.cpp"
+    )
+    assert _one_line(wrapped) == (
+        "BackendCompilerFailed: backend='inductor' raised: CppCompileError: C++ compile error"
+    )
+    assert _one_line(RuntimeError("one line\nmore detail")) == "RuntimeError: one line"
+    assert _one_line(ValueError("")) == "ValueError"
