@@ -731,25 +731,23 @@ def entry_sources(spec: str, catalog, config, *, unsafe: bool) -> list[SourceFix
 
 
 def _package_files_of(spec: str, folder: Path) -> list[Path]:
-    """The package files the entry's model is made of and whose functions its forward runs
-    (`variants.package_files`, `variants.forward_files`); none when the entry cannot be built
-    here (verify reports that itself), only the former when its forward fails here."""
+    """The package files the entry's model runs (`variants.package_sources`, as verify finds
+    them); none when the entry cannot be built here (verify reports that itself), only its
+    classes' when its forward fails here."""
     import torch
 
     from fuselint.graph.entry import EntryError, build, load_entry
-    from fuselint.verify.variants import forward_files, package_files
+    from fuselint.verify.variants import package_files, package_sources
 
     try:
         built = build(load_entry(spec))
     except EntryError:
         return []
-    files = package_files(built.model, folder)
     try:
         with torch.no_grad():
-            _out, ran = forward_files(lambda: built.model(*built.args, **built.kwargs), folder)
+            return list(package_sources(built, folder)[1])
     except Exception:  # e.g. inputs on another device than verify's: verify runs and reports the model
-        ran = {}
-    return sorted({*files, *ran})
+        return list(package_files(built.model, folder))
 
 
 @dataclass(frozen=True)

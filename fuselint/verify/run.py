@@ -14,7 +14,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,13 +26,7 @@ from fuselint.config import Config
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.verify.numerics import Comparison, compare
 from fuselint.verify.timing import measure_together
-from fuselint.verify.variants import (
-    FixedFile,
-    copy_with_fixes,
-    fix_package_files,
-    forward_files,
-    package_files,
-)
+from fuselint.verify.variants import FixedFile, copy_with_fixes, fix_package_files, package_sources
 
 BACKENDS = ("eager", "fuselint", "inductor", "inductor-max-autotune", "cudagraphs", "torchscript")
 
@@ -81,50 +75,47 @@ def _entry_root(entry: Entry) -> Path:
 
 
 @contextlib.contextmanager
-def _isolated_modules(root: Path) -> Iterator[None]:
-    """Import a copy of `root` without the originals (same module names) shadowing it."""
-    saved = {
-        name: mod
-        for name, mod in sys.modules.items()
-        if getattr(mod, "__file__", None) and Path(mod.__file__).resolve().is_relative_to(root)
-    }
-    for name in saved:
+def _modules_swapped(ours: Callable[[str, object], bool], using: dict) -> Iterator[dict]:
+    """`sys.modules` with the modules `ours(name, module)` picks taken out and `using` put in until
+    the end; then what was imported meanwhile that `ours` picks goes, and the taken-out modules come
+    back. Yields them."""
+    taken = {name: mod for name, mod in sys.modules.items() if ours(name, mod)}
+    for name in taken:
         del sys.modules[name]
+    sys.modules.update(using)
     try:
-        yield
+        yield taken
     finally:
-        for name in [n for n, m in sys.modules.items() if n in saved or _under(m, root)]:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
+        for name in [n for n, m in list(sys.modules.items()) if ours(n, m)]:
+            del sys.modules[name]
+        sys.modules.update(taken)
+
+
+def _isolated_modules(root: Path) -> contextlib.AbstractContextManager:
+    """Import a copy of `root` without the originals (same module names) shadowing it."""
+    return _modules_swapped(lambda _name, mod: _under(mod, root), {})
 
 
 class _PackageWindow:
-    """The fixed packages' window (`_fixed_packages`): `finder.loaded` names the fixed files that
-    were imported; `as_variant("original")` puts the installed packages' modules back in
-    `sys.modules` meanwhile, for the original model's compile (dynamo builds its guards from the
-    modules by name, and the fixed copy's are not the ones the original's code came from)."""
+    """The fixed packages' window (`_fixed_packages`). `finder.loaded` names the fixed files that
+    were imported. `as_variant(v)` gives variant v's compile its own copy of the packages: the
+    original's puts the installed modules back in `sys.modules` (dynamo builds its guards from
+    modules by name) and the installed files' lines in `linecache` (TorchScript reads source
+    there); the fixed one's, the fixed texts' lines."""
 
-    def __init__(self, tops: set[str], saved: dict, finder: object) -> None:
-        self.tops, self.saved, self.finder = tops, saved, finder
+    def __init__(self, texts: dict[str, str], tops: set[str], saved: dict, finder: object) -> None:
+        self.texts, self.tops, self.saved, self.finder = texts, tops, saved, finder
 
-    def ours(self, name: str) -> bool:
+    def ours(self, name: str, _module: object = None) -> bool:
         return name.partition(".")[0] in self.tops
 
     @contextlib.contextmanager
     def as_variant(self, variant: str) -> Iterator[None]:
-        if variant != "original":
+        original = variant == "original"
+        with _source_lines(self.texts, fixed=not original), contextlib.ExitStack() as stack:
+            if original:
+                stack.enter_context(_modules_swapped(self.ours, self.saved))
             yield
-            return
-        fixed = {name: mod for name, mod in sys.modules.items() if self.ours(name)}
-        for name in fixed:
-            del sys.modules[name]
-        sys.modules.update(self.saved)
-        try:
-            yield
-        finally:
-            for name in [n for n in sys.modules if self.ours(n)]:
-                del sys.modules[name]
-            sys.modules.update(fixed)
 
 
 @contextlib.contextmanager
@@ -134,23 +125,16 @@ def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[_PackageW
     until the end; then the modules the process had come back."""
     from fuselint.verify.prove_child import FixedSources
 
-    def ours(name: str) -> bool:
-        return name.partition(".")[0] in tops
-
-    saved = {name: mod for name, mod in sys.modules.items() if ours(name)}
-    for name in saved:
-        del sys.modules[name]
-    finder = FixedSources(texts)
-    sys.meta_path.insert(0, finder)
-    try:
-        # the fixed modules' loader puts their text in linecache under the installed file's name
-        with _source_lines(texts, fixed=False):
-            yield _PackageWindow(tops, saved, finder)
-    finally:
-        sys.meta_path.remove(finder)
-        for name in [n for n in sys.modules if ours(n)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
+    window = _PackageWindow(texts, tops, {}, FixedSources(texts))
+    with _modules_swapped(window.ours, {}) as saved:
+        window.saved = saved
+        sys.meta_path.insert(0, window.finder)
+        try:
+            # the fixed modules' loader puts their text in linecache under the installed file's name
+            with _source_lines(texts, fixed=False):
+                yield window
+        finally:
+            sys.meta_path.remove(window.finder)
 
 
 @contextlib.contextmanager
@@ -260,12 +244,11 @@ def _run_backend(
     backend: str,
     device: str,
     reference,
-    texts: dict[str, str] | None = None,
     window: _PackageWindow | None = None,
 ) -> list[Row]:
     """Every variant under one backend: compile, check against eager, then time the variants
-    together (interleaved on a CPU, so that they are compared under the same load). `texts`: the
-    fixed package files' texts (file -> text), the source the fixed variant's compiler reads."""
+    together (interleaved on a CPU, so that they are compared under the same load). `window`: the
+    fixed packages', when the fixed variant runs any (each variant compiles with its own copy)."""
     torch._dynamo.reset()
     ready, rows = [], {}
     for variant, built in variants:
@@ -273,10 +256,7 @@ def _run_backend(
             with torch.no_grad():
                 start = time.perf_counter()
                 # the first call compiles: each variant with its own copy of the packages in place
-                with contextlib.ExitStack() as own:
-                    own.enter_context(_source_lines(texts or {}, fixed=variant == "fixed"))
-                    if window is not None:
-                        own.enter_context(window.as_variant(variant))
+                with window.as_variant(variant) if window is not None else contextlib.nullcontext():
                     fn, how = _compiled(built, backend)
                     out = fn(*built.args, **built.kwargs)
                 if device.startswith("cuda"):
@@ -323,14 +303,15 @@ def _build_fixed(
     notes,
     stack: contextlib.ExitStack,
     keep=None,
-    ran: dict[Path, str] | None = None,
-) -> tuple[str, Built, list[FixedFile], dict[str, str], _PackageWindow | None] | None:
-    """The fixed variant (and the fixed package files' texts), built from a fixed copy of the entry's folder under `tmp` (to be
-    called inside `_isolated_modules`) and the fixed texts of the package files the model's
-    classes come from (imported in their place until `stack` closes); None when no fix applies."""
+    modules: dict[Path, str] | None = None,
+) -> tuple[str, Built, list[FixedFile], _PackageWindow | None] | None:
+    """The fixed variant (and its packages' window), built from a fixed copy of the entry's folder
+    under `tmp` (to be called inside `_isolated_modules`) and the fixed texts of the package files
+    the model runs (`modules`: `variants.package_sources`; imported in their place until `stack`
+    closes); None when no fix applies."""
     root = _entry_root(entry)
     fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
-    modules = dict(sorted({**package_files(original.model, root), **(ran or {})}.items()))
+    modules = modules or {}
     texts, package_fixed = fix_package_files(modules, catalog, config, unsafe=unsafe, keep=keep)
     if not fixed_files and not texts:
         notes.append(
@@ -361,7 +342,7 @@ def _build_fixed(
         loaded = window.finder.loaded
         fixed_files += [f for f, path in zip(package_fixed, texts, strict=True) if path in loaded]
     built = _prepare(Built(fixed.model, original.args, original.kwargs), device)
-    return fixed_spec, built, fixed_files, texts, window
+    return fixed_spec, built, fixed_files, window
 
 
 def verify(
@@ -386,17 +367,14 @@ def verify(
     torch.manual_seed(seed)
     original = _prepare(build(entry), device)
     try:
-        with torch.no_grad():  # the package files whose functions the forward runs are fixed too
-            reference, ran = forward_files(
-                lambda: original.model(*original.args, **original.kwargs), _entry_root(entry)
-            )
+        with torch.no_grad():  # the package files the model runs are fixed too
+            reference, modules = package_sources(original, _entry_root(entry))
     except Exception as exc:  # the user's model fails on its own: nothing to compare against
         raise EntryError(f"entry {spec!r}: running the model failed: {_one_line(exc)}") from exc
     variants = [("original", original)]
     specs = [("original", spec)]
     fixed_files: list[FixedFile] = []
     notes: list[str] = []
-    texts: dict[str, str] = {}
     window: _PackageWindow | None = None
     with contextlib.ExitStack() as stack:
         if with_fixed and ":" in spec and Path(spec.rpartition(":")[0]).suffix == ".py":
@@ -406,15 +384,13 @@ def verify(
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
             made = _build_fixed(
-                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep, ran
+                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep, modules
             )
             if made:
-                fixed_spec, fixed, fixed_files, texts, window = made
+                fixed_spec, fixed, fixed_files, window = made
                 variants.append(("fixed", fixed))
                 specs.append(("fixed", fixed_spec))
-        by_backend = [
-            _run_backend(variants, backend, device, reference, texts, window) for backend in backends
-        ]
+        by_backend = [_run_backend(variants, backend, device, reference, window) for backend in backends]
         rows = [
             row for variant, _ in variants for group in by_backend for row in group if row.variant == variant
         ]

@@ -170,6 +170,14 @@ def forward_files(call: Callable[[], object], root: Path) -> tuple[object, dict[
     return result, dict(sorted(found.items()))
 
 
+def package_sources(built, root: Path) -> tuple[object, dict[Path, str]]:
+    """Run the built entry's forward once and return (its output, {file: module name} of the
+    installed package files the model runs): those of its classes and their bases
+    (`package_files`) and those whose functions the forward ran (`forward_files`)."""
+    out, ran = forward_files(lambda: built.model(*built.args, **built.kwargs), root)
+    return out, dict(sorted({**package_files(built.model, root), **ran}.items()))
+
+
 def module_path(path: Path, name: str) -> str:
     """The file of module `name` as a path from its top-level package (`timm/models/resnet.py`)."""
     parts = name.split(".")
