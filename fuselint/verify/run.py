@@ -126,6 +126,7 @@ def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[_PackageW
     from fuselint.verify.prove_child import FixedSources
 
     window = _PackageWindow(texts, tops, {}, FixedSources(texts))
+    finders = list(sys.meta_path)
     with _modules_swapped(window.ours, {}) as saved:
         window.saved = saved
         sys.meta_path.insert(0, window.finder)
@@ -134,7 +135,8 @@ def _fixed_packages(texts: dict[str, str], tops: set[str]) -> Iterator[_PackageW
             with _source_lines(texts, fixed=False):
                 yield window
         finally:
-            sys.meta_path.remove(window.finder)
+            # ours, and any import hook the fresh copy installed (transformers adds one at import)
+            sys.meta_path[:] = finders
 
 
 @contextlib.contextmanager

@@ -248,3 +248,18 @@ def test_a_site_packages_inside_the_standard_library_s_folder_is_still_a_package
     assert _package_module(str(installed), "pkg.m", tmp_path / "project", skip) == installed.resolve()
     assert _package_module(str(stdlib_module), "json.decoder", tmp_path / "project", skip) is None
     assert _package_module(str(installed), "m", tmp_path / "project", skip) is None  # not a package's
+
+
+def test_an_import_hook_the_fixed_copy_installs_goes_with_it(installed):
+    # transformers adds a finder to sys.meta_path when imported; the fixed copy's import must not leave one
+    site, project = installed
+    (site / "fakepkg" / "__init__.py").write_text(
+        "import sys\n\n\nclass Hook:\n    def find_spec(self, *a):\n        return None\n\n\nsys.meta_path.append(Hook())\n"
+    )
+    import fakepkg.nets  # noqa: F401  (the installed package, its hook added once)
+
+    finders = list(sys.meta_path)
+    result = _verify(f"{project / 'entry.py'}:entry", unsafe=True)
+    assert [f.path for f in result.fixed_files] == ["fakepkg/nets.py"]
+    assert sys.meta_path == finders
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "Hook"]
