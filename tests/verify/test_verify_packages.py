@@ -215,9 +215,11 @@ def test_a_package_function_the_forward_calls_is_followed(installed):
     (site / "fakepkg" / "helpers.py").write_text(HELPERS)
     (project / "mine.py").write_text(MINE)
     sys.modules.pop("fakepkg.helpers", None)
+    from fuselint.graph.entry import build, load_entry
     from fuselint.verify.variants import forward_files
 
-    model, args = _load(project / "mine.py").entry()
+    built = build(load_entry(f"{project / 'mine.py'}:entry"))
+    model, args = built.model, built.args
     out, ran = forward_files(lambda: model(*args), project)
     assert torch.allclose(out, torch.nn.functional.gelu(args[0], approximate="tanh") + 1, atol=1e-6)
     assert ran == {(site / "fakepkg" / "helpers.py").resolve(): "fakepkg.helpers"}
@@ -226,15 +228,6 @@ def test_a_package_function_the_forward_calls_is_followed(installed):
     assert [(f.path, f.codes) for f in result.fixed_files] == [("fakepkg/helpers.py", ("FL204",))]
     assert result.ok and result.row("fixed", "eager").check.ok
     sys.modules.pop("fakepkg.helpers", None)
-
-
-def _load(path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mine_entry_for_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_site_packages_inside_the_standard_library_s_folder_is_still_a_package_folder(tmp_path):
