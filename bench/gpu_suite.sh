@@ -7,12 +7,15 @@
 #   bash bench/gpu_suite.sh fixgain  # issue 10's gain of removed breaks (fuselint and Inductor; Inductor's
 #                                    # cold compile of big_bird's 13 graphs alone takes 66-76 s)
 #   bash bench/gpu_suite.sh fp32     # float32 inference of the nine: eager, fuselint, Inductor
+#   bash bench/gpu_suite.sh verify ["llama gpt2"]  # `fuselint verify` on suite models from their packages
+#                                    # (LLaMA, GPT-2, T5, ResNet-50 by default): original and fixed source, as a
+#                                    # user runs it (unpinned)
 #   python bench/models.py --merge $OUT/hf.json,$OUT/timm.json --md models-bf16.md   # the table, no GPU
 # Writes under $OUT. Each stage has its own time limit, so that one hung compile costs one stage.
 # On the device image: libcst from the carried wheels (.whl/), the checkout on PYTHONPATH.
 set -uo pipefail
-part="${1:?hf, timm, rest, fixgain or fp32}"
-case "$part" in hf|timm|rest|fixgain|fp32) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain or fp32)" >&2; exit 2 ;; esac
+part="${1:?hf, timm, rest, fixgain, fp32 or verify}"
+case "$part" in hf|timm|rest|fixgain|fp32|verify) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain, fp32 or verify)" >&2; exit 2 ;; esac
 out="${OUT:-/tmp/fuselint-gpu}"
 mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for fix_gain) are not on the image
@@ -45,6 +48,16 @@ case "$part" in
   rest)
     timeout 200 python3 bench/backend.py --budget 150 --no-cold --json "$out/backend.json" --md "$out/backend.md" \
       > "$out/backend.log" 2>&1 ;;
+  verify)
+    # Each entry: its proof (a child process per trial, each compiling with fuselint and Inductor), then
+    # the timings; about two minutes for an HF model on the H200. A list of models may follow the part.
+    for m in ${2:-llama gpt2 t5enc resnet50}; do
+      timeout 280 python3 -m fuselint verify --entry "bench/suite_entries/suite.py:$m" --unsafe-fixes \
+        > "$out/verify-$m.txt" 2>&1
+      echo "(exit $?)" >> "$out/verify-$m.txt"
+    done
+    tail -n 40 "$out"/verify-*.txt
+    exit 0 ;;
   fixgain)
     timeout 570 python3 bench/fix_gain.py --device cuda --budget 530 --backends fuselint,inductor \
       --md "$out/fix_gain.md" --json "$out/fix_gain.json" > "$out/fix_gain.log" 2>&1 ;;

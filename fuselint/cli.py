@@ -366,7 +366,9 @@ def _prove_settings(device, train, timeout, backends):
         chosen = parse_backends(backends)
     except ValueError as exc:
         raise UsageFailure(f"--prove-backends: {exc}") from None
-    return ProveSettings("cuda" if device == "cuda" else "cpu", train, timeout, chosen)
+    # The prover builds the entries where it is told (check's meta builds prove on the CPU).
+    where = device if device and device.startswith("cuda") else "cpu"
+    return ProveSettings(where, train, timeout, chosen)
 
 
 def _prove(output, run):
@@ -819,7 +821,7 @@ def verify(
     verify_run.dump_dir(dump_kernels)
     table = _device_of(target) if target else _device_for_prediction(device)
     failed = False
-    settings = _prove_settings(None, False, prove_timeout, prove_backends)
+    settings = _verify_prove_settings(device, prove_timeout, prove_backends)
     for spec in entries:
         proof = None
         if prove and not no_fixed:
@@ -878,6 +880,15 @@ def _rejection_notes(spec: str, rejected) -> list[str]:
             f"{len(unrun)} fix(es) in package code this model never runs left out ({', '.join(files)})"
         )
     return notes
+
+
+def _verify_prove_settings(device: str | None, timeout: float, backends: str):
+    """verify proves its fixes where it measures them (cuda when there is one): an entry may
+    build its model differently on a GPU (the suite's models: bf16 on CUDA)."""
+    import torch
+
+    where = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return _prove_settings(where, False, timeout, backends)
 
 
 def _check_verify_device(device: str | None) -> None:

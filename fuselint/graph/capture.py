@@ -437,17 +437,11 @@ def _uses_max_pool(gm: torch.fx.GraphModule) -> bool:
 # ---------------------------------------------------------------- capture
 
 
-def _to_device(value: Any, device: str) -> Any:
-    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
-
-
 def _build(entry: Entry, device: str | None) -> Built:
     if device is None:
         return build(entry)
     with torch.device(device):
-        built = build(entry)
-    model = built.model.to(device) if isinstance(built.model, torch.nn.Module) else built.model
-    return Built(model=model, args=_to_device(built.args, device), kwargs=_to_device(built.kwargs, device))
+        return build(entry).on(device)
 
 
 @contextlib.contextmanager

@@ -44,6 +44,18 @@ class Built:
     args: tuple
     kwargs: dict = field(default_factory=dict)
 
+    def on(self, device: str) -> Built:
+        """The model and every tensor of its inputs moved to `device`: a factory that placed
+        them itself (an entry that builds on CUDA when it has one) runs where it is asked to."""
+        import torch
+        from torch.utils._pytree import tree_map
+
+        def move(value: Any) -> Any:
+            return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
+
+        model = self.model.to(device) if isinstance(self.model, torch.nn.Module) else self.model
+        return Built(model, move(self.args), move(self.kwargs))
+
 
 def _split(spec: str) -> tuple[str, str]:
     target, sep, name = spec.rpartition(":")

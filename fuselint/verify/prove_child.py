@@ -354,10 +354,10 @@ def run_trial(request: dict) -> dict:
         _seed(seed)
         device = request.get("device") or "cpu"
         with torch.device(device), _functions_run(texts, ran):
-            built = build(entry)
+            built = build(entry).on(device)
         model = built.model
         if isinstance(model, torch.nn.Module):
-            model = model.to(device).train(train)
+            model.train(train)
         saved = torch.load(reference, weights_only=False) if reference else None
         if saved is not None:
             if saved.get("state") is not None and isinstance(model, torch.nn.Module):

@@ -8,6 +8,7 @@ the measurement, so a user sees whether fuselint's advice held on their GPU.
 from __future__ import annotations
 
 import contextlib
+import functools
 import linecache
 import os
 import re
@@ -19,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch.utils._pytree import tree_map
 
 from fuselint.catalog import Catalog
 from fuselint.config import Config
@@ -40,7 +40,7 @@ class Row:
     check: Comparison | None
     error: str = ""
     how: str = ""  # how the backend took the model ("traced" for TorchScript), when it says
-    spread: float = 1.0  # on a CPU: median / fastest run of the row's timed calls
+    spread: float = 1.0  # median / fastest run (a CPU) or fastest round (a GPU) of the row's timings
 
 
 @dataclass(frozen=True)
@@ -170,15 +170,11 @@ def _under(module, root: Path) -> bool:
     return bool(file) and Path(file).resolve().is_relative_to(root)
 
 
-def _to(value, device: str):
-    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
-
-
 def _prepare(built: Built, device: str) -> Built:
-    model = built.model
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device).eval()
-    return Built(model, _to(built.args, device), _to(built.kwargs, device))
+    built = built.on(device)
+    if isinstance(built.model, torch.nn.Module):
+        built.model.eval()
+    return built
 
 
 class BackendRefused(Exception):
@@ -241,18 +237,29 @@ def _error_row(variant: str, backend: str, exc: BaseException) -> Row:
     return Row(variant, backend, None, None, None, reason[:300])
 
 
-def _run_backend(
+@dataclass(frozen=True)
+class _Ready:
+    """A variant compiled under a backend, checked, waiting to be timed."""
+
+    variant: str
+    backend: str
+    call: Callable[[], object]
+    how: str
+    compile_s: float | None
+    check: Comparison
+
+
+def _compile_backend(
     variants: list[tuple[str, Built]],
     backend: str,
     device: str,
     reference,
     window: _PackageWindow | None = None,
-) -> list[Row]:
-    """Every variant under one backend: compile, check against eager, then time the variants
-    together (interleaved on a CPU, so that they are compared under the same load). `window`: the
-    fixed packages', when the fixed variant runs any (each variant compiles with its own copy)."""
-    torch._dynamo.reset()
-    ready, rows = [], {}
+) -> tuple[list[_Ready], dict[str, Row]]:
+    """Every variant under one backend, compiled and checked against eager: the callables to
+    time, and the rows of the variants the backend failed. `window`: the fixed packages', when
+    the fixed variant runs any (each variant compiles with its own copy)."""
+    ready, failed = [], {}
     for variant, built in variants:
         try:
             with torch.no_grad():
@@ -265,19 +272,67 @@ def _run_backend(
                     torch.cuda.synchronize()
                 compile_s = time.perf_counter() - start
             check = compare(out, reference)
-            ready.append((variant, built, fn, how, None if backend == "eager" else compile_s, check))
+            call = functools.partial(_call, fn, built)
+            ready.append(
+                _Ready(variant, backend, call, how, None if backend == "eager" else compile_s, check)
+            )
         except Exception as exc:  # a backend that fails is reported, not fatal
-            rows[variant] = _error_row(variant, backend, exc)
+            failed[variant] = _error_row(variant, backend, exc)
+    return ready, failed
+
+
+def _call(fn, built: Built):
+    return fn(*built.args, **built.kwargs)
+
+
+def _timings(ready: list[_Ready], backends: tuple[str, ...], device: str) -> list:
+    """A Timing per callable, all in the same rounds; when one fails while timed, each backend's
+    callables are timed on their own, and a backend whose timing fails has its exception."""
     try:
         with torch.no_grad():
-            timings = measure_together(
-                [lambda fn=fn, b=b: fn(*b.args, **b.kwargs) for _, b, fn, *_ in ready], device
-            )
-    except Exception as exc:
-        return [rows.get(v) or _error_row(v, backend, exc) for v, _ in variants]
-    for (variant, _, _, how, compile_s, check), timing in zip(ready, timings, strict=True):
-        rows[variant] = Row(variant, backend, timing.ms, compile_s, check, how=how, spread=timing.spread)
-    return [rows[v] for v, _ in variants]
+            return measure_together([r.call for r in ready], device)
+    except Exception:  # noqa: BLE001 - found out below, backend by backend
+        pass
+    timings: list = []
+    for backend in backends:
+        group = [r.call for r in ready if r.backend == backend]
+        try:
+            with torch.no_grad():
+                timings += measure_together(group, device)
+        except Exception as exc:  # noqa: BLE001 - the row says why
+            timings += [exc] * len(group)
+    return timings
+
+
+def _run_backends(
+    variants: list[tuple[str, Built]],
+    backends: tuple[str, ...],
+    device: str,
+    reference,
+    window: _PackageWindow | None = None,
+) -> list[Row]:
+    """Every variant under every backend: all compiled first (dynamo keeps each backend's code
+    apart), then all timed in the same interleaved rounds, so that no row is timed while the
+    host runs at another speed than the rows it is compared with. Rows by variant, then backend."""
+    torch._dynamo.reset()
+    ready: list[_Ready] = []
+    rows: dict[tuple[str, str], Row] = {}
+    # Each backend compiles each code object once more; the default limit (8) would leave a
+    # frame of a long --backend list to eager without a word.
+    with torch._dynamo.config.patch(recompile_limit=max(8, 2 * len(backends) * len(variants))):
+        for backend in backends:
+            made, failed = _compile_backend(variants, backend, device, reference, window)
+            ready += made
+            rows.update({(variant, backend): row for variant, row in failed.items()})
+        timings = _timings(ready, backends, device)
+    for r, timing in zip(ready, timings, strict=True):
+        rows[r.variant, r.backend] = (
+            _error_row(r.variant, r.backend, timing)
+            if isinstance(timing, Exception)
+            else Row(r.variant, r.backend, timing.ms, r.compile_s, r.check, how=r.how, spread=timing.spread)
+        )
+    torch._dynamo.reset()
+    return [rows[variant, backend] for variant, _ in variants for backend in backends]
 
 
 def _predict(spec: str, variant: str, device_table) -> Prediction | None:
@@ -392,10 +447,7 @@ def verify(
                 fixed_spec, fixed, fixed_files, window = made
                 variants.append(("fixed", fixed))
                 specs.append(("fixed", fixed_spec))
-        by_backend = [_run_backend(variants, backend, device, reference, window) for backend in backends]
-        rows = [
-            row for variant, _ in variants for group in by_backend for row in group if row.variant == variant
-        ]
+        rows = _run_backends(variants, backends, device, reference, window)
         # Predictions come after every timing: capturing resets dynamo, dropping compiled code.
         # The fixed source is predicted while its copy is importable under the original's names,
         # the original once they are back.

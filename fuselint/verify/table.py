@@ -46,7 +46,12 @@ def render_text(v: Verification) -> str:
     if not v.device.startswith("cuda") and spread > 2:
         lines.append(
             f"note: the CPU was busy while timing (a row's median run took {spread:.0f}x its fastest); "
-            "each row shows its fastest run, timed in rounds interleaved with the other variant"
+            "each row shows its fastest run, timed in rounds interleaved with the other rows"
+        )
+    elif v.device.startswith("cuda") and spread > 1.25:
+        lines.append(
+            f"note: the host's speed changed while timing (a row's median round took {spread:.2f}x its "
+            "fastest); each row shows its median round, timed in rounds interleaved with the other rows"
         )
     by_variant = {p.variant: p for p in v.predictions}
     if by_variant:

@@ -82,3 +82,17 @@ def test_import_error_in_entry_file(tmp_path):
     path.write_text("import not_a_real_module_xyz\ndef entry():\n    pass\n")
     with pytest.raises(EntryError, match="importing .* failed: ModuleNotFoundError"):
         load_entry(f"{path}:entry")
+
+
+def test_built_on_moves_the_model_and_every_input_tensor_and_leaves_the_rest():
+    import torch
+
+    from fuselint.graph.entry import Built
+
+    model = torch.nn.Linear(2, 2)
+    moved = Built(model, (torch.ones(2), 3), {"mask": [torch.zeros(1)], "flag": True}).on("meta")
+    assert moved.model.weight.device.type == "meta"
+    assert moved.args[0].device.type == "meta" and moved.args[1] == 3
+    assert moved.kwargs["mask"][0].device.type == "meta" and moved.kwargs["flag"] is True
+    plain = Built(len, (torch.ones(1),)).on("meta")
+    assert plain.model is len and plain.args[0].device.type == "meta"

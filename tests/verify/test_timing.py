@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from fuselint.verify.timing import measure_together
 
 
@@ -36,3 +38,38 @@ def test_rounds_interleave_and_alternate_who_goes_first():
     measure_together([lambda: machine.work("a"), lambda: machine.work("b")], "cpu", rep_ms=0, min_rounds=4)
     timed = machine.calls[6:]  # after three warm-up calls each
     assert timed == ["a", "b", "b", "a", "a", "b", "b", "a"]
+
+
+def test_gpu_rounds_rotate_the_first_callable_and_take_each_median_round():
+    from fuselint.verify.timing import gpu_rounds
+
+    order, slow = [], {"a": {1}, "b": {1, 2}, "c": set()}  # the rounds in which the host ran slow
+
+    def bench(fn, warmup, rep):
+        name, r = fn(), len([o for o in order if o[0] == fn()])
+        order.append((name, warmup))
+        return 9.0 if r in slow[name] else 1.0 + 0.01 * r
+
+    a, b, c = gpu_rounds([lambda: "a", lambda: "b", lambda: "c"], bench, "H200", rounds=6)
+    firsts = [order[3 * r][0] for r in range(6)]
+    assert firsts == ["a", "b", "c", "a", "b", "c"]
+    # the first round warms up; the others take a short warm-up
+    assert [w for _, w in order[:3]] == [25, 25, 25] and {w for _, w in order[3:]} == {5.0}
+    # slow rounds (a: 1 of 6, b: 2 of 6) do not move the median
+    assert a.ms < 2 and b.ms < 2 and c.ms < 2
+    assert a.runs == 6 and a.device == "H200"
+    assert b.ms == pytest.approx(1.045) and b.spread == pytest.approx(1.045)
+
+
+def test_the_gpu_rounds_are_pinned_to_one_cpu_and_every_cpu_comes_back(monkeypatch):
+    import os
+
+    from fuselint.verify import timing
+
+    calls = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 5}, raising=False)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: calls.append(set(cpus)), raising=False)
+    with pytest.raises(RuntimeError), timing.pinned():
+        assert calls == [{5}]
+        raise RuntimeError("a callable failed while timed")
+    assert calls == [{5}, {0, 1, 5}]

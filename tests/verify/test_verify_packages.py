@@ -256,3 +256,16 @@ def test_an_import_hook_the_fixed_copy_installs_goes_with_it(installed):
     assert [f.path for f in result.fixed_files] == ["fakepkg/nets.py"]
     assert sys.meta_path == finders
     sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "Hook"]
+
+
+def test_verify_proves_its_fixes_on_the_device_it_measures_on(monkeypatch):
+    # Session 26: verify proved on the CPU whatever it measured on, and an entry that builds on
+    # CUDA when it can (the suite's) failed its own baseline there.
+    from fuselint.cli import _verify_prove_settings
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert _verify_prove_settings(None, 60.0, "inductor").device == "cuda"
+    assert _verify_prove_settings("cuda:1", 60.0, "inductor").device == "cuda:1"
+    assert _verify_prove_settings("cpu", 60.0, "").device == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _verify_prove_settings(None, 60.0, "inductor").device == "cpu"
