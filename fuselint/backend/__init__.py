@@ -32,6 +32,7 @@ from fuselint.backend.cudagraphs import GraphReplay, why_not_recordable
 from fuselint.backend.kept_layouts import kept_values
 from fuselint.backend.precompile import start_workers_for
 from fuselint.backend.squeeze_excite import cudnn_rounds_to_tf32, follows_tf32
+from fuselint.graph.capture import fw_metadata, static_input_indices
 
 __all__ = [
     "OPTIONS",
@@ -60,7 +61,7 @@ def _compiler(name: str, options: dict, model_outputs: int | None = None) -> Cal
 
     def compile_one(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         visible = _user_outputs(model_outputs) if name == "forward" else None
-        static = _static_inputs() if name != "backward" else frozenset()
+        static = static_input_indices() if name != "backward" else frozenset()
         inference = name == "inference"
         pristine = _copy(gm) if inference and follows_tf32(gm) else None
 
@@ -119,25 +120,11 @@ class TF32Switch:
 def _user_outputs(model_outputs: int | None) -> range | None:
     """Positions of a training forward's outputs that the user's code sees: AOTAutograd puts
     mutated inputs first, then the model's outputs, then the activations saved for the backward."""
-    meta = _fw_metadata()
+    meta = fw_metadata()
     if model_outputs is None or meta is None:
         return None
     start = meta.num_mutated_inp_runtime_indices
     return range(start, start + model_outputs)
-
-
-def _static_inputs() -> frozenset[int]:
-    """Positions of the graph's inputs that AOTAutograd calls static: parameters and buffers,
-    which keep their storage from call to call (Inductor skips their alignment checks too)."""
-    return frozenset(getattr(_fw_metadata(), "static_input_indices", None) or ())
-
-
-def _fw_metadata() -> object | None:
-    """AOTAutograd's view of the graph being compiled (its inputs and outputs), when tracing."""
-    from torch._guards import TracingContext
-
-    context = TracingContext.try_get()
-    return getattr(context, "fw_metadata", None) if context is not None else None
 
 
 def _report_output_strides(gm: torch.fx.GraphModule) -> None:

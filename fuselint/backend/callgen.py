@@ -45,7 +45,7 @@ import torch.fx
 from fuselint.backend import runtime
 from fuselint.backend.ops import HALF
 from fuselint.backend.runtime import FusedKernel
-from fuselint.graph.op_facts import SILENT_ALIASES
+from fuselint.graph.aliasing import aliases_input, storage_root, view_base
 
 log = logging.getLogger("fuselint.backend")
 
@@ -158,22 +158,6 @@ REUSE_BUFFERS = os.environ.get("FUSELINT_REUSE_BUFFERS", "1") != "0"
 IN_PLACE = os.environ.get("FUSELINT_IN_PLACE", "1") != "0"
 
 
-def _aliases_input(n: torch.fx.Node) -> torch.fx.Node | None:
-    """The input whose storage `n`'s value may share: the base of a view, the first tensor
-    argument of an op that can hand its input back; None for a value in new storage."""
-    base = _view_base(n)
-    if base is not None:
-        return base
-    if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-        if (
-            n.target.overloadpacket.__name__ in SILENT_ALIASES
-            and n.args
-            and isinstance(n.args[0], torch.fx.Node)
-        ):
-            return n.args[0]
-    return None
-
-
 def _lifetimes(nodes: list[torch.fx.Node]) -> tuple[dict[str, str], dict[str, int], set[str]] | None:
     """(root, last, escaping) of the graph's values: the value whose storage each one shares
     (views and ops that may hand their input back lead to it), the position of the last node
@@ -186,7 +170,7 @@ def _lifetimes(nodes: list[torch.fx.Node]) -> tuple[dict[str, str], dict[str, in
             return None
     root: dict[str, str] = {}
     for n in nodes:
-        a = _aliases_input(n)
+        a = aliases_input(n)
         root[n.name] = root.get(a.name, a.name) if a is not None else n.name
     last: dict[str, int] = {}
     escaping: set[str] = set()
@@ -211,13 +195,6 @@ def _single_items(nodes: list[torch.fx.Node]) -> set[str]:
         ):
             items.setdefault((n.args[0].name, n.args[1]), []).append(n.name)
     return {names[0] for names in items.values() if len(names) == 1}
-
-
-def storage_root(n: torch.fx.Node) -> torch.fx.Node:
-    """The value whose storage `n` shares (itself when it has its own)."""
-    while (a := _aliases_input(n)) is not None:
-        n = a
-    return n
 
 
 def _reuse_plan(nodes: list[torch.fx.Node]) -> dict[str, int]:
@@ -530,23 +507,10 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
 _REINTERPRET = getattr(getattr(torch._C._dynamo, "guards", None), "_reinterpret_tensor", None)
 
 
-def _view_base(n: torch.fx.Node) -> torch.fx.Node | None:
-    """The tensor node a view node views: a view op's first argument, or for an item of a
-    view op that returns several (split, unbind), that op's first argument."""
-    if n.op != "call_function":
-        return None
-    target, args = n.target, n.args
-    if target is operator.getitem and isinstance(args[0], torch.fx.Node) and args[0].op == "call_function":
-        target, args = args[0].target, args[0].args
-    if not isinstance(target, torch._ops.OpOverload) or not target.is_view or not args:
-        return None
-    return args[0] if isinstance(args[0], torch.fx.Node) else None
-
-
 def _static_view(n: torch.fx.Node) -> tuple | None:
     """(base, size, stride, offset from the base's storage offset) of a view with static
     metadata; None for anything else."""
-    base = _view_base(n)
+    base = view_base(n)
     if base is None:
         return None
     val = n.meta.get("val")
@@ -589,7 +553,7 @@ def _view_lines(
     made = f"{reinterpret}({b}, {size!r}, {stride!r}, {delta})"  # offset from b's own
     root = base
     while _static_view(root) is not None:
-        root = _view_base(root)
+        root = view_base(root)
     root_strides = tuple(root.meta["val"].stride())
     known = _known_strides(root)
     if known is not None and _same_layout(tuple(root.meta["val"].shape), known, root_strides):

@@ -39,7 +39,8 @@ from fuselint.backend.random import seed_random
 from fuselint.backend.repeats import repeats_as_cats
 from fuselint.backend.runtime import FusedKernel, can_generate_for, interpreting, keeps_effects
 from fuselint.backend.squeeze_excite import reduce_pooled_convolutions
-from fuselint.backend.views import fold_input_views, is_view, storage_of, written_storages
+from fuselint.backend.views import fold_input_views
+from fuselint.graph.aliasing import is_view, storage_of, written_storages
 from fuselint.graph.fusion_graph import FusionGraph
 from fuselint.graph.layout import gpu_conv_layout, take_input_strides
 

@@ -19,7 +19,7 @@ import torch.fx
 
 from fuselint.backend.constants import pure
 from fuselint.backend.runtime import keeps_effects
-from fuselint.backend.views import storage_of, written_storages
+from fuselint.graph.aliasing import storage_of, written_storages
 
 
 def _key(value: object, node_key=None) -> object:

@@ -34,7 +34,7 @@ import torch.fx
 from fuselint.backend.kept_layouts import KeptValue
 from fuselint.backend.ops import HALF
 from fuselint.backend.patchify import views_reading
-from fuselint.backend.views import written_storages
+from fuselint.graph.aliasing import written_storages
 from fuselint.graph.layout import NewNodes, rewrite_each
 
 aten = torch.ops.aten

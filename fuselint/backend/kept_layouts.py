@@ -35,13 +35,9 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from fuselint.backend.callgen import storage_root
-from fuselint.backend.views import written_storages
+from fuselint.graph.layout import KEPT, kept_layout_copies
 
 aten = torch.ops.aten
-
-# The most memory a graph holds in kept copies (module docstring).
-MAX_KEPT_BYTES = 64 << 20
 
 
 class KeptValue:
@@ -110,44 +106,15 @@ def kept_values(gm: torch.fx.GraphModule) -> list[KeptValue]:
     return [n.target for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, KeptValue)]
 
 
-def _layout_copy(n: torch.fx.Node, static_inputs: dict) -> torch.memory_format | None:
-    """The memory format of a copy ``clone(w, memory_format=fmt)`` of a static input, else None."""
-    if n.op != "call_function" or n.target is not aten.clone.default or len(n.args) != 1:
-        return None
-    fmt = n.kwargs.get("memory_format")
-    if fmt is None or set(n.kwargs) != {"memory_format"} or n.args[0] not in static_inputs:
-        return None
-    return fmt
-
-
 def keep_layout_copies(gm: torch.fx.GraphModule, static: frozenset[int]) -> int:
-    """Keep each layout copy of a parameter or buffer between calls (module docstring); how many.
-    `static`: positions of the graph inputs that are parameters or buffers."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    written = written_storages(gm.graph.nodes)  # a buffer the graph updates is copied as it is then
-    static_inputs = {
-        p: i
-        for i, p in enumerate(placeholders)
-        if i in static and isinstance(p.meta.get("val"), torch.Tensor) and p not in written
-    }
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    # the caller would get the kept tensor itself back, or a view of it
-    returned = {storage_root(n) for n in out.all_input_nodes}
-    found = []
-    for n in gm.graph.nodes:
-        fmt = _layout_copy(n, static_inputs)
-        if fmt is not None and n not in returned and isinstance(n.meta.get("val"), torch.Tensor):
-            val = n.meta["val"]
-            found.append((val.numel() * val.element_size(), n, fmt))
-    budget = MAX_KEPT_BYTES
-    kept = 0
-    for nbytes, n, fmt in sorted(found, key=lambda f: f[0]):  # stable: graph order among equals
-        if nbytes > budget:
-            break
-        budget -= nbytes
-        n.target = KeptLayout(static_inputs[n.args[0]], fmt)
+    """Keep each layout copy of a parameter or buffer between calls (module docstring; which ones:
+    `fuselint.graph.layout.kept_layout_copies`); how many. `static`: positions of the graph inputs
+    that are parameters or buffers."""
+    kept = kept_layout_copies(gm, static)
+    for n, position, fmt in kept:
+        n.target = KeptLayout(position, fmt)
         n.kwargs = {}
-        kept += 1
+        n.meta[KEPT] = True  # the planner reads it as an input: no kernel per call
     if kept:
         gm.recompile()
-    return kept
+    return len(kept)

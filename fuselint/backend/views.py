@@ -12,41 +12,13 @@ ATen, redoes the chain of views on the base it was given.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import torch
 import torch.fx
 
 from fuselint.backend.runtime import FusedKernel, keeps_effects
-
-
-def is_view(node: torch.fx.Node) -> bool:
-    return (
-        node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
-    )
-
-
-def storage_of(n: torch.fx.Node) -> torch.fx.Node:
-    """The node whose storage `n` reads: through views and getitems to their base."""
-    while n.op == "call_function" and (n.target is operator.getitem or is_view(n)) and n.all_input_nodes:
-        n = n.all_input_nodes[0]
-    return n
-
-
-def written_storages(nodes) -> set[torch.fx.Node]:
-    """The storages (as `storage_of` names them) that some op among `nodes` writes in place."""
-    written: set[torch.fx.Node] = set()
-    for n in nodes:
-        if not isinstance(n.target, torch._ops.OpOverload) or not n.target._schema.is_mutable:
-            continue
-        for arg, value in zip(n.target._schema.arguments, n.args, strict=False):
-            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node):
-                written.add(storage_of(value))
-        for value in n.kwargs.values():
-            if isinstance(value, torch.fx.Node):  # out= and the like: written, or not worth telling
-                written.add(storage_of(value))
-    return written
+from fuselint.graph.aliasing import is_view
 
 
 @dataclass(frozen=True)

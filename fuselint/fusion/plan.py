@@ -77,6 +77,7 @@ import networkx as nx
 import torch
 
 from fuselint.graph.fusion_graph import FusionGraph
+from fuselint.graph.layout import KEPT
 from fuselint.graph.op_facts import ELEMENTWISE_COPIES, FLAT_VIEWS, LOOKUPS, WINDOW_OPS
 
 OPAQUE = ("matmul", "conv", "other")
@@ -182,7 +183,10 @@ _ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "
 
 
 def _launches_nothing(fx: torch.fx.Node) -> bool:
-    """Ops that produce no tensor (sym_size, asserts) or only allocate one."""
+    """Ops that produce no tensor (sym_size, asserts) or only allocate one, and values a compiled
+    graph makes once and keeps (a weight's layout copy)."""
+    if fx.meta.get(KEPT):
+        return True
     val = fx.meta.get("val")
     vals = val if isinstance(val, (list, tuple)) else [val]
     if not any(isinstance(v, torch.Tensor) for v in vals):

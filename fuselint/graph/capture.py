@@ -44,7 +44,7 @@ from fuselint.graph.breaks_log import RawBreak, parse_break
 from fuselint.graph.eager_probe import EagerSdpa, probe_sdpa
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.graph.fusion_graph import FusionGraph
-from fuselint.graph.layout import gpu_conv_layout
+from fuselint.graph.layout import KEPT, gpu_conv_layout, kept_layout_copies
 from fuselint.graph.progress import progress
 
 BREAK_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
@@ -262,6 +262,18 @@ def _listening_to_breaks():
 # ---------------------------------------------------------------- recording backend
 
 
+def fw_metadata() -> object | None:
+    """AOTAutograd's view of the graph being compiled (its inputs and outputs), when tracing."""
+    context = torch._guards.TracingContext.try_get()
+    return getattr(context, "fw_metadata", None) if context is not None else None
+
+
+def static_input_indices() -> frozenset[int]:
+    """Positions of the graph's inputs that AOTAutograd calls static: parameters and buffers,
+    which keep their storage from call to call (Inductor skips their alignment checks too)."""
+    return frozenset(getattr(fw_metadata(), "static_input_indices", None) or ())
+
+
 @dataclass
 class _Recorded:
     index: int
@@ -272,6 +284,7 @@ class _Recorded:
     backward_calls: int = 0
     fed_standin: bool = False
     lowering_error: str = ""
+    static: frozenset[int] = frozenset()  # the forward's inputs that are parameters or buffers
 
 
 @dataclass
@@ -310,6 +323,7 @@ class _Recorder:
 
         def fw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:
             rec.forward = aten
+            rec.static = static_input_indices()
             return make_boxed_func(aten.forward)
 
         def bw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:
@@ -670,8 +684,12 @@ def _fusion_graphs(recorder: _Recorder, eager_sdpa: tuple[EagerSdpa, ...] | None
     out = []
     for rec in recorder.graphs:
         if rec.forward is not None:
-            # Planned as a GPU runs it: convolutions in the layout Inductor gives them.
+            # Planned as a GPU runs it: convolutions in the layout Inductor gives them, and at
+            # inference the weights' copies in that layout made once, as the backend keeps them.
             forward = gpu_conv_layout(rec.forward, inference=rec.backward is None)
+            if rec.backward is None:
+                for copy, _, _ in kept_layout_copies(forward, rec.static):
+                    copy.meta[KEPT] = True
             fg = FusionGraph.from_fx(forward, name=recorder.graph_name(rec), calls=rec.forward_calls)
             fg.eager_sdpa = eager_sdpa
             out.append(fg)

@@ -27,6 +27,8 @@ import torch
 import torch.fx
 from torch._prims_common import suggest_memory_format
 
+from fuselint.graph.aliasing import storage_root, written_storages
+
 aten = torch.ops.aten
 
 # Inductor's measured channels-last time over default-layout time per class of convolution
@@ -42,6 +44,48 @@ EAGER_LAYOUT = "fuselint_eager_layout"
 # in eager, with the strides eager gives it where the rewrite gave the graph's value others
 EAGER_VAL = "fuselint_eager_val"
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
+# meta key on a value an inference graph makes once and keeps between calls (a weight's layout
+# copy, `kept_layout_copies`): no kernel runs for it per call, so planning reads it as an input
+KEPT = "fuselint_kept"
+# The most memory a compiled graph holds in the layout copies it keeps (fuselint.backend.kept_layouts).
+MAX_KEPT_BYTES = 64 << 20
+
+
+def kept_layout_copies(
+    gm: torch.fx.GraphModule, static: frozenset[int]
+) -> list[tuple[torch.fx.Node, int, torch.memory_format]]:
+    """The layout copies ``clone(w, memory_format=fmt)`` of an inference graph's parameters and
+    buffers that a compiled graph makes once and keeps (fuselint.backend.kept_layouts), as
+    (copy node, graph-input position of w, fmt) in graph order. `static`: the positions of the
+    graph inputs that are parameters or buffers (AOTAutograd's static inputs). Left per call: a
+    copy of a buffer the graph writes (it is copied as it is then), one the graph returns (the
+    caller would get the kept tensor itself), and beyond ``MAX_KEPT_BYTES`` the largest copies."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = written_storages(gm.graph.nodes)
+    weights = {
+        p: i
+        for i, p in enumerate(placeholders)
+        if i in static and isinstance(p.meta.get("val"), torch.Tensor) and p not in written
+    }
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    returned = {storage_root(n) for n in out.all_input_nodes}
+    found = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target is not aten.clone.default or len(n.args) != 1:
+            continue
+        fmt = n.kwargs.get("memory_format")
+        if fmt is None or set(n.kwargs) != {"memory_format"} or n.args[0] not in weights:
+            continue
+        if n not in returned and isinstance(n.meta.get("val"), torch.Tensor):
+            found.append((n.meta["val"].numel() * n.meta["val"].element_size(), n, fmt))
+    budget, kept = MAX_KEPT_BYTES, []
+    for nbytes, n, _fmt in sorted(found, key=lambda f: f[0]):  # the smallest first; stable: graph order
+        if nbytes > budget:
+            break
+        budget -= nbytes
+        kept.append(n)
+    chosen = set(kept)
+    return [(n, weights[n.args[0]], fmt) for _, n, fmt in found if n in chosen]
 
 
 def _val(node) -> object:

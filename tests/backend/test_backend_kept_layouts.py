@@ -13,6 +13,7 @@ from backend_helpers import needs_interpreter, stand_in_call_function
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from fuselint.backend import fuselint_backend, history_mark, kept_layouts, reports_since, runtime
+from fuselint.graph import layout
 
 pytestmark = needs_interpreter
 
@@ -80,7 +81,7 @@ def test_weight_copies_are_made_once_and_not_launched_again(launches, monkeypatc
     assert [k.remade for k in kept] == [1, 1]
     assert {k.tensor.is_contiguous(memory_format=torch.channels_last) for k in kept} == {True}
 
-    monkeypatch.setattr(kept_layouts, "MAX_KEPT_BYTES", 0)  # as before: copied every call
+    monkeypatch.setattr(layout, "MAX_KEPT_BYTES", 0)  # as before: copied every call
     copied, copied_out, reports = _compile(model, x)
     assert [r.kept for r in reports] == [0]
     assert _launches_per_call(copied, x, launches) == per_call + 2
@@ -160,7 +161,7 @@ def test_the_smallest_copies_are_kept_within_the_bound(monkeypatch):
     model = TwoConvs().eval()
     x = torch.randn(2, 4, 8, 8)
     a_bytes = model.a.weight.numel() * 4  # 8x4x3x3 float32, a quarter of b's
-    monkeypatch.setattr(kept_layouts, "MAX_KEPT_BYTES", a_bytes * 4)  # a's and b's together exceed it
+    monkeypatch.setattr(layout, "MAX_KEPT_BYTES", a_bytes * 4)  # a's and b's together exceed it
     _, out, reports = _compile(model, x)
     (kept,) = _kept(reports[0])
     assert tuple(kept.tensor.shape) == tuple(model.a.weight.shape)

@@ -241,3 +241,29 @@ def test_values_living_across_a_break_are_linked_to_the_graph_that_resumes(captu
     # a loop around a break also feeds graph1's result back into the next iteration's graph0
     links = captured("loop_break.py").links
     assert GraphLink("graph0", 1, "graph1", 1) in links and GraphLink("graph1", 0, "graph0", 2) in links
+
+
+def test_an_inference_plan_reads_the_weights_layout_copies_as_made_once(captured):
+    # The backend keeps a weight's channels_last copy between calls at inference
+    # (backend.kept_layouts); the prediction plans the same graph: those copies are no kernels.
+    from fuselint.fusion.plan import GraphFacts
+    from fuselint.graph.layout import KEPT, kept_layout_copies
+
+    def copies(graph):  # the shape of each channels_last copy's source -> whether it is kept
+        return {
+            tuple(graph.dag.nodes[n]["fx"].args[0].meta["val"].shape): bool(
+                graph.dag.nodes[n]["fx"].meta.get(KEPT)
+            )
+            for n in graph.ops()
+            if graph.dag.nodes[n]["op"] == "aten.clone.default"
+            and graph.dag.nodes[n]["fx"].kwargs.get("memory_format") is torch.channels_last
+        }
+
+    inference = captured("conv_stem.py").graphs[0]
+    # the 7x7 stem's and the 3x3's weights kept (1x1 weights need no copy); the image is copied per call
+    assert copies(inference) == {(16, 3, 7, 7): True, (8, 8, 3, 3): True, (2, 3, 32, 32): False}
+    facts = GraphFacts(inference)
+    kept = [n for n in inference.ops() if inference.dag.nodes[n]["fx"].meta.get(KEPT)]
+    assert len(kept) == 2 and not set(kept) & set(facts.kind)
+    # only a parameter's or buffer's copy is kept: the same graph with no static input keeps none
+    assert kept_layout_copies(inference.gm, frozenset()) == []
