@@ -318,8 +318,9 @@ def _run_backends(
     ready: list[_Ready] = []
     rows: dict[tuple[str, str], Row] = {}
     # Each backend compiles each code object once more; the default limit (8) would leave a
-    # frame of a long --backend list to eager without a word.
-    with torch._dynamo.config.patch(recompile_limit=max(8, 2 * len(backends) * len(variants))):
+    # frame of a long --backend list to eager without a word (older torch calls it cache_size_limit).
+    limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    with torch._dynamo.config.patch(**{limit: max(8, 2 * len(backends) * len(variants))}):
         for backend in backends:
             made, failed = _compile_backend(variants, backend, device, reference, window)
             ready += made
