@@ -10,12 +10,14 @@
 #   bash bench/gpu_suite.sh verify ["llama gpt2"]  # `fuselint verify` on suite models from their packages
 #                                    # (LLaMA, GPT-2, T5, ResNet-50 by default): original and fixed source, as a
 #                                    # user runs it (unpinned)
+#   bash bench/gpu_suite.sh diag     # ResNet-50 under verify's timing and the suite's, shared model or not
+#                                    # (bench/verify_vs_suite.py; session 26's open question)
 #   python bench/models.py --merge $OUT/hf.json,$OUT/timm.json --md models-bf16.md   # the table, no GPU
 # Writes under $OUT. Each stage has its own time limit, so that one hung compile costs one stage.
 # On the device image: libcst from the carried wheels (.whl/), the checkout on PYTHONPATH.
 set -uo pipefail
-part="${1:?hf, timm, rest, fixgain, fp32 or verify}"
-case "$part" in hf|timm|rest|fixgain|fp32|verify) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain, fp32 or verify)" >&2; exit 2 ;; esac
+part="${1:?hf, timm, rest, fixgain, fp32, verify or diag}"
+case "$part" in hf|timm|rest|fixgain|fp32|verify|diag) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain, fp32, verify or diag)" >&2; exit 2 ;; esac
 out="${OUT:-/tmp/fuselint-gpu}"
 mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for fix_gain) are not on the image
@@ -57,6 +59,10 @@ case "$part" in
       echo "(exit $?)" >> "$out/verify-$m.txt"
     done
     tail -n 40 "$out"/verify-*.txt
+    exit 0 ;;
+  diag)
+    timeout 560 python3 bench/verify_vs_suite.py bench/suite_entries/suite.py:resnet50 > "$out/verify_vs_suite.txt" 2>&1
+    tail -n 20 "$out/verify_vs_suite.txt"
     exit 0 ;;
   fixgain)
     timeout 570 python3 bench/fix_gain.py --device cuda --budget 530 --backends fuselint,inductor \

@@ -371,8 +371,9 @@ def _prove_settings(device, train, timeout, backends):
     return ProveSettings(where, train, timeout, chosen)
 
 
-def _prove(output, run):
-    """Run a proof (`run(say)`, verify/prove.py); each rejected fix is one line on stderr, even with -q."""
+def _prove(output, run, counted=lambda rejected: ()):
+    """Run a proof (`run(say)`, verify/prove.py); each rejected fix is one line on stderr, even with
+    -q, but those `counted(rejected)` picks, which the caller counts in one note of its own."""
     from fuselint.verify.prove import ProveError
 
     try:
@@ -380,8 +381,10 @@ def _prove(output, run):
     except ProveError as exc:
         raise UsageFailure(str(exc)) from None
     if proof is not None:
+        left = {id(r) for r in counted(proof.rejected)}
         for rejection in proof.rejected:
-            _note(output, str(rejection), always=True)
+            if id(rejection) not in left:
+                _note(output, str(rejection), always=True)
         _note(output, proof.summary())
     return proof
 
@@ -831,7 +834,9 @@ def verify(
                 files = entry_sources(spec, catalog, config, unsafe=unsafe_fixes)
             if files:
                 proof = _prove(
-                    NORMAL, lambda say, spec=spec, files=files: prove([spec], files, settings, say)
+                    NORMAL,
+                    lambda say, spec=spec, files=files: prove([spec], files, settings, say),
+                    lambda rejected, spec=spec: _never_run_in_packages(spec, rejected),
                 )
         with _model_output_held(spec, verbose):
             try:
@@ -856,23 +861,30 @@ def verify(
         sys.exit(1)
 
 
-def _rejection_notes(spec: str, rejected) -> list[str]:
-    """verify's notes for the fixes its proof rejected. A package file the model is made of
-    (transformers' activations.py) holds many functions this model never runs; their fixes are
-    counted in one note instead of a line each."""
+def _never_run_in_packages(spec: str, rejected) -> list:
+    """The rejected fixes in package files (outside the entry's folder) that the model never runs.
+    A package file the model is made of (transformers' activations.py) holds many functions this
+    model never runs; verify counts their fixes in one note instead of a line each."""
     from fuselint.verify.prove import NEVER_RUNS
+
+    folder = Path(spec.rpartition(":")[0]).resolve().parent
+    return [
+        r
+        for r in rejected
+        if not Path(r.unit.path).resolve().is_relative_to(folder) and r.reason.startswith(NEVER_RUNS)
+    ]
+
+
+def _rejection_notes(spec: str, rejected) -> list[str]:
+    """verify's notes for the fixes its proof rejected: a line each, but one counted note for
+    those in package code the model never runs."""
     from fuselint.verify.variants import package_root
 
     def shown(path: str) -> str:  # from its top-level package, as verify's fixed files are shown
         top = package_root(Path(path).resolve())
         return Path(path).resolve().relative_to(top.parent).as_posix() if top else path
 
-    folder = Path(spec.rpartition(":")[0]).resolve().parent
-    unrun = [
-        r
-        for r in rejected
-        if not Path(r.unit.path).resolve().is_relative_to(folder) and r.reason.startswith(NEVER_RUNS)
-    ]
+    unrun = _never_run_in_packages(spec, rejected)
     notes = [str(r) for r in rejected if r not in unrun]
     if unrun:
         files = sorted({shown(r.unit.path) for r in unrun})

@@ -137,6 +137,9 @@ def test_verify_proves_the_package_fix_and_counts_fixes_in_code_the_model_never_
     # Unused.forward's print is never run: one note for it, not a rejection line
     assert "1 fix(es) in package code this model never runs left out (fakepkg/nets.py)" in report["notes"]
     assert not any(n.startswith("fix rejected") for n in report["notes"])
+    # nor a line of its own on stderr: the proof's summary is there, the rejection only counted
+    assert "fuselint: proved 1 fix(es), rejected 1" in result.stderr
+    assert "fix rejected" not in result.stderr
 
 
 def test_each_variant_reads_its_own_source_and_the_installed_lines_come_back(installed, monkeypatch):
