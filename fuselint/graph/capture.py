@@ -274,6 +274,14 @@ def static_input_indices() -> frozenset[int]:
     return frozenset(getattr(fw_metadata(), "static_input_indices", None) or ())
 
 
+def _written_inputs() -> frozenset[int]:
+    """Positions of the graph's inputs whose data it writes. The backend compiles that write into
+    the graph (keep_inference_input_mutations) and copies a written weight every call; capture's
+    graph returns the new value instead, so its inputs show no write."""
+    info = getattr(fw_metadata(), "input_info", None) or ()
+    return frozenset(i for i, a in enumerate(info) if getattr(a, "mutates_data", False))
+
+
 @dataclass
 class _Recorded:
     index: int
@@ -284,7 +292,7 @@ class _Recorded:
     backward_calls: int = 0
     fed_standin: bool = False
     lowering_error: str = ""
-    static: frozenset[int] = frozenset()  # the forward's inputs that are parameters or buffers
+    static: frozenset[int] = frozenset()  # the parameters and buffers among its inputs it does not write
 
 
 @dataclass
@@ -323,7 +331,7 @@ class _Recorder:
 
         def fw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:
             rec.forward = aten
-            rec.static = static_input_indices()
+            rec.static = static_input_indices() - _written_inputs()
             return make_boxed_func(aten.forward)
 
         def bw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:

@@ -285,23 +285,35 @@ def _call(fn, built: Built):
     return fn(*built.args, **built.kwargs)
 
 
-def _timings(ready: list[_Ready], backends: tuple[str, ...], device: str) -> list:
-    """A Timing per callable, all in the same rounds; when one fails while timed, each backend's
-    callables are timed on their own, and a backend whose timing fails has its exception."""
+def _timings(ready: list[_Ready], device: str) -> list:
+    """A Timing per callable, all in the same rounds. When one fails while timed, each backend's
+    callables are timed together on their own, and in a backend whose rounds fail each callable
+    alone: a callable that fails has its own exception, its siblings their timings."""
     try:
         with torch.no_grad():
             return measure_together([r.call for r in ready], device)
     except Exception:  # noqa: BLE001 - found out below, backend by backend
         pass
-    timings: list = []
-    for backend in backends:
-        group = [r.call for r in ready if r.backend == backend]
+    timings: list = [None] * len(ready)
+    for backend in dict.fromkeys(r.backend for r in ready):  # a backend named twice is one group
+        group = [i for i, r in enumerate(ready) if r.backend == backend]
         try:
             with torch.no_grad():
-                timings += measure_together(group, device)
-        except Exception as exc:  # noqa: BLE001 - the row says why
-            timings += [exc] * len(group)
+                found = measure_together([ready[i].call for i in group], device)
+        except Exception:  # noqa: BLE001 - found out below, callable by callable
+            found = [_timing_alone(ready[i].call, device) for i in group]
+        for i, timing in zip(group, found, strict=True):
+            timings[i] = timing
     return timings
+
+
+def _timing_alone(call: Callable[[], object], device: str):
+    """One callable's Timing, or the exception it raised while timed (the row says why)."""
+    try:
+        with torch.no_grad():
+            return measure_together([call], device)[0]
+    except Exception as exc:  # noqa: BLE001 - the row says why
+        return exc
 
 
 def _run_backends(
@@ -325,7 +337,7 @@ def _run_backends(
             made, failed = _compile_backend(variants, backend, device, reference, window)
             ready += made
             rows.update({(variant, backend): row for variant, row in failed.items()})
-        timings = _timings(ready, backends, device)
+        timings = _timings(ready, device)
     for r, timing in zip(ready, timings, strict=True):
         rows[r.variant, r.backend] = (
             _error_row(r.variant, r.backend, timing)

@@ -267,3 +267,47 @@ def test_an_inference_plan_reads_the_weights_layout_copies_as_made_once(captured
     assert len(kept) == 2 and not set(kept) & set(facts.kind)
     # only a parameter's or buffer's copy is kept: the same graph with no static input keeps none
     assert kept_layout_copies(inference.gm, frozenset()) == []
+
+
+WRITTEN_WEIGHT = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(16, 3, 7, 7))
+        self.b = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+
+    def forward(self, x):
+        y = F.conv2d(x, self.w, stride=2, padding=3)
+        self.w.mul_(1.0)  # a buffer the forward updates in place
+        return self.b(y).mean(dim=(2, 3))
+
+
+def entry():
+    return Net().eval(), (torch.randn(2, 3, 32, 32),)
+"""
+
+
+def test_a_buffer_the_inference_graph_writes_has_its_layout_copy_planned_per_call(tmp_path):
+    # The backend compiles with the buffer's write in the graph (keep_inference_input_mutations)
+    # and copies a written buffer every call; capture's graph returns the write instead, so the
+    # written buffer's copy must not be read as kept there either.
+    from fuselint.graph.capture import capture
+    from fuselint.graph.entry import load_entry
+    from fuselint.graph.layout import KEPT
+
+    path = tmp_path / "written_weight.py"
+    path.write_text(WRITTEN_WEIGHT)
+    (graph,) = capture(load_entry(f"{path}:entry")).graphs
+    kept = {
+        tuple(n.args[0].meta["val"].shape): bool(n.meta.get(KEPT))
+        for n in graph.gm.graph.nodes
+        if n.op == "call_function"
+        and n.target is torch.ops.aten.clone.default
+        and n.kwargs.get("memory_format")
+    }
+    assert kept == {(2, 3, 32, 32): False, (16, 3, 7, 7): False, (8, 16, 3, 3): True, (8, 8, 3, 3): True}

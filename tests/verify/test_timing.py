@@ -73,3 +73,21 @@ def test_the_gpu_rounds_are_pinned_to_one_cpu_and_every_cpu_comes_back(monkeypat
         assert calls == [{5}]
         raise RuntimeError("a callable failed while timed")
     assert calls == [{5}, {0, 1, 5}]
+
+
+def test_a_process_that_may_not_pin_still_times_unpinned(monkeypatch):
+    # Pinning is a help to the timing, not a condition of it: a sandbox that refuses
+    # sched_setaffinity (EPERM, EINVAL) must not turn every GPU row into an error row.
+    import os
+
+    from fuselint.verify import timing
+
+    def refuse(pid, cpus):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "sched_setaffinity", refuse, raising=False)
+    ran = []
+    with timing.pinned():
+        ran.append(True)
+    assert ran == [True]
