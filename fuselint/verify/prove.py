@@ -322,6 +322,9 @@ class Prover:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (FUSELINT_PARENT, env.get("PYTHONPATH", "")) if p)
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if str(request.get("device", "")).startswith("cuda"):
+            # cuBLAS gives the same bits from run to run only with a fixed workspace (prove_child._deterministic)
+            env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         try:
             done = subprocess.run(
                 [sys.executable, "-m", "fuselint.verify.prove_child", str(req), str(out)],

@@ -134,6 +134,20 @@ def _functions_run(files: dict[str, str], ran: set[tuple[str, str]]):
         sys.settrace(previous)
 
 
+def _deterministic(device: str) -> None:
+    """On a GPU, the ops' deterministic algorithms: a trial's outputs are compared with the
+    original's bit for bit, and an op that adds with atomics (index_add, scatter_add, an
+    embedding's backward) or a cuDNN algorithm picked by timing would differ from run to run
+    and reject a fix that changed nothing. Ops without a deterministic algorithm only warn
+    (their fixes may then be rejected: prove on the CPU). The CPU's ops are deterministic."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+
 def _seed(seed: int) -> None:
     import torch
 
@@ -351,8 +365,9 @@ def run_trial(request: dict) -> dict:
     ran: set[tuple[str, str]] = set()
     try:
         entry = _load_entry(request["spec"], finder)
-        _seed(seed)
         device = request.get("device") or "cpu"
+        _deterministic(device)
+        _seed(seed)
         with torch.device(device), _functions_run(texts, ran):
             built = build(entry).on(device)
         model = built.model

@@ -439,3 +439,45 @@ def test_a_stateful_entry_is_reset_before_every_call_the_prover_makes():
     assert torch.equal(_call(resettable, (x,), {}, False, 0), _call(resettable, (x,), {}, False, 0))
     compiled = torch.compile(resettable, backend="eager")  # the prover calls compiled modules too
     assert torch.equal(_call(compiled, (x,), {}, False, 0), _call(compiled, (x,), {}, False, 0))
+
+
+def test_a_trial_on_a_gpu_runs_the_deterministic_algorithms(monkeypatch, tmp_path):
+    # Trials compare outputs bit for bit: on CUDA the child asks for the deterministic algorithms
+    # and its cuBLAS for a fixed workspace; on the CPU (deterministic already) nothing changes.
+    import subprocess
+
+    from fuselint.verify import prove_child
+    from fuselint.verify.prove import Prover
+
+    envs = []
+
+    def fake_run(cmd, env, **_kw):
+        envs.append(env)
+        return subprocess.CompletedProcess(cmd, 1, "", "no GPU here")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    for device in ("cuda", "cpu"):
+        prover = Prover(
+            ["e.py:f"], [], device=device, train=False, timeout=5, backends=(), work=tmp_path, say=print
+        )
+        prover._child({"device": device}, tmp_path / device)
+    assert envs[0].get("CUBLAS_WORKSPACE_CONFIG") == ":4096:8" and "CUBLAS_WORKSPACE_CONFIG" not in envs[1]
+
+    was = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+    )
+    try:
+        prove_child._deterministic("cpu")
+        assert not torch.are_deterministic_algorithms_enabled()
+        prove_child._deterministic("cuda:0")
+        assert (
+            torch.are_deterministic_algorithms_enabled()
+            and torch.is_deterministic_algorithms_warn_only_enabled()
+        )
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    finally:
+        torch.use_deterministic_algorithms(was[0])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = was[1], was[2]
