@@ -12,12 +12,14 @@
 #                                    # user runs it (unpinned)
 #   bash bench/gpu_suite.sh diag     # ResNet-50 under verify's timing and the suite's, shared model or not
 #                                    # (bench/verify_vs_suite.py; session 26's open question)
+#   bash bench/gpu_suite.sh host     # host µs per call inside the graph callable and around it, per kernel
+#                                    # (bench/runtime_host.py; issue 12 part 2's per-kernel host cost)
 #   python bench/models.py --merge $OUT/hf.json,$OUT/timm.json --md models-bf16.md   # the table, no GPU
 # Writes under $OUT. Each stage has its own time limit, so that one hung compile costs one stage.
 # On the device image: libcst from the carried wheels (.whl/), the checkout on PYTHONPATH.
 set -uo pipefail
-part="${1:?hf, timm, rest, fixgain, fp32, verify or diag}"
-case "$part" in hf|timm|rest|fixgain|fp32|verify|diag) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain, fp32, verify or diag)" >&2; exit 2 ;; esac
+part="${1:?hf, timm, rest, fixgain, fp32, verify, diag or host}"
+case "$part" in hf|timm|rest|fixgain|fp32|verify|diag|host) ;; *) echo "unknown part: $part (hf, timm, rest, fixgain, fp32, verify, diag or host)" >&2; exit 2 ;; esac
 out="${OUT:-/tmp/fuselint-gpu}"
 mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then   # libcst (and diffusers, fair-esm for fix_gain) are not on the image
@@ -63,6 +65,11 @@ case "$part" in
   diag)
     timeout 560 python3 bench/verify_vs_suite.py bench/suite_entries/suite.py:resnet50 > "$out/verify_vs_suite.txt" 2>&1
     tail -n 20 "$out/verify_vs_suite.txt"
+    exit 0 ;;
+  host)
+    timeout 280 python3 bench/runtime_host.py --models gpt2,llama,bert,t5enc,vit > "$out/host-hf.md" 2>&1
+    timeout 280 python3 bench/runtime_host.py --models resnet50,convnext,efficientnet,mobilenetv3 > "$out/host-timm.md" 2>&1
+    cat "$out"/host-*.md
     exit 0 ;;
   fixgain)
     timeout 570 python3 bench/fix_gain.py --device cuda --budget 530 --backends fuselint,inductor \

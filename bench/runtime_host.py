@@ -1,0 +1,183 @@
+"""Host time per call, split at the compiled graph: what the backend's runtime spends (the graph's
+own callable: fuselint's GraphRunner, Inductor's CompiledFxGraph) and what the layers around it
+spend (dynamo's guards and frame, AOTAutograd's wrappers), per kernel launched. On a GPU.
+
+    python bench/runtime_host.py [--models gpt2,llama,bert,t5enc,resnet50] [--dtype bfloat16]
+
+Issue 12 part 2 asks for a host cost per kernel at or below Inductor's. bench/models.py's host µs per
+call over kernels per call counts, per kernel, the layers both backends share (the guards, the
+wrappers, the extern ops' own dispatch), so a backend that launches fewer kernels pays more per
+kernel for the same fixed work (session 25: five rows of eighteen 1-6% above Inductor's, every row's
+host per call 0.58-0.99x). Here the graph callable's own time is measured too, by wrapping the
+runtime's call method (torch's `CompiledFxGraph.__call__` is internal: a row whose wrapper saw no
+call says so instead of a number).
+
+Per model: every backend compiled, then `--rounds` rounds, the order rotating, each timing `--calls`
+calls issued behind ~2 ms of queued GPU work (as bench/models.py's host_us), on one CPU (the last).
+Medians over rounds; kernels per call from torch.profiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import models as M  # noqa: E402
+import torch  # noqa: E402
+
+
+class InnerClock:
+    """Time spent inside a class's `__call__` (the graph's runtime), summed over calls."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls, self.seconds, self.calls = cls, 0.0, 0
+        self._original = cls.__call__
+        clock = self
+
+        def timed(obj, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return clock._original(obj, *args, **kwargs)
+            finally:
+                clock.seconds += time.perf_counter() - start
+                clock.calls += 1
+
+        cls.__call__ = timed
+
+    def reset(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+
+    def close(self) -> None:
+        self.cls.__call__ = self._original
+
+
+def _inner_classes() -> dict[str, type]:
+    from fuselint.backend.callgen import GraphRunner
+
+    classes = {"fuselint": GraphRunner}
+    try:
+        from torch._inductor.output_code import CompiledFxGraph
+
+        classes["inductor"] = CompiledFxGraph
+    except ImportError:  # another torch: the inductor row gives its whole host time only
+        pass
+    return classes
+
+
+def _host_round(call, clock: InnerClock | None, calls: int) -> tuple[float, float | None]:
+    """(host µs per call, µs per call inside the graph callable or None) over `calls` calls."""
+    outer, inner = [], []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(2_000_000)  # the GPU busy ahead of the call: a call that waits pays for it
+        if clock is not None:
+            clock.reset()
+        start = time.perf_counter()
+        call()
+        outer.append(time.perf_counter() - start)
+        if clock is not None and clock.calls:
+            inner.append(clock.seconds)
+    torch.cuda.synchronize()
+    return statistics.median(outer) * 1e6, statistics.median(inner) * 1e6 if inner else None
+
+
+def measure(name: str, backends: list[str], dtype: torch.dtype, rounds: int, calls: int) -> list[dict]:
+    import fuselint.backend  # noqa: F401  (registers the backend)
+
+    torch._dynamo.reset()
+    prepared = {}
+    for backend in backends:
+        model, args = M._to(*M.build(name), "cuda", dtype)
+        compiled = M.compile_with(backend, model)
+
+        def call(compiled=compiled, args=args):
+            with torch.no_grad():
+                return compiled(*args)
+
+        for _ in range(3):
+            call()
+        kernels, _, _ = M.gpu_profile(call)
+        prepared[backend] = (call, kernels)
+    classes = _inner_classes()
+    clocks = {b: InnerClock(classes[b]) for b in backends if b in classes}
+    hosts: dict[str, list[float]] = {b: [] for b in backends}
+    inners: dict[str, list[float]] = {b: [] for b in backends}
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(cpus)})
+    try:
+        for r in range(rounds):
+            k = r % len(backends)
+            for b in backends[k:] + backends[:k]:
+                host, inner = _host_round(prepared[b][0], clocks.get(b), calls)
+                hosts[b].append(host)
+                if inner is not None:
+                    inners[b].append(inner)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        for clock in clocks.values():
+            clock.close()
+    rows = []
+    for b in backends:
+        kernels = prepared[b][1]
+        host = statistics.median(hosts[b])
+        inner = statistics.median(inners[b]) if inners[b] else None
+        rows.append(
+            {
+                "model": name,
+                "backend": b,
+                "kernels": kernels,
+                "host_us": host,
+                "inner_us": inner,
+                "host_per_kernel": host / kernels,
+                "inner_per_kernel": inner / kernels if inner is not None else None,
+            }
+        )
+    torch._dynamo.reset()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="gpt2,llama,bert,t5enc,resnet50")
+    p.add_argument("--backends", default="fuselint,inductor")
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--calls", type=int, default=10)
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("runtime_host: needs a CUDA GPU")
+    dtype = getattr(torch, a.dtype)
+    backends = [b for b in a.backends.split(",") if b]
+    print(
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {a.dtype}; µs per call, medians of {a.rounds} rounds"
+    )
+    print(
+        "| model | backend | kernels | host µs | in the graph callable µs | around it µs | host / kernel | graph callable / kernel |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name in [m for m in a.models.split(",") if m]:
+        try:
+            rows = measure(name, backends, dtype, a.rounds, a.calls)
+        except Exception as exc:  # noqa: BLE001 - one model failing keeps the others
+            print(f"| {name} | error: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} |||||||")
+            continue
+        for r in rows:
+            inner = "no call seen" if r["inner_us"] is None else f"{r['inner_us']:.0f}"
+            around = "–" if r["inner_us"] is None else f"{r['host_us'] - r['inner_us']:.0f}"
+            per = "–" if r["inner_per_kernel"] is None else f"{r['inner_per_kernel']:.1f}"
+            print(
+                f"| {r['model']} | {r['backend']} | {r['kernels']:.0f} | {r['host_us']:.0f} | {inner} | {around}"
+                f" | {r['host_per_kernel']:.1f} | {per} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
