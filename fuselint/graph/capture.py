@@ -17,6 +17,7 @@ user's file:line where it was raised; torch's own log is kept off the console fo
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import io
@@ -293,6 +294,7 @@ class _Recorded:
     fed_standin: bool = False
     lowering_error: str = ""
     static: frozenset[int] = frozenset()  # the parameters and buffers among its inputs it does not write
+    inference: bool = True  # AOT compiled the forward for inference (no grad): no activations saved
 
 
 @dataclass
@@ -329,8 +331,9 @@ class _Recorder:
         rec = _Recorded(index=len(self.graphs), compile_id=str(compile_id) if compile_id else "")
         self.graphs.append(rec)
 
-        def fw_compiler(aten: torch.fx.GraphModule, _inputs: list) -> Any:
+        def fw_compiler(aten: torch.fx.GraphModule, _inputs: list, inference: bool = False) -> Any:
             rec.forward = aten
+            rec.inference = inference
             rec.static = static_input_indices() - _written_inputs()
             return make_boxed_func(aten.forward)
 
@@ -349,6 +352,9 @@ class _Recorder:
                 example_inputs,
                 fw_compiler=fw_compiler,
                 bw_compiler=bw_compiler,
+                # A training forward whose backward never runs in the capture (its outputs feed no
+                # loss) is still a training forward: AOT says which it compiles, not the backward.
+                inference_compiler=functools.partial(fw_compiler, inference=True),
                 decompositions=select_decomp_table(),
             )
         except Exception as exc:
@@ -694,8 +700,8 @@ def _fusion_graphs(recorder: _Recorder, eager_sdpa: tuple[EagerSdpa, ...] | None
         if rec.forward is not None:
             # Planned as a GPU runs it: convolutions in the layout Inductor gives them, and at
             # inference the weights' copies in that layout made once, as the backend keeps them.
-            forward = gpu_conv_layout(rec.forward, inference=rec.backward is None)
-            if rec.backward is None:
+            forward = gpu_conv_layout(rec.forward, inference=rec.inference)
+            if rec.inference:
                 for copy, _, _ in kept_layout_copies(forward, rec.static):
                     copy.meta[KEPT] = True
             fg = FusionGraph.from_fx(forward, name=recorder.graph_name(rec), calls=rec.forward_calls)

@@ -311,3 +311,47 @@ def test_a_buffer_the_inference_graph_writes_has_its_layout_copy_planned_per_cal
         and n.kwargs.get("memory_format")
     }
     assert kept == {(2, 3, 32, 32): False, (16, 3, 7, 7): False, (8, 16, 3, 3): True, (8, 8, 3, 3): True}
+
+
+SIDE_BRANCH = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(4, 8, 3, padding=1)
+        self.b = nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x):
+        side = self.b(x)
+        print("a break")
+        return self.a(x), side.detach()
+
+
+def entry():
+    return Net(), (torch.randn(2, 4, 8, 8),)
+"""
+
+
+def test_a_training_forward_whose_backward_never_runs_is_planned_for_training(tmp_path):
+    # The first graph (conv b) is compiled for training, but no loss reaches its output, so its
+    # backward never runs in the capture: it is still a training graph, whose weights change every
+    # step, and its weight copies are made every call.
+    from fuselint.graph.capture import capture
+    from fuselint.graph.entry import load_entry
+    from fuselint.graph.layout import KEPT
+
+    (tmp_path / "side.py").write_text(SIDE_BRANCH)
+    spec = f"{tmp_path / 'side.py'}:entry"
+
+    def kept(cap):
+        return [
+            sum(bool(g.dag.nodes[n]["fx"].meta.get(KEPT)) for n in g.ops())
+            for g in cap.graphs
+            if not g.name.endswith("_bw")
+        ]
+
+    assert kept(capture(load_entry(spec))) == [1, 1]  # inference: each conv's 3x3 weight copy kept
+    assert kept(capture(load_entry(spec), train=True)) == [0, 0]
+    torch._dynamo.reset()
