@@ -60,6 +60,7 @@ class Verification:
     fixed_files: tuple[FixedFile, ...] = ()
     predictions: tuple[Prediction, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    platform: str = ""  # what measured it: the GPU and the torch and triton versions
 
     @property
     def ok(self) -> bool:
@@ -469,7 +470,22 @@ def verify(
         )
     original_prediction = _predict(spec, "original", predict_on) if predict_on is not None else None
     predictions = [p for p in (original_prediction, fixed_prediction) if p]
-    return Verification(spec, device, tuple(rows), tuple(fixed_files), tuple(predictions), tuple(notes))
+    return Verification(
+        spec, device, tuple(rows), tuple(fixed_files), tuple(predictions), tuple(notes), _platform(device)
+    )
+
+
+def _platform(device: str) -> str:
+    """ "NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0": a timing means little without its machine."""
+    parts = [torch.cuda.get_device_name(device)] if device.startswith("cuda") else []
+    parts.append(f"torch {torch.__version__}")
+    try:
+        import triton
+
+        parts.append(f"triton {triton.__version__}")
+    except ImportError:
+        pass
+    return ", ".join(parts)
 
 
 def dump_dir(path: str | None) -> None:

@@ -14,7 +14,7 @@ def _speedup(base: float | None, other: float | None) -> str:
 def render_text(v: Verification) -> str:
     base = v.row("original", "eager")
     base_ms = base.ms if base else None
-    lines = [f"{v.entry} on {v.device}", ""]
+    lines = [f"{v.entry} on {v.device}" + (f" ({v.platform})" if v.platform else ""), ""]
     if not v.device.startswith("cuda"):
         # The prediction is for a GPU; CPU timings swing with the machine's load and say little.
         lines[-1:] = ["note: timings on the CPU are indicative only; verify on a CUDA GPU for the proof", ""]
@@ -82,6 +82,7 @@ def render_json(v: Verification) -> str:
             {
                 "entry": v.entry,
                 "device": v.device,
+                "platform": v.platform,
                 "ok": v.ok,
                 "rows": [
                     {

@@ -66,6 +66,28 @@ def test_what_the_model_prints_is_counted_not_shown(tmp_path, printing_model):
     assert "forward ran" not in verbose.stdout, "stdout carries only the report"
 
 
+def test_the_report_names_what_measured_it(tmp_path, printing_model):
+    import json
+
+    import torch
+
+    args = ["verify", "--device", "cpu", "--backend", "eager", "--no-fixed", "--entry", printing_model]
+    text = _run(args, tmp_path)
+    assert text.exit_code == 0, text.output
+    assert f" on cpu (torch {torch.__version__}, triton " in text.stdout.splitlines()[0]
+    report = json.loads(_run([*args, "--format", "json"], tmp_path).stdout)
+    assert report["platform"].startswith(f"torch {torch.__version__}, triton ")
+
+
+def test_on_a_gpu_the_platform_leads_with_its_name(monkeypatch):
+    import torch
+
+    from fuselint.verify.run import _platform
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: f"NVIDIA H200 ({device})")
+    assert _platform("cuda:1").startswith(f"NVIDIA H200 (cuda:1), torch {torch.__version__}, triton ")
+
+
 TORCHSCRIPT_MODELS = """\
 import torch
 from torch import nn
