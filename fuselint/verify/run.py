@@ -375,15 +375,23 @@ def _build_fixed(
     stack: contextlib.ExitStack,
     keep=None,
     modules: dict[Path, str] | None = None,
+    ran: set[tuple[str, str]] | None = None,
 ) -> tuple[str, Built, list[FixedFile], _PackageWindow | None] | None:
     """The fixed variant (and its packages' window), built from a fixed copy of the entry's folder
     under `tmp` (to be called inside `_isolated_modules`) and the fixed texts of the package files
     the model runs (`modules`: `variants.package_sources`; imported in their place until `stack`
-    closes); None when no fix applies."""
+    closes; only their fixes in code the model ran, `ran`); None when no fix applies."""
     root = _entry_root(entry)
     fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
     modules = modules or {}
-    texts, package_fixed = fix_package_files(modules, catalog, config, unsafe=unsafe, keep=keep)
+    texts, package_fixed, unrun = fix_package_files(
+        modules, catalog, config, unsafe=unsafe, keep=keep, ran=ran
+    )
+    if unrun:
+        notes.append(
+            f"{sum(f.fixes for f in unrun)} fix(es) in package code this model never runs left out"
+            f" ({', '.join(f.path for f in unrun)})"
+        )
     if not fixed_files and not texts:
         notes.append(
             "no fix applies to the entry's source: only the original was run"
@@ -439,7 +447,8 @@ def verify(
     original = _prepare(build(entry), device)
     try:
         with torch.no_grad():  # the package files the model runs are fixed too
-            reference, modules = package_sources(original, _entry_root(entry))
+            ran: set[tuple[str, str]] = set()
+            reference, modules = package_sources(original, _entry_root(entry), ran)
     except Exception as exc:  # the user's model fails on its own: nothing to compare against
         raise EntryError(f"entry {spec!r}: running the model failed: {_one_line(exc)}") from exc
     variants = [("original", original)]
@@ -455,7 +464,20 @@ def verify(
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
             made = _build_fixed(
-                spec, entry, original, tmp, catalog, config, unsafe, device, seed, notes, stack, keep, modules
+                spec,
+                entry,
+                original,
+                tmp,
+                catalog,
+                config,
+                unsafe,
+                device,
+                seed,
+                notes,
+                stack,
+                keep,
+                modules,
+                ran,
             )
             if made:
                 fixed_spec, fixed, fixed_files, window = made

@@ -52,16 +52,45 @@ def copy_with_fixes(
     return fixed
 
 
-def _fixed(path: Path, text: str, catalog: Catalog, config: Config, unsafe: bool, keep):
-    """`text` of `path` as `check --fix` leaves it (only the fixes `keep` accepts, when given)."""
+def _fixed(
+    path: Path,
+    text: str,
+    catalog: Catalog,
+    config: Config,
+    unsafe: bool,
+    keep,
+    ran: set[tuple[str, str]] | None = None,
+    *,
+    never_ran: bool = False,
+):
+    """`text` of `path` as `check --fix` leaves it (only the fixes `keep` accepts, when given;
+    with `ran`, only those outside every function or in one that ran, or with `never_ran` only
+    those in a function that never ran)."""
     from fuselint.verify.prove import only_kept
 
-    return fix_text(
-        text,
-        lambda t, p=str(path): only_kept(lint_text(p, t, catalog, config), keep),
-        unsafe=unsafe,
-        line_length=line_length_for(path),
-    )
+    def lint(t: str, p: str = str(path)) -> list:
+        found = only_kept(lint_text(p, t, catalog, config), keep)
+        if ran is None:
+            return found
+        runs = _runs(str(Path(p).resolve()), t, ran)
+        return only_kept(found, (lambda f: not runs(f)) if never_ran else runs)
+
+    return fix_text(text, lint, unsafe=unsafe, line_length=line_length_for(path))
+
+
+def _runs(path: str, text: str, ran: set[tuple[str, str]]) -> Callable[[object], bool]:
+    """Whether a finding of `text` (the file `path`) lies outside every function or inside one
+    that ran (the innermost function around its line)."""
+    from fuselint.verify.prove import function_spans
+
+    spans = function_spans(text)
+
+    def runs(finding) -> bool:
+        line = finding.span.line
+        function = max((s for s in spans if s[0] <= line <= s[1]), default=(0, 0, ""))[2]
+        return not function or (path, function) in ran
+
+    return runs
 
 
 def _fixed_file(shown: str, result) -> FixedFile:
@@ -139,21 +168,25 @@ def _skipped_folders() -> tuple[tuple[Path, ...], tuple[Path, ...], tuple[Path, 
     )
 
 
-def forward_files(call: Callable[[], object], root: Path) -> tuple[object, dict[Path, str]]:
+def forward_files(
+    call: Callable[[], object], root: Path, functions: set[tuple[str, str]] | None = None
+) -> tuple[object, dict[Path, str]]:
     """Run `call` (the model's forward on its inputs) and return (its result, {file: module name}
     of the installed packages' modules whose Python functions ran meanwhile), as `package_files`
     picks them: the attention and masking functions a transformers model calls, timm's layer helpers.
+    `functions`, when given, gets (resolved file, qualified name) of each function that ran there.
     Watched with `sys.setprofile`, in this thread only."""
     names = {}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
             names.setdefault(file, name)
-    ran: set[str] = set()
+    ran: set[tuple[str, str]] = set()
 
     def profile(frame, event, _arg) -> None:
         if event == "call":
-            ran.add(frame.f_code.co_filename)
+            code = frame.f_code
+            ran.add((code.co_filename, code.co_qualname))
 
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -163,18 +196,23 @@ def forward_files(call: Callable[[], object], root: Path) -> tuple[object, dict[
         sys.setprofile(previous)
     root, skip = root.resolve(), _skipped_folders()
     found = {}
-    for file in ran:
+    for file in {file for file, _ in ran}:
         path = _package_module(file, names.get(file), root, skip)
         if path is not None:
             found[path] = names[file]
+    if functions is not None:
+        functions.update((str(Path(file).resolve()), name) for file, name in ran)
     return result, dict(sorted(found.items()))
 
 
-def package_sources(built, root: Path) -> tuple[object, dict[Path, str]]:
+def package_sources(
+    built, root: Path, functions: set[tuple[str, str]] | None = None
+) -> tuple[object, dict[Path, str]]:
     """Run the built entry's forward once and return (its output, {file: module name} of the
     installed package files the model runs): those of its classes and their bases
-    (`package_files`) and those whose functions the forward ran (`forward_files`)."""
-    out, ran = forward_files(lambda: built.model(*built.args, **built.kwargs), root)
+    (`package_files`) and those whose functions the forward ran (`forward_files`, which fills
+    `functions`)."""
+    out, ran = forward_files(lambda: built.model(*built.args, **built.kwargs), root, functions)
     return out, dict(sorted({**package_files(built.model, root), **ran}.items()))
 
 
@@ -185,18 +223,32 @@ def module_path(path: Path, name: str) -> str:
 
 
 def fix_package_files(
-    files: dict[Path, str], catalog: Catalog, config: Config, *, unsafe: bool, keep=None
-) -> tuple[dict[str, str], list[FixedFile]]:
-    """({file: its fixed text}, what was fixed, in the same order) for the package files
-    (`package_files`) that a fix applies to; a FixedFile's path is `module_path`'s."""
+    files: dict[Path, str],
+    catalog: Catalog,
+    config: Config,
+    *,
+    unsafe: bool,
+    keep=None,
+    ran: set[tuple[str, str]] | None = None,
+) -> tuple[dict[str, str], list[FixedFile], list[FixedFile]]:
+    """({file: its fixed text}, what was fixed, in the same order, what was left out) for the
+    package files (`package_files`) that a fix applies to; a FixedFile's path is `module_path`'s.
+    `ran` ((resolved file, qualified name) of the functions the model ran, `forward_files`): a fix
+    inside a function that never ran is left out, as the proof leaves it (a package file holds
+    much code one model never runs: transformers' activations.py a dozen activations); the third
+    list counts those."""
     texts: dict[str, str] = {}
-    fixed = []
+    fixed, unrun = [], []
     for path, name in files.items():
         text, _encoding, error = read_source(path)
         if error is not None:
             continue
-        result = _fixed(path, text, catalog, config, unsafe, keep)
+        result = _fixed(path, text, catalog, config, unsafe, keep, ran)
         if result.applied:
             texts[str(path)] = result.text
             fixed.append(_fixed_file(module_path(path, name), result))
-    return texts, fixed
+        if ran is not None:
+            left = _fixed(path, text, catalog, config, unsafe, keep, ran, never_ran=True)
+            if left.applied:
+                unrun.append(_fixed_file(module_path(path, name), left))
+    return texts, fixed, unrun

@@ -105,12 +105,33 @@ def test_verify_fixes_the_package_file_runs_it_and_leaves_the_installed_one(inst
     assert result.ok, result
     fixed = {f.path: f for f in result.fixed_files}
     assert list(fixed) == ["fakepkg/nets.py"]  # the entry's own file has nothing to fix
-    assert fixed["fakepkg/nets.py"].codes == ("FL103",) and fixed["fakepkg/nets.py"].fixes == 2
+    # Net's print; Unused's, never run, is left out
+    assert fixed["fakepkg/nets.py"].codes == ("FL103",) and fixed["fakepkg/nets.py"].fixes == 1
     assert result.row("fixed", "eager").check.ok
     assert (site / "fakepkg" / "nets.py").read_text() == before
     # the process has its modules back: the installed package, not the fixed copy
     assert sys.modules["fakepkg.nets"] is original_module
     assert not any(type(f).__name__ == "FixedSources" for f in sys.meta_path)
+
+
+def test_without_a_proof_the_fixes_in_package_code_the_model_never_runs_are_left_out(installed):
+    """`verify --no-prove`: Unused.forward's print is never run by this model, so its fix is
+    neither applied nor shown as a fix of the fixed variant (transformers' activations.py holds
+    a dozen activations; a model runs one), and a note counts it, as the proof's does."""
+    site, project = installed
+    result = _verify(f"{project / 'entry.py'}:entry", unsafe=True)
+    fixed = {f.path: f for f in result.fixed_files}
+    assert fixed["fakepkg/nets.py"].fixes == 1 and fixed["fakepkg/nets.py"].codes == ("FL103",)
+    assert "1 fix(es) in package code this model never runs left out (fakepkg/nets.py)" in result.notes
+
+
+def test_a_package_file_whose_only_fixes_the_model_never_runs_is_not_shown_fixed(installed):
+    site, project = installed
+    (site / "fakepkg" / "nets.py").write_text(NETS.replace('        print("net ran")\n', ""))
+    result = _verify(f"{project / 'entry.py'}:entry", unsafe=True)
+    assert result.fixed_files == ()
+    assert "1 fix(es) in package code this model never runs left out (fakepkg/nets.py)" in result.notes
+    assert result.row("fixed", "eager") is None  # nothing the model runs changed: no fixed variant
 
 
 def test_no_fix_anywhere_says_so(installed):
