@@ -382,6 +382,9 @@ def _build_fixed(
     the model runs (`modules`: `variants.package_sources`; imported in their place until `stack`
     closes; only their fixes in code the model ran, `ran`); None when no fix applies."""
     root = _entry_root(entry)
+    refused: list = []  # a fix `keep` left out: then some fix applies, the proof took none
+    if keep is not None:
+        keep = functools.partial(_kept, keep, refused)
     fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
     modules = modules or {}
     texts, package_fixed, unrun = fix_package_files(
@@ -393,10 +396,13 @@ def _build_fixed(
             f" ({', '.join(f.path for f in unrun)})"
         )
     if not fixed_files and not texts:
-        notes.append(
-            "no fix applies to the entry's source: only the original was run"
-            + (" (nor to the package files its model is made of)" if modules else "")
-        )
+        if refused or unrun:
+            notes.append("every fix found was left out (the notes say why): only the original was run")
+        else:
+            notes.append(
+                "no fix applies to the entry's source: only the original was run"
+                + (" (nor to the package files its model is made of)" if modules else "")
+            )
         return None
     tops = {modules[Path(p)].partition(".")[0] for p in texts}
     window = stack.enter_context(_fixed_packages(texts, tops)) if texts else None
@@ -422,6 +428,14 @@ def _build_fixed(
         fixed_files += [f for f, path in zip(package_fixed, texts, strict=True) if path in loaded]
     built = _prepare(Built(fixed.model, original.args, original.kwargs), device)
     return fixed_spec, built, fixed_files, window
+
+
+def _kept(keep, refused: list, finding) -> bool:
+    """`keep(finding)`, the findings it refuses added to `refused`."""
+    if keep(finding):
+        return True
+    refused.append(finding)
+    return False
 
 
 def verify(

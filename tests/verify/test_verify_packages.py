@@ -132,6 +132,20 @@ def test_a_package_file_whose_only_fixes_the_model_never_runs_is_not_shown_fixed
     assert result.fixed_files == ()
     assert "1 fix(es) in package code this model never runs left out (fakepkg/nets.py)" in result.notes
     assert result.row("fixed", "eager") is None  # nothing the model runs changed: no fixed variant
+    # a fix applies there: the note says it was left out, not that none applies
+    assert not any(n.startswith("no fix applies") for n in result.notes)
+    assert "every fix found was left out (the notes say why): only the original was run" in result.notes
+
+
+def test_when_the_proof_kept_no_fix_the_note_does_not_say_that_none_applies(installed):
+    _site, project = installed
+    spec = f"{project / 'entry.py'}:entry"
+    result = verify(
+        spec, load_catalog(), Config(), backends=("eager",), device="cpu", unsafe=True, keep=lambda f: False
+    )
+    assert result.fixed_files == () and result.row("fixed", "eager") is None
+    assert not any(n.startswith("no fix applies") for n in result.notes)
+    assert "every fix found was left out (the notes say why): only the original was run" in result.notes
 
 
 def test_no_fix_anywhere_says_so(installed):
