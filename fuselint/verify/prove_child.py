@@ -125,7 +125,7 @@ def _functions_run(files: dict[str, str], ran: set[tuple[str, str]]):
     def tracer(frame: Any, event: str, _arg: Any) -> None:
         code = frame.f_code
         if event == "call" and code.co_filename in files:
-            ran.add((code.co_filename, code.co_qualname))
+            ran.add((code.co_filename, getattr(code, "co_qualname", code.co_name)))  # 3.10: no co_qualname
 
     sys.settrace(tracer)
     try:

@@ -186,7 +186,7 @@ def forward_files(
     def profile(frame, event, _arg) -> None:
         if event == "call":
             code = frame.f_code
-            ran.add((code.co_filename, code.co_qualname))
+            ran.add((code.co_filename, getattr(code, "co_qualname", code.co_name)))  # 3.10: no co_qualname
 
     previous = sys.getprofile()
     sys.setprofile(profile)
