@@ -26,7 +26,13 @@ from fuselint.config import Config
 from fuselint.graph.entry import Built, Entry, EntryError, build, load_entry
 from fuselint.verify.numerics import Comparison, compare
 from fuselint.verify.timing import measure_together
-from fuselint.verify.variants import FixedFile, copy_with_fixes, fix_package_files, package_sources
+from fuselint.verify.variants import (
+    FixedFile,
+    copy_with_fixes,
+    fix_package_files,
+    functions_run,
+    package_sources,
+)
 
 BACKENDS = ("eager", "fuselint", "inductor", "inductor-max-autotune", "cudagraphs", "torchscript")
 
@@ -458,10 +464,13 @@ def verify(
         backends = ("eager", *backends)
     entry = load_entry(spec)
     torch.manual_seed(seed)
-    original = _prepare(build(entry), device)
+    # The functions the model runs, as the proof's trials see them: while it is built (a package
+    # helper its __init__ calls) and in its forward (`package_sources`).
+    ran: set[tuple[str, str]] = set()
+    with functions_run(ran):
+        original = _prepare(build(entry), device)
     try:
         with torch.no_grad():  # the package files the model runs are fixed too
-            ran: set[tuple[str, str]] = set()
             reference, modules = package_sources(original, _entry_root(entry), ran)
     except Exception as exc:  # the user's model fails on its own: nothing to compare against
         raise EntryError(f"entry {spec!r}: running the model failed: {_one_line(exc)}") from exc

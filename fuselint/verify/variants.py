@@ -11,6 +11,7 @@ runs that package's code, not the entry's: the files that define the model's mod
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from collections.abc import Callable
@@ -182,6 +183,36 @@ def forward_files(
         if isinstance(file, str):
             names.setdefault(file, name)
     ran: set[tuple[str, str]] = set()
+    with _watched(ran):
+        result = call()
+    root, skip = root.resolve(), _skipped_folders()
+    found = {}
+    for file in {file for file, _ in ran}:
+        path = _package_module(file, names.get(file), root, skip)
+        if path is not None:
+            found[path] = names[file]
+    if functions is not None:
+        functions.update(_resolved(ran))
+    return result, dict(sorted(found.items()))
+
+
+@contextlib.contextmanager
+def functions_run(functions: set[tuple[str, str]]):
+    """Add (resolved file, qualified name) to `functions` for each function that runs meanwhile
+    (in this thread): verify watches the model's build with it, as the proof's trials do (a
+    package function the model runs only in its `__init__` is code the model runs)."""
+    ran: set[tuple[str, str]] = set()
+    try:
+        with _watched(ran):
+            yield
+    finally:
+        functions.update(_resolved(ran))
+
+
+@contextlib.contextmanager
+def _watched(ran: set[tuple[str, str]]):
+    """(file as its code names it, qualified name) of each function that runs meanwhile, from
+    `sys.setprofile`'s call events."""
 
     def profile(frame, event, _arg) -> None:
         if event == "call":
@@ -191,18 +222,14 @@ def forward_files(
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
-        result = call()
+        yield
     finally:
         sys.setprofile(previous)
-    root, skip = root.resolve(), _skipped_folders()
-    found = {}
-    for file in {file for file, _ in ran}:
-        path = _package_module(file, names.get(file), root, skip)
-        if path is not None:
-            found[path] = names[file]
-    if functions is not None:
-        functions.update((str(Path(file).resolve()), name) for file, name in ran)
-    return result, dict(sorted(found.items()))
+
+
+def _resolved(ran: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    files = {file: str(Path(file).resolve()) for file in {file for file, _ in ran}}
+    return {(files[file], name) for file, name in ran}
 
 
 def package_sources(

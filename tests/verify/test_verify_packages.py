@@ -148,6 +148,42 @@ def test_when_the_proof_kept_no_fix_the_note_does_not_say_that_none_applies(inst
     assert "every fix found was left out (the notes say why): only the original was run" in result.notes
 
 
+BUILT = """import torch
+
+
+def table(n):
+    print("table built")
+    return torch.arange(n, dtype=torch.float32)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("t", table(4))
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + self.t
+
+
+class Other(torch.nn.Module):
+    def forward(self, x):
+        return x + table(4)
+"""
+
+
+def test_a_fix_in_package_code_the_model_runs_only_while_it_is_built_is_applied(installed):
+    """`table` runs in Net.__init__, not in its forward: the model runs it (the proof, which
+    watches the build too, proves its fix), so verify without a proof applies its fix too."""
+    site, project = installed
+    (site / "fakepkg" / "nets.py").write_text(BUILT)
+    result = _verify(f"{project / 'entry.py'}:entry", unsafe=True)
+    fixed = {f.path: f for f in result.fixed_files}
+    assert list(fixed) == ["fakepkg/nets.py"] and fixed["fakepkg/nets.py"].fixes == 1
+    assert not any("never runs" in n for n in result.notes), result.notes
+    assert result.row("fixed", "eager").check.ok
+
+
 def test_no_fix_anywhere_says_so(installed):
     site, project = installed
     (site / "fakepkg" / "nets.py").write_text(
