@@ -878,7 +878,7 @@ def _never_run_in_packages(spec: str, rejected) -> list:
 def _rejection_notes(spec: str, rejected) -> list[str]:
     """verify's notes for the fixes its proof rejected: a line each, but one counted note for
     those in package code the model never runs."""
-    from fuselint.verify.variants import package_root
+    from fuselint.verify.variants import never_run_note, package_root
 
     def shown(path: str) -> str:  # from its top-level package, as verify's fixed files are shown
         top = package_root(Path(path).resolve())
@@ -887,10 +887,7 @@ def _rejection_notes(spec: str, rejected) -> list[str]:
     unrun = _never_run_in_packages(spec, rejected)
     notes = [str(r) for r in rejected if r not in unrun]
     if unrun:
-        files = sorted({shown(r.unit.path) for r in unrun})
-        notes.append(
-            f"{len(unrun)} fix(es) in package code this model never runs left out ({', '.join(files)})"
-        )
+        notes.append(never_run_note(len(unrun), sorted({shown(r.unit.path) for r in unrun})))
     return notes
 
 

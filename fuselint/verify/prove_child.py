@@ -116,15 +116,16 @@ def _load_entry(spec: str, finder: FixedSources):
 
 
 @contextlib.contextmanager
-def _functions_run(files: dict[str, str], ran: set[tuple[str, str]]):
-    """Add (file, qualified name) to `ran` for each function of `files` that runs meanwhile:
-    a fix in a function the entry never runs is not proven by it. Only call events are seen
-    (no line tracing), so the model runs at nearly full speed."""
+def watch_functions(ran: set[tuple[str, str]], files: dict[str, str] | None = None):
+    """Add (file as its code names it, qualified name) to `ran` for each function that runs
+    meanwhile in this thread, of `files` only when given: a fix in a function the entry never
+    runs is not proven by it (the trials), nor taken without a proof (verify). Only call events
+    are seen (no line tracing), so the model runs at nearly full speed."""
     previous = sys.gettrace()
 
     def tracer(frame: Any, event: str, _arg: Any) -> None:
         code = frame.f_code
-        if event == "call" and code.co_filename in files:
+        if event == "call" and (files is None or code.co_filename in files):
             ran.add((code.co_filename, getattr(code, "co_qualname", code.co_name)))  # 3.10: no co_qualname
 
     sys.settrace(tracer)
@@ -368,7 +369,7 @@ def run_trial(request: dict) -> dict:
         device = request.get("device") or "cpu"
         _deterministic(device)
         _seed(seed)
-        with torch.device(device), _functions_run(texts, ran):
+        with torch.device(device), watch_functions(ran, texts):
             built = build(entry).on(device)
         model = built.model
         if isinstance(model, torch.nn.Module):
@@ -390,7 +391,7 @@ def run_trial(request: dict) -> dict:
             else None
         )
         stage("eager")
-        with _functions_run(texts, ran):
+        with watch_functions(ran, texts):
             outputs = _outputs(_call(model, built.args, built.kwargs, train, seed))
         result["ran"] = sorted(ran)
         second = saved.get("second") if saved else None

@@ -31,6 +31,7 @@ from fuselint.verify.variants import (
     copy_with_fixes,
     fix_package_files,
     functions_run,
+    never_run_note,
     package_sources,
 )
 
@@ -397,10 +398,7 @@ def _build_fixed(
         modules, catalog, config, unsafe=unsafe, keep=keep, ran=ran
     )
     if unrun:
-        notes.append(
-            f"{sum(f.fixes for f in unrun)} fix(es) in package code this model never runs left out"
-            f" ({', '.join(f.path for f in unrun)})"
-        )
+        notes.append(never_run_note(sum(f.fixes for f in unrun), [f.path for f in unrun]))
     if not fixed_files and not texts:
         if refused or unrun:
             notes.append("every fix found was left out (the notes say why): only the original was run")

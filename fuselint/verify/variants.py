@@ -22,6 +22,7 @@ from fuselint.catalog import Catalog
 from fuselint.config import Config
 from fuselint.source.fixer import fix_text, line_length_for
 from fuselint.source.lint import discover, lint_text, read_source
+from fuselint.verify.prove_child import watch_functions
 
 
 @dataclass(frozen=True)
@@ -176,14 +177,14 @@ def forward_files(
     of the installed packages' modules whose Python functions ran meanwhile), as `package_files`
     picks them: the attention and masking functions a transformers model calls, timm's layer helpers.
     `functions`, when given, gets (resolved file, qualified name) of each function that ran there.
-    Watched with `sys.setprofile`, in this thread only."""
+    Watched as the proof's trials watch (`prove_child.watch_functions`), in this thread only."""
     names = {}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
             names.setdefault(file, name)
     ran: set[tuple[str, str]] = set()
-    with _watched(ran):
+    with watch_functions(ran):
         result = call()
     root, skip = root.resolve(), _skipped_folders()
     found = {}
@@ -203,28 +204,10 @@ def functions_run(functions: set[tuple[str, str]]):
     package function the model runs only in its `__init__` is code the model runs)."""
     ran: set[tuple[str, str]] = set()
     try:
-        with _watched(ran):
+        with watch_functions(ran):
             yield
     finally:
         functions.update(_resolved(ran))
-
-
-@contextlib.contextmanager
-def _watched(ran: set[tuple[str, str]]):
-    """(file as its code names it, qualified name) of each function that runs meanwhile, from
-    `sys.setprofile`'s call events."""
-
-    def profile(frame, event, _arg) -> None:
-        if event == "call":
-            code = frame.f_code
-            ran.add((code.co_filename, getattr(code, "co_qualname", code.co_name)))  # 3.10: no co_qualname
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(previous)
 
 
 def _resolved(ran: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -247,6 +230,12 @@ def module_path(path: Path, name: str) -> str:
     """The file of module `name` as a path from its top-level package (`timm/models/resnet.py`)."""
     parts = name.split(".")
     return "/".join(parts if path.name == "__init__.py" else parts[:-1]) + "/" + path.name
+
+
+def never_run_note(fixes: int, files: list[str]) -> str:
+    """verify's one note for the fixes in package code the model never runs (left out, proven
+    or not): a package file holds much code one model never runs."""
+    return f"{fixes} fix(es) in package code this model never runs left out ({', '.join(files)})"
 
 
 def fix_package_files(
