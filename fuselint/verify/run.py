@@ -368,34 +368,41 @@ def _predict(spec: str, variant: str, device_table) -> Prediction | None:
     return Prediction(variant, c.eager.time_us, c.fused.time_us, c.eager.launches, c.fused.launches)
 
 
+@dataclass(frozen=True)
+class _Fixing:
+    """What the fixed variant takes: the fixes of `catalog` under `config` (`unsafe` ones too when
+    asked; only those `keep` accepts, a proof's, when given) in the entry's folder and in the package
+    files the model runs (`modules`, `variants.package_sources`), there only in code it ran (`ran`)."""
+
+    catalog: Catalog
+    config: Config
+    unsafe: bool
+    keep: Callable | None
+    modules: dict[Path, str]
+    ran: set[tuple[str, str]]
+
+
 def _build_fixed(
     spec: str,
     entry: Entry,
     original: Built,
     tmp: Path,
-    catalog,
-    config,
-    unsafe,
-    device,
-    seed,
-    notes,
+    fixing: _Fixing,
+    device: str,
+    seed: int,
+    notes: list[str],
     stack: contextlib.ExitStack,
-    keep=None,
-    modules: dict[Path, str] | None = None,
-    ran: set[tuple[str, str]] | None = None,
 ) -> tuple[str, Built, list[FixedFile], _PackageWindow | None] | None:
     """The fixed variant (and its packages' window), built from a fixed copy of the entry's folder
     under `tmp` (to be called inside `_isolated_modules`) and the fixed texts of the package files
-    the model runs (`modules`: `variants.package_sources`; imported in their place until `stack`
-    closes; only their fixes in code the model ran, `ran`); None when no fix applies."""
+    the model runs (imported in their place until `stack` closes); None when no fix applies."""
+    catalog, config, unsafe, modules = fixing.catalog, fixing.config, fixing.unsafe, fixing.modules
     root = _entry_root(entry)
     refused: list = []  # a fix `keep` left out: then some fix applies, the proof took none
-    if keep is not None:
-        keep = functools.partial(_kept, keep, refused)
+    keep = functools.partial(_kept, fixing.keep, refused) if fixing.keep is not None else None
     fixed_files = copy_with_fixes(root, tmp, catalog, config, unsafe=unsafe, keep=keep)
-    modules = modules or {}
     texts, package_fixed, unrun = fix_package_files(
-        modules, catalog, config, unsafe=unsafe, keep=keep, ran=ran
+        modules, catalog, config, unsafe=unsafe, keep=keep, ran=fixing.ran
     )
     if unrun:
         notes.append(never_run_note(sum(f.fixes for f in unrun), [f.path for f in unrun]))
@@ -484,22 +491,8 @@ def verify(
             stack.callback(_forget_modules_under, tmp.resolve())
             # The fixed copy stays importable, under the original's module names, until the end.
             stack.enter_context(_isolated_modules(_entry_root(entry)))
-            made = _build_fixed(
-                spec,
-                entry,
-                original,
-                tmp,
-                catalog,
-                config,
-                unsafe,
-                device,
-                seed,
-                notes,
-                stack,
-                keep,
-                modules,
-                ran,
-            )
+            fixing = _Fixing(catalog, config, unsafe, keep, modules, ran)
+            made = _build_fixed(spec, entry, original, tmp, fixing, device, seed, notes, stack)
             if made:
                 fixed_spec, fixed, fixed_files, window = made
                 variants.append(("fixed", fixed))
