@@ -13,8 +13,8 @@ runtime's call method (torch's `CompiledFxGraph.__call__` is internal: a row who
 call says so instead of a number).
 
 Per model: every backend compiled, then `--rounds` rounds, the order rotating, each timing `--calls`
-calls issued behind ~2 ms of queued GPU work (as bench/models.py's host_us), on one CPU (the last).
-Medians over rounds; kernels per call from torch.profiler.
+calls with bench/models.py's host_us (each issued behind queued GPU work; the clock's own reset
+adds well under a µs), on one CPU (the last). Medians over rounds; kernels per call from torch.profiler.
 """
 
 from __future__ import annotations
@@ -72,20 +72,19 @@ def _inner_classes() -> dict[str, type]:
 
 
 def _host_round(call, clock: InnerClock | None, calls: int) -> tuple[float, float | None]:
-    """(host µs per call, µs per call inside the graph callable or None) over `calls` calls."""
-    outer, inner = [], []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(2_000_000)  # the GPU busy ahead of the call: a call that waits pays for it
+    """(host µs per call, bench/models.py's host_us, and µs per call inside the graph callable or
+    None) over `calls` calls."""
+    inner = []
+
+    def timed():
         if clock is not None:
             clock.reset()
-        start = time.perf_counter()
         call()
-        outer.append(time.perf_counter() - start)
         if clock is not None and clock.calls:
             inner.append(clock.seconds)
-    torch.cuda.synchronize()
-    return statistics.median(outer) * 1e6, statistics.median(inner) * 1e6 if inner else None
+
+    host = M.host_us(timed, calls=calls)
+    return host, statistics.median(inner) * 1e6 if inner else None
 
 
 def measure(name: str, backends: list[str], dtype: torch.dtype, rounds: int, calls: int) -> list[dict]:
