@@ -20,7 +20,6 @@ adds well under a µs), on one CPU (the last). Medians over rounds; kernels per 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -31,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import models as M  # noqa: E402
 import torch  # noqa: E402
+
+from fuselint.verify.timing import pinned  # noqa: E402
 
 
 class InnerClock:
@@ -108,18 +109,16 @@ def measure(name: str, backends: list[str], dtype: torch.dtype, rounds: int, cal
     clocks = {b: InnerClock(classes[b]) for b in backends if b in classes}
     hosts: dict[str, list[float]] = {b: [] for b in backends}
     inners: dict[str, list[float]] = {b: [] for b in backends}
-    cpus = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {max(cpus)})
     try:
-        for r in range(rounds):
-            k = r % len(backends)
-            for b in backends[k:] + backends[:k]:
-                host, inner = _host_round(prepared[b][0], clocks.get(b), calls)
-                hosts[b].append(host)
-                if inner is not None:
-                    inners[b].append(inner)
+        with pinned():  # verify's own pinning: the timing thread on the last CPU
+            for r in range(rounds):
+                k = r % len(backends)
+                for b in backends[k:] + backends[:k]:
+                    host, inner = _host_round(prepared[b][0], clocks.get(b), calls)
+                    hosts[b].append(host)
+                    if inner is not None:
+                        inners[b].append(inner)
     finally:
-        os.sched_setaffinity(0, cpus)
         for clock in clocks.values():
             clock.close()
     rows = []
