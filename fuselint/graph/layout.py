@@ -78,13 +78,12 @@ def kept_layout_copies(
             continue
         if n not in returned and isinstance(n.meta.get("val"), torch.Tensor):
             found.append((n.meta["val"].numel() * n.meta["val"].element_size(), n, fmt))
-    budget, kept = MAX_KEPT_BYTES, []
+    budget, chosen = MAX_KEPT_BYTES, set()
     for nbytes, n, _fmt in sorted(found, key=lambda f: f[0]):  # the smallest first; stable: graph order
         if nbytes > budget:
             break
         budget -= nbytes
-        kept.append(n)
-    chosen = set(kept)
+        chosen.add(n)
     return [(n, weights[n.args[0]], fmt) for _, n, fmt in found if n in chosen]
 
 
