@@ -12,8 +12,9 @@
 #                                    # user runs it (unpinned)
 #   bash bench/gpu_suite.sh diag     # ResNet-50 under verify's timing and the suite's, shared model or not
 #                                    # (bench/verify_vs_suite.py; session 26's open question)
-#   bash bench/gpu_suite.sh host     # host µs per call inside the graph callable and around it, per kernel
-#                                    # (bench/runtime_host.py; issue 12 part 2's per-kernel host cost)
+#   bash bench/gpu_suite.sh host     # host µs per call inside the graph callable and around it, per kernel, and
+#                                    # per launch of each kind on two synthetic graphs (bench/runtime_host.py;
+#                                    # issue 12 part 2's per-kernel host cost)
 #   python bench/models.py --merge $OUT/hf.json,$OUT/timm.json --md models-bf16.md   # the table, no GPU
 # Writes under $OUT. Each stage has its own time limit, so that one hung compile costs one stage.
 # On the device image: libcst from the carried wheels (.whl/), the checkout on PYTHONPATH.
@@ -67,7 +68,7 @@ case "$part" in
     tail -n 20 "$out/verify_vs_suite.txt"
     exit 0 ;;
   host)
-    timeout 280 python3 bench/runtime_host.py --models gpt2,llama,bert,t5enc,vit > "$out/host-hf.md" 2>&1
+    timeout 290 python3 bench/runtime_host.py --models pointwise,mms,gpt2,llama,bert,t5enc,vit > "$out/host-hf.md" 2>&1
     timeout 280 python3 bench/runtime_host.py --models resnet50,convnext,efficientnet,mobilenetv3 > "$out/host-timm.md" 2>&1
     cat "$out"/host-*.md
     exit 0 ;;

@@ -14,7 +14,18 @@ call says so instead of a number).
 
 Per model: every backend compiled, then `--rounds` rounds, the order rotating, each timing `--calls`
 calls with bench/models.py's host_us (each issued behind queued GPU work; the clock's own reset
-adds well under a µs), on one CPU (the last). Medians over rounds; kernels per call from torch.profiler.
+adds well under a µs), on one CPU (the last). Medians over rounds. Then torch.profiler counts the
+kernels per call, split into Triton kernels (either backend's generated ones and fuselint's hand-written
+ones) and the rest (cuBLAS, cuDNN, attention, ATen's own); and the rounds run once more ("after a
+profile"), since a profiler session may leave its launch callbacks behind.
+
+A real model's average over kernels mixes two kinds of launch that cost the host differently: a
+Triton launch, and an ATen op (a matmul, a convolution) whose library launches the kernel. A backend
+that fuses more Triton kernels away keeps the same ATen ops, so its average rises while every launch
+costs the same. Two synthetic graphs of one kind each price the launches apart (`--models` names):
+
+  pointwise  sin of 24 separate 64x1024 inputs: 24 Triton kernels in either backend, nothing else
+  mms        24 bias-free 1024x1024 Linear layers on 64 rows: 24 ATen matmuls, nothing else
 """
 
 from __future__ import annotations
@@ -88,13 +99,93 @@ def _host_round(call, clock: InnerClock | None, calls: int) -> tuple[float, floa
     return host, statistics.median(inner) * 1e6 if inner else None
 
 
+class _Pointwise(torch.nn.Module):
+    """`pointwise`: sin of each of 24 inputs, each its own output: no two share a read or feed
+    each other, so neither backend fuses them (one Triton kernel each, one input and one output)."""
+
+    def forward(self, *xs: torch.Tensor) -> tuple:
+        return tuple(torch.sin(x) for x in xs)
+
+
+class _Matmuls(torch.nn.Module):
+    """`mms`: 24 bias-free Linear layers, one after the other (one ATen matmul each)."""
+
+    def __init__(self, width: int = 1024, depth: int = 24) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width, bias=False) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+SYNTHETIC = ("pointwise", "mms")
+
+
+def build(name: str) -> tuple[torch.nn.Module, tuple]:
+    torch.manual_seed(0)
+    if name == "pointwise":
+        return _Pointwise().eval(), tuple(torch.randn(64, 1024) for _ in range(24))
+    if name == "mms":
+        return _Matmuls().eval(), (torch.randn(64, 1024),)
+    return M.build(name)
+
+
+# Triton kernels by name: Inductor's generated ones, fuselint's generated and hand-written ones.
+_TRITON_PREFIXES = ("triton_", "fuselint_")
+_HAND_WRITTEN = frozenset({"_add_rows", "_pool_with_indices", "_gather_grads"})
+
+
+def is_triton_kernel(name: str) -> bool:
+    return name.startswith(_TRITON_PREFIXES) or name in _HAND_WRITTEN
+
+
+def kernel_kinds(call, calls: int = 5) -> tuple[float, float]:
+    """(Triton kernels, other kernels) per call, from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    triton = other = 0
+    for ev in prof.events():
+        if M.kernel_event(ev):
+            if is_triton_kernel(ev.name):
+                triton += 1
+            else:
+                other += 1
+    return triton / calls, other / calls
+
+
+def _time_rounds(prepared: dict, clocks: dict, rounds: int, calls: int) -> tuple[dict, dict]:
+    """Host and in-callable µs per call, the median of `rounds` rotating rounds, per backend."""
+    backends = list(prepared)
+    hosts: dict[str, list[float]] = {b: [] for b in backends}
+    inners: dict[str, list[float]] = {b: [] for b in backends}
+    with pinned():  # verify's own pinning: the timing thread on the last CPU
+        for r in range(rounds):
+            k = r % len(backends)
+            for b in backends[k:] + backends[:k]:
+                host, inner = _host_round(prepared[b], clocks.get(b), calls)
+                hosts[b].append(host)
+                if inner is not None:
+                    inners[b].append(inner)
+    return (
+        {b: statistics.median(v) for b, v in hosts.items()},
+        {b: statistics.median(v) if v else None for b, v in inners.items()},
+    )
+
+
 def measure(name: str, backends: list[str], dtype: torch.dtype, rounds: int, calls: int) -> list[dict]:
     import fuselint.backend  # noqa: F401  (registers the backend)
 
     torch._dynamo.reset()
     prepared = {}
     for backend in backends:
-        model, args = M._to(*M.build(name), "cuda", dtype)
+        model, args = M._to(*build(name), "cuda", dtype)
         compiled = M.compile_with(backend, model)
 
         def call(compiled=compiled, args=args):
@@ -103,36 +194,31 @@ def measure(name: str, backends: list[str], dtype: torch.dtype, rounds: int, cal
 
         for _ in range(3):
             call()
-        kernels, _, _ = M.gpu_profile(call)
-        prepared[backend] = (call, kernels)
+        prepared[backend] = call
     classes = _inner_classes()
     clocks = {b: InnerClock(classes[b]) for b in backends if b in classes}
-    hosts: dict[str, list[float]] = {b: [] for b in backends}
-    inners: dict[str, list[float]] = {b: [] for b in backends}
     try:
-        with pinned():  # verify's own pinning: the timing thread on the last CPU
-            for r in range(rounds):
-                k = r % len(backends)
-                for b in backends[k:] + backends[:k]:
-                    host, inner = _host_round(prepared[b][0], clocks.get(b), calls)
-                    hosts[b].append(host)
-                    if inner is not None:
-                        inners[b].append(inner)
+        hosts, inners = _time_rounds(prepared, clocks, rounds, calls)
+        kinds = {b: kernel_kinds(prepared[b]) for b in backends}  # after the timing: see the docstring
+        after, _ = _time_rounds(prepared, clocks, max(2, rounds // 2), calls)
     finally:
         for clock in clocks.values():
             clock.close()
     rows = []
     for b in backends:
-        kernels = prepared[b][1]
-        host = statistics.median(hosts[b])
-        inner = statistics.median(inners[b]) if inners[b] else None
+        triton, other = kinds[b]
+        kernels = triton + other
+        host, inner = hosts[b], inners[b]
         rows.append(
             {
                 "model": name,
                 "backend": b,
                 "kernels": kernels,
+                "triton": triton,
+                "other": other,
                 "host_us": host,
                 "inner_us": inner,
+                "host_after_profile_us": after[b],
                 "host_per_kernel": host / kernels,
                 "inner_per_kernel": inner / kernels if inner is not None else None,
             }
@@ -157,24 +243,29 @@ def main(argv: list[str] | None = None) -> None:
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {a.dtype}; µs per call, medians of {a.rounds} rounds"
     )
     print(
-        "| model | backend | kernels | host µs | in the graph callable µs | around it µs | host / kernel | graph callable / kernel |"
+        "| model | backend | kernels (Triton + other) | host µs | in the graph callable µs | around it µs"
+        " | host / kernel | graph callable / kernel | host after a profile µs |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in [m for m in a.models.split(",") if m]:
         try:
             rows = measure(name, backends, dtype, a.rounds, a.calls)
         except Exception as exc:  # noqa: BLE001 - one model failing keeps the others
-            print(f"| {name} | error: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} |||||||")
+            print(f"| {name} | error: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} ||||||||")
             continue
         for r in rows:
-            inner = "no call seen" if r["inner_us"] is None else f"{r['inner_us']:.0f}"
-            around = "–" if r["inner_us"] is None else f"{r['host_us'] - r['inner_us']:.0f}"
-            per = "–" if r["inner_per_kernel"] is None else f"{r['inner_per_kernel']:.1f}"
-            print(
-                f"| {r['model']} | {r['backend']} | {r['kernels']:.0f} | {r['host_us']:.0f} | {inner} | {around}"
-                f" | {r['host_per_kernel']:.1f} | {per} |",
-                flush=True,
-            )
+            print(row_text(r), flush=True)
+
+
+def row_text(r: dict) -> str:
+    inner = "no call seen" if r["inner_us"] is None else f"{r['inner_us']:.0f}"
+    around = "–" if r["inner_us"] is None else f"{r['host_us'] - r['inner_us']:.0f}"
+    per = "–" if r["inner_per_kernel"] is None else f"{r['inner_per_kernel']:.1f}"
+    return (
+        f"| {r['model']} | {r['backend']} | {r['kernels']:.0f} ({r['triton']:.0f} + {r['other']:.0f})"
+        f" | {r['host_us']:.0f} | {inner} | {around} | {r['host_per_kernel']:.1f} | {per}"
+        f" | {r['host_after_profile_us']:.0f} |"
+    )
 
 
 if __name__ == "__main__":

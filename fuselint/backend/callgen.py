@@ -364,10 +364,12 @@ def _cudnn_flags() -> tuple[bool, bool, bool]:
 def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> tuple[Callable, str] | None:
     """(the call function, its source) for `gm`, or None when some kernel has no fast
     launcher yet (it has not run, it fell back, or fast launch is off). `static`: positions
-    of the graph inputs that keep their storage between calls (parameters, buffers)."""
+    of the graph inputs that keep their storage between calls (parameters, buffers). A graph
+    without kernels (ATen ops only: matmuls between two breaks) gets one too, so that its ops
+    skip ``OpOverload.__call__`` as a graph's with kernels do."""
     nodes = list(gm.graph.nodes)
     kernels = [n for n in nodes if n.op == "call_function" and isinstance(n.target, FusedKernel)]
-    if not kernels or not runtime.FAST_LAUNCH:
+    if not runtime.FAST_LAUNCH:
         return None
     if any(k.target._fast is None or k.target.broken is not None for k in kernels):
         return None
@@ -414,9 +416,10 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             if aligned and isinstance(a, torch.fx.Node) and a.op == "placeholder":
                 if position_of[a.name] not in static:
                     aligned_inputs.add(names[a.name])
-    device_index = kernels[0].target._fast.device_index
-    stream_of = w.ref(kernels[0].target._fast.stream_of, "stream")
-    body.append(f"s = {stream_of}({device_index})")
+    if kernels:  # every kernel launches on the current stream of the graph's one device
+        device_index = kernels[0].target._fast.device_index
+        stream_of = w.ref(kernels[0].target._fast.stream_of, "stream")
+        body.append(f"s = {stream_of}({device_index})")
     direct_cudnn = False
 
     for n in nodes:
