@@ -46,3 +46,64 @@ def test_a_graph_of_matmuls_only_gets_a_call_function_that_computes_what_eager_d
     finally:
         scope[slow_name] = slow
     assert not ran  # the generated function ran the calls, not the FX graph
+
+
+def chain(x, w1, w2, w3, b):
+    h = x @ w1  # dies at the second matmul: the third one writes into its buffer
+    h = h @ w2
+    h = h @ w3
+    return torch.baddbmm(b, h[None], w1[None], beta=0.5, alpha=2.0)
+
+
+def chain_inputs(seed: int):
+    torch.manual_seed(seed)
+    return (
+        torch.randn(8, 16),
+        torch.randn(16, 16),
+        torch.randn(16, 16),
+        torch.randn(16, 16),
+        torch.randn(1, 8, 16),
+    )
+
+
+def test_matmuls_run_through_torch_s_bindings_and_write_into_dead_buffers_of_their_layout():
+    torch._dynamo.reset()
+    mark = history_mark()
+    fn = torch.compile(chain, backend=fuselint_backend)
+    with torch.no_grad():
+        first = fn(*chain_inputs(0))
+    (report,) = reports_since(mark)
+    runner = report.runner
+    assert runner.call is not None, runner.why_not
+    source = runner.source
+    scope = runner.call.__globals__
+    bindings = {scope[name] for name in scope if name.startswith("_mm")}
+    assert bindings == {torch.mm, torch.baddbmm}, source
+    assert source.count("out=") == 1, source  # the third matmul takes the first one's buffer
+    assert "beta=0.5, alpha=2.0" in source
+    torch.testing.assert_close(first, chain(*chain_inputs(0)))
+    for seed in (1, 2):
+        with torch.no_grad():
+            torch.testing.assert_close(fn(*chain_inputs(seed)), chain(*chain_inputs(seed)))
+
+
+def test_a_matmul_the_graph_returns_keeps_its_own_storage():
+    def both(x, w1, w2):
+        h = x @ w1
+        return h, h @ w2, (h @ w2) @ w1
+
+    torch._dynamo.reset()
+    mark = history_mark()
+    fn = torch.compile(both, backend=fuselint_backend)
+    torch.manual_seed(0)
+    args = (torch.randn(8, 16), torch.randn(16, 16), torch.randn(16, 16))
+    with torch.no_grad():
+        got = fn(*args)
+        again = fn(*args)
+    (report,) = reports_since(mark)
+    assert report.runner.call is not None, report.runner.why_not
+    for g, a, w in zip(got, again, both(*args), strict=True):
+        torch.testing.assert_close(g, w)
+        torch.testing.assert_close(a, w)
+    storages = {t.untyped_storage().data_ptr() for t in (*got, *again)}
+    assert len(storages) == 6  # no returned matmul shares a buffer with another
