@@ -84,12 +84,18 @@ class _Writer:
         return self.ref(value, "c")
 
 
-def _last_uses(nodes: list[torch.fx.Node]) -> dict[str, list[str]]:
-    """Node name -> the values whose last reader it is (freed right after it)."""
+def _last_uses(
+    nodes: list[torch.fx.Node], roots: dict[str, torch.fx.Node] | None = None
+) -> dict[str, list[str]]:
+    """Node name -> the values whose last reader it is (freed right after it). `roots`: views
+    made from the root of their view chain (node name -> root), which they read too."""
+    roots = roots or {}
     last: dict[str, str] = {}
     for n in nodes:
         for a in n.all_input_nodes:
             last[a.name] = n.name
+        if n.name in roots:
+            last[roots[n.name].name] = n.name
     freed: dict[str, list[str]] = {}
     for value, reader in last.items():
         freed.setdefault(reader, []).append(value)
@@ -410,9 +416,12 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
     params = [n for n in nodes if n.op == "placeholder"]
     for i, p in enumerate(params):
         names[p.name] = f"a{i}"
-    freed = _last_uses(nodes)
     reinterpret = _REINTERPRET and w.ref(_REINTERPRET, "view")
+    # each view is made from the root of its view chain, which stays alive until the last of them
+    roots = {n.name: _view_root(n) for n in nodes if reinterpret is not None and _static_view(n) is not None}
+    freed = _last_uses(nodes, roots)
     checked: dict[str, str] = {}  # ATen-made view bases -> the name of their layout check
+    made_checks: dict[str, str] = {}  # the text of those checks -> that name
     slow = w.ref(gm.forward, "slow")
     hooks = w.ref(runtime._hooks_active, "hooks")
     body: list[str] = []
@@ -475,8 +484,9 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             continue  # its items are made as views; its input stays alive for their fallback
         view = _static_view(n)
         if view is not None and reinterpret is not None:
-            body.extend(_view_lines(w, n, view, names, var, reinterpret, checked))
-            names[n.name] = var
+            lines = _view_lines(w, n, roots[n.name], names, var, reinterpret, checked, made_checks)
+            body.extend(lines)
+            names[n.name] = var if lines else "_"  # "_": never made (no variable to free)
         elif isinstance(n.target, FusedKernel):
             into = in_place.get(n.name, {})
             for i in into.values():  # the input's storage goes on as the output, not to the pool
@@ -485,7 +495,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
                     pooled_vars.discard(held)
                     for waiting in release_at.values():
                         waiting[:] = [(spec, v) for spec, v in waiting if v != held]
-            body.extend(_kernel_lines(w, n, names, var, take, into, reinterpret))
+            body.extend(_kernel_lines(w, n, names, var, take, into, reinterpret, made_checks))
             kernel_vars[n.name] = var
             names[n.name] = "_"  # no variable: its outputs are named one by one
             for u in n.users:
@@ -581,34 +591,51 @@ def _only_viewed(n: torch.fx.Node) -> bool:
     )
 
 
+def _view_root(n: torch.fx.Node) -> torch.fx.Node:
+    """The node `n`'s chain of static views starts from (`n` itself when it is no such view)."""
+    while _static_view(n) is not None:
+        n = view_base(n)
+    return n
+
+
+def _feeds_views_only(n: torch.fx.Node) -> bool:
+    """A view read only by views (a step of a chain such as view, view, permute, slice): each of
+    them is made from the chain's root, so this one need not be made on the fast path."""
+    return bool(n.users) and all(_static_view(u) is not None for u in n.users)
+
+
 def _view_lines(
     w: _Writer,
     n: torch.fx.Node,
-    view: tuple,
+    root: torch.fx.Node,
     names: dict[str, str],
     var: str,
     reinterpret: str,
     checked: dict[str, str],
+    made_checks: dict[str, str],
 ) -> list[str]:
-    """A view made by reinterpreting its base's storage. Its layout is right when the strides
-    of the tensor its view chain starts from are what the graph says: true of graph inputs
-    (guarded) and kernel outputs (allocated so); a root computed by ATen is checked once per
-    call, and every view of a root laid out otherwise goes through its view op."""
-    base, size, stride, delta = view
-    b = names[base.name]
-    made = f"{reinterpret}({b}, {size!r}, {stride!r}, {delta})"  # offset from b's own
-    root = base
-    while _static_view(root) is not None:
-        root = view_base(root)
+    """A view made by reinterpreting the storage of its view chain's root (one call, as
+    Inductor's reinterpret_tensor of a buffer; a step of the chain that only views read is not
+    made). Its layout is right when the root's strides are what the graph says: true of graph
+    inputs (guarded) and kernel outputs (allocated so); a root computed by ATen is checked once
+    per call, and every view of a root laid out otherwise goes through its view op, step by step."""
+    val = n.meta["val"]
+    r = names[root.name]
+    delta = val.storage_offset() - root.meta["val"].storage_offset()  # from the root's own
+    made = f"{reinterpret}({r}, {tuple(val.shape)!r}, {tuple(val.stride())!r}, {delta})"
+    skip = _feeds_views_only(n)
     root_strides = tuple(root.meta["val"].stride())
     known = _known_strides(root)
     if known is not None and _same_layout(tuple(root.meta["val"].shape), known, root_strides):
-        return [f"{var} = {made}"]
+        return [] if skip else [f"{var} = {made}"]
     lines = []
-    if root.name not in checked:  # the first view of this root reads the root itself
+    if root.name not in checked:
         checked[root.name] = f"ok_{root.name}"
-        lines.append(f"{checked[root.name]} = {b}.stride() == {root_strides!r}")
-    lines.append(f"{var} = {made} if {checked[root.name]} else {_call_text(w, n, names)}")
+        check = f"{r}.stride() == {root_strides!r}"
+        made_checks[check] = checked[root.name]
+        lines.append(f"{checked[root.name]} = {check}")
+    fast = "None" if skip else made  # a skipped step exists only where its readers run their view ops
+    lines.append(f"{var} = {fast} if {checked[root.name]} else {_call_text(w, n, names)}")
     return lines
 
 
@@ -636,12 +663,15 @@ def _kernel_lines(
     take: Callable[[tuple], str | None],
     into: dict[int, int] | None = None,
     reinterpret: str | None = None,
+    made_checks: dict[str, str] | None = None,
 ) -> list[str]:
     """One kernel: launch it directly when the ATen-made inputs have the strides it was built
     for, else call its FusedKernel (which falls back to ATen). Its outputs are stored where
     `into` says (output index -> the index of a dying input it reads element for element),
-    else take dead buffers of their layout from `take` where there are any."""
+    else take dead buffers of their layout from `take` where there are any. `made_checks`: layout
+    checks this call has already made (the check's text -> the variable holding its answer)."""
     into = into or {}
+    made_checks = made_checks or {}
     k: FusedKernel = n.target
     fast = k._fast
     args = [w.literal(a, names) for a in n.args]
@@ -654,9 +684,11 @@ def _kernel_lines(
             continue
         known = _known_strides(a)
         if known is None or not _same_layout(shape, known, stride):
-            checks.append(f"{arg}.stride() == {tuple(stride)!r}")
+            check = f"{arg}.stride() == {tuple(stride)!r}"
+            checks.append(made_checks.get(check, check))  # a root's layout check, made once a call
         if aligned and _produced_by_aten(a) and not _new_storage(a):  # inputs: checked on entry
             checks.append(f"not {arg}.data_ptr() & 15")
+    checks = list(dict.fromkeys(checks))  # an input read twice is checked once
     alloc = w.ref(fast.alloc, "alloc") if fast.alloc is not None else None
     empty = w.ref(torch.empty_strided, "empty")
     device = w.ref(k.device, "dev")

@@ -7,6 +7,8 @@ generated code, its frees, its ATen entry points and its checks are the ones a G
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 from backend_helpers import StandInLaunch, needs_interpreter, stand_in_call_function
@@ -71,6 +73,34 @@ def test_a_kernel_reading_an_aten_result_checks_its_strides_and_otherwise_calls_
     torch.testing.assert_close(got[1], block(*inputs(3))[1], atol=1e-5, rtol=1e-5)
     # through FusedKernel, which found the layout wrong and ran ATen
     assert (first.calls, first.fallback_calls) == (1, 1)
+
+
+def _column_major(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values in the other order of its last two dimensions' strides."""
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def test_a_chain_of_views_is_made_from_its_root_and_step_by_step_where_the_root_is_laid_out_otherwise():
+    fn, report, stand_ins = compiled_with_stand_ins()
+    source = report.runner.source
+    # heads = view(8, 4, 8), [:, 1:], permute; then the transpose and both expands of the bmm: the
+    # two views the bmm reads are made on the fast path, from the matmul's result at the slice's
+    # offset; the six steps before them run only as the fallback's
+    steps = re.findall(r"(v_\w+) = None if (ok_mm\w*) else ", source)
+    assert len(steps) == 6 and len({ok for _, ok in steps}) == 1, source
+    root = steps[0][1].removeprefix("ok_")
+    for strides in ("(8, 32, 1)", "(8, 1, 32)"):
+        made = rf"= _view\d+\(v_{root}, \(3, 8, 8\), {re.escape(strides)}, 8\) if ok_{root} else "
+        assert re.search(made, source), source
+    skipped = "|".join(name for name, _ in steps)
+    assert not re.search(rf"_view\d+\(({skipped})\b", source), source  # nothing is made from a skipped step
+    scope = report.runner.call.__globals__
+    for name in [k for k in scope if k.startswith("_mm")]:  # ATen's matmuls laid out column-major
+        scope[name] = lambda *a, _real=scope[name], **kw: _column_major(_real(*a, **kw))
+    for seed in (5, 6):  # (a column-major matmul operand sums in another order: 5e-5 of 4)
+        got = fn(*inputs(seed))
+        for g, w in zip(got, block(*inputs(seed)), strict=True):
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
 
 
 def test_a_launch_hook_sends_the_whole_call_through_the_fx_graph(monkeypatch):
@@ -331,3 +361,29 @@ def test_in_place_stores_can_be_switched_off_for_comparison(monkeypatch):
     assert "in place of a dying input" not in report.runner.source
     torch.testing.assert_close(compiled(x, w), gelu_of_matmul_then_scaled(x, w), atol=1e-5, rtol=1e-5)
     assert all(not any(s) for launch in launches.values() for s in launch.shared)
+
+
+def transposed(x, w):
+    h = torch.tanh(x) * 2  # a kernel's output: laid out as the graph says, never checked
+    return h.view(4, 64).t() @ w  # the matmul reads the transpose of a view of it
+
+
+def test_the_steps_of_a_view_chain_over_a_kernel_output_are_not_made_at_all():
+    torch._dynamo.reset()
+    mark = history_mark()
+    fn = torch.compile(transposed, backend=fuselint_backend)
+    torch.manual_seed(0)
+    args = (torch.randn(8, 32), torch.randn(4, 16))
+    fn(*args)
+    (report,) = reports_since(mark)
+    stand_in_call_function(report)
+    source = report.runner.source
+    assert report.runner.call is not None, report.runner.why_not
+    assert "ok_" not in source and "None if" not in source, source
+    made = re.findall(r"(v_\w+) = _view\d+\((v_\w+), \(64, 4\), \(1, 64\), 0\)", source)
+    assert len(made) == 1 and made[0][1].startswith("v_fuselint_"), source  # the transpose, from the output
+    assert not re.search(r"v_view\b", source), source  # view(4, 64) is never made
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        args = (torch.randn(8, 32), torch.randn(4, 16))
+        torch.testing.assert_close(fn(*args), transposed(*args), atol=1e-5, rtol=1e-5)
