@@ -38,6 +38,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from fuselint.graph.layout import KEPT, kept_layout_copies
 
 aten = torch.ops.aten
+_expired = torch.Storage._expired  # StorageWeakRef.expired without its Python frame
 
 
 class KeptValue:
@@ -58,9 +59,26 @@ class KeptValue:
         # version, so a freed source counts as a change; held weakly, as a graph that is never
         # called again (the model moved to another device or dtype) must not keep the weights
         self._sources: list[StorageWeakRef] = []
+        self._cdatas: list[int] = []  # their handles, for the check of every call
         self.remade = 0
 
     def __call__(self, *weights: torch.Tensor) -> torch.Tensor:
+        # every call of a compiled graph asks (ResNet-50's 53 kept copies a call): the weights as
+        # they were, in the storages they were, is the answer kept, checked before anything else
+        if self._key is not None:
+            try:
+                key = tuple([(w.data_ptr(), w._version) for w in weights])
+            except Exception:  # an inference tensor has no version: the checks below
+                key = None
+            if key == self._key:
+                for cdata in self._cdatas:
+                    if _expired(cdata):
+                        break
+                else:
+                    return self.tensor
+        return self._remake(weights)
+
+    def _remake(self, weights: tuple) -> torch.Tensor:
         if any(isinstance(w, FakeTensor) or w.is_inference() for w in weights):
             # a fake tensor (a pass computing values) has no data to keep; an inference tensor
             # has no version counter to tell a change: made per call (inside a CUDA-graph
@@ -77,6 +95,7 @@ class KeptValue:
                     self._make(weights, self.tensor)
             self._key = key
             self._sources = [StorageWeakRef(w.untyped_storage()) for w in weights]
+            self._cdatas = [source.cdata for source in self._sources]
             self.remade += 1
         return self.tensor
 

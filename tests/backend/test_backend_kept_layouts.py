@@ -325,3 +325,21 @@ def test_a_weight_changed_through_its_data_gives_the_new_result():
     model.a.weight.data.mul_(2)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_kept_copy_asked_every_call_is_remade_only_for_changed_weights_and_made_apart_for_inference_ones():
+    from fuselint.backend.kept_layouts import KeptLayout
+
+    kept = KeptLayout(0, torch.channels_last)
+    w = torch.randn(4, 3, 3, 3)
+    first = kept(w)
+    assert kept(w) is first and kept.remade == 1
+    w.mul_(2.0)
+    assert kept(w) is first and kept.remade == 2  # remade in its storage
+    torch.testing.assert_close(first, w, rtol=0, atol=0)
+    assert first.is_contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        frozen = torch.randn(4, 3, 3, 3)
+    apart = kept(frozen)  # no version counter to tell a change: made for this call only
+    assert apart is not first and torch.equal(apart, frozen) and kept.remade == 2
+    assert kept(w) is first and kept.remade == 2  # the kept weights again, unchanged since
