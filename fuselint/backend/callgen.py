@@ -511,6 +511,16 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             if held is not None:  # the dead buffer goes on as this result
                 body.append(f"{var} = {fn}({', '.join(args)}, out={held})")
                 body.append(f"del {held}")
+            elif n.name in reusable:
+                # pooled once dead, for a kernel that writes it as laid out by the spec: a new
+                # buffer in that layout (ATen's own result may be laid out otherwise than its
+                # fake tensor says, and a kernel taking it would store across its strides)
+                shape, stride, dtype, device = spec
+                new = (
+                    f"{w.ref(torch.empty_strided, 'empty')}({shape!r}, {stride!r}, "
+                    f"dtype={w.ref(dtype, 'dt')}, device={w.ref(device, 'dev')})"
+                )
+                body.append(f"{var} = {fn}({', '.join(args)}, out={new})")
             else:
                 body.append(f"{var} = {fn}({', '.join(args)})")
             names[n.name] = var
