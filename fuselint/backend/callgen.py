@@ -571,6 +571,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
 
 # Inductor's generated code makes its views with this C function: no dispatcher, no autograd.
 _REINTERPRET = getattr(getattr(torch._C._dynamo, "guards", None), "_reinterpret_tensor", None)
+_AS_STRIDED = torch.ops.aten.as_strided.default
 
 
 def _static_view(n: torch.fx.Node) -> tuple | None:
@@ -585,6 +586,10 @@ def _static_view(n: torch.fx.Node) -> tuple | None:
         return None
     sizes = (*val.shape, *val.stride(), val.storage_offset(), bval.storage_offset(), *bval.stride())
     if not all(isinstance(x, int) for x in sizes) or (val.device, val.dtype) != (bval.device, bval.dtype):
+        return None
+    if n.target is _AS_STRIDED and storage_root(base).op == "placeholder":
+        # its offset counts from the storage's start, not the base's: a graph input may come at
+        # another offset than the one compiled for (dynamo does not guard it), so the op runs
         return None
     return base, tuple(val.shape), tuple(val.stride()), val.storage_offset() - bval.storage_offset()
 

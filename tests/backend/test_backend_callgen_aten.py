@@ -150,3 +150,25 @@ def test_a_matmul_result_laid_out_otherwise_than_its_fake_is_never_handed_to_a_k
         with torch.no_grad():
             for got, want in zip(fn(*args), pooled_then_taken(*args), strict=True):
                 torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def strided_window(x, w):
+    return torch.as_strided(x, (4, 4), (1, 4), 2) @ w
+
+
+def test_as_strided_of_an_input_at_another_storage_offset_counts_from_the_storage_s_start():
+    # review27: the generated function made the view relative to the input's own offset, as for
+    # every other view; as_strided's offset is the storage's, and dynamo does not guard an input's
+    torch._dynamo.reset()
+    mark = history_mark()
+    fn = torch.compile(strided_window, backend=fuselint_backend)
+    torch.manual_seed(0)
+    big, w = torch.randn(64), torch.randn(4, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(big[0:32], w), strided_window(big[0:32], w))
+        (report,) = reports_since(mark)
+        assert report.runner.call is not None, report.runner.why_not
+        for start in (8, 3, 0):
+            x = big[start : start + 32]
+            torch.testing.assert_close(fn(x, w), strided_window(x, w))
+    assert len(reports_since(mark)) == 1  # one graph: the offset is not guarded
