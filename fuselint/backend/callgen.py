@@ -152,6 +152,18 @@ _MATMUL_BINDINGS = {
 }
 
 
+def _new_buffer(w: _Writer, spec: tuple) -> str:
+    """An expression allocating a tensor of `spec` (shape, stride, dtype, device): through the C
+    allocator Inductor's code calls where the graph's device is the only CUDA device (as a
+    kernel's outputs are, runtime.FastLaunch.alloc), else through torch.empty_strided."""
+    shape, stride, dtype, device = spec
+    fast = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
+    if fast is not None and device.type == "cuda" and torch.cuda.device_count() == 1:
+        return f"{w.ref(fast, 'alloc')}({shape!r}, {stride!r}, {w.ref(dtype, 'dt')})"
+    empty = w.ref(torch.empty_strided, "empty")
+    return f"{empty}({shape!r}, {stride!r}, dtype={w.ref(dtype, 'dt')}, device={w.ref(device, 'dev')})"
+
+
 def _matmul_spec(node: torch.fx.Node) -> tuple | None:
     """(shape, stride, dtype, device) of a matmul's result, when it is one of `_MATMUL_BINDINGS`
     with a static contiguous result (what ATen allocates for it), else None."""
@@ -515,12 +527,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
                 # pooled once dead, for a kernel that writes it as laid out by the spec: a new
                 # buffer in that layout (ATen's own result may be laid out otherwise than its
                 # fake tensor says, and a kernel taking it would store across its strides)
-                shape, stride, dtype, device = spec
-                new = (
-                    f"{w.ref(torch.empty_strided, 'empty')}({shape!r}, {stride!r}, "
-                    f"dtype={w.ref(dtype, 'dt')}, device={w.ref(device, 'dev')})"
-                )
-                body.append(f"{var} = {fn}({', '.join(args)}, out={new})")
+                body.append(f"{var} = {fn}({', '.join(args)}, out={_new_buffer(w, spec)})")
             else:
                 body.append(f"{var} = {fn}({', '.join(args)})")
             names[n.name] = var
