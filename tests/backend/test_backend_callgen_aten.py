@@ -9,19 +9,25 @@ from backend_helpers import needs_interpreter, stand_in_call_function
 from fuselint.backend import fuselint_backend, history_mark, reports_since
 
 
+def compiled_once(fn, args: tuple):
+    """`fn` compiled with fuselint and called once without grad: (compiled, its output, the report)."""
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(fn, backend=fuselint_backend)
+    with torch.no_grad():
+        out = compiled(*args)
+    (report,) = reports_since(mark)
+    return compiled, out, report
+
+
 def matmuls(x, w1, w2):
     return (x @ w1.t()) @ w2.t()
 
 
 def test_a_graph_of_matmuls_only_gets_a_call_function_that_computes_what_eager_does():
-    torch._dynamo.reset()
-    mark = history_mark()
-    fn = torch.compile(matmuls, backend=fuselint_backend)
     torch.manual_seed(0)
     args = (torch.randn(8, 16), torch.randn(16, 16), torch.randn(16, 16))
-    with torch.no_grad():
-        first = fn(*args)
-    (report,) = reports_since(mark)
+    fn, first, report = compiled_once(matmuls, args)
     assert not report.kernels
     runner = report.runner
     assert runner.call is not None, runner.why_not
@@ -68,12 +74,7 @@ def chain_inputs(seed: int):
 
 
 def test_matmuls_run_through_torch_s_bindings_and_write_into_dead_buffers_of_their_layout():
-    torch._dynamo.reset()
-    mark = history_mark()
-    fn = torch.compile(chain, backend=fuselint_backend)
-    with torch.no_grad():
-        first = fn(*chain_inputs(0))
-    (report,) = reports_since(mark)
+    fn, first, report = compiled_once(chain, chain_inputs(0))
     runner = report.runner
     assert runner.call is not None, runner.why_not
     source = runner.source
@@ -95,15 +96,11 @@ def test_a_matmul_the_graph_returns_keeps_its_own_storage():
         h = x @ w1
         return h, h @ w2, (h @ w2) @ w1
 
-    torch._dynamo.reset()
-    mark = history_mark()
-    fn = torch.compile(both, backend=fuselint_backend)
     torch.manual_seed(0)
     args = (torch.randn(8, 16), torch.randn(16, 16), torch.randn(16, 16))
+    fn, got, report = compiled_once(both, args)
     with torch.no_grad():
-        got = fn(*args)
         again = fn(*args)
-    (report,) = reports_since(mark)
     assert report.runner.call is not None, report.runner.why_not
     for g, a, w in zip(got, again, both(*args), strict=True):
         torch.testing.assert_close(g, w)
