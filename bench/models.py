@@ -224,8 +224,8 @@ def host_us(fn, calls: int = 30) -> float:
     return statistics.median(times) * 1e6
 
 
-def gpu_profile(fn, calls: int = 5) -> tuple[float, float, dict]:
-    """(kernels per call, summed GPU kernel µs per call, host-side counts of interest per call)."""
+def profiled_events(fn, calls: int = 5) -> list:
+    """torch.profiler's events (host and GPU) of `calls` calls of `fn`."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -233,6 +233,12 @@ def gpu_profile(fn, calls: int = 5) -> tuple[float, float, dict]:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
+    return list(prof.events())
+
+
+def gpu_profile(fn, calls: int = 5) -> tuple[float, float, dict]:
+    """(kernels per call, summed GPU kernel µs per call, host-side counts of interest per call)."""
+    events = profiled_events(fn, calls)
     kernels, gpu_us = 0, 0.0
     counts: dict[str, float] = {}
     watch = (
@@ -247,7 +253,7 @@ def gpu_profile(fn, calls: int = 5) -> tuple[float, float, dict]:
         "aten::arange",
         "aten::lift_fresh",
     )
-    for ev in prof.events():
+    for ev in events:
         if kernel_event(ev):
             kernels += 1
             gpu_us += ev.device_time if hasattr(ev, "device_time") else ev.cuda_time

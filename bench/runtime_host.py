@@ -143,21 +143,9 @@ def is_triton_kernel(name: str) -> bool:
 
 def kernel_kinds(call, calls: int = 5) -> tuple[float, float]:
     """(Triton kernels, other kernels) per call, from torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    triton = other = 0
-    for ev in prof.events():
-        if M.kernel_event(ev):
-            if is_triton_kernel(ev.name):
-                triton += 1
-            else:
-                other += 1
-    return triton / calls, other / calls
+    names = [ev.name for ev in M.profiled_events(call, calls) if M.kernel_event(ev)]
+    triton = sum(1 for name in names if is_triton_kernel(name))
+    return triton / calls, (len(names) - triton) / calls
 
 
 def _time_rounds(prepared: dict, clocks: dict, rounds: int, calls: int) -> tuple[dict, dict]:

@@ -153,13 +153,13 @@ _MATMUL_BINDINGS = {
 
 
 def _new_buffer(w: _Writer, spec: tuple) -> str:
-    """An expression allocating a tensor of `spec` (shape, stride, dtype, device): through the C
-    allocator Inductor's code calls where the graph's device is the only CUDA device (as a
-    kernel's outputs are, runtime.FastLaunch.alloc), else through torch.empty_strided."""
-    shape, stride, dtype, device = spec
-    fast = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
-    if fast is not None and device.type == "cuda" and torch.cuda.device_count() == 1:
-        return f"{w.ref(fast, 'alloc')}({shape!r}, {stride!r}, {w.ref(dtype, 'dt')})"
+    """An expression allocating a tensor of `spec` (shape, stride, dtype, device), a kernel's
+    output or a matmul's: through `runtime.cuda_allocator` on a CUDA device where there is one,
+    else through torch.empty_strided."""
+    shape, stride, dtype, device = (tuple(spec[0]), tuple(spec[1]), *spec[2:])
+    alloc = runtime.cuda_allocator() if device.type == "cuda" else None
+    if alloc is not None:
+        return f"{w.ref(alloc, 'alloc')}({shape!r}, {stride!r}, {w.ref(dtype, 'dt')})"
     empty = w.ref(torch.empty_strided, "empty")
     return f"{empty}({shape!r}, {stride!r}, dtype={w.ref(dtype, 'dt')}, device={w.ref(device, 'dev')})"
 
@@ -432,8 +432,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
     # each view is made from the root of its view chain, which stays alive until the last of them
     roots = {n.name: _view_root(n) for n in nodes if reinterpret is not None and _static_view(n) is not None}
     freed = _last_uses(nodes, roots)
-    checked: dict[str, str] = {}  # ATen-made view bases -> the name of their layout check
-    made_checks: dict[str, str] = {}  # the text of those checks -> that name
+    made_checks: dict[str, str] = {}  # the layout checks of ATen-made view roots -> their variables
     slow = w.ref(gm.forward, "slow")
     hooks = w.ref(runtime._hooks_active, "hooks")
     body: list[str] = []
@@ -496,7 +495,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             continue  # its items are made as views; its input stays alive for their fallback
         view = _static_view(n)
         if view is not None and reinterpret is not None:
-            lines = _view_lines(w, n, roots[n.name], names, var, reinterpret, checked, made_checks)
+            lines = _view_lines(w, n, roots[n.name], names, var, reinterpret, made_checks)
             body.extend(lines)
             names[n.name] = var if lines else "_"  # "_": never made (no variable to free)
         elif isinstance(n.target, FusedKernel):
@@ -633,7 +632,6 @@ def _view_lines(
     names: dict[str, str],
     var: str,
     reinterpret: str,
-    checked: dict[str, str],
     made_checks: dict[str, str],
 ) -> list[str]:
     """A view made by reinterpreting the storage of its view chain's root (one call, as
@@ -651,13 +649,13 @@ def _view_lines(
     if known is not None and _same_layout(tuple(root.meta["val"].shape), known, root_strides):
         return [] if skip else [f"{var} = {made}"]
     lines = []
-    if root.name not in checked:
-        checked[root.name] = f"ok_{root.name}"
-        check = f"{r}.stride() == {root_strides!r}"
-        made_checks[check] = checked[root.name]
-        lines.append(f"{checked[root.name]} = {check}")
+    check = f"{r}.stride() == {root_strides!r}"
+    ok = made_checks.get(check)
+    if ok is None:  # the root's first view: its check, made once a call
+        ok = made_checks[check] = f"ok_{root.name}"
+        lines.append(f"{ok} = {check}")
     fast = "None" if skip else made  # a skipped step exists only where its readers run their view ops
-    lines.append(f"{var} = {fast} if {checked[root.name]} else {_call_text(w, n, names)}")
+    lines.append(f"{var} = {fast} if {ok} else {_call_text(w, n, names)}")
     return lines
 
 
@@ -711,16 +709,12 @@ def _kernel_lines(
         if aligned and _produced_by_aten(a) and not _new_storage(a):  # inputs: checked on entry
             checks.append(f"not {arg}.data_ptr() & 15")
     checks = list(dict.fromkeys(checks))  # an input read twice is checked once
-    alloc = w.ref(fast.alloc, "alloc") if fast.alloc is not None else None
-    empty = w.ref(torch.empty_strided, "empty")
-    device = w.ref(k.device, "dev")
     lines = []
     indent = ""
     if checks:
         lines.append(f"if {' and '.join(checks)}:")
         indent = "    "
     for j, (o, (shape, stride, dtype)) in enumerate(zip(outs, k.out_specs, strict=True)):
-        dt = w.ref(dtype, "dt")
         if j in into:
             i = into[j]
             if (tuple(k._in_sizes[i]), tuple(k.in_strides[i])) == (tuple(shape), tuple(stride)):
@@ -733,20 +727,12 @@ def _kernel_lines(
         if held is not None:
             lines.append(f"{indent}{o} = {held}  # a dead buffer of this layout")
             lines.append(f"{indent}del {held}")
-        elif alloc is not None:
-            lines.append(f"{indent}{o} = {alloc}({tuple(shape)!r}, {tuple(stride)!r}, {dt})")
         else:
-            lines.append(
-                f"{indent}{o} = {empty}({tuple(shape)!r}, {tuple(stride)!r}, dtype={dt}, device={device})"
-            )
+            lines.append(f"{indent}{o} = {_new_buffer(w, (shape, stride, dtype, k.device))}")
     launches = [fast]
     if k.workspace:  # a split reduction: chunks into the workspace, their combination...
         ws = f"{var}_ws"
-        f32 = w.ref(torch.float32, "dt")
-        if alloc is not None:
-            lines.append(f"{indent}{ws} = {alloc}(({k.workspace},), (1,), {f32})")
-        else:
-            lines.append(f"{indent}{ws} = {empty}(({k.workspace},), (1,), dtype={f32}, device={device})")
+        lines.append(f"{indent}{ws} = {_new_buffer(w, ((k.workspace,), (1,), torch.float32, k.device))}")
         outs = [*outs, ws]
         launches.extend(k._fast_more)
     for step in launches:

@@ -70,13 +70,17 @@ class KeptValue:
                 key = tuple([(w.data_ptr(), w._version) for w in weights])
             except Exception:  # an inference tensor has no version: the checks below
                 key = None
-            if key == self._key:
-                for cdata in self._cdatas:
-                    if _expired(cdata):
-                        break
-                else:
-                    return self.tensor
+            if key == self._key and self._sources_alive():
+                return self.tensor
         return self._remake(weights)
+
+    def _sources_alive(self) -> bool:
+        """Whether every storage the key was taken from is still alive (a loop: this runs every
+        call, and a generator costs as much as the check)."""
+        for cdata in self._cdatas:
+            if _expired(cdata):
+                return False
+        return True
 
     def _remake(self, weights: tuple) -> torch.Tensor:
         if any(isinstance(w, FakeTensor) or w.is_inference() for w in weights):
@@ -85,7 +89,7 @@ class KeptValue:
             # recording, each replay makes it again)
             return self._make(weights, None)
         key = tuple((w.data_ptr(), w._version) for w in weights)
-        if key != self._key or any(s.expired() for s in self._sources):
+        if key != self._key or not self._sources_alive():
             # a tensor of the ordinary kind even when the first call runs under inference_mode,
             # so that a later call outside it may write it in place
             with torch.inference_mode(False), torch.no_grad():

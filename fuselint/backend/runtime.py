@@ -396,6 +396,15 @@ def split_workspace(ir: KernelIR, cfg: LaunchConfig) -> int:
 FAST_LAUNCH = os.environ.get("FUSELINT_FAST_LAUNCH", "1") != "0"
 
 
+def cuda_allocator() -> Callable | None:
+    """The C allocator Inductor's own generated code calls for CUDA tensors, which skips
+    torch.empty_strided's argument parsing: ``alloc(shape, stride, dtype)``. It allocates on the
+    current device, so only where there is one device (else None: torch.empty_strided with the
+    tensor's device)."""
+    fast_empty = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
+    return fast_empty if fast_empty is not None and torch.cuda.device_count() == 1 else None
+
+
 class FastLaunch:
     """Launch a kernel Triton has already compiled, without its per-call binding.
 
@@ -432,11 +441,7 @@ class FastLaunch:
         # What triton's driver itself calls for the current stream when torch is loaded.
         self.stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self.aligned = aligned  # per input: was its pointer 16-byte aligned when compiled?
-        # Outputs: the C allocator Inductor's own generated code calls, which skips
-        # torch.empty_strided's argument parsing; it allocates on the current device, so only
-        # where there is one device (else None: the kernel's device through empty_strided).
-        fast_empty = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
-        self.alloc = fast_empty if fast_empty is not None and torch.cuda.device_count() == 1 else None
+        self.alloc = cuda_allocator()  # the outputs'
 
     @staticmethod
     def build(compiled: object, grid: tuple, consts: dict, args: tuple, outs: tuple) -> FastLaunch | None:

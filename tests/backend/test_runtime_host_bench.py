@@ -81,3 +81,25 @@ def test_a_row_reads_the_launch_kinds_and_says_when_no_call_was_seen():
     )
     row.update(inner_us=1100.0, inner_per_kernel=1100.0 / 45)
     assert "| 1286 | 1100 | 186 | 28.6 | 24.4 | 2300 |" in rh.row_text(row)
+
+
+def test_the_kinds_are_counted_per_call_from_the_profile_s_gpu_kernels(monkeypatch):
+    import types
+
+    import torch
+
+    rh = bench_module("runtime_host")
+    gpu, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    events = [
+        types.SimpleNamespace(name=name, device_type=kind)
+        for name, kind in [
+            ("triton_poi_fused_add_0", gpu),
+            ("sm90_xmma_gemm", gpu),
+            ("Memcpy HtoD", gpu),  # a copy, not a kernel
+            ("triton_poi_fused_add_0", cpu),  # its launch on the host
+            ("fuselint_mul", gpu),
+            ("flash_fwd_kernel", gpu),
+        ]
+    ]
+    monkeypatch.setattr(rh.M, "profiled_events", lambda call, calls: events)
+    assert rh.kernel_kinds(lambda: None, calls=2) == (1.0, 1.0)
