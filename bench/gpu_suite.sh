@@ -72,7 +72,7 @@ case "$part" in
     tail -n 20 "$out/verify_vs_suite.txt"
     exit 0 ;;
   host)
-    timeout 290 python3 bench/runtime_host.py --models pointwise,mms,gpt2,llama,bert,t5enc,vit > "$out/host-hf.md" 2>&1
+    timeout 290 python3 bench/runtime_host.py --models pointwise,mms,convs,gpt2,llama,bert,t5enc,vit > "$out/host-hf.md" 2>&1
     timeout 280 python3 bench/runtime_host.py --models resnet50,convnext,efficientnet,mobilenetv3 > "$out/host-timm.md" 2>&1
     cat "$out"/host-*.md
     exit 0 ;;

@@ -26,6 +26,8 @@ costs the same. Two synthetic graphs of one kind each price the launches apart (
 
   pointwise  sin of 24 separate 64x1024 inputs: 24 Triton kernels in either backend, nothing else
   mms        24 bias-free 1024x1024 Linear layers on 64 rows: 24 ATen matmuls, nothing else
+  convs      24 bias-free 3x3 convolutions of 64 channels on 8x64x28x28: 24 ATen convolutions (cuDNN
+             picks the kernels, the same ones under either backend), nothing else
 """
 
 from __future__ import annotations
@@ -120,7 +122,22 @@ class _Matmuls(torch.nn.Module):
         return x
 
 
-SYNTHETIC = ("pointwise", "mms")
+class _Convs(torch.nn.Module):
+    """`convs`: 24 bias-free 3x3 convolutions, one after the other (one ATen convolution each)."""
+
+    def __init__(self, channels: int = 64, depth: int = 24) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False) for _ in range(depth)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+SYNTHETIC = ("pointwise", "mms", "convs")
 
 
 def build(name: str) -> tuple[torch.nn.Module, tuple]:
@@ -129,6 +146,8 @@ def build(name: str) -> tuple[torch.nn.Module, tuple]:
         return _Pointwise().eval(), tuple(torch.randn(64, 1024) for _ in range(24))
     if name == "mms":
         return _Matmuls().eval(), (torch.randn(64, 1024),)
+    if name == "convs":
+        return _Convs().eval(), (torch.randn(8, 64, 28, 28),)
     return M.build(name)
 
 

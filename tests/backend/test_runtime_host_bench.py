@@ -60,6 +60,13 @@ def test_the_synthetic_graphs_hold_one_kind_of_launch_each():
     called = [n.target for n in gm.graph.nodes if n.op == "call_module"]
     assert len(called) == 24 and all(isinstance(mms.get_submodule(t), torch.nn.Linear) for t in called)
     assert all(mms.get_submodule(t).bias is None for t in called)
+    convs, (z,) = rh.build("convs")
+    gm = torch.fx.symbolic_trace(convs)
+    called = [n.target for n in gm.graph.nodes if n.op == "call_module"]
+    assert len(called) == 24 and z.shape == (8, 64, 28, 28)
+    layers = [convs.get_submodule(t) for t in called]
+    assert all(isinstance(c, torch.nn.Conv2d) and c.bias is None and c.groups == 1 for c in layers)
+    assert convs(z).shape == z.shape  # each convolution keeps the shape: the next takes it as it is
 
 
 def test_a_row_reads_the_launch_kinds_and_says_when_no_call_was_seen():
