@@ -5,7 +5,7 @@ weights' checks), measurable on a machine without a GPU and across commits.
     TRITON_INTERPRET=1 taskset -c 1 python bench/callgen_host.py [--models gpt2,llama,bert,t5enc]
 
 Each model is the suite's (bench/models.py: the same layers, heads and structure) at a width of 64
-and 16 tokens, so that its ATen ops' own arithmetic is a few µs; compiled on the CPU through Triton's
+and 16 tokens (`convnet`: twelve convolution-BatchNorm-ReLU blocks of 8 channels on a 16x16 image), so that its ATen ops' own arithmetic is a few µs; compiled on the CPU through Triton's
 interpreter; then every kernel gets a launcher of the fast path's calling convention that launches
 nothing, and the call function is generated as on a GPU. The kernels' outputs are then never
 written: the ATen ops read uninitialised memory (their time does not depend on the values). Run the
@@ -24,9 +24,11 @@ import torch
 
 
 def tiny(name: str) -> tuple[torch.nn.Module, tuple]:
+    torch.manual_seed(0)
+    if name == "convnet":
+        return _convnet(), (torch.randn(1, 8, 16, 16),)
     import transformers as tf
 
-    torch.manual_seed(0)
     if name == "gpt2":
         cfg = tf.GPT2Config(n_layer=4, n_embd=64, n_head=4)
         model = tf.GPT2Model(cfg)
@@ -50,6 +52,20 @@ def tiny(name: str) -> tuple[torch.nn.Module, tuple]:
         raise KeyError(name)
     ids = torch.randint(0, min(cfg.vocab_size, 1000), (1, 16))
     return model.eval(), (ids,)
+
+
+def _convnet(blocks: int = 12, channels: int = 8) -> torch.nn.Module:
+    """`convnet`: ResNet's block body without its shortcut, `blocks` times: a bias-free 3x3
+    convolution, BatchNorm (eval), ReLU. On the CPU each convolution is an ATen call of the call
+    function (on a GPU it goes to cuDNN directly: no CPU measure of that path)."""
+    layers = []
+    for _ in range(blocks):
+        layers += [
+            torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+            torch.nn.BatchNorm2d(channels),
+            torch.nn.ReLU(),
+        ]
+    return torch.nn.Sequential(*layers).eval()
 
 
 class NoLaunch:

@@ -169,3 +169,51 @@ def test_as_strided_of_an_input_at_another_storage_offset_counts_from_the_storag
             x = big[start : start + 32]
             torch.testing.assert_close(fn(x, w), strided_window(x, w))
     assert len(reports_since(mark)) == 1  # one graph: the offset is not guarded
+
+
+def test_an_aten_op_goes_through_its_binding_only_where_the_binding_means_that_overload():
+    from fuselint.backend.callgen import _aten_entry, _binding
+
+    aten = torch.ops.aten
+    functions = torch._C._VariableFunctions
+    # one overload besides `out`: the binding of the same name, called without out=, is that one
+    assert _binding(aten.convolution.default) is functions.convolution
+    assert _binding(aten.cudnn_convolution.default) is functions.cudnn_convolution
+    assert _binding(aten.cat.default) is functions.cat
+    # overloads a binding would choose among by the arguments' types: the OpOverload's own entry
+    for op in (
+        aten.add.Tensor,
+        aten.mean.dim,
+        aten.mean.default,
+        aten._scaled_dot_product_flash_attention.default,
+    ):
+        assert _binding(op) is None, op
+        assert _aten_entry(op) is op._op
+    assert _binding(aten._to_copy.default) is None  # no binding of that name
+    assert _aten_entry(aten._to_copy.default) is aten._to_copy.default._op
+    assert _binding(torch.ops.fuselint.round_to_tf32.default) is None  # fuselint's own: not ATen's
+
+
+def convs(x, w1, w2, b2):
+    h = torch.nn.functional.conv2d(x, w1, padding=1)
+    return torch.nn.functional.conv2d(h, w2, b2, groups=2)
+
+
+@needs_interpreter
+def test_convolutions_run_through_the_convolution_binding():
+    torch.manual_seed(0)
+    args = (torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3), torch.randn(6, 2, 1, 1), torch.randn(6))
+    fn, first, report = compiled_once(convs, args)
+    stand_in_call_function(report)
+    runner = report.runner
+    assert runner.call is not None, runner.why_not
+    scope = runner.call.__globals__
+    (op,) = [name for name in scope if name.startswith("_op")]
+    assert scope[op] is torch._C._VariableFunctions.convolution, runner.source
+    assert runner.source.count(f"= {op}(") == 2, runner.source  # both convolutions, the grouped one with bias
+    torch.testing.assert_close(first, convs(*args))
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        other = (torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3), torch.randn(6, 2, 1, 1), torch.randn(6))
+        with torch.no_grad():
+            torch.testing.assert_close(fn(*other), convs(*other))

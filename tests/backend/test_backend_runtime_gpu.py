@@ -396,6 +396,9 @@ def _conv_runner(dtype):
 def test_half_convolutions_call_cudnn_directly_with_the_results_aten_gives():
     compiled, x, runner = _conv_runner(torch.bfloat16)
     assert runner.source.count("cudnn_benchmark, cudnn_deterministic, cudnn_tf32)") == 2, runner.source
+    scope = runner.call.__globals__  # through torch's binding, which parses its arguments faster
+    calls = [scope[k] for k in scope if re.fullmatch(r"_cudnn\d+", k)]
+    assert calls == [torch._C._VariableFunctions.cudnn_convolution], runner.source
     # a convolution's result starts its own storage: no alignment check before a kernel reads it
     assert "v_convolution" in runner.source and not re.search(r"v_convolution\w*\.data_ptr", runner.source)
     # both ReLU kernels store into the convolution's result they read, which dies there; the FX
