@@ -39,7 +39,7 @@ import logging
 import math
 import operator
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.fx
@@ -104,30 +104,40 @@ def _last_uses(
     return freed
 
 
-def _aten_entry(target: object) -> object:
-    """What the call function calls for an op: torch's generated Python binding of an ATen op
-    where it can only mean this overload (`_binding`); else the C function behind an
-    OpOverload (skips its Python ``__call__``); the Python body of one of fuselint's own custom
-    ops (skips the dispatcher and torch.library's wrapper); else the target."""
+def _aten_entry(target: object, kwargs: Iterable[str] = ()) -> object:
+    """What the call function calls for an op given `kwargs` by name: torch's generated Python
+    binding of an ATen op where it can only mean this overload (`_binding`); else the C function
+    behind an OpOverload (skips its Python ``__call__``); the Python body of one of fuselint's
+    own custom ops (skips the dispatcher and torch.library's wrapper); else the target."""
     if not isinstance(target, torch._ops.OpOverload):
         return target
     if target.namespace == "fuselint" and target.name() in runtime.DIRECT_IMPLS:
         return runtime.DIRECT_IMPLS[target.name()]
-    binding = _binding(target)
+    # a binding names the schema's `self` `input`: an op given either by name keeps its entry
+    binding = None if {"self", "input"} & set(kwargs) else _binding(target)
     if binding is not None:
         return binding
     op = getattr(target, "_op", None)
     return op if callable(op) else target
 
 
+_TENSOR_RETURNS = frozenset({"Tensor", "Tensor[]"})
+
+
 def _binding(target: torch._ops.OpOverload) -> Callable | None:
     """The binding ``torch._C._VariableFunctions.<name>`` of an ``aten`` op's default overload
     when the op has no overload but its ``out=`` form, so that the binding, called without
-    ``out=``, resolves to this overload; else None. A binding parses its arguments with torch's
-    generated parser, which costs the host less than the OpOverload's C entry, which matches
-    them against the schema at run time: 3.3 against 6.9 µs for a convolution on the CPU
-    machine, a tenth of a ResNet-50 call's host time in its 53 convolutions."""
+    ``out=``, resolves to this overload, and returns only tensors; else None.
+
+    A binding parses its arguments with torch's generated parser, which costs the host less than
+    the OpOverload's C entry, which matches them against the schema at run time: 3.3 against
+    6.9 µs for a convolution on the CPU machine, a tenth of a ResNet-50 call's host time in its
+    53 convolutions. Its results differ where the schema returns a number: the binding wraps an
+    int in a tensor (cuDNN attention's `max_q` comes back as a 0-d tensor), so such ops keep the
+    OpOverload's entry."""
     if target.namespace != "aten" or target._overloadname != "default":
+        return None
+    if not all(str(r.type) in _TENSOR_RETURNS for r in target._schema.returns):
         return None
     packet = getattr(torch.ops.aten, target._schema.name.split("::", 1)[1])
     if not set(packet.overloads()) <= {"default", "out"}:
@@ -561,7 +571,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             body.append(f"{var} = {fn}({args}, cudnn_benchmark, cudnn_deterministic, cudnn_tf32)")
             names[n.name] = var
         else:
-            fn = w.ref(_aten_entry(n.target), "op")
+            fn = w.ref(_aten_entry(n.target, n.kwargs), "op")
             args = ", ".join(w.literal(a, names) for a in n.args)
             kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
             body.append(f"{var} = {fn}({', '.join(x for x in (args, kwargs) if x)})")
@@ -685,7 +695,7 @@ def _call_text(w: _Writer, n: torch.fx.Node, names: dict[str, str]) -> str:
     if n.target is operator.getitem and names.get(n.args[0].name) is None:
         src = n.args[0]
         return f"{_call_text(w, src, names)}[{n.args[1]!r}]"
-    op = w.ref(_aten_entry(n.target), "op")
+    op = w.ref(_aten_entry(n.target, n.kwargs), "op")
     args = ", ".join(w.literal(a, names) for a in n.args)
     kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
     return f"{op}({', '.join(x for x in (args, kwargs) if x)})"

@@ -192,6 +192,29 @@ def test_an_aten_op_goes_through_its_binding_only_where_the_binding_means_that_o
     assert _binding(aten._to_copy.default) is None  # no binding of that name
     assert _aten_entry(aten._to_copy.default) is aten._to_copy.default._op
     assert _binding(torch.ops.fuselint.round_to_tf32.default) is None  # fuselint's own: not ATen's
+    # a binding wraps a returned int in a tensor: cuDNN attention returns two
+    assert _binding(aten._scaled_dot_product_cudnn_attention.default) is None
+    # the binding names `self` `input`: a call giving either by name keeps the overload's entry
+    assert _aten_entry(aten.cat.default, ("dim",)) is functions.cat
+    assert _aten_entry(aten.clone.default, ("self",)) is aten.clone.default._op
+
+
+def test_a_gpu_op_s_binding_gives_what_its_overload_gives():
+    # GPU-only ops that reach the call function through their bindings, checked on the meta
+    # device (no kernels there, only the argument parsing and the shapes and dtypes returned)
+    aten = torch.ops.aten
+    q = torch.empty(2, 4, 16, 8, device="meta", dtype=torch.bfloat16)
+    bias = torch.empty(2, 4, 16, 16, device="meta", dtype=torch.bfloat16)
+    op = aten._scaled_dot_product_efficient_attention.default
+    from fuselint.backend.callgen import _aten_entry
+
+    binding = _aten_entry(op, ("scale",))
+    assert binding is torch._C._VariableFunctions._scaled_dot_product_efficient_attention
+    want = op(q, q, q, bias, True, 0.0, False, scale=0.5)
+    got = binding(q, q, q, bias, True, 0.0, False, scale=0.5)
+    assert isinstance(got, tuple) and len(got) == len(want) == 4  # a named tuple: read by index
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
 
 
 def convs(x, w1, w2, b2):
