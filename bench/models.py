@@ -521,8 +521,43 @@ def markdown(rows: list[dict], env: str, command: str) -> str:
             f"| {_fmt(r['max_err'], '.3g')} | {_fmt(r.get('max_err_fp32'), '.3g')} "
             f"| {_fmt(r.get('max_err_fp64'), '.3g')} | {_fmt(syncs, '.0f')} |"
         )
-    lines += ["", *ratio_lines(rows)]
+    lines += ["", *ratio_lines(rows), *error_lines(rows)]
     return "\n".join(lines) + "\n"
+
+
+# err_batches' columns: (vs eager, vs float32, mean vs float32, vs float64, mean vs float64)
+_MEAN_VS_FP32, _MEAN_VS_FP64 = 2, 4
+
+
+def error_lines(rows: list[dict], num: str = "fuselint", den: str = "inductor") -> list[str]:
+    """Per model and dtype, `num`'s mean error against the exact answer over `den`'s: float32's for a
+    16-bit model, float64's for a float32 one (float32's own rounding is the size of the backends'
+    differences). Each is the mean over the batches of a batch's mean abs error, with the number of
+    batches on which `num`'s is the larger. The maxima in the table move by a few ulps from batch
+    to batch; the means are the steadier comparison."""
+    table = {
+        (r["model"], r["dtype"], r["train"], r["backend"]): r["err_batches"]
+        for r in rows
+        if "error" not in r and r.get("err_batches")
+    }
+    by_dtype: dict[str, list[str]] = {}
+    for model, dtype, train, backend in table:
+        if backend != num or (model, dtype, train, den) not in table:
+            continue
+        ours, theirs = table[(model, dtype, train, num)], table[(model, dtype, train, den)]
+        col = _MEAN_VS_FP64 if dtype == "float32" else _MEAN_VS_FP32
+        a, b = [e[col] for e in ours], [e[col] for e in theirs]
+        if len(a) != len(b) or not a or not statistics.fmean(b) > 0:
+            continue
+        larger = sum(x > y for x, y in zip(a, b, strict=True))
+        by_dtype.setdefault(dtype, []).append(
+            f"{model} {statistics.fmean(a) / statistics.fmean(b):.4f} ({larger}/{len(a)})"
+        )
+    return [
+        f"- {num} / {den} mean error against {'float64' if dtype == 'float32' else 'float32'}, {dtype} "
+        f"(in brackets: batches where {num}'s is the larger): {', '.join(sorted(found))}"
+        for dtype, found in sorted(by_dtype.items())
+    ]
 
 
 def _ratios(table: dict, num: str, den: str, of: object) -> list[tuple[str, float]]:

@@ -34,6 +34,34 @@ def test_paired_ratios_follow_the_rounds_where_the_ratio_of_medians_does_not():
     assert [line[:3] for line in m.ratio_lines(rows)] == ["- f", "- f"]
 
 
+def _errors(model, backend, dtype, means):
+    # err_batches: (vs eager, vs float32, mean vs float32, vs float64, mean vs float64) per batch
+    batches = [(9.0, 9.0, m, 9.0, m / 2) for m in means]
+    return {"model": model, "dtype": dtype, "train": False, "backend": backend, "err_batches": batches}
+
+
+def test_the_mean_error_line_compares_each_dtype_against_its_exact_answer():
+    m = _models_module()
+    rows = [
+        _errors("gpt2", "fuselint", "bfloat16", [1.0, 3.0]),
+        _errors("gpt2", "inductor", "bfloat16", [2.0, 2.0]),  # means equal; fuselint's larger on one
+        _errors("vit", "fuselint", "bfloat16", [1.0, 1.0]),
+        _errors("vit", "inductor", "bfloat16", [2.0, 2.0]),
+        _errors("bert", "fuselint", "float32", [0.0, 0.0, 1.0]),  # float32: against float64's column
+        _errors("bert", "inductor", "float32", [4.0, 0.0, 0.0]),
+        _errors("t5enc", "fuselint", "bfloat16", [1.0]),  # no Inductor row: left out
+        {"model": "llama", "backend": "inductor", "error": "compile failed"},
+    ]
+    lines = m.error_lines(rows)
+    assert lines == [
+        "- fuselint / inductor mean error against float32, bfloat16 (in brackets: batches where fuselint's is "
+        "the larger): gpt2 1.0000 (1/2), vit 0.5000 (0/2)",
+        "- fuselint / inductor mean error against float64, float32 (in brackets: batches where fuselint's is "
+        "the larger): bert 0.2500 (1/3)",
+    ]
+    assert m.error_lines([r for r in rows if r.get("dtype") != "float32"])[0].endswith("vit 0.5000 (0/2)")
+
+
 def test_bn_random_draws_every_batchnorm_of_a_timm_model_from_its_seed(monkeypatch):
     # timm is not a test dependency: a stand-in `create_model` returns a small CNN with two BatchNorms
     import types
