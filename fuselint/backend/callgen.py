@@ -124,6 +124,14 @@ def _aten_entry(target: object, kwargs: Iterable[str] = ()) -> object:
 _TENSOR_RETURNS = frozenset({"Tensor", "Tensor[]"})
 
 
+def _misparsed(arg: torch.Argument) -> bool:
+    """Whether a binding's parser reads schema argument `arg` otherwise than the OpOverload
+    (`_binding`)."""
+    return str(arg.real_type) == "List[Optional[Tensor]]" or (
+        arg.name == "reduction" and arg.has_default_value()
+    )
+
+
 def _binding(target: torch._ops.OpOverload) -> Callable | None:
     """The binding ``torch._C._VariableFunctions.<name>`` of an ``aten`` op's default overload
     when the op has no overload but its ``out=`` form, so that the binding, called without
@@ -134,10 +142,16 @@ def _binding(target: torch._ops.OpOverload) -> Callable | None:
     6.9 µs for a convolution on the CPU machine, a tenth of a ResNet-50 call's host time in its
     53 convolutions. Its results differ where the schema returns a number: the binding wraps an
     int in a tensor (cuDNN attention's `max_q` comes back as a 0-d tensor), so such ops keep the
-    OpOverload's entry."""
+    OpOverload's entry. Its parser reads two kinds of argument otherwise than the schema: a
+    ``Tensor?[]`` as a list of tensors, refusing a None in it (`_unsafe_masked_index`'s indices),
+    and the default ``reduction=at::Reduction::Mean`` of the losses as 0, 'none' (an FX node
+    leaves the mean out); ops with either keep the OpOverload's entry too
+    (tests/backend/test_backend_bindings.py runs every admitted op through both)."""
     if target.namespace != "aten" or target._overloadname != "default":
         return None
     if not all(str(r.type) in _TENSOR_RETURNS for r in target._schema.returns):
+        return None
+    if any(_misparsed(a) for a in target._schema.arguments):
         return None
     packet = getattr(torch.ops.aten, target._schema.name.split("::", 1)[1])
     if not set(packet.overloads()) <= {"default", "out"}:
