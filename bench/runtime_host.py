@@ -109,32 +109,10 @@ class _Pointwise(torch.nn.Module):
         return tuple(torch.sin(x) for x in xs)
 
 
-class _Matmuls(torch.nn.Module):
-    """`mms`: 24 bias-free Linear layers, one after the other (one ATen matmul each)."""
-
-    def __init__(self, width: int = 1024, depth: int = 24) -> None:
-        super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width, bias=False) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
-class _Convs(torch.nn.Module):
-    """`convs`: 24 bias-free 3x3 convolutions, one after the other (one ATen convolution each)."""
-
-    def __init__(self, channels: int = 64, depth: int = 24) -> None:
-        super().__init__()
-        self.layers = torch.nn.ModuleList(
-            torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False) for _ in range(depth)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
+def _chain(layer, depth: int = 24) -> torch.nn.Module:
+    """`depth` layers made by `layer()`, one after the other: `mms` (bias-free Linear layers, one
+    ATen matmul each) and `convs` (bias-free 3x3 convolutions, one ATen convolution each)."""
+    return torch.nn.Sequential(*(layer() for _ in range(depth)))
 
 
 SYNTHETIC = ("pointwise", "mms", "convs")
@@ -145,9 +123,10 @@ def build(name: str) -> tuple[torch.nn.Module, tuple]:
     if name == "pointwise":
         return _Pointwise().eval(), tuple(torch.randn(64, 1024) for _ in range(24))
     if name == "mms":
-        return _Matmuls().eval(), (torch.randn(64, 1024),)
+        return _chain(lambda: torch.nn.Linear(1024, 1024, bias=False)).eval(), (torch.randn(64, 1024),)
     if name == "convs":
-        return _Convs().eval(), (torch.randn(8, 64, 28, 28),)
+        conv = _chain(lambda: torch.nn.Conv2d(64, 64, 3, padding=1, bias=False))
+        return conv.eval(), (torch.randn(8, 64, 28, 28),)
     return M.build(name)
 
 

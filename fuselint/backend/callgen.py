@@ -153,7 +153,7 @@ def _binding(target: torch._ops.OpOverload) -> Callable | None:
         return None
     if any(_misparsed(a) for a in target._schema.arguments):
         return None
-    packet = getattr(torch.ops.aten, target._schema.name.split("::", 1)[1])
+    packet = target.overloadpacket
     if not set(packet.overloads()) <= {"default", "out"}:
         return None
     return getattr(torch._C._VariableFunctions, packet.__name__, None)
@@ -585,10 +585,7 @@ def generate(gm: torch.fx.GraphModule, static: frozenset[int] = frozenset()) -> 
             body.append(f"{var} = {fn}({args}, cudnn_benchmark, cudnn_deterministic, cudnn_tf32)")
             names[n.name] = var
         else:
-            fn = w.ref(_aten_entry(n.target, n.kwargs), "op")
-            args = ", ".join(w.literal(a, names) for a in n.args)
-            kwargs = ", ".join(f"{k}={w.literal(v, names)}" for k, v in n.kwargs.items())
-            body.append(f"{var} = {fn}({', '.join(x for x in (args, kwargs) if x)})")
+            body.append(f"{var} = {_call_text(w, n, names)}")
             names[n.name] = var
         dead = [
             names[d]

@@ -8,7 +8,7 @@ import torch.fx
 from torch._inductor.decomposition import select_decomp_table
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from fuselint.backend import runtime
+from fuselint.backend import fuselint_backend, history_mark, reports_since, runtime
 from fuselint.backend.runtime import interpreter_ready
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -71,6 +71,17 @@ class StandInLaunch:
         assert tuple(rest[n_in + n_out :]) == self.consts
         self.launches += 1
         self.kernel._launch_jit(args, outs)
+
+
+def compiled_once(fn, args: tuple):
+    """`fn` compiled with fuselint and called once without grad: (compiled, its output, the report)."""
+    torch._dynamo.reset()
+    mark = history_mark()
+    compiled = torch.compile(fn, backend=fuselint_backend)
+    with torch.no_grad():
+        out = compiled(*args)
+    (report,) = reports_since(mark)
+    return compiled, out, report
 
 
 def stand_in_call_function(report) -> list:

@@ -5,9 +5,8 @@ built from each op's schema and passed as an FX node passes them (defaults left 
 from __future__ import annotations
 
 import torch
-from backend_helpers import needs_interpreter, stand_in_call_function
+from backend_helpers import compiled_once, needs_interpreter, stand_in_call_function
 
-from fuselint.backend import fuselint_backend, history_mark, reports_since
 from fuselint.backend.callgen import _aten_entry, _binding
 
 aten = torch.ops.aten
@@ -148,12 +147,7 @@ def test_an_op_given_none_among_its_optional_tensors_runs_in_the_call_function()
     # ("expected Tensor as element 0 in argument 2"), the overload takes it
     torch.manual_seed(0)
     args = (torch.randn(3, 4), torch.rand(3, 2) > 0.5, torch.tensor([0, 3]))
-    torch._dynamo.reset()
-    mark = history_mark()
-    fn = torch.compile(masked_index, backend=fuselint_backend)
-    with torch.no_grad():
-        first = fn(*args)
-    (report,) = reports_since(mark)
+    fn, first, report = compiled_once(masked_index, args)
     stand_in_call_function(report)
     assert report.runner.call is not None, report.runner.why_not
     torch.testing.assert_close(first, masked_index(*args))

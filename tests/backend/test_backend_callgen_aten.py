@@ -1,23 +1,13 @@
 """A graph with no kernel of fuselint's (ATen ops only) runs through a generated call function
-too: its ops called through their C entry points, not through the FX graph's forward."""
+too: its ops called through torch's bindings or their C entry points, not through the FX graph's
+forward."""
 
 from __future__ import annotations
 
 import torch
-from backend_helpers import needs_interpreter, stand_in_call_function
+from backend_helpers import compiled_once, needs_interpreter, stand_in_call_function
 
 from fuselint.backend import fuselint_backend, history_mark, reports_since
-
-
-def compiled_once(fn, args: tuple):
-    """`fn` compiled with fuselint and called once without grad: (compiled, its output, the report)."""
-    torch._dynamo.reset()
-    mark = history_mark()
-    compiled = torch.compile(fn, backend=fuselint_backend)
-    with torch.no_grad():
-        out = compiled(*args)
-    (report,) = reports_since(mark)
-    return compiled, out, report
 
 
 def matmuls(x, w1, w2):
@@ -125,14 +115,9 @@ def test_a_matmul_result_laid_out_otherwise_than_its_fake_is_never_handed_to_a_k
     # review27: ATen may lay out a matmul's result otherwise than its fake tensor says (the
     # views and kernels reading it check); a pooled one was taken by a kernel that stores by the
     # spec's strides, so the kernel's output read back transposed
-    torch._dynamo.reset()
-    mark = history_mark()
-    fn = torch.compile(pooled_then_taken, backend=fuselint_backend)
     torch.manual_seed(0)
     args = (torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16))
-    with torch.no_grad():
-        fn(*args)
-    (report,) = reports_since(mark)
+    fn, _, report = compiled_once(pooled_then_taken, args)
     stand_in_call_function(report)
     assert report.runner.call is not None, report.runner.why_not
     assert "a dead buffer of this layout" in report.runner.source, report.runner.source
